@@ -1,0 +1,321 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// Migrator applies Reckon's migrations and River's to one database. Every operation holds the
+// advisory lock (AdvisoryLockNamespace, LockKeyMigrate) on one dedicated connection, so migrators
+// started at once in several processes run one after another and each migration is applied once.
+type Migrator struct {
+	pool       *pgxpool.Pool
+	logger     *slog.Logger
+	migrations []Migration
+	river      *rivermigrate.Migrator[pgx.Tx]
+}
+
+// MigratorConfig configures a Migrator. The zero value is ready to use.
+type MigratorConfig struct {
+	// Logger receives one line per applied migration. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// NewMigrator returns a Migrator for the database behind pool. A nil config uses the defaults.
+func NewMigrator(pool *pgxpool.Pool, config *MigratorConfig) (*Migrator, error) {
+	if config == nil {
+		config = &MigratorConfig{}
+	}
+	logger := config.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	migrations, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	riverMigrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("river migrator: %w", err)
+	}
+	return &Migrator{pool: pool, logger: logger, migrations: migrations, river: riverMigrator}, nil
+}
+
+// Migrate applies every pending migration, River's first and then Reckon's. It is what binaries
+// call at start; it is safe to call from many processes at once.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	migrator, err := NewMigrator(pool, &MigratorConfig{Logger: logger})
+	if err != nil {
+		return err
+	}
+	_, err = migrator.Up(ctx)
+	return err
+}
+
+// Result lists what one Up or Down applied.
+type Result struct {
+	// River holds the River schema versions applied, in the order applied.
+	River []int
+	// Reckon holds Reckon's migration versions applied, in the order applied.
+	Reckon []int
+}
+
+const createVersionTable = `
+CREATE TABLE IF NOT EXISTS reckon_schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// Up applies every pending migration: River's, then Reckon's, each in its own transaction with
+// the row that records it. A failing migration is rolled back and stops the run; the ones before
+// it stay applied.
+func (m *Migrator) Up(ctx context.Context) (*Result, error) {
+	result := &Result{}
+	err := m.withLock(ctx, func(conn *pgxpool.Conn) error {
+		river, err := m.migrateRiver(ctx, conn, rivermigrate.DirectionUp)
+		result.River = river
+		if err != nil {
+			return fmt.Errorf("river migrations up: %w", err)
+		}
+		applied, err := appliedVersions(ctx, conn)
+		if err != nil {
+			return err
+		}
+		for _, migration := range m.migrations {
+			if _, ok := applied[migration.Version]; ok {
+				continue
+			}
+			start := time.Now()
+			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, migration.Up); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `INSERT INTO reckon_schema_migrations (version, name) VALUES ($1, $2)`,
+					migration.Version, migration.Name)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("migration %04d_%s up: %w", migration.Version, migration.Name, err)
+			}
+			m.logger.InfoContext(ctx, "applied migration", slog.Int("version", migration.Version),
+				slog.String("name", migration.Name), slog.Duration("duration", time.Since(start)))
+			result.Reckon = append(result.Reckon, migration.Version)
+		}
+		return nil
+	})
+	return result, err
+}
+
+// DownOpts says how far Down goes.
+type DownOpts struct {
+	// Steps is how many of Reckon's applied migrations to roll back, newest first. Default: 1.
+	Steps int
+	// All rolls back every Reckon migration and then River's schema as well, leaving the database
+	// as it was before the first Up. Steps is ignored.
+	All bool
+}
+
+// Down rolls back applied migrations, newest first, each in its own transaction. It destroys the
+// data of the tables it drops.
+func (m *Migrator) Down(ctx context.Context, opts *DownOpts) (*Result, error) {
+	if opts == nil {
+		opts = &DownOpts{}
+	}
+	steps := opts.Steps
+	if steps == 0 {
+		steps = 1
+	}
+	if steps < 0 {
+		return nil, fmt.Errorf("migrate down: steps must be positive, got %d", steps)
+	}
+	result := &Result{}
+	err := m.withLock(ctx, func(conn *pgxpool.Conn) error {
+		applied, err := appliedVersions(ctx, conn)
+		if err != nil {
+			return err
+		}
+		for i := len(m.migrations) - 1; i >= 0 && (opts.All || len(result.Reckon) < steps); i-- {
+			migration := m.migrations[i]
+			if _, ok := applied[migration.Version]; !ok {
+				continue
+			}
+			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, migration.Down); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `DELETE FROM reckon_schema_migrations WHERE version = $1`, migration.Version)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("migration %04d_%s down: %w", migration.Version, migration.Name, err)
+			}
+			m.logger.InfoContext(ctx, "rolled back migration", slog.Int("version", migration.Version),
+				slog.String("name", migration.Name))
+			result.Reckon = append(result.Reckon, migration.Version)
+		}
+		if !opts.All {
+			return nil
+		}
+		if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS reckon_schema_migrations`); err != nil {
+			return err
+		}
+		river, err := m.migrateRiver(ctx, conn, rivermigrate.DirectionDown)
+		result.River = river
+		if err != nil {
+			return fmt.Errorf("river migrations down: %w", err)
+		}
+		return nil
+	})
+	return result, err
+}
+
+// migrateRiver applies River's migrations in direction until none is left, one version per
+// transaction: some of River's versions cannot share a transaction with the one before (006 adds
+// an enum value that later statements use).
+func (m *Migrator) migrateRiver(ctx context.Context, conn *pgxpool.Conn, direction rivermigrate.Direction) ([]int, error) {
+	var versions []int
+	for {
+		var applied []rivermigrate.MigrateVersion
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			opts := &rivermigrate.MigrateOpts{MaxSteps: 1}
+			res, err := m.river.MigrateTx(ctx, tx, direction, opts)
+			if err != nil {
+				return err
+			}
+			applied = res.Versions
+			return nil
+		})
+		if err != nil {
+			return versions, err
+		}
+		if len(applied) == 0 {
+			return versions, nil
+		}
+		for _, v := range applied {
+			versions = append(versions, v.Version)
+		}
+	}
+}
+
+// Status is the migration state of a database as this binary sees it.
+type Status struct {
+	// Applied are Reckon's migrations recorded in the database, oldest first, with when.
+	Applied []AppliedMigration
+	// Pending are Reckon's migrations this binary has and the database lacks.
+	Pending []Migration
+	// Unknown are versions recorded in the database that this binary does not have (a newer
+	// binary migrated it).
+	Unknown []int
+	// RiverApplied and RiverPending count River's schema versions.
+	RiverApplied, RiverPending int
+}
+
+// AppliedMigration is one row of reckon_schema_migrations.
+type AppliedMigration struct {
+	Version   int
+	Name      string
+	AppliedAt time.Time
+}
+
+// Current reports whether nothing is pending, for River or Reckon.
+func (s *Status) Current() bool { return len(s.Pending) == 0 && s.RiverPending == 0 }
+
+// Status reads the migration state without changing anything or taking the lock.
+func (m *Migrator) Status(ctx context.Context) (*Status, error) {
+	conn, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", err)
+	}
+	defer conn.Release()
+	applied, err := appliedVersions(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	status := &Status{}
+	known := map[int]bool{}
+	for _, migration := range m.migrations {
+		known[migration.Version] = true
+		if row, ok := applied[migration.Version]; ok {
+			status.Applied = append(status.Applied, row)
+		} else {
+			status.Pending = append(status.Pending, migration)
+		}
+	}
+	for version := range applied {
+		if !known[version] {
+			status.Unknown = append(status.Unknown, version)
+		}
+	}
+	slices.Sort(status.Unknown)
+	riverExisting, err := m.river.ExistingVersions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("river migration status: %w", err)
+	}
+	status.RiverApplied = len(riverExisting)
+	status.RiverPending = len(m.river.AllVersions()) - len(riverExisting)
+	return status, nil
+}
+
+// withLock runs fn on a dedicated connection holding the migration advisory lock. The lock is
+// released before the connection goes back to the pool; if releasing fails the connection is
+// closed instead, which frees the lock.
+func (m *Migrator) withLock(ctx context.Context, fn func(conn *pgxpool.Conn) error) (err error) {
+	conn, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: acquire connection: %w", err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, AdvisoryLockNamespace, LockKeyMigrate); err != nil {
+		conn.Release()
+		return fmt.Errorf("migrate: take advisory lock: %w", err)
+	}
+	defer func() {
+		// Unlock with a context of its own: ctx may be what ended fn.
+		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, unlockErr := conn.Exec(unlockCtx, `SELECT pg_advisory_unlock($1, $2)`, AdvisoryLockNamespace, LockKeyMigrate); unlockErr != nil {
+			_ = conn.Hijack().Close(unlockCtx)
+			return
+		}
+		conn.Release()
+	}()
+	if _, err := conn.Exec(ctx, createVersionTable); err != nil {
+		return fmt.Errorf("migrate: create reckon_schema_migrations: %w", err)
+	}
+	return fn(conn)
+}
+
+func appliedVersions(ctx context.Context, conn *pgxpool.Conn) (map[int]AppliedMigration, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('reckon_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	applied := map[int]AppliedMigration{}
+	if !exists {
+		return applied, nil
+	}
+	rows, err := conn.Query(ctx, `SELECT version, name, applied_at FROM reckon_schema_migrations ORDER BY version`)
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	rowsApplied, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AppliedMigration, error) {
+		var a AppliedMigration
+		err := row.Scan(&a.Version, &a.Name, &a.AppliedAt)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations: %w", err)
+	}
+	for _, a := range rowsApplied {
+		applied[a.Version] = a
+	}
+	return applied, nil
+}
