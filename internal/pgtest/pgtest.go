@@ -1,0 +1,325 @@
+// Package pgtest gives each test a freshly migrated Postgres database of its own.
+//
+// The first test that asks for a database in a test binary finds a server: TEST_DATABASE_URL when
+// it is set, otherwise a Postgres container started with testcontainers-go (image
+// RECKON_TEST_PG_IMAGE, default DefaultImage). On that server a template database is migrated once
+// (Reckon's and River's migrations) and every test gets a clone of it, which is dropped when the
+// test ends. Cloning takes milliseconds, so tests that commit can still run in parallel.
+//
+// Without a server a test is skipped with the reason, except under CI=true, where it fails: a
+// database test must never pass in CI without a database.
+//
+// A package that uses pgtest calls Main from its TestMain, so that the container is stopped:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/reckonhq/reckon/db"
+)
+
+// DefaultImage is the container image used when RECKON_TEST_PG_IMAGE is not set.
+const DefaultImage = "postgres:15-alpine"
+
+// Mode says where the databases come from.
+type Mode string
+
+const (
+	// ModeURL: the server of TEST_DATABASE_URL.
+	ModeURL Mode = "url"
+	// ModeContainer: a Postgres container this test binary started.
+	ModeContainer Mode = "container"
+)
+
+// lockKeyTemplate is the advisory lock key held while a template database is built.
+const lockKeyTemplate int32 = 2
+
+var (
+	defaultOnce   sync.Once
+	defaultServer *server
+	defaultErr    error
+)
+
+// Main runs the tests of a package and then stops the container it started, if any.
+func Main(m *testing.M) {
+	code := m.Run()
+	if defaultServer != nil {
+		defaultServer.close()
+	}
+	os.Exit(code)
+}
+
+// NewDB returns a pool on a new database cloned from the migrated template. The pool is closed and
+// the database dropped when the test ends. Its connection string (pool.Config().ConnString())
+// serves subprocesses too.
+func NewDB(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	return mustServer(tb).newDB(tb, true)
+}
+
+// NewEmptyDB is NewDB without the migrations: an empty database, for tests of migrating itself.
+func NewEmptyDB(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	return mustServer(tb).newDB(tb, false)
+}
+
+func mustServer(tb testing.TB) *server {
+	tb.Helper()
+	srv, err := defaultSrv()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("pgtest: no test database in CI: %v", err)
+		}
+		tb.Skipf("pgtest: no test database (set TEST_DATABASE_URL or start Docker): %v", err)
+	}
+	return srv
+}
+
+// Info describes the server the databases of this test binary come from.
+type Info struct {
+	Mode Mode
+	// AdminURL connects to the server's maintenance database.
+	AdminURL string
+	// Container is the running container in ModeContainer, nil otherwise.
+	Container *tcpostgres.PostgresContainer
+}
+
+// Server finds (once per test binary) the server databases are cloned on, and describes it.
+func Server() (Info, error) {
+	srv, err := defaultSrv()
+	if err != nil {
+		return Info{}, err
+	}
+	return srv.Info, nil
+}
+
+func defaultSrv() (*server, error) {
+	defaultOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if conn := os.Getenv("TEST_DATABASE_URL"); conn != "" {
+			defaultServer, defaultErr = newURLServer(conn)
+			return
+		}
+		image := os.Getenv("RECKON_TEST_PG_IMAGE")
+		if image == "" {
+			image = DefaultImage
+		}
+		defaultServer, defaultErr = startContainer(ctx, image)
+	})
+	return defaultServer, defaultErr
+}
+
+// server is one Postgres server on which test databases are cloned from a template.
+type server struct {
+	Info
+
+	templateOnce sync.Once
+	template     string
+	templateErr  error
+}
+
+func newURLServer(conn string) (*server, error) {
+	if _, err := pgx.ParseConfig(conn); err != nil {
+		return nil, fmt.Errorf("TEST_DATABASE_URL: %w", err)
+	}
+	return &server{Info: Info{Mode: ModeURL, AdminURL: conn}}, nil
+}
+
+func startContainer(ctx context.Context, image string) (*server, error) {
+	ctr, err := tcpostgres.Run(ctx, image,
+		tcpostgres.WithDatabase("reckon"),
+		tcpostgres.BasicWaitStrategies(),
+		// Durability is not under test here; speed is welcome.
+		testcontainers.WithCmd("postgres", "-c", "fsync=off", "-c", "synchronous_commit=off",
+			"-c", "full_page_writes=off", "-c", "max_connections=300"),
+	)
+	if err != nil {
+		if ctr != nil {
+			_ = ctr.Terminate(context.WithoutCancel(ctx))
+		}
+		return nil, fmt.Errorf("start postgres container %s: %w", image, err)
+	}
+	conn, err := ctr.ConnectionString(ctx, "sslmode=disable")
+	if err != nil {
+		_ = ctr.Terminate(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("postgres container connection string: %w", err)
+	}
+	return &server{Info: Info{Mode: ModeContainer, AdminURL: conn, Container: ctr}}, nil
+}
+
+func (s *server) close() {
+	if s.Container != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = s.Container.Terminate(ctx)
+	}
+}
+
+// newDB creates a database, cloned from the migrated template when migrated is true and empty
+// otherwise, and returns a pool on it.
+func (s *server) newDB(tb testing.TB, migrated bool) *pgxpool.Pool {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	template := "template0"
+	if migrated {
+		s.templateOnce.Do(func() { s.template, s.templateErr = s.ensureTemplate(ctx) })
+		if s.templateErr != nil {
+			tb.Fatalf("pgtest: template database: %v", s.templateErr)
+		}
+		template = s.template
+	}
+
+	name := "reckon_test_" + randomHex(8)
+	admin, err := pgx.Connect(ctx, s.AdminURL)
+	if err != nil {
+		tb.Fatalf("pgtest: connect %s: %v", s.Mode, err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+quote(name)+" TEMPLATE "+quote(template)); err != nil {
+		tb.Fatalf("pgtest: clone template: %v", err)
+	}
+	tb.Cleanup(func() { s.dropDatabase(tb, name) })
+
+	config, err := pgxpool.ParseConfig(WithDatabase(s.AdminURL, name))
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	config.MaxConns = 10
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	if err != nil {
+		tb.Fatalf("pgtest: pool on %s: %v", name, err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+func (s *server) dropDatabase(tb testing.TB, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, s.AdminURL)
+	if err != nil {
+		tb.Errorf("pgtest: drop %s: %v", name, err)
+		return
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+quote(name)+" WITH (FORCE)"); err != nil {
+		tb.Errorf("pgtest: drop %s: %v", name, err)
+	}
+}
+
+// ensureTemplate returns the name of a template database migrated to the current schema, building
+// it if the server has none. The name carries a hash of every migration, so a changed schema gets a
+// new template. Test binaries building at once on one server wait for each other on an advisory
+// lock; a half-built template left by a killed process is dropped and built again.
+func (s *server) ensureTemplate(ctx context.Context) (string, error) {
+	hash, err := schemaHash()
+	if err != nil {
+		return "", err
+	}
+	name := "reckon_tpl_" + hash
+	building := name + "_building"
+
+	admin, err := pgx.Connect(ctx, s.AdminURL)
+	if err != nil {
+		return "", fmt.Errorf("connect %s: %w", s.Mode, err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, db.AdvisoryLockNamespace, lockKeyTemplate); err != nil {
+		return "", err
+	}
+	// Closing admin frees the lock.
+
+	var exists bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if exists {
+		return name, nil
+	}
+	for _, stmt := range []string{
+		"DROP DATABASE IF EXISTS " + quote(building) + " WITH (FORCE)",
+		"CREATE DATABASE " + quote(building),
+	} {
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			return "", err
+		}
+	}
+	pool, err := pgxpool.New(ctx, WithDatabase(s.AdminURL, building))
+	if err != nil {
+		return "", err
+	}
+	err = db.Migrate(ctx, pool, nil)
+	pool.Close()
+	if err != nil {
+		return "", fmt.Errorf("migrate template: %w", err)
+	}
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+quote(building)+" RENAME TO "+quote(name)); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// schemaHash identifies the schema the migrations produce: Reckon's migrations and River's.
+func schemaHash() (string, error) {
+	migrations, err := db.Migrations()
+	if err != nil {
+		return "", err
+	}
+	riverMigrator, err := rivermigrate.New(riverpgxv5.New(nil), nil)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, m := range migrations {
+		fmt.Fprintf(h, "%d\x00%s\x00%s\x00", m.Version, m.Up, m.Down)
+	}
+	for _, m := range riverMigrator.AllVersions() {
+		fmt.Fprintf(h, "river %d\x00%s\x00", m.Version, m.SQLUp)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// WithDatabase returns the connection string conn (a URL or keyword/value form) with its database
+// changed to name.
+func WithDatabase(conn, name string) string {
+	if u, err := url.Parse(conn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + name
+		u.RawPath = ""
+		return u.String()
+	}
+	return conn + " dbname=" + quoteKeywordValue(name)
+}
+
+func quoteKeywordValue(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+}
+
+func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,161 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+// requireIsolated gives 6 parallel subtests a database each from srv and checks that each sees
+// only its own writes, on a migrated schema.
+func requireIsolated(t *testing.T, srv *server) {
+	var (
+		mu    sync.Mutex
+		names = map[string]bool{}
+	)
+	for i := range 6 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := srv.newDB(t, true)
+
+			var name string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT current_database()`).Scan(&name))
+			mu.Lock()
+			require.False(t, names[name], "database %s handed out twice", name)
+			names[name] = true
+			mu.Unlock()
+
+			// Migrated: both Reckon's and River's tables exist, and start empty.
+			var effects, jobs int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_effects`).Scan(&effects))
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river_job`).Scan(&jobs))
+			require.Zero(t, effects)
+			require.Zero(t, jobs)
+
+			_, err := pool.Exec(ctx, `INSERT INTO reckon_effects (id, tenant_id, connector, idempotency_key, policy, transition_actor, transition_reason)
+				VALUES (gen_random_uuid(), $1, 'c', 'k', 'pure', 'pgtest', 'isolation')`, name)
+			require.NoError(t, err)
+			time.Sleep(50 * time.Millisecond) // let the siblings write too
+			var tenants []string
+			rows, err := pool.Query(ctx, `SELECT tenant_id FROM reckon_effects`)
+			require.NoError(t, err)
+			tenants, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			require.Equal(t, []string{name}, tenants)
+		})
+	}
+}
+
+func TestIsolationDefaultServer(t *testing.T) {
+	srv, err := defaultSrv()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no test database in CI: %v", err)
+		}
+		t.Skipf("no test database: %v", err)
+	}
+	t.Logf("mode %s", srv.Mode)
+	requireIsolated(t, srv)
+}
+
+// TestIsolationURLMode runs URL mode against TEST_DATABASE_URL, or, in container mode, against the
+// container's own URL: the URL path is exercised whatever this machine has.
+func TestIsolationURLMode(t *testing.T) {
+	conn := os.Getenv("TEST_DATABASE_URL")
+	if conn == "" {
+		srv, err := defaultSrv()
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("no test database in CI: %v", err)
+			}
+			t.Skipf("no test database: %v", err)
+		}
+		conn = srv.AdminURL
+	}
+	srv, err := newURLServer(conn)
+	require.NoError(t, err)
+	require.Equal(t, ModeURL, srv.Mode)
+	requireIsolated(t, srv)
+}
+
+// TestIsolationContainerMode uses the binary's container, or starts one when the default server
+// is a URL. Without Docker it is skipped unless RECKON_REQUIRE_CONTAINER=1.
+func TestIsolationContainerMode(t *testing.T) {
+	srv, err := defaultSrv()
+	if err != nil || srv.Mode != ModeContainer {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		image := os.Getenv("RECKON_TEST_PG_IMAGE")
+		if image == "" {
+			image = DefaultImage
+		}
+		srv, err = startContainer(ctx, image)
+		if err != nil {
+			if os.Getenv("RECKON_REQUIRE_CONTAINER") == "1" {
+				t.Fatalf("container required: %v", err)
+			}
+			t.Skipf("no container engine: %v", err)
+		}
+		t.Cleanup(srv.close)
+	}
+	require.Equal(t, ModeContainer, srv.Mode)
+	requireIsolated(t, srv)
+}
+
+// TestContainerRequired proves, when CI asks for it, that the default server really is a
+// container this binary started: Docker reports it running, and the connection string reaches it
+// on the port Docker mapped to its 5432.
+func TestContainerRequired(t *testing.T) {
+	if os.Getenv("RECKON_REQUIRE_CONTAINER") != "1" {
+		t.Skip("RECKON_REQUIRE_CONTAINER is not 1")
+	}
+	info, err := Server()
+	require.NoError(t, err)
+	require.Equal(t, ModeContainer, info.Mode, "TEST_DATABASE_URL must be unset when a container is required")
+	require.NotNil(t, info.Container)
+
+	ctx := context.Background()
+	state, err := info.Container.State(ctx)
+	require.NoError(t, err)
+	require.True(t, state.Running, "container %s is not running", info.Container.GetContainerID())
+
+	mapped, err := info.Container.MappedPort(ctx, "5432/tcp")
+	require.NoError(t, err)
+	config, err := pgx.ParseConfig(info.AdminURL)
+	require.NoError(t, err)
+	require.Equal(t, mapped.Port(), fmt.Sprint(config.Port))
+
+	conn, err := pgx.Connect(ctx, info.AdminURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var serverPort int
+	var dataDir string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT inet_server_port(), current_setting('data_directory')`).Scan(&serverPort, &dataDir))
+	require.Equal(t, 5432, serverPort, "inside the container postgres listens on 5432")
+	require.Equal(t, "/var/lib/postgresql/data", dataDir, "the container's data directory")
+}
+
+func TestWithDatabase(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://postgres@127.0.0.1:5432/postgres", "postgres://postgres@127.0.0.1:5432/x_1"},
+		{"postgresql://u:p@h:1/db?sslmode=disable", "postgresql://u:p@h:1/x_1?sslmode=disable"},
+		{"postgres://u@h", "postgres://u@h/x_1"},
+		{"host=h user=u dbname=db", "host=h user=u dbname=db dbname='x_1'"},
+	} {
+		got := WithDatabase(tc.in, "x_1")
+		require.Equal(t, tc.want, got)
+		config, err := pgx.ParseConfig(got)
+		require.NoError(t, err)
+		require.Equal(t, "x_1", config.Database)
+	}
+}
