@@ -1,0 +1,209 @@
+package db_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/db"
+	"github.com/reckonhq/reckon/internal/pgtest"
+)
+
+func allVersions(t *testing.T) []int {
+	t.Helper()
+	migrations, err := db.Migrations()
+	require.NoError(t, err)
+	var versions []int
+	for _, m := range migrations {
+		versions = append(versions, m.Version)
+	}
+	return versions
+}
+
+// schemaObjects lists the tables and types Reckon and River own in the database.
+func schemaObjects(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT 'table ' || tablename FROM pg_tables WHERE schemaname = 'public' AND (tablename LIKE 'reckon%' OR tablename LIKE 'river%')
+		UNION ALL
+		SELECT 'type ' || typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+		WHERE n.nspname = 'public' AND t.typtype = 'e'
+		UNION ALL
+		SELECT 'function ' || proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		WHERE n.nspname = 'public' AND (proname LIKE 'reckon%' OR proname LIKE 'river%')
+		ORDER BY 1`)
+	require.NoError(t, err)
+	objects, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return objects
+}
+
+func TestMigrateUpDownUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewEmptyDB(t)
+	require.Empty(t, schemaObjects(t, pool))
+	migrator, err := db.NewMigrator(pool, nil)
+	require.NoError(t, err)
+
+	status, err := migrator.Status(ctx)
+	require.NoError(t, err)
+	require.False(t, status.Current())
+	require.Len(t, status.Pending, len(allVersions(t)))
+	require.Zero(t, status.RiverApplied)
+
+	first, err := migrator.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, allVersions(t), first.Reckon)
+	require.NotEmpty(t, first.River)
+	migrated := schemaObjects(t, pool)
+	require.Contains(t, migrated, "table reckon_effects")
+	require.Contains(t, migrated, "table reckon_effect_transitions")
+	require.Contains(t, migrated, "table river_job")
+	require.Contains(t, migrated, "type reckon_effect_state")
+
+	status, err = migrator.Status(ctx)
+	require.NoError(t, err)
+	require.True(t, status.Current())
+	require.Len(t, status.Applied, len(allVersions(t)))
+	require.Equal(t, len(first.River), status.RiverApplied)
+
+	again, err := migrator.Up(ctx)
+	require.NoError(t, err)
+	require.Empty(t, again.Reckon, "a second up applies nothing")
+	require.Empty(t, again.River)
+
+	// One step down rolls back the newest migration only.
+	down, err := migrator.Down(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, allVersions(t)[len(allVersions(t))-1:], down.Reckon)
+	require.Empty(t, down.River)
+	status, err = migrator.Status(ctx)
+	require.NoError(t, err)
+	require.Len(t, status.Pending, 1)
+	_, err = migrator.Up(ctx)
+	require.NoError(t, err)
+
+	// All the way down leaves nothing of Reckon or River behind…
+	down, err = migrator.Down(ctx, &db.DownOpts{All: true})
+	require.NoError(t, err)
+	reversed := slices.Clone(allVersions(t))
+	slices.Reverse(reversed)
+	require.Equal(t, reversed, down.Reckon)
+	require.Len(t, down.River, len(first.River))
+	require.Empty(t, schemaObjects(t, pool))
+
+	// …and up again rebuilds the same schema.
+	second, err := migrator.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, first.Reckon, second.Reckon)
+	require.Equal(t, first.River, second.River)
+	require.Equal(t, migrated, schemaObjects(t, pool))
+
+	_, err = migrator.Down(ctx, &db.DownOpts{Steps: -1})
+	require.ErrorContains(t, err, "steps must be positive")
+}
+
+// TestMigrateConcurrently starts four migrators, each with its own pool as separate processes
+// would have, against one empty database at once: all succeed and every migration is applied by
+// exactly one of them.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target := pgtest.NewEmptyDB(t)
+
+	const migrators = 4
+	var (
+		start   = make(chan struct{})
+		wg      sync.WaitGroup
+		results = make([]*db.Result, migrators)
+		errs    = make([]error, migrators)
+	)
+	for i := range migrators {
+		pool, err := pgxpool.New(ctx, target.Config().ConnString())
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		migrator, err := db.NewMigrator(pool, nil)
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i], errs[i] = migrator.Up(ctx)
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	var reckon, river []int
+	for i := range migrators {
+		require.NoError(t, errs[i], "migrator %d", i)
+		reckon = append(reckon, results[i].Reckon...)
+		river = append(river, results[i].River...)
+	}
+	slices.Sort(reckon)
+	require.Equal(t, allVersions(t), reckon, "each migration applied exactly once")
+	require.Equal(t, len(river), len(slices.Compact(slices.Sorted(slices.Values(river)))), "each River version applied once")
+
+	var rows int
+	require.NoError(t, target.QueryRow(ctx, `SELECT count(*) FROM reckon_schema_migrations`).Scan(&rows))
+	require.Equal(t, len(allVersions(t)), rows)
+}
+
+func TestEnsureDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	existing := pgtest.NewEmptyDB(t)
+
+	created, err := db.EnsureDatabase(ctx, existing.Config().ConnString())
+	require.NoError(t, err)
+	require.False(t, created, "an existing database is left alone")
+
+	url := pgtest.WithDatabase(existing.Config().ConnString(), existing.Config().ConnConfig.Database+"_ensured")
+	t.Cleanup(func() {
+		_, err := existing.Exec(context.Background(), `DROP DATABASE IF EXISTS `+pgx.Identifier{existing.Config().ConnConfig.Database + "_ensured"}.Sanitize()+` WITH (FORCE)`)
+		require.NoError(t, err)
+	})
+	created, err = db.EnsureDatabase(ctx, url)
+	require.NoError(t, err)
+	require.True(t, created)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+
+	_, err = db.EnsureDatabase(ctx, "postgres://127.0.0.1:1/")
+	require.ErrorContains(t, err, "names no database")
+}
+
+func TestParseMigrations(t *testing.T) {
+	t.Parallel()
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	for _, tc := range []struct {
+		name    string
+		files   fstest.MapFS
+		wantErr string
+	}{
+		{"ok", fstest.MapFS{"m/0001_a.up.sql": file("up"), "m/0001_a.down.sql": file("down"), "m/0002_b.up.sql": file("up"), "m/0002_b.down.sql": file("down")}, ""},
+		{"gap", fstest.MapFS{"m/0001_a.up.sql": file("up"), "m/0001_a.down.sql": file("down"), "m/0003_c.up.sql": file("up"), "m/0003_c.down.sql": file("down")}, "expected 0002, found 0003_c"},
+		{"no down", fstest.MapFS{"m/0001_a.up.sql": file("up")}, "needs both an .up.sql and a .down.sql"},
+		{"bad name", fstest.MapFS{"m/1_a.sql": file("up")}, `migration file "1_a.sql": name must look like`},
+		{"two names", fstest.MapFS{"m/0001_a.up.sql": file("up"), "m/0001_b.down.sql": file("down")}, "has two names"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			migrations, err := db.ParseMigrations(tc.files, "m")
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, migrations, 2)
+			require.Equal(t, "b", migrations[1].Name)
+		})
+	}
+}
