@@ -1,0 +1,87 @@
+// Command reactor runs Reckon's background workers against one database; any number of reactors
+// may share it. It serves /healthz, /readyz and /metrics on its own address, and stops gracefully
+// on SIGINT or SIGTERM.
+//
+// Configuration comes from flags, which default to environment variables: DATABASE_URL,
+// RECKON_REACTOR_ADDR, RECKON_LOG_FORMAT.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/reckonhq/reckon/db"
+	"github.com/reckonhq/reckon/internal/cli"
+	"github.com/reckonhq/reckon/internal/health"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("reactor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	databaseURL := fs.String("database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
+	logFormat := fs.String("log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
+	addr := fs.String("addr", cli.Env("RECKON_REACTOR_ADDR", "127.0.0.1:9090"), "address of the health and metrics endpoints (env RECKON_REACTOR_ADDR)")
+	drain := fs.Duration("shutdown-timeout", 10*time.Second, "how long work in flight may take to finish after SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "reactor: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	logger, err := cli.NewLogger(*logFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, "reactor:", err)
+		return 2
+	}
+	if err := serve(ctx, logger, *databaseURL, *addr, *drain); err != nil {
+		logger.Error("reactor failed", slog.String("error", err.Error()))
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, logger *slog.Logger, databaseURL, addr string, drain time.Duration) error {
+	pool, err := cli.OpenPool(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger})
+	if err != nil {
+		return err
+	}
+	if status, err := migrator.Status(ctx); err != nil {
+		return err
+	} else if !status.Current() {
+		logger.Warn("schema is not current: run `server migrate up`; /readyz reports unavailable until then")
+	}
+
+	mux := http.NewServeMux()
+	health.Register(mux, pool, migrator, health.NewRegistry())
+	logger.Info("reactor starting")
+	if err := cli.Serve(ctx, logger, "health", addr, mux, drain); err != nil {
+		return err
+	}
+	logger.Info("reactor stopped")
+	return nil
+}

@@ -1,0 +1,215 @@
+// Command server is Reckon's HTTP server: the API, callbacks, health and metrics. Its migrate
+// subcommand manages the database schema.
+//
+//	server [flags]                      serve (SIGINT or SIGTERM stops it gracefully)
+//	server migrate up [-create-db]      apply pending migrations (River's, then Reckon's)
+//	server migrate down [-steps N|-all] roll back Reckon's newest migration(s); -all removes River's too
+//	server migrate status               list migrations and whether they are applied
+//
+// Configuration comes from flags, which default to environment variables: DATABASE_URL,
+// RECKON_SERVER_ADDR, RECKON_LOG_FORMAT.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/reckonhq/reckon/db"
+	"github.com/reckonhq/reckon/internal/cli"
+	"github.com/reckonhq/reckon/internal/health"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// errUsage marks a mistake in the command line: exit status 2.
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var err error
+	if len(args) > 0 && args[0] == "migrate" {
+		err = runMigrate(ctx, args[1:], stdout, stderr)
+	} else {
+		err = runServe(ctx, args, stderr)
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "server:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "server:", err)
+		return 1
+	}
+}
+
+type commonFlags struct {
+	databaseURL string
+	logFormat   string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.databaseURL, "database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
+	fs.StringVar(&c.logFormat, "log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	return nil
+}
+
+func runServe(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	common.register(fs)
+	addr := fs.String("addr", cli.Env("RECKON_SERVER_ADDR", "127.0.0.1:8080"), "address to listen on (env RECKON_SERVER_ADDR)")
+	drain := fs.Duration("shutdown-timeout", 10*time.Second, "how long requests in flight may take to finish after SIGTERM")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	logger, err := cli.NewLogger(common.logFormat)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	pool, err := cli.OpenPool(ctx, common.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger})
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	health.Register(mux, pool, migrator, health.NewRegistry())
+	logger.Info("server starting")
+	if err := cli.Serve(ctx, logger, "http", *addr, mux, *drain); err != nil {
+		return err
+	}
+	logger.Info("server stopped")
+	return nil
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: server migrate up|down|status [flags]", errUsage)
+	}
+	direction, args := args[0], args[1:]
+	fs := flag.NewFlagSet("server migrate "+direction, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	common.register(fs)
+	var (
+		createDB *bool
+		steps    *int
+		all      *bool
+	)
+	switch direction {
+	case "up":
+		createDB = fs.Bool("create-db", false, "create the database first if it does not exist")
+	case "down":
+		steps = fs.Int("steps", 1, "how many of Reckon's migrations to roll back")
+		all = fs.Bool("all", false, "roll back every migration, River's included")
+	case "status":
+	default:
+		return fmt.Errorf("%w: unknown migrate direction %q: want up, down or status", errUsage, direction)
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if steps != nil && *steps < 1 {
+		return fmt.Errorf("%w: -steps must be at least 1, got %d", errUsage, *steps)
+	}
+	logger, err := cli.NewLogger(common.logFormat)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if createDB != nil && *createDB {
+		created, err := db.EnsureDatabase(ctx, common.databaseURL)
+		if err != nil {
+			return err
+		}
+		if created {
+			logger.Info("created database")
+		}
+	}
+	pool, err := cli.OpenPool(ctx, common.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger})
+	if err != nil {
+		return err
+	}
+
+	switch direction {
+	case "up":
+		result, err := migrator.Up(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "applied %d River and %d Reckon migrations\n", len(result.River), len(result.Reckon))
+	case "down":
+		result, err := migrator.Down(ctx, &db.DownOpts{Steps: *steps, All: *all})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "rolled back %d Reckon and %d River migrations\n", len(result.Reckon), len(result.River))
+	case "status":
+		status, err := migrator.Status(ctx)
+		if err != nil {
+			return err
+		}
+		printStatus(stdout, status)
+	}
+	return nil
+}
+
+func printStatus(w io.Writer, status *db.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tNAME\tSTATUS\tAPPLIED AT")
+	for _, m := range status.Applied {
+		fmt.Fprintf(tw, "%04d\t%s\tapplied\t%s\n", m.Version, m.Name, m.AppliedAt.UTC().Format(time.RFC3339))
+	}
+	for _, m := range status.Pending {
+		fmt.Fprintf(tw, "%04d\t%s\tpending\t-\n", m.Version, m.Name)
+	}
+	for _, v := range status.Unknown {
+		fmt.Fprintf(tw, "%04d\t?\tapplied by a newer binary\t-\n", v)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "river: %d applied, %d pending\n", status.RiverApplied, status.RiverPending)
+	if status.Current() {
+		fmt.Fprintln(w, "schema is current")
+	} else {
+		fmt.Fprintln(w, "schema is NOT current: run `server migrate up`")
+	}
+}
+

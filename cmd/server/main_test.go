@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/proctest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// TestBinariesLifecycle drives the real binaries against an empty database: the server is not
+// ready until `server migrate up` has run, both binaries then report healthy and ready and serve
+// metrics, and both exit 0 on SIGTERM. `migrate down -all` then leaves the database empty.
+func TestBinariesLifecycle(t *testing.T) {
+	t.Parallel()
+	server := proctest.Binary(t, "server")
+	reactor := proctest.Binary(t, "reactor")
+	url := pgtest.NewEmptyDB(t).Config().ConnString()
+	env := []string{"DATABASE_URL=" + url}
+
+	res := proctest.Run(t, env, server, "migrate", "status")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stdout, "0001     effects  pending")
+	require.Contains(t, res.Stdout, "schema is NOT current")
+
+	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
+	base := "http://" + srv.Addr(t)
+	code, _ := get(t, base+"/healthz")
+	require.Equal(t, http.StatusOK, code)
+	code, body := get(t, base+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code, "not ready before migrating")
+	require.Contains(t, body, "migrations pending")
+
+	res = proctest.Run(t, env, server, "migrate", "up")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Regexp(t, `applied \d+ River and 1 Reckon migrations`, res.Stdout)
+	code, body = get(t, base+"/readyz")
+	require.Equal(t, http.StatusOK, code, body)
+
+	rct := proctest.Start(t, env, reactor, "-addr", "127.0.0.1:0")
+	reactorBase := "http://" + rct.Addr(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		code, body := get(t, reactorBase+path)
+		require.Equal(t, http.StatusOK, code, "reactor %s: %s", path, body)
+	}
+	for _, base := range []string{base, reactorBase} {
+		code, body := get(t, base+"/metrics")
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, body, "go_goroutines")
+		require.Contains(t, body, "process_resident_memory_bytes")
+	}
+
+	srv.Signal(t, syscall.SIGTERM)
+	rct.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())
+	require.Equal(t, 0, rct.Wait(t, 15*time.Second), rct.Stderr())
+	require.True(t, srv.Logged("server stopped"))
+	require.True(t, rct.Logged("reactor stopped"))
+
+	res = proctest.Run(t, env, server, "migrate", "down", "-all")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	res = proctest.Run(t, env, server, "migrate", "status")
+	require.Contains(t, res.Stdout, "river: 0 applied")
+	require.Contains(t, res.Stdout, "schema is NOT current")
+}
+
+func TestMigrateCreatesDatabase(t *testing.T) {
+	t.Parallel()
+	server := proctest.Binary(t, "server")
+	existing := pgtest.NewEmptyDB(t)
+	name := existing.Config().ConnConfig.Database + "_created"
+	url := pgtest.WithDatabase(existing.Config().ConnString(), name)
+	t.Cleanup(func() {
+		_, err := existing.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		require.NoError(t, err)
+	})
+
+	res := proctest.Run(t, []string{"DATABASE_URL=" + url}, server, "migrate", "up")
+	require.Equal(t, 1, res.ExitCode, "without -create-db a missing database is an error")
+	require.Contains(t, res.Stderr, name)
+
+	res = proctest.Run(t, []string{"DATABASE_URL=" + url}, server, "migrate", "up", "-create-db")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stderr, "created database")
+	res = proctest.Run(t, []string{"DATABASE_URL=" + url}, server, "migrate", "status")
+	require.Contains(t, res.Stdout, "schema is current")
+}
+
+// TestBadCommandLines: every mistake exits 2 with a message and changes nothing.
+func TestBadCommandLines(t *testing.T) {
+	t.Parallel()
+	server := proctest.Binary(t, "server")
+	reactor := proctest.Binary(t, "reactor")
+	url := pgtest.NewEmptyDB(t).Config().ConnString()
+	env := []string{"DATABASE_URL=" + url}
+
+	for _, tc := range []struct {
+		bin  string
+		args []string
+		want string
+	}{
+		{server, []string{"migrate"}, "server migrate up|down|status"},
+		{server, []string{"migrate", "sideways"}, `unknown migrate direction "sideways"`},
+		{server, []string{"migrate", "down", "-steps", "0"}, "-steps must be at least 1"},
+		{server, []string{"migrate", "up", "-bogus"}, "flag provided but not defined: -bogus"},
+		{server, []string{"migrate", "status", "extra"}, `unexpected argument "extra"`},
+		{server, []string{"-log-format", "xml"}, `log format "xml"`},
+		{server, []string{"serve-please"}, `unexpected argument "serve-please"`},
+		{reactor, []string{"-log-format", "xml"}, `log format "xml"`},
+		{reactor, []string{"-nope"}, "flag provided but not defined: -nope"},
+	} {
+		res := proctest.Run(t, env, tc.bin, tc.args...)
+		require.Equal(t, 2, res.ExitCode, "%v: %s", tc.args, res.Stderr)
+		require.Contains(t, res.Stderr, tc.want, "%v", tc.args)
+	}
+	res := proctest.Run(t, env, server, "migrate", "status")
+	require.True(t, strings.Contains(res.Stdout, "river: 0 applied"), "bad command lines changed the database:\n%s", res.Stdout)
+
+	res = proctest.Run(t, []string{"DATABASE_URL=postgres://postgres@127.0.0.1:1/none?connect_timeout=2"}, server, "migrate", "status")
+	require.Equal(t, 1, res.ExitCode)
+	require.Contains(t, res.Stderr, "database none on 127.0.0.1")
+}

@@ -1,0 +1,91 @@
+// Package cli holds the plumbing cmd/server and cmd/reactor share: configuration from the
+// environment, logging, the database pool, and an HTTP server that stops gracefully.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultDatabaseURL is the database used when DATABASE_URL is not set: the local Postgres.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/reckon?sslmode=disable"
+
+// Env returns the environment variable name, or def when it is unset or empty.
+func Env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// NewLogger returns a logger writing to stderr as "text" or "json".
+func NewLogger(format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
+	default:
+		return nil, fmt.Errorf("log format %q: want text or json", format)
+	}
+}
+
+// OpenPool connects to databaseURL and checks that the database answers.
+func OpenPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	config, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database %s on %s: %w", config.ConnConfig.Database, config.ConnConfig.Host, err)
+	}
+	return pool, nil
+}
+
+// Serve listens on addr and serves handler until ctx ends, then shuts down, giving requests in
+// flight up to drain to finish. It logs the address it listens on (useful with port 0).
+func Serve(ctx context.Context, logger *slog.Logger, name, addr string, handler http.Handler, drain time.Duration) error {
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
+	}
+	server := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	logger.Info("listening", slog.String("server", name), slog.String("addr", listener.Addr().String()))
+
+	errc := make(chan error, 1)
+	go func() { errc <- server.Serve(listener) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("%s: %w", name, err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	if err := server.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("%s: shutdown: %w", name, err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+// Package proctest builds Reckon's binaries and runs them as real processes in tests: started with
+// JSON logs, found by the address they log, stopped with a signal or killed.
+package proctest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// Binary returns the path of the named command of this module (server or reactor), built once per
+// test binary.
+func Binary(tb testing.TB, name string) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "reckon-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator),
+			"github.com/reckonhq/reckon/cmd/server", "github.com/reckonhq/reckon/cmd/reactor")
+		var out []byte
+		out, buildErr = cmd.CombinedOutput()
+		if buildErr != nil {
+			buildErr = &buildError{err: buildErr, output: string(out)}
+		}
+	})
+	if buildErr != nil {
+		tb.Fatalf("proctest: build binaries: %v", buildErr)
+	}
+	return filepath.Join(buildDir, name)
+}
+
+type buildError struct {
+	err    error
+	output string
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.output }
+
+// Result is what a finished command printed and its exit code.
+type Result struct {
+	Stdout, Stderr string
+	ExitCode       int
+}
+
+// Run runs a command to completion, with a minute at most.
+func Run(tb testing.TB, env []string, bin string, args ...string) Result {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := Result{Stdout: stdout.String(), Stderr: stderr.String()}
+	if exitErr, ok := err.(*exec.ExitError); ok {
+		res.ExitCode = exitErr.ExitCode()
+	} else if err != nil {
+		tb.Fatalf("proctest: run %s: %v", bin, err)
+	}
+	return res
+}
+
+// Process is a running command whose stderr carries JSON log lines.
+type Process struct {
+	cmd  *exec.Cmd
+	addr chan string
+	done chan struct{}
+
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	err    error
+}
+
+// Start starts bin with args (plus "-log-format json") and the extra environment. The process is
+// killed when the test ends if it is still running.
+func Start(tb testing.TB, env []string, bin string, args ...string) *Process {
+	tb.Helper()
+	cmd := exec.Command(bin, append(args, "-log-format", "json")...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		tb.Fatalf("proctest: %v", err)
+	}
+	p := &Process{cmd: cmd, addr: make(chan string, 1), done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("proctest: start %s: %v", bin, err)
+	}
+	go func() {
+		scanner := bufio.NewScanner(stderr)
+		for scanner.Scan() {
+			line := scanner.Text()
+			p.mu.Lock()
+			p.stderr.WriteString(line + "\n")
+			p.mu.Unlock()
+			var entry struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "listening" {
+				select {
+				case p.addr <- entry.Addr:
+				default:
+				}
+			}
+		}
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if tb.Failed() {
+			tb.Logf("%s stderr:\n%s", filepath.Base(bin), p.Stderr())
+		}
+	})
+	return p
+}
+
+// Addr waits for the process to log the address it listens on.
+func (p *Process) Addr(tb testing.TB) string {
+	tb.Helper()
+	select {
+	case addr := <-p.addr:
+		p.addr <- addr
+		return addr
+	case <-p.done:
+		tb.Fatalf("proctest: process exited before listening: %v\n%s", p.exitErr(), p.Stderr())
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("proctest: process did not listen within 30s\n%s", p.Stderr())
+	}
+	return ""
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		tb.Fatalf("proctest: signal %v: %v", sig, err)
+	}
+}
+
+// Wait waits up to timeout for the process to exit and returns its exit code.
+func (p *Process) Wait(tb testing.TB, timeout time.Duration) int {
+	tb.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		tb.Fatalf("proctest: process still running after %v\n%s", timeout, p.Stderr())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// Stderr returns what the process has logged so far.
+func (p *Process) Stderr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// Logged reports whether a log line with the message msg was written.
+func (p *Process) Logged(msg string) bool {
+	return strings.Contains(p.Stderr(), `"msg":"`+msg+`"`)
+}
+
+func (p *Process) exitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
