@@ -1,0 +1,30 @@
+# Reckon's everyday commands. `make run` and `make test` are the two a newcomer needs.
+
+SQLC := go tool -modfile=tools/go.mod sqlc
+
+.PHONY: run test generate lint build
+
+## run: migrate the database of DATABASE_URL (default: local Postgres, database "reckon", created
+## if missing) and run server and reactor until Ctrl-C.
+run:
+	scripts/run
+
+## test: the whole suite with the race detector. Databases come from TEST_DATABASE_URL, else a
+## Postgres container (testcontainers), else, when Docker does not answer, the local Postgres.
+test:
+	scripts/test
+
+## generate: regenerate internal/dbsqlc from db/migrations and db/queries.
+generate:
+	$(SQLC) generate
+
+## lint: gofmt, go vet, and a check that the generated code is current.
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	go vet ./...
+	$(SQLC) generate
+	@git diff --exit-code -- internal/dbsqlc || { echo "internal/dbsqlc is stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- internal/dbsqlc)" || { echo "internal/dbsqlc has files git does not know:"; git status --porcelain -- internal/dbsqlc; exit 1; }
+
+build:
+	go build -o bin/ ./cmd/...
