@@ -212,4 +212,3 @@ func printStatus(w io.Writer, status *db.Status) {
 		fmt.Fprintln(w, "schema is NOT current: run `server migrate up`")
 	}
 }
-
