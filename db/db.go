@@ -1,7 +1,7 @@
 // Package db holds Reckon's schema: the SQL migrations in db/migrations, embedded into every
 // binary, and the Migrator that applies them together with River's own migrations.
 //
-// Several processes may migrate the same database at once (every reactor does at start): the
+// Several processes may migrate the same database at once (deploys often start several): the
 // Migrator serializes them with a Postgres advisory lock, so each migration is applied exactly
 // once, in its own transaction together with the row that records it.
 package db

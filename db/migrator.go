@@ -49,8 +49,8 @@ func NewMigrator(pool *pgxpool.Pool, config *MigratorConfig) (*Migrator, error) 
 	return &Migrator{pool: pool, logger: logger, migrations: migrations, river: riverMigrator}, nil
 }
 
-// Migrate applies every pending migration, River's first and then Reckon's. It is what binaries
-// call at start; it is safe to call from many processes at once.
+// Migrate applies every pending migration, River's first and then Reckon's: what `server migrate
+// up` does, for programs that embed Reckon. It is safe to call from many processes at once.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	migrator, err := NewMigrator(pool, &MigratorConfig{Logger: logger})
 	if err != nil {

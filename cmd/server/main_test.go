@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,6 +84,38 @@ func TestBinariesLifecycle(t *testing.T) {
 	res = proctest.Run(t, env, server, "migrate", "status")
 	require.Contains(t, res.Stdout, "river: 0 applied")
 	require.Contains(t, res.Stdout, "schema is NOT current")
+}
+
+// TestMigrateTwoProcessesAtOnce starts two `server migrate up` processes on one empty database at
+// the same moment: both succeed and between them every migration is applied once.
+func TestMigrateTwoProcessesAtOnce(t *testing.T) {
+	t.Parallel()
+	server := proctest.Binary(t, "server")
+	pool := pgtest.NewEmptyDB(t)
+	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+
+	results := make(chan proctest.Result, 2)
+	for range 2 {
+		go func() { results <- proctest.Run(t, env, server, "migrate", "up") }()
+	}
+	applied := map[string]int{}
+	re := regexp.MustCompile(`applied (\d+) River and (\d+) Reckon migrations`)
+	for range 2 {
+		res := <-results
+		require.Equal(t, 0, res.ExitCode, res.Stderr)
+		match := re.FindStringSubmatch(res.Stdout)
+		require.NotNil(t, match, res.Stdout)
+		river, _ := strconv.Atoi(match[1])
+		reckon, _ := strconv.Atoi(match[2])
+		applied["river"] += river
+		applied["reckon"] += reckon
+	}
+	var riverVersions, reckonVersions int
+	ctx := context.Background()
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river_migration`).Scan(&riverVersions))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_schema_migrations`).Scan(&reckonVersions))
+	require.Equal(t, map[string]int{"river": riverVersions, "reckon": reckonVersions}, applied)
+	require.Positive(t, reckonVersions)
 }
 
 func TestMigrateCreatesDatabase(t *testing.T) {
