@@ -1,20 +1,68 @@
 -- name: EffectInsert :one
--- Inserts a PENDING effect. The transition trigger records the insert in reckon_effect_transitions
--- with the given actor and reason.
+-- Inserts a PENDING effect unless its idempotency key exists for the tenant (then: no row). The
+-- transition trigger records the insert with the given actor and reason.
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
-    deadline_at, run_id, turn_id, turn_group, transition_actor, transition_reason, transition_detail
+    timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id,
+    lease_owner, lease_token, lease_expires_at, attempts,
+    transition_actor, transition_reason, transition_detail
 ) VALUES (
     @id, @tenant_id, @connector, @args, @idempotency_key, @business_key, @policy, @tags, @max_attempts,
-    @deadline_at, @run_id, @turn_id, @turn_group, @actor::text, @reason::text, @detail
+    @timeout_ms, @deadline_at, @run_id, @turn_id, @turn_group, @compensates_id, @job_id,
+    @lease_owner, @lease_token, @lease_expires_at, @attempts,
+    @actor::text, @reason::text, @detail
 )
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+RETURNING *;
+
+-- name: EffectInsertMany :many
+-- Inserts many PENDING effects in one statement; rows whose idempotency key exists are skipped
+-- (and not returned). Array arguments are parallel, and empty strings stand for NULL.
+INSERT INTO reckon_effects (
+    id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
+    timeout_ms, run_id, turn_id, turn_group, job_id, transition_actor, transition_reason
+)
+SELECT
+    u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
+    u.policy::reckon_effect_policy, string_to_array(nullif(u.tags, ''), ','), u.max_attempts, u.timeout_ms,
+    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), u.job_id,
+    sqlc.arg(actor)::text, sqlc.arg(reason)::text
+FROM (
+    SELECT
+        unnest(sqlc.arg(ids)::uuid[]) AS id,
+        unnest(sqlc.arg(tenant_ids)::text[]) AS tenant_id,
+        unnest(sqlc.arg(connectors)::text[]) AS connector,
+        unnest(sqlc.arg(args)::jsonb[]) AS args,
+        unnest(sqlc.arg(idempotency_keys)::text[]) AS idempotency_key,
+        unnest(sqlc.arg(business_keys)::text[]) AS business_key,
+        unnest(sqlc.arg(policies)::text[]) AS policy,
+        unnest(sqlc.arg(tags)::text[]) AS tags,
+        unnest(sqlc.arg(max_attempts)::integer[]) AS max_attempts,
+        unnest(sqlc.arg(timeout_ms)::integer[]) AS timeout_ms,
+        unnest(sqlc.arg(run_ids)::text[]) AS run_id,
+        unnest(sqlc.arg(turn_ids)::uuid[]) AS turn_id,
+        unnest(sqlc.arg(turn_groups)::text[]) AS turn_group,
+        unnest(sqlc.arg(job_ids)::bigint[]) AS job_id
+) AS u
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING *;
 
 -- name: EffectGetByID :one
 SELECT * FROM reckon_effects WHERE id = @id;
 
+-- name: EffectGetByIDForUpdate :one
+SELECT * FROM reckon_effects WHERE id = @id FOR UPDATE;
+
 -- name: EffectGetByIdempotencyKey :one
 SELECT * FROM reckon_effects WHERE tenant_id = @tenant_id AND idempotency_key = @idempotency_key;
+
+-- name: EffectListByIdempotencyKeys :many
+SELECT * FROM reckon_effects WHERE tenant_id = @tenant_id AND idempotency_key = ANY (@idempotency_keys::text[]);
+
+-- name: EffectArgsEqual :one
+-- Whether args equal the stored args of the effect, compared as jsonb (key order and spacing do
+-- not matter).
+SELECT args = @args::jsonb FROM reckon_effects WHERE id = @id;
 
 -- name: EffectTransition :one
 -- Moves an effect from one state to another, naming who and why. Returns no row when the effect is
@@ -26,3 +74,103 @@ SET state = @to_state,
     transition_detail = @detail
 WHERE id = @id AND state = @from_state
 RETURNING *;
+
+-- name: EffectSettle :one
+-- Writes the outcome of an attempt or a reconciliation, fenced: only while the effect is still in
+-- from_state and still belongs to the caller — its River job (job_id) or, for an inline attempt,
+-- its lease (lease_token). It hands the effect to new_job_id, clears any lease, counts attempted
+-- attempts, and keeps result and error when given NULL. No row: the caller was fenced out.
+UPDATE reckon_effects
+SET state = @to_state,
+    attempts = attempts + @attempted::integer,
+    result = coalesce(sqlc.narg(result), result),
+    error = coalesce(sqlc.narg(error), error),
+    job_id = sqlc.narg(new_job_id),
+    lease_owner = NULL,
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    transition_actor = @actor::text,
+    transition_reason = @reason::text,
+    transition_detail = @detail
+WHERE id = @id
+  AND state = @from_state
+  AND CASE WHEN sqlc.narg(lease_token)::uuid IS NOT NULL THEN lease_token = sqlc.narg(lease_token)::uuid
+           ELSE job_id IS NOT DISTINCT FROM sqlc.narg(job_id)::bigint END
+RETURNING *;
+
+-- name: EffectRetryLater :one
+-- Records a retryable failure of a PENDING effect (fenced like EffectSettle) and hands it to the
+-- dispatch job that will try again. Not a transition: the effect stays PENDING.
+UPDATE reckon_effects
+SET attempts = attempts + 1,
+    error = @error::text,
+    job_id = @new_job_id::bigint,
+    lease_owner = NULL,
+    lease_token = NULL,
+    lease_expires_at = NULL
+WHERE id = @id
+  AND state = 'PENDING'
+  AND CASE WHEN sqlc.narg(lease_token)::uuid IS NOT NULL THEN lease_token = sqlc.narg(lease_token)::uuid
+           ELSE job_id IS NOT DISTINCT FROM sqlc.narg(job_id)::bigint END
+RETURNING *;
+
+-- name: EffectResetAttempts :exec
+-- Gives a STUCK effect that an operator sends back to PENDING a fresh attempt budget.
+UPDATE reckon_effects SET attempts = 0 WHERE id = @id AND state = 'STUCK';
+
+-- name: EffectSetJob :one
+-- Hands an unresolved effect to a new job without a transition (the sweeper replacing a lost
+-- reconcile job).
+UPDATE reckon_effects SET job_id = @new_job_id::bigint
+WHERE id = @id AND state = @state AND job_id IS NOT DISTINCT FROM sqlc.narg(job_id)::bigint
+RETURNING *;
+
+-- name: EffectSweepCandidates :many
+-- Unresolved effects whose attempt or job is gone, oldest first, locked for the caller's
+-- transaction (SKIP LOCKED, so that sweepers in several reactors share the work):
+--   * an inline attempt whose lease expired;
+--   * a dispatch or reconcile job running longer than the call timeout plus margin_ms (its worker
+--     is presumed dead);
+--   * no live job at all (deleted, discarded, cancelled, or completed without an outcome).
+SELECT e.id, e.state, e.job_id, e.lease_token, e.attempts, e.connector, e.tenant_id, e.timeout_ms, e.policy,
+       (e.lease_expires_at IS NOT NULL AND e.lease_expires_at < now())::boolean AS lease_expired,
+       coalesce(j.state = 'running', false)::boolean AS job_running
+FROM reckon_effects e
+LEFT JOIN river_job j ON j.id = e.job_id
+WHERE e.state IN ('PENDING', 'UNKNOWN')
+  AND CASE
+      WHEN e.lease_token IS NOT NULL THEN e.lease_expires_at < now()
+      WHEN j.id IS NULL OR j.state IN ('completed', 'cancelled', 'discarded') THEN e.updated_at < now() - make_interval(0, 0, 0, 0, 0, 0, sqlc.arg(margin_ms)::integer::float8 / 1000)
+      WHEN j.state = 'running' THEN j.attempted_at < now() - make_interval(0, 0, 0, 0, 0, 0, (e.timeout_ms + sqlc.arg(margin_ms)::integer)::float8 / 1000)
+      ELSE false
+  END
+ORDER BY e.updated_at
+LIMIT @max_rows::integer
+FOR UPDATE OF e SKIP LOCKED;
+
+-- name: EffectList :many
+-- Effects of a tenant, newest first, filtered by whatever is given; keyset pagination on
+-- (created_at, id).
+SELECT * FROM reckon_effects
+WHERE tenant_id = @tenant_id
+  AND (sqlc.narg(state)::reckon_effect_state IS NULL OR state = sqlc.narg(state)::reckon_effect_state)
+  AND (sqlc.narg(connector)::text IS NULL OR connector = sqlc.narg(connector)::text)
+  AND (sqlc.narg(run_id)::text IS NULL OR run_id = sqlc.narg(run_id)::text)
+  AND (sqlc.narg(created_after)::timestamptz IS NULL OR created_at >= sqlc.narg(created_after)::timestamptz)
+  AND (sqlc.narg(created_before)::timestamptz IS NULL OR created_at < sqlc.narg(created_before)::timestamptz)
+  AND (sqlc.narg(cursor_created_at)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(cursor_created_at)::timestamptz, sqlc.narg(cursor_id)::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT @max_rows::integer;
+
+-- name: EffectCountUnresolved :many
+-- How many effects are PENDING, UNKNOWN and STUCK (the partial index covers exactly these).
+SELECT state, count(*)::bigint AS count
+FROM reckon_effects
+WHERE state IN ('PENDING', 'UNKNOWN', 'STUCK')
+GROUP BY state;
+
+-- name: EffectListSettled :many
+-- Which of the given effects are CONFIRMED, FAILED or STUCK.
+SELECT id, state FROM reckon_effects
+WHERE id = ANY (@ids::uuid[]) AND state IN ('CONFIRMED', 'FAILED', 'STUCK');

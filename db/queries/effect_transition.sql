@@ -1,3 +1,10 @@
 -- name: EffectTransitionListByEffect :many
 -- The audit trail of one effect, oldest first.
 SELECT * FROM reckon_effect_transitions WHERE effect_id = @effect_id ORDER BY id;
+
+-- name: EffectObservationInsert :exec
+-- Records in the audit trail what a fenced-out writer saw (a late outcome) without changing the
+-- effect: from_state and to_state are both the effect's current state.
+INSERT INTO reckon_effect_transitions (effect_id, tenant_id, from_state, to_state, actor, reason, attempt, detail)
+SELECT e.id, e.tenant_id, e.state, e.state, @actor::text, @reason::text, e.attempts, @detail
+FROM reckon_effects e WHERE e.id = @effect_id;

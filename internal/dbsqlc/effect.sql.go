@@ -13,8 +13,59 @@ import (
 	"github.com/google/uuid"
 )
 
+const effectArgsEqual = `-- name: EffectArgsEqual :one
+SELECT args = $1::jsonb FROM reckon_effects WHERE id = $2
+`
+
+type EffectArgsEqualParams struct {
+	Args json.RawMessage
+	ID   uuid.UUID
+}
+
+// Whether args equal the stored args of the effect, compared as jsonb (key order and spacing do
+// not matter).
+func (q *Queries) EffectArgsEqual(ctx context.Context, arg EffectArgsEqualParams) (bool, error) {
+	row := q.db.QueryRow(ctx, effectArgsEqual, arg.Args, arg.ID)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const effectCountUnresolved = `-- name: EffectCountUnresolved :many
+SELECT state, count(*)::bigint AS count
+FROM reckon_effects
+WHERE state IN ('PENDING', 'UNKNOWN', 'STUCK')
+GROUP BY state
+`
+
+type EffectCountUnresolvedRow struct {
+	State ReckonEffectState
+	Count int64
+}
+
+// How many effects are PENDING, UNKNOWN and STUCK (the partial index covers exactly these).
+func (q *Queries) EffectCountUnresolved(ctx context.Context) ([]EffectCountUnresolvedRow, error) {
+	rows, err := q.db.Query(ctx, effectCountUnresolved)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EffectCountUnresolvedRow
+	for rows.Next() {
+		var i EffectCountUnresolvedRow
+		if err := rows.Scan(&i.State, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const effectGetByID = `-- name: EffectGetByID :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail FROM reckon_effects WHERE id = $1
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE id = $1
 `
 
 func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -46,12 +97,55 @@ func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect
 		&i.TransitionActor,
 		&i.TransitionReason,
 		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+	)
+	return i, err
+}
+
+const effectGetByIDForUpdate = `-- name: EffectGetByIDForUpdate :one
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE id = $1 FOR UPDATE
+`
+
+func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectGetByIDForUpdate, id)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
 	)
 	return i, err
 }
 
 const effectGetByIdempotencyKey = `-- name: EffectGetByIdempotencyKey :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
 `
 
 type EffectGetByIdempotencyKeyParams struct {
@@ -88,6 +182,9 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 		&i.TransitionActor,
 		&i.TransitionReason,
 		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
 	)
 	return i, err
 }
@@ -95,12 +192,17 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 const effectInsert = `-- name: EffectInsert :one
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
-    deadline_at, run_id, turn_id, turn_group, transition_actor, transition_reason, transition_detail
+    timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id,
+    lease_owner, lease_token, lease_expires_at, attempts,
+    transition_actor, transition_reason, transition_detail
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7, $8, $9,
-    $10, $11, $12, $13, $14::text, $15::text, $16
+    $10, $11, $12, $13, $14, $15, $16,
+    $17, $18, $19, $20,
+    $21::text, $22::text, $23
 )
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
 `
 
 type EffectInsertParams struct {
@@ -113,17 +215,24 @@ type EffectInsertParams struct {
 	Policy         ReckonEffectPolicy
 	Tags           []string
 	MaxAttempts    int32
+	TimeoutMs      int32
 	DeadlineAt     *time.Time
 	RunID          *string
 	TurnID         *uuid.UUID
 	TurnGroup      *string
+	CompensatesID  *uuid.UUID
+	JobID          *int64
+	LeaseOwner     *string
+	LeaseToken     *uuid.UUID
+	LeaseExpiresAt *time.Time
+	Attempts       int32
 	Actor          string
 	Reason         string
 	Detail         json.RawMessage
 }
 
-// Inserts a PENDING effect. The transition trigger records the insert in reckon_effect_transitions
-// with the given actor and reason.
+// Inserts a PENDING effect unless its idempotency key exists for the tenant (then: no row). The
+// transition trigger records the insert with the given actor and reason.
 func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (ReckonEffect, error) {
 	row := q.db.QueryRow(ctx, effectInsert,
 		arg.ID,
@@ -135,10 +244,17 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		arg.Policy,
 		arg.Tags,
 		arg.MaxAttempts,
+		arg.TimeoutMs,
 		arg.DeadlineAt,
 		arg.RunID,
 		arg.TurnID,
 		arg.TurnGroup,
+		arg.CompensatesID,
+		arg.JobID,
+		arg.LeaseOwner,
+		arg.LeaseToken,
+		arg.LeaseExpiresAt,
+		arg.Attempts,
 		arg.Actor,
 		arg.Reason,
 		arg.Detail,
@@ -170,8 +286,601 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		&i.TransitionActor,
 		&i.TransitionReason,
 		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
 	)
 	return i, err
+}
+
+const effectInsertMany = `-- name: EffectInsertMany :many
+INSERT INTO reckon_effects (
+    id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
+    timeout_ms, run_id, turn_id, turn_group, job_id, transition_actor, transition_reason
+)
+SELECT
+    u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
+    u.policy::reckon_effect_policy, string_to_array(nullif(u.tags, ''), ','), u.max_attempts, u.timeout_ms,
+    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), u.job_id,
+    $1::text, $2::text
+FROM (
+    SELECT
+        unnest($3::uuid[]) AS id,
+        unnest($4::text[]) AS tenant_id,
+        unnest($5::text[]) AS connector,
+        unnest($6::jsonb[]) AS args,
+        unnest($7::text[]) AS idempotency_key,
+        unnest($8::text[]) AS business_key,
+        unnest($9::text[]) AS policy,
+        unnest($10::text[]) AS tags,
+        unnest($11::integer[]) AS max_attempts,
+        unnest($12::integer[]) AS timeout_ms,
+        unnest($13::text[]) AS run_id,
+        unnest($14::uuid[]) AS turn_id,
+        unnest($15::text[]) AS turn_group,
+        unnest($16::bigint[]) AS job_id
+) AS u
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
+`
+
+type EffectInsertManyParams struct {
+	Actor           string
+	Reason          string
+	Ids             []uuid.UUID
+	TenantIds       []string
+	Connectors      []string
+	Args            []json.RawMessage
+	IdempotencyKeys []string
+	BusinessKeys    []string
+	Policies        []string
+	Tags            []string
+	MaxAttempts     []int32
+	TimeoutMs       []int32
+	RunIds          []string
+	TurnIds         []uuid.UUID
+	TurnGroups      []string
+	JobIds          []int64
+}
+
+// Inserts many PENDING effects in one statement; rows whose idempotency key exists are skipped
+// (and not returned). Array arguments are parallel, and empty strings stand for NULL.
+func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyParams) ([]ReckonEffect, error) {
+	rows, err := q.db.Query(ctx, effectInsertMany,
+		arg.Actor,
+		arg.Reason,
+		arg.Ids,
+		arg.TenantIds,
+		arg.Connectors,
+		arg.Args,
+		arg.IdempotencyKeys,
+		arg.BusinessKeys,
+		arg.Policies,
+		arg.Tags,
+		arg.MaxAttempts,
+		arg.TimeoutMs,
+		arg.RunIds,
+		arg.TurnIds,
+		arg.TurnGroups,
+		arg.JobIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReckonEffect
+	for rows.Next() {
+		var i ReckonEffect
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Connector,
+			&i.Args,
+			&i.IdempotencyKey,
+			&i.BusinessKey,
+			&i.Policy,
+			&i.Tags,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseOwner,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Error,
+			&i.DeadlineAt,
+			&i.RunID,
+			&i.TurnID,
+			&i.TurnGroup,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.TransitionActor,
+			&i.TransitionReason,
+			&i.TransitionDetail,
+			&i.JobID,
+			&i.TimeoutMs,
+			&i.CompensatesID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const effectList = `-- name: EffectList :many
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects
+WHERE tenant_id = $1
+  AND ($2::reckon_effect_state IS NULL OR state = $2::reckon_effect_state)
+  AND ($3::text IS NULL OR connector = $3::text)
+  AND ($4::text IS NULL OR run_id = $4::text)
+  AND ($5::timestamptz IS NULL OR created_at >= $5::timestamptz)
+  AND ($6::timestamptz IS NULL OR created_at < $6::timestamptz)
+  AND ($7::timestamptz IS NULL
+       OR (created_at, id) < ($7::timestamptz, $8::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $9::integer
+`
+
+type EffectListParams struct {
+	TenantID        string
+	State           *ReckonEffectState
+	Connector       *string
+	RunID           *string
+	CreatedAfter    *time.Time
+	CreatedBefore   *time.Time
+	CursorCreatedAt *time.Time
+	CursorID        *uuid.UUID
+	MaxRows         int32
+}
+
+// Effects of a tenant, newest first, filtered by whatever is given; keyset pagination on
+// (created_at, id).
+func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]ReckonEffect, error) {
+	rows, err := q.db.Query(ctx, effectList,
+		arg.TenantID,
+		arg.State,
+		arg.Connector,
+		arg.RunID,
+		arg.CreatedAfter,
+		arg.CreatedBefore,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReckonEffect
+	for rows.Next() {
+		var i ReckonEffect
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Connector,
+			&i.Args,
+			&i.IdempotencyKey,
+			&i.BusinessKey,
+			&i.Policy,
+			&i.Tags,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseOwner,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Error,
+			&i.DeadlineAt,
+			&i.RunID,
+			&i.TurnID,
+			&i.TurnGroup,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.TransitionActor,
+			&i.TransitionReason,
+			&i.TransitionDetail,
+			&i.JobID,
+			&i.TimeoutMs,
+			&i.CompensatesID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const effectListByIdempotencyKeys = `-- name: EffectListByIdempotencyKeys :many
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
+`
+
+type EffectListByIdempotencyKeysParams struct {
+	TenantID        string
+	IdempotencyKeys []string
+}
+
+func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectListByIdempotencyKeysParams) ([]ReckonEffect, error) {
+	rows, err := q.db.Query(ctx, effectListByIdempotencyKeys, arg.TenantID, arg.IdempotencyKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReckonEffect
+	for rows.Next() {
+		var i ReckonEffect
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Connector,
+			&i.Args,
+			&i.IdempotencyKey,
+			&i.BusinessKey,
+			&i.Policy,
+			&i.Tags,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseOwner,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Error,
+			&i.DeadlineAt,
+			&i.RunID,
+			&i.TurnID,
+			&i.TurnGroup,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.TransitionActor,
+			&i.TransitionReason,
+			&i.TransitionDetail,
+			&i.JobID,
+			&i.TimeoutMs,
+			&i.CompensatesID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const effectListSettled = `-- name: EffectListSettled :many
+SELECT id, state FROM reckon_effects
+WHERE id = ANY ($1::uuid[]) AND state IN ('CONFIRMED', 'FAILED', 'STUCK')
+`
+
+type EffectListSettledRow struct {
+	ID    uuid.UUID
+	State ReckonEffectState
+}
+
+// Which of the given effects are CONFIRMED, FAILED or STUCK.
+func (q *Queries) EffectListSettled(ctx context.Context, ids []uuid.UUID) ([]EffectListSettledRow, error) {
+	rows, err := q.db.Query(ctx, effectListSettled, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EffectListSettledRow
+	for rows.Next() {
+		var i EffectListSettledRow
+		if err := rows.Scan(&i.ID, &i.State); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const effectResetAttempts = `-- name: EffectResetAttempts :exec
+UPDATE reckon_effects SET attempts = 0 WHERE id = $1 AND state = 'STUCK'
+`
+
+// Gives a STUCK effect that an operator sends back to PENDING a fresh attempt budget.
+func (q *Queries) EffectResetAttempts(ctx context.Context, id uuid.UUID) error {
+	_, err := q.db.Exec(ctx, effectResetAttempts, id)
+	return err
+}
+
+const effectRetryLater = `-- name: EffectRetryLater :one
+UPDATE reckon_effects
+SET attempts = attempts + 1,
+    error = $1::text,
+    job_id = $2::bigint,
+    lease_owner = NULL,
+    lease_token = NULL,
+    lease_expires_at = NULL
+WHERE id = $3
+  AND state = 'PENDING'
+  AND CASE WHEN $4::uuid IS NOT NULL THEN lease_token = $4::uuid
+           ELSE job_id IS NOT DISTINCT FROM $5::bigint END
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
+`
+
+type EffectRetryLaterParams struct {
+	Error      string
+	NewJobID   int64
+	ID         uuid.UUID
+	LeaseToken *uuid.UUID
+	JobID      *int64
+}
+
+// Records a retryable failure of a PENDING effect (fenced like EffectSettle) and hands it to the
+// dispatch job that will try again. Not a transition: the effect stays PENDING.
+func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterParams) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectRetryLater,
+		arg.Error,
+		arg.NewJobID,
+		arg.ID,
+		arg.LeaseToken,
+		arg.JobID,
+	)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+	)
+	return i, err
+}
+
+const effectSetJob = `-- name: EffectSetJob :one
+UPDATE reckon_effects SET job_id = $1::bigint
+WHERE id = $2 AND state = $3 AND job_id IS NOT DISTINCT FROM $4::bigint
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
+`
+
+type EffectSetJobParams struct {
+	NewJobID int64
+	ID       uuid.UUID
+	State    ReckonEffectState
+	JobID    *int64
+}
+
+// Hands an unresolved effect to a new job without a transition (the sweeper replacing a lost
+// reconcile job).
+func (q *Queries) EffectSetJob(ctx context.Context, arg EffectSetJobParams) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectSetJob,
+		arg.NewJobID,
+		arg.ID,
+		arg.State,
+		arg.JobID,
+	)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+	)
+	return i, err
+}
+
+const effectSettle = `-- name: EffectSettle :one
+UPDATE reckon_effects
+SET state = $1,
+    attempts = attempts + $2::integer,
+    result = coalesce($3, result),
+    error = coalesce($4, error),
+    job_id = $5,
+    lease_owner = NULL,
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    transition_actor = $6::text,
+    transition_reason = $7::text,
+    transition_detail = $8
+WHERE id = $9
+  AND state = $10
+  AND CASE WHEN $11::uuid IS NOT NULL THEN lease_token = $11::uuid
+           ELSE job_id IS NOT DISTINCT FROM $12::bigint END
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
+`
+
+type EffectSettleParams struct {
+	ToState    ReckonEffectState
+	Attempted  int32
+	Result     json.RawMessage
+	Error      *string
+	NewJobID   *int64
+	Actor      string
+	Reason     string
+	Detail     json.RawMessage
+	ID         uuid.UUID
+	FromState  ReckonEffectState
+	LeaseToken *uuid.UUID
+	JobID      *int64
+}
+
+// Writes the outcome of an attempt or a reconciliation, fenced: only while the effect is still in
+// from_state and still belongs to the caller — its River job (job_id) or, for an inline attempt,
+// its lease (lease_token). It hands the effect to new_job_id, clears any lease, counts attempted
+// attempts, and keeps result and error when given NULL. No row: the caller was fenced out.
+func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectSettle,
+		arg.ToState,
+		arg.Attempted,
+		arg.Result,
+		arg.Error,
+		arg.NewJobID,
+		arg.Actor,
+		arg.Reason,
+		arg.Detail,
+		arg.ID,
+		arg.FromState,
+		arg.LeaseToken,
+		arg.JobID,
+	)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+	)
+	return i, err
+}
+
+const effectSweepCandidates = `-- name: EffectSweepCandidates :many
+SELECT e.id, e.state, e.job_id, e.lease_token, e.attempts, e.connector, e.tenant_id, e.timeout_ms, e.policy,
+       (e.lease_expires_at IS NOT NULL AND e.lease_expires_at < now())::boolean AS lease_expired,
+       coalesce(j.state = 'running', false)::boolean AS job_running
+FROM reckon_effects e
+LEFT JOIN river_job j ON j.id = e.job_id
+WHERE e.state IN ('PENDING', 'UNKNOWN')
+  AND CASE
+      WHEN e.lease_token IS NOT NULL THEN e.lease_expires_at < now()
+      WHEN j.id IS NULL OR j.state IN ('completed', 'cancelled', 'discarded') THEN e.updated_at < now() - make_interval(0, 0, 0, 0, 0, 0, $1::integer::float8 / 1000)
+      WHEN j.state = 'running' THEN j.attempted_at < now() - make_interval(0, 0, 0, 0, 0, 0, (e.timeout_ms + $1::integer)::float8 / 1000)
+      ELSE false
+  END
+ORDER BY e.updated_at
+LIMIT $2::integer
+FOR UPDATE OF e SKIP LOCKED
+`
+
+type EffectSweepCandidatesParams struct {
+	MarginMs int32
+	MaxRows  int32
+}
+
+type EffectSweepCandidatesRow struct {
+	ID           uuid.UUID
+	State        ReckonEffectState
+	JobID        *int64
+	LeaseToken   *uuid.UUID
+	Attempts     int32
+	Connector    string
+	TenantID     string
+	TimeoutMs    int32
+	Policy       ReckonEffectPolicy
+	LeaseExpired bool
+	JobRunning   bool
+}
+
+// Unresolved effects whose attempt or job is gone, oldest first, locked for the caller's
+// transaction (SKIP LOCKED, so that sweepers in several reactors share the work):
+//   - an inline attempt whose lease expired;
+//   - a dispatch or reconcile job running longer than the call timeout plus margin_ms (its worker
+//     is presumed dead);
+//   - no live job at all (deleted, discarded, cancelled, or completed without an outcome).
+func (q *Queries) EffectSweepCandidates(ctx context.Context, arg EffectSweepCandidatesParams) ([]EffectSweepCandidatesRow, error) {
+	rows, err := q.db.Query(ctx, effectSweepCandidates, arg.MarginMs, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EffectSweepCandidatesRow
+	for rows.Next() {
+		var i EffectSweepCandidatesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.JobID,
+			&i.LeaseToken,
+			&i.Attempts,
+			&i.Connector,
+			&i.TenantID,
+			&i.TimeoutMs,
+			&i.Policy,
+			&i.LeaseExpired,
+			&i.JobRunning,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const effectTransition = `-- name: EffectTransition :one
@@ -181,7 +890,7 @@ SET state = $1,
     transition_reason = $3::text,
     transition_detail = $4
 WHERE id = $5 AND state = $6
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
 `
 
 type EffectTransitionParams struct {
@@ -231,6 +940,9 @@ func (q *Queries) EffectTransition(ctx context.Context, arg EffectTransitionPara
 		&i.TransitionActor,
 		&i.TransitionReason,
 		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
 	)
 	return i, err
 }

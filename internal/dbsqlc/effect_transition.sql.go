@@ -7,9 +7,35 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/google/uuid"
 )
+
+const effectObservationInsert = `-- name: EffectObservationInsert :exec
+INSERT INTO reckon_effect_transitions (effect_id, tenant_id, from_state, to_state, actor, reason, attempt, detail)
+SELECT e.id, e.tenant_id, e.state, e.state, $1::text, $2::text, e.attempts, $3
+FROM reckon_effects e WHERE e.id = $4
+`
+
+type EffectObservationInsertParams struct {
+	Actor    string
+	Reason   string
+	Detail   json.RawMessage
+	EffectID uuid.UUID
+}
+
+// Records in the audit trail what a fenced-out writer saw (a late outcome) without changing the
+// effect: from_state and to_state are both the effect's current state.
+func (q *Queries) EffectObservationInsert(ctx context.Context, arg EffectObservationInsertParams) error {
+	_, err := q.db.Exec(ctx, effectObservationInsert,
+		arg.Actor,
+		arg.Reason,
+		arg.Detail,
+		arg.EffectID,
+	)
+	return err
+}
 
 const effectTransitionListByEffect = `-- name: EffectTransitionListByEffect :many
 SELECT id, effect_id, tenant_id, from_state, to_state, actor, reason, attempt, at, detail FROM reckon_effect_transitions WHERE effect_id = $1 ORDER BY id

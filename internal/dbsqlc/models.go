@@ -144,6 +144,82 @@ func AllReckonEffectStateValues() []ReckonEffectState {
 	}
 }
 
+type RiverJobState string
+
+const (
+	RiverJobStateAvailable RiverJobState = "available"
+	RiverJobStateCancelled RiverJobState = "cancelled"
+	RiverJobStateCompleted RiverJobState = "completed"
+	RiverJobStateDiscarded RiverJobState = "discarded"
+	RiverJobStatePending   RiverJobState = "pending"
+	RiverJobStateRetryable RiverJobState = "retryable"
+	RiverJobStateRunning   RiverJobState = "running"
+	RiverJobStateScheduled RiverJobState = "scheduled"
+)
+
+func (e *RiverJobState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = RiverJobState(s)
+	case string:
+		*e = RiverJobState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for RiverJobState: %T", src)
+	}
+	return nil
+}
+
+type NullRiverJobState struct {
+	RiverJobState RiverJobState
+	Valid         bool // Valid is true if RiverJobState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullRiverJobState) Scan(value interface{}) error {
+	if value == nil {
+		ns.RiverJobState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.RiverJobState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullRiverJobState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.RiverJobState), nil
+}
+
+func (e RiverJobState) Valid() bool {
+	switch e {
+	case RiverJobStateAvailable,
+		RiverJobStateCancelled,
+		RiverJobStateCompleted,
+		RiverJobStateDiscarded,
+		RiverJobStatePending,
+		RiverJobStateRetryable,
+		RiverJobStateRunning,
+		RiverJobStateScheduled:
+		return true
+	}
+	return false
+}
+
+func AllRiverJobStateValues() []RiverJobState {
+	return []RiverJobState{
+		RiverJobStateAvailable,
+		RiverJobStateCancelled,
+		RiverJobStateCompleted,
+		RiverJobStateDiscarded,
+		RiverJobStatePending,
+		RiverJobStateRetryable,
+		RiverJobStateRunning,
+		RiverJobStateScheduled,
+	}
+}
+
 type ReckonEffect struct {
 	ID               uuid.UUID
 	TenantID         string
@@ -170,6 +246,9 @@ type ReckonEffect struct {
 	TransitionActor  *string
 	TransitionReason *string
 	TransitionDetail json.RawMessage
+	JobID            *int64
+	TimeoutMs        int32
+	CompensatesID    *uuid.UUID
 }
 
 type ReckonEffectTransition struct {
@@ -183,4 +262,16 @@ type ReckonEffectTransition struct {
 	Attempt   int32
 	At        time.Time
 	Detail    json.RawMessage
+}
+
+type RiverJob struct {
+	ID          int64
+	State       RiverJobState
+	Attempt     int16
+	MaxAttempts int16
+	AttemptedAt *time.Time
+	ScheduledAt time.Time
+	Kind        string
+	Queue       string
+	Args        json.RawMessage
 }

@@ -62,6 +62,9 @@ const (
 	Unavailable
 	// PerformThenHang performs the operation, then holds the request like Timeout.
 	PerformThenHang
+	// PerformTwiceThenDrop records two ledger entries for the same key (the bank applied a
+	// request twice), then closes the connection without a response.
+	PerformTwiceThenDrop
 )
 
 // String returns the behavior's name.
@@ -81,6 +84,8 @@ func (b Behavior) String() string {
 		return "Unavailable"
 	case PerformThenHang:
 		return "PerformThenHang"
+	case PerformTwiceThenDrop:
+		return "PerformTwiceThenDrop"
 	default:
 		return fmt.Sprintf("Behavior(%d)", int(b))
 	}
@@ -354,7 +359,7 @@ func (b *Bank) handleWire(w http.ResponseWriter, r *http.Request) {
 	switch beh {
 	case Succeed, PerformThenDrop, PerformThenHang:
 		res = b.performWireLocked(key, req.Amount, 1)
-	case PerformTwice:
+	case PerformTwice, PerformTwiceThenDrop:
 		res = b.performWireLocked(key, req.Amount, 2)
 	}
 	b.mu.Unlock()
@@ -412,7 +417,7 @@ func (b *Bank) respond(w http.ResponseWriter, r *http.Request, beh Behavior, res
 		writeError(w, http.StatusServiceUnavailable, "unavailable")
 	case Timeout, PerformThenHang:
 		b.hold(w, r)
-	case PerformThenDrop:
+	case PerformThenDrop, PerformTwiceThenDrop:
 		drop(w)
 	default:
 		writeError(w, http.StatusInternalServerError, "unknown scripted behavior "+beh.String())

@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -270,7 +271,7 @@ func (s *server) ensureTemplate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = db.Migrate(ctx, pool, nil)
+	err = db.Migrate(ctx, pool, slog.New(slog.DiscardHandler))
 	pool.Close()
 	if err != nil {
 		return "", fmt.Errorf("migrate template: %w", err)

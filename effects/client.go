@@ -1,0 +1,217 @@
+package effects
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// Client enqueues, dispatches, reconciles and inspects effects. Every process that records effects
+// has one; a process that also runs the workers (a reactor) calls Start. It is safe for concurrent
+// use.
+type Client struct {
+	config   Config
+	pool     *pgxpool.Pool
+	queries  *dbsqlc.Queries
+	registry *Registry
+	logger   *slog.Logger
+	metrics  *Metrics
+	river    *river.Client[pgx.Tx]
+	notifier *notifier
+
+	mu          sync.Mutex
+	started     bool
+	stopSweeper context.CancelFunc
+	sweeperDone chan struct{}
+}
+
+// Config configures a Client. Registry is required; every other field has a default.
+type Config struct {
+	// Registry holds the connectors. Required.
+	Registry *Registry
+	// Logger receives the client's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the client's Prometheus metrics. Default: none (not exported).
+	Registerer prometheus.Registerer
+	// Queue is the River queue of Reckon's jobs. Default "reckon".
+	Queue string
+	// ID names this process in the audit trail and to River. Default: host name, pid and a random
+	// suffix.
+	ID string
+	// Workers is how many effects a started client works on at once. Default 50.
+	Workers int
+	// InFlightMargin is how long past its call timeout an attempt may run before the sweeper
+	// presumes its worker dead and makes the effect UNKNOWN. Default 30s.
+	InFlightMargin time.Duration
+	// SweepInterval is how often a started client looks for effects whose attempt or job is gone.
+	// Default 5s.
+	SweepInterval time.Duration
+	// FetchCooldown and FetchPollInterval tune River's fetching (see river.Config). Defaults:
+	// River's.
+	FetchCooldown     time.Duration
+	FetchPollInterval time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Queue == "" {
+		c.Queue = "reckon"
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		suffix := make([]byte, 3)
+		_, _ = rand.Read(suffix)
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(suffix))
+	}
+	if c.Workers == 0 {
+		c.Workers = 50
+	}
+	if c.InFlightMargin == 0 {
+		c.InFlightMargin = 30 * time.Second
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = 5 * time.Second
+	}
+}
+
+// Validate reports what is wrong with the configuration.
+func (c *Config) Validate() error {
+	switch {
+	case c.Registry == nil:
+		return errors.New("effects: Config.Registry is required")
+	case c.Workers < 1 || c.Workers > 10_000:
+		return fmt.Errorf("effects: Config.Workers must be between 1 and 10000, got %d", c.Workers)
+	case c.InFlightMargin < 0 || c.SweepInterval < 0:
+		return errors.New("effects: Config.InFlightMargin and SweepInterval must not be negative")
+	}
+	return nil
+}
+
+// NewClient returns a Client on pool. It does not start workers: see Start.
+func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
+	if config == nil {
+		config = &Config{}
+	}
+	cfg := *config
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{
+		config:   cfg,
+		pool:     pool,
+		queries:  dbsqlc.New(pool),
+		registry: cfg.Registry,
+		logger:   cfg.Logger,
+	}
+	metrics, err := newMetrics(cfg.Registerer, c.queries)
+	if err != nil {
+		return nil, err
+	}
+	c.metrics = metrics
+
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &dispatchWorker{client: c}); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &reconcileWorker{client: c}); err != nil {
+		return nil, err
+	}
+	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		ID:                c.config.ID,
+		Logger:            c.logger,
+		Queues:            map[string]river.QueueConfig{cfg.Queue: {MaxWorkers: cfg.Workers}},
+		Workers:           workers,
+		FetchCooldown:     cfg.FetchCooldown,
+		FetchPollInterval: cfg.FetchPollInterval,
+		// Our workers bound their own time (Timeout per job); River's rescue of a job whose worker
+		// died is only a clean-up, because the sweeper resolves its effect first.
+		RescueStuckJobsAfter: maxTimeout + time.Hour,
+		MaxAttempts:          25,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("effects: river client: %w", err)
+	}
+	c.river = riverClient
+	c.notifier = newNotifier(pool, c.logger)
+	return c, nil
+}
+
+// Registry returns the client's connector registry.
+func (c *Client) Registry() *Registry { return c.registry }
+
+// ID returns the name this client writes into the audit trail.
+func (c *Client) ID() string { return c.config.ID }
+
+// Start runs the reactor: River's dispatch and reconcile workers and the sweeper. It returns once
+// they are running; Stop ends them.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("effects: client already started")
+	}
+	if err := c.river.Start(ctx); err != nil {
+		return fmt.Errorf("effects: start river: %w", err)
+	}
+	sweepCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.stopSweeper = cancel
+	c.sweeperDone = make(chan struct{})
+	go func() {
+		defer close(c.sweeperDone)
+		c.runSweeper(sweepCtx)
+	}()
+	c.started = true
+	c.logger.InfoContext(ctx, "reactor started", slog.String("reactor_id", c.config.ID),
+		slog.String("queue", c.config.Queue), slog.Int("workers", c.config.Workers))
+	return nil
+}
+
+// Stop ends the reactor gracefully: no new work is fetched, and work in flight finishes. If ctx
+// ends first, work in flight is cancelled: a cancelled call is recorded as UNKNOWN and reconciled
+// later, so nothing is lost. Stop also ends Wait's listener; call it even on a client that was
+// never started if it used Wait.
+func (c *Client) Stop(ctx context.Context) error {
+	c.notifier.stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started {
+		return nil
+	}
+	c.started = false
+	c.stopSweeper()
+	<-c.sweeperDone
+	err := c.river.Stop(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		c.logger.Warn("reactor: work in flight did not finish in time; cancelling it")
+		cancelCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		err = c.river.StopAndCancel(cancelCtx)
+	}
+	if err != nil {
+		return fmt.Errorf("effects: stop: %w", err)
+	}
+	c.logger.Info("reactor stopped", slog.String("reactor_id", c.config.ID))
+	return nil
+}
+
+// withTx runs fn in a transaction on the pool: committed if fn returns nil, rolled back otherwise.
+func (c *Client) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, c.pool, fn)
+}

@@ -1,0 +1,185 @@
+package effects
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Connector performs effects of one kind, such as "bank.wire". Dispatch is required; the other
+// functions are the ways an ambiguous (UNKNOWN) outcome can be resolved and a confirmed one undone.
+//
+// Outcome of Dispatch and Compensate: a nil error confirms the effect with the returned result;
+// an error wrapped with Permanent fails it; one wrapped with Retryable (the call provably did not
+// take effect) retries it with backoff; any other error — a timeout, a dropped connection, a 500 —
+// makes it UNKNOWN, to be reconciled. Calls carry the effect's idempotency key: send it upstream.
+type Connector struct {
+	// Name identifies the connector, e.g. "bank.wire". Required.
+	Name string
+	// Tags say what the calls do (seed 003). They decide the policy: see PolicyOf. An empty set is
+	// treated as the most dangerous: not retry safe, not parallel safe.
+	Tags []Tag
+	// Dispatch performs the effect. Required.
+	Dispatch func(ctx context.Context, call Call) (json.RawMessage, error)
+	// StatusCheck asks the upstream whether the effect happened (by idempotency or business
+	// key). Optional; the best way to resolve UNKNOWN. Errors count as inconclusive.
+	StatusCheck func(ctx context.Context, call Call) (Status, error)
+	// Compensate undoes a confirmed effect. Optional. It must be idempotent on call's
+	// IdempotencyKey (the compensation's own key): compensations are retried until confirmed.
+	Compensate func(ctx context.Context, call Call, original Original) (json.RawMessage, error)
+	// BusinessKey derives the effect's business key from its args when the spec gives none, e.g.
+	// "account:amount:date". Optional.
+	BusinessKey func(args json.RawMessage) (string, error)
+	// Timeout bounds each call (dispatch, status check, compensation). Default 30s; at most 5m.
+	Timeout time.Duration
+	// MaxAttempts bounds the dispatch attempts of one effect. Default 5.
+	MaxAttempts int
+	// Backoff gives the delay before retry number attempt (1, 2, …) after a retryable failure or
+	// an inconclusive status check. Default: 1s doubling per attempt, at most 5m.
+	Backoff func(attempt int) time.Duration
+	// StatusCheckLimit is how many inconclusive status checks an UNKNOWN effect gets before it
+	// becomes STUCK. Default 5.
+	StatusCheckLimit int
+	// Unsafe allows registering a connector that is not retry safe and has no status check,
+	// business key or compensation: its UNKNOWN outcomes can only be resolved by a person.
+	Unsafe bool
+}
+
+// Call is what a connector receives for one call.
+type Call struct {
+	EffectID       uuid.UUID
+	TenantID       string
+	Connector      string
+	IdempotencyKey string
+	BusinessKey    string
+	Args           json.RawMessage
+	// Attempt numbers the dispatch attempts of the effect from 1.
+	Attempt int
+}
+
+// Original describes, to Compensate, the confirmed effect being undone.
+type Original struct {
+	EffectID       uuid.UUID
+	IdempotencyKey string
+	BusinessKey    string
+	Args           json.RawMessage
+	Result         json.RawMessage
+}
+
+// StatusKind is what a status check observed.
+type StatusKind int
+
+const (
+	// StatusInconclusive: the upstream could not tell (yet).
+	StatusInconclusive StatusKind = iota
+	// StatusPresent: the effect happened once.
+	StatusPresent
+	// StatusAbsent: the effect did not happen.
+	StatusAbsent
+	// StatusDuplicate: the effect happened more than once.
+	StatusDuplicate
+)
+
+func (k StatusKind) String() string {
+	switch k {
+	case StatusPresent:
+		return "present"
+	case StatusAbsent:
+		return "absent"
+	case StatusDuplicate:
+		return "duplicate"
+	default:
+		return "inconclusive"
+	}
+}
+
+// Status is the answer of a status check. Build it with Present, Absent, Duplicate or
+// Inconclusive.
+type Status struct {
+	Kind StatusKind
+	// Result is the effect's result as the upstream reports it (present, duplicate).
+	Result json.RawMessage
+	// Count is how many times it happened (duplicate).
+	Count int
+	// Reason says why a check was inconclusive.
+	Reason string
+}
+
+// Present says the effect happened once, with this result.
+func Present(result json.RawMessage) Status {
+	return Status{Kind: StatusPresent, Result: result, Count: 1}
+}
+
+// Absent says the effect did not happen.
+func Absent() Status { return Status{Kind: StatusAbsent} }
+
+// Duplicate says the effect happened count (≥ 2) times; result is the first one's.
+func Duplicate(count int, result json.RawMessage) Status {
+	return Status{Kind: StatusDuplicate, Count: count, Result: result}
+}
+
+// Inconclusive says the upstream could not tell, and why.
+func Inconclusive(reason string) Status { return Status{Kind: StatusInconclusive, Reason: reason} }
+
+const (
+	defaultTimeout          = 30 * time.Second
+	maxTimeout              = 5 * time.Minute
+	defaultMaxAttempts      = 5
+	defaultStatusCheckLimit = 5
+)
+
+// withDefaults returns a copy of c with defaults filled in, or an error saying what is wrong.
+func (c Connector) withDefaults() (*Connector, error) {
+	if c.Name == "" {
+		return nil, errors.New("effects: connector needs a Name")
+	}
+	if c.Dispatch == nil {
+		return nil, fmt.Errorf("effects: connector %q needs a Dispatch function", c.Name)
+	}
+	if err := validateTags(c.Tags); err != nil {
+		return nil, fmt.Errorf("effects: connector %q: %w", c.Name, err)
+	}
+	switch {
+	case c.Timeout == 0:
+		c.Timeout = defaultTimeout
+	case c.Timeout < time.Millisecond || c.Timeout > maxTimeout:
+		return nil, fmt.Errorf("effects: connector %q: Timeout %v out of range (1ms to %v)", c.Name, c.Timeout, maxTimeout)
+	}
+	switch {
+	case c.MaxAttempts == 0:
+		c.MaxAttempts = defaultMaxAttempts
+	case c.MaxAttempts < 0:
+		return nil, fmt.Errorf("effects: connector %q: MaxAttempts must be positive, got %d", c.Name, c.MaxAttempts)
+	}
+	switch {
+	case c.StatusCheckLimit == 0:
+		c.StatusCheckLimit = defaultStatusCheckLimit
+	case c.StatusCheckLimit < 0:
+		return nil, fmt.Errorf("effects: connector %q: StatusCheckLimit must be positive, got %d", c.Name, c.StatusCheckLimit)
+	}
+	if c.Backoff == nil {
+		c.Backoff = defaultBackoff
+	}
+	if !RetrySafe(c.Tags) && c.StatusCheck == nil && c.BusinessKey == nil && c.Compensate == nil && !c.Unsafe {
+		return nil, fmt.Errorf("effects: connector %q is not retry safe (tags %v) and has no way to resolve an "+
+			"UNKNOWN outcome: give it a StatusCheck (best), a BusinessKey or a Compensate; or tag it idempotent if "+
+			"the upstream honours the idempotency key; or set Unsafe: true after review", c.Name, c.Tags)
+	}
+	return &c, nil
+}
+
+func defaultBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := time.Duration(math.Pow(2, float64(attempt-1))) * time.Second
+	if d <= 0 || d > 5*time.Minute {
+		return 5 * time.Minute
+	}
+	return d
+}

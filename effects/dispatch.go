@@ -1,0 +1,194 @@
+package effects
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+type riverDriver = riverpgxv5.Driver
+
+// recordTimeout bounds the transaction that writes an outcome. It runs on a context detached from
+// the worker's, so that an outcome is written even while the reactor is shutting down.
+const recordTimeout = 30 * time.Second
+
+// unknownConnectorSnooze is how long a job waits when this reactor has no connector for it.
+const unknownConnectorSnooze = 30 * time.Second
+
+// dispatchWorker runs DESIGN.md section 3. River's fetch is the durable attempt claim: the job is
+// `running` with attempt n, committed, before Work runs. The outcome is written fenced by the job
+// (the effect must still be PENDING and still belong to this job) together with the job's
+// completion, in one transaction. A run with attempt > 1 means an earlier run of this job was
+// interrupted after its claim — perhaps after calling the upstream — so a non-idempotent effect
+// becomes UNKNOWN instead of being called again.
+type dispatchWorker struct {
+	river.WorkerDefaults[dispatchArgs]
+	client *Client
+}
+
+func (w *dispatchWorker) Timeout(job *river.Job[dispatchArgs]) time.Duration {
+	return time.Duration(job.Args.TimeoutMS)*time.Millisecond + w.client.config.InFlightMargin
+}
+
+func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
+	c := w.client
+	row, err := c.queries.EffectGetByID(ctx, job.Args.EffectID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		c.logger.WarnContext(ctx, "dispatch job without effect", slog.String("effect_id", job.Args.EffectID.String()))
+		return nil
+	}
+	if err != nil {
+		// Nothing was called: wait and read again without spending an attempt.
+		c.logger.WarnContext(ctx, "dispatch: read effect", slog.String("error", err.Error()))
+		return river.JobSnooze(time.Second)
+	}
+	if State(row.State) != StatePending || row.JobID == nil || *row.JobID != job.ID {
+		return nil // settled, or handed to another job since this one was enqueued
+	}
+	connector, ok := c.registry.Get(row.Connector)
+	if !ok {
+		c.logger.ErrorContext(ctx, "dispatch: no connector registered in this reactor; waiting",
+			slog.String("connector", row.Connector), slog.String("effect_id", row.ID.String()))
+		return river.JobSnooze(unknownConnectorSnooze)
+	}
+	actor := "reactor:" + c.config.ID
+	f := fence{jobID: &job.ID}
+
+	if job.Attempt > 1 && !Policy(row.Policy).RetrySafe() {
+		return c.recordInterrupted(ctx, job, row, f, actor)
+	}
+
+	out, elapsed := c.callDispatch(ctx, row, connector)
+	c.metrics.dispatchSeconds.WithLabelValues(row.Connector, string(out.kind)).Observe(elapsed.Seconds())
+
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	var (
+		settled dbsqlc.ReckonEffect
+		retryIn time.Duration
+		fenced  bool
+	)
+	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
+		var err error
+		settled, retryIn, fenced, err = c.recordAttempt(recordCtx, tx, row, connector, f, actor, out)
+		if err != nil || fenced || retryIn > 0 {
+			return err
+		}
+		return completeJobTx(recordCtx, tx, job)
+	})
+	if err != nil {
+		return err // River runs the job again; that run sees attempt > 1
+	}
+	if fenced {
+		c.observeFencedOut(recordCtx, row.ID, row.Connector, actor, string(out.kind), map[string]any{"job_id": job.ID, "attempt": job.Attempt, "error": errString(out.err)})
+		return nil
+	}
+	if retryIn > 0 {
+		c.logger.InfoContext(ctx, "dispatch: retryable failure", slog.String("effect_id", row.ID.String()),
+			slog.Duration("retry_in", retryIn), slog.String("error", errString(out.err)))
+		return river.JobSnooze(retryIn)
+	}
+	c.countTransition(row.Connector, row.Policy, StatePending, State(settled.State))
+	return nil
+}
+
+// recordInterrupted makes the effect UNKNOWN because an earlier run of its job claimed an attempt
+// and recorded nothing: it may have called the upstream.
+func (c *Client) recordInterrupted(ctx context.Context, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect, f fence, actor string) error {
+	fenced := false
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		reconcileJob, err := c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector)
+		if err != nil {
+			return err
+		}
+		_, fenced, err = c.settle(ctx, tx, row.ID, transition{
+			from: StatePending, to: StateUnknown, fence: f, attempted: job.Attempt - 1,
+			errMsg:   fmt.Sprintf("dispatch attempt %d was interrupted before its outcome was recorded", job.Attempt-1),
+			newJobID: reconcileJob, actor: actor,
+			reason: "earlier attempt interrupted: outcome unknown; reconcile instead of calling again",
+			detail: map[string]any{"job_id": job.ID, "job_attempt": job.Attempt},
+		})
+		if err != nil || fenced {
+			return err
+		}
+		return completeJobTx(ctx, tx, job)
+	})
+	if err != nil || fenced {
+		return err
+	}
+	c.countTransition(row.Connector, row.Policy, StatePending, StateUnknown)
+	return nil
+}
+
+// callDispatch calls the connector — Dispatch, or Compensate for a compensation — under its
+// timeout, and classifies the answer.
+func (c *Client) callDispatch(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) (outcome, time.Duration) {
+	call := callOf(row)
+	callCtx, cancel := context.WithTimeout(ctx, connector.Timeout)
+	defer cancel()
+	start := time.Now()
+	var (
+		result json.RawMessage
+		err    error
+	)
+	if row.CompensatesID == nil {
+		result, err = safeCall(func() (json.RawMessage, error) { return connector.Dispatch(callCtx, call) })
+	} else {
+		result, err = c.callCompensate(callCtx, row, connector, call)
+	}
+	return classify(result, err), time.Since(start)
+}
+
+func (c *Client) callCompensate(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector, call Call) (json.RawMessage, error) {
+	if connector.Compensate == nil {
+		return nil, fmt.Errorf("connector %q has no Compensate", connector.Name)
+	}
+	original, err := c.queries.EffectGetByID(ctx, *row.CompensatesID)
+	if err != nil {
+		return nil, Retryable(fmt.Errorf("read the effect to compensate: %w", err))
+	}
+	return safeCall(func() (json.RawMessage, error) {
+		return connector.Compensate(ctx, call, Original{
+			EffectID: original.ID, IdempotencyKey: original.IdempotencyKey,
+			BusinessKey: deref(original.BusinessKey), Args: original.Args, Result: original.Result,
+		})
+	})
+}
+
+func callOf(row dbsqlc.ReckonEffect) Call {
+	return Call{
+		EffectID:       row.ID,
+		TenantID:       row.TenantID,
+		Connector:      row.Connector,
+		IdempotencyKey: row.IdempotencyKey,
+		BusinessKey:    deref(row.BusinessKey),
+		Args:           row.Args,
+		Attempt:        int(row.Attempts) + 1,
+	}
+}
+
+// safeCall turns a panic in connector code into an error: its outcome is unknown.
+func safeCall[T any](fn func() (T, error)) (result T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("connector panicked: %v", r)
+		}
+	}()
+	return fn()
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,250 @@
+package effects_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/fakebank"
+)
+
+var (
+	wireTags       = []effects.Tag{effects.TagWrite, effects.TagExternal, effects.TagNetwork}
+	idempotentTags = []effects.Tag{effects.TagWrite, effects.TagIdempotent, effects.TagExternal, effects.TagNetwork}
+)
+
+func TestHappyPath(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true})
+	h.start()
+
+	effect := h.enqueue("bank.wire", "order-1/refund", 250)
+	require.Equal(t, effects.StatePending, effect.State)
+	require.False(t, effect.Deduplicated)
+	require.Equal(t, effects.PolicyCompensatable, effect.Policy)
+
+	done := h.wait(effect.ID)
+	require.Equal(t, effects.StateConfirmed, done.State)
+	require.Equal(t, 1, done.Attempts)
+	require.JSONEq(t, `{"wire_id":"w-1","key":"order-1/refund","amount":250}`, string(done.Result))
+	require.Equal(t, 1, h.bank.Count("order-1/refund"))
+	require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM river_job WHERE state NOT IN ('completed')`), "no job left behind")
+	// Counted after the commit that Wait saw.
+	require.Eventually(t, func() bool {
+		return h.metric("reckon_effect_transitions_total", map[string]string{"connector": "bank.wire", "policy": "compensatable", "from": "PENDING", "to": "CONFIRMED"}) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, 0.0, h.metric("reckon_effects", map[string]string{"state": "PENDING"}))
+	problems, err := testutil.GatherAndLint(h.metrics)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+}
+
+func TestEnqueueDeduplicatesAndDetectsConflicts(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	ctx := context.Background()
+
+	first := h.enqueue("bank.wire", "k-1", 100)
+	again, err := h.client.Enqueue(ctx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "k-1",
+		Args: json.RawMessage(`{ "amount": 100, "account": "acct-1" }`)}, nil) // same JSON, other spelling
+	require.NoError(t, err)
+	require.True(t, again.Deduplicated)
+	require.Equal(t, first.ID, again.ID)
+
+	_, err = h.client.Enqueue(ctx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "k-1",
+		Args: map[string]any{"account": "acct-1", "amount": 999}}, nil)
+	require.ErrorIs(t, err, effects.ErrIdempotencyConflict)
+
+	// Another tenant has its own key space.
+	other, err := h.client.Enqueue(ctx, effects.Spec{TenantID: "other", Connector: "bank.wire", IdempotencyKey: "k-1",
+		Args: map[string]any{"account": "acct-1", "amount": 999}}, nil)
+	require.NoError(t, err)
+	require.False(t, other.Deduplicated)
+
+	require.Equal(t, 2, h.count(`SELECT count(*) FROM reckon_effects`))
+	require.Equal(t, 2, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch'`), "one dispatch job per effect, none for duplicates")
+}
+
+func TestEnqueueRollbackLeavesNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h.start()
+	_, err := h.pool.Exec(context.Background(), `CREATE TABLE orders (id text PRIMARY KEY)`)
+	require.NoError(t, err)
+
+	errBusiness := errors.New("business rule failed")
+	err = h.inTx(func(tx pgx.Tx) error {
+		if _, err := tx.Exec(context.Background(), `INSERT INTO orders VALUES ('o-1')`); err != nil {
+			return err
+		}
+		if _, err := h.client.EnqueueTx(context.Background(), tx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "o-1/charge",
+			Args: map[string]any{"account": "a", "amount": 5}}, nil); err != nil {
+			return err
+		}
+		return errBusiness
+	})
+	require.ErrorIs(t, err, errBusiness)
+	time.Sleep(300 * time.Millisecond) // a reactor is running: give it the chance to (wrongly) see something
+	require.Zero(t, h.count(`SELECT count(*) FROM orders`))
+	require.Zero(t, h.count(`SELECT count(*) FROM reckon_effects`))
+	require.Zero(t, h.count(`SELECT count(*) FROM reckon_effect_transitions`))
+	require.Zero(t, h.count(`SELECT count(*) FROM river_job`))
+	require.Zero(t, h.bank.Calls("/wires"))
+
+	// Committed together, both exist and the effect is dispatched.
+	var effect *effects.Effect
+	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
+		if _, err := tx.Exec(context.Background(), `INSERT INTO orders VALUES ('o-1')`); err != nil {
+			return err
+		}
+		effect, err = h.client.EnqueueTx(context.Background(), tx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "o-1/charge",
+			Args: map[string]any{"account": "a", "amount": 5}}, nil)
+		return err
+	}))
+	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
+}
+
+func TestEnqueueBatch(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h.start()
+	ctx := context.Background()
+	existing := h.enqueue("bank.wire", "batch-0", 1)
+
+	var specs []effects.Spec
+	for i := range 50 {
+		specs = append(specs, effects.Spec{Connector: "bank.wire", Position: &effects.Position{TurnGroup: "tg-1", Decision: 3, CallIndex: i},
+			Args: map[string]any{"account": "a", "amount": i + 1}, RunID: "run-9"})
+	}
+	specs = append(specs, effects.Spec{Connector: "bank.wire", IdempotencyKey: "batch-0", Args: map[string]any{"account": "acct-1", "amount": 1}})
+	specs = append(specs, specs[0]) // the same effect twice in one batch
+	var got []*effects.Effect
+	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
+		var err error
+		got, err = h.client.EnqueueManyTx(ctx, tx, specs, nil)
+		return err
+	}))
+	require.Len(t, got, 52)
+	require.Equal(t, "tg-1/d-3/bank.wire/7", got[7].IdempotencyKey)
+	require.Equal(t, "tg-1", got[7].TurnGroup)
+	require.Equal(t, "run-9", got[7].RunID)
+	require.True(t, got[50].Deduplicated)
+	require.Equal(t, existing.ID, got[50].ID)
+	require.Equal(t, got[0].ID, got[51].ID)
+	for _, e := range got[:50] {
+		require.Equal(t, effects.StateConfirmed, h.wait(e.ID).State)
+	}
+	require.Equal(t, 51, len(h.bank.Ledger()))
+
+	// A conflicting pair in one batch changes nothing.
+	conflict := []effects.Spec{
+		{Connector: "bank.wire", IdempotencyKey: "c", Args: map[string]any{"amount": 1}},
+		{Connector: "bank.wire", IdempotencyKey: "c", Args: map[string]any{"amount": 2}},
+	}
+	err := h.inTx(func(tx pgx.Tx) error { _, err := h.client.EnqueueManyTx(ctx, tx, conflict, nil); return err })
+	require.ErrorIs(t, err, effects.ErrIdempotencyConflict)
+	require.Equal(t, 51, h.count(`SELECT count(*) FROM reckon_effects`))
+
+	// List by run, paginated.
+	page, next, err := h.client.List(ctx, effects.ListFilter{RunID: "run-9", State: effects.StateConfirmed, Limit: 30})
+	require.NoError(t, err)
+	require.Len(t, page, 30)
+	require.NotNil(t, next)
+	rest, next, err := h.client.List(ctx, effects.ListFilter{RunID: "run-9", Limit: 30, After: next})
+	require.NoError(t, err)
+	require.Len(t, rest, 20)
+	require.Nil(t, next)
+	_, _, err = h.client.List(ctx, effects.ListFilter{State: "DONE"})
+	require.ErrorContains(t, err, `unknown state "DONE"`)
+}
+
+func TestBadSpecsChangeNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		spec effects.Spec
+		want string
+	}{
+		{effects.Spec{IdempotencyKey: "k"}, "spec needs a Connector"},
+		{effects.Spec{Connector: "nope", IdempotencyKey: "k"}, `unknown connector "nope"`},
+		{effects.Spec{Connector: "bank.wire"}, "needs an IdempotencyKey or a Position"},
+		{effects.Spec{Connector: "bank.wire", IdempotencyKey: "k", Args: json.RawMessage(`{"a":`)}, "not valid JSON"},
+		{effects.Spec{Connector: "bank.wire", IdempotencyKey: "k", Args: func() {}}, "json: unsupported type"},
+		{effects.Spec{Connector: "bank.wire", Position: &effects.Position{Decision: 1}}, "Position needs a TurnGroup"},
+		{effects.Spec{Connector: "bank.wire", IdempotencyKey: "k", MaxAttempts: -1}, "MaxAttempts must be positive"},
+	} {
+		_, err := h.client.Enqueue(ctx, tc.spec, nil)
+		require.ErrorContains(t, err, tc.want)
+	}
+	require.Zero(t, h.count(`SELECT count(*) FROM reckon_effects`))
+	require.Zero(t, h.count(`SELECT count(*) FROM river_job`))
+}
+
+func TestRegistrationRefusesUnsafeConnectors(t *testing.T) {
+	t.Parallel()
+	noop := func(context.Context, effects.Call) (json.RawMessage, error) { return nil, nil }
+	status := func(context.Context, effects.Call) (effects.Status, error) { return effects.Absent(), nil }
+	registry := effects.NewRegistry()
+
+	err := registry.Register(effects.Connector{Name: "email.send", Tags: []effects.Tag{effects.TagWrite, effects.TagExternal}, Dispatch: noop})
+	require.ErrorContains(t, err, `connector "email.send" is not retry safe`)
+	require.ErrorContains(t, err, "give it a StatusCheck (best), a BusinessKey or a Compensate")
+	// Empty tags are the most dangerous, not the safest.
+	require.ErrorContains(t, registry.Register(effects.Connector{Name: "mystery", Dispatch: noop}), "not retry safe")
+	// Destructive overrides idempotent.
+	require.ErrorContains(t, registry.Register(effects.Connector{Name: "drop", Tags: []effects.Tag{effects.TagDestructive, effects.TagIdempotent}, Dispatch: noop}), "not retry safe")
+	_, ok := registry.Get("email.send")
+	require.False(t, ok, "a refused connector is not registered")
+
+	require.NoError(t, registry.Register(effects.Connector{Name: "email.send", Tags: []effects.Tag{effects.TagWrite}, Dispatch: noop, StatusCheck: status}))
+	require.NoError(t, registry.Register(effects.Connector{Name: "upsert", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent}, Dispatch: noop}))
+	require.NoError(t, registry.Register(effects.Connector{Name: "fire", Tags: []effects.Tag{effects.TagWrite}, Dispatch: noop, Unsafe: true}))
+	require.ErrorContains(t, registry.Register(effects.Connector{Name: "upsert", Tags: []effects.Tag{effects.TagRead}, Dispatch: noop}), "already registered")
+	require.ErrorContains(t, registry.Register(effects.Connector{Name: "x", Tags: []effects.Tag{"teleport"}, Dispatch: noop}), `unknown tag "teleport"`)
+	require.ErrorContains(t, registry.Register(effects.Connector{Name: "y", Tags: []effects.Tag{effects.TagRead}}), "needs a Dispatch")
+	require.ErrorContains(t, registry.Register(effects.Connector{Name: "z", Tags: []effects.Tag{effects.TagRead}, Dispatch: noop, Timeout: time.Hour}), "Timeout 1h0m0s out of range")
+}
+
+func TestPolicyAndPredicates(t *testing.T) {
+	t.Parallel()
+	noop := func(context.Context, effects.Call) (json.RawMessage, error) { return nil, nil }
+	undo := func(context.Context, effects.Call, effects.Original) (json.RawMessage, error) { return nil, nil }
+	for _, tc := range []struct {
+		tags            []effects.Tag
+		compensate      bool
+		retry, parallel bool
+		policy          effects.Policy
+	}{
+		{nil, false, false, false, effects.PolicyIrreversible},
+		{nil, true, false, false, effects.PolicyCompensatable},
+		{[]effects.Tag{effects.TagRead, effects.TagNetwork}, false, true, true, effects.PolicyPure},
+		{[]effects.Tag{effects.TagRead, effects.TagExternal}, false, true, true, effects.PolicyPure},
+		{[]effects.Tag{effects.TagWrite, effects.TagIdempotent}, false, true, false, effects.PolicyIdempotent},
+		{[]effects.Tag{effects.TagWrite, effects.TagIdempotent, effects.TagDestructive}, false, false, false, effects.PolicyIrreversible},
+		{[]effects.Tag{effects.TagRead, effects.TagDestructive}, false, false, false, effects.PolicyIrreversible},
+		{[]effects.Tag{effects.TagWrite, effects.TagExternal}, true, false, false, effects.PolicyCompensatable},
+		{[]effects.Tag{effects.TagExternal}, false, false, false, effects.PolicyIrreversible},
+	} {
+		c := effects.Connector{Name: "c", Tags: tc.tags, Dispatch: noop}
+		if tc.compensate {
+			c.Compensate = undo
+		}
+		require.Equal(t, tc.retry, effects.RetrySafe(tc.tags), "retry %v", tc.tags)
+		require.Equal(t, tc.parallel, effects.ParallelSafe(tc.tags), "parallel %v", tc.tags)
+		require.Equal(t, tc.policy, effects.PolicyOf(&c), "policy %v compensate=%v", tc.tags, tc.compensate)
+	}
+}

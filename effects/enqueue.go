@@ -1,0 +1,201 @@
+package effects
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// EnqueueOpts adjusts an enqueue. Nil means the defaults.
+type EnqueueOpts struct {
+	// Actor and Reason are written to the audit trail for the insert. Defaults "enqueue" and
+	// "enqueued".
+	Actor, Reason string
+	// ScheduledAt delays the first dispatch. Default: as soon as a reactor is free.
+	ScheduledAt time.Time
+}
+
+func (o *EnqueueOpts) actorReason() (string, string) {
+	actor, reason := "enqueue", "enqueued"
+	if o != nil && o.Actor != "" {
+		actor = o.Actor
+	}
+	if o != nil && o.Reason != "" {
+		reason = o.Reason
+	}
+	return actor, reason
+}
+
+// EnqueueTx records an effect and its dispatch job in tx, the caller's transaction: both exist
+// once tx commits, and neither if it rolls back. A reactor dispatches the effect after the commit.
+//
+// If the tenant already has an effect with the same idempotency key and the same connector and
+// args, that effect is returned with Deduplicated set and nothing new is recorded. With other args
+// or another connector the error is ErrIdempotencyConflict. Other errors (a bad spec, an unknown
+// connector) change nothing; a database error aborts tx, which the caller must roll back.
+func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec, opts *EnqueueOpts) (*Effect, error) {
+	effects, err := c.EnqueueManyTx(ctx, tx, []Spec{spec}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return effects[0], nil
+}
+
+// Enqueue is EnqueueTx in a transaction of its own.
+func (c *Client) Enqueue(ctx context.Context, spec Spec, opts *EnqueueOpts) (*Effect, error) {
+	var effect *Effect
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		effect, err = c.EnqueueTx(ctx, tx, spec, opts)
+		return err
+	})
+	return effect, err
+}
+
+// EnqueueManyTx is EnqueueTx for many effects at once, with one insert of the jobs and one of the
+// effects. The result is in the order of specs. The same idempotency key twice in specs yields
+// the same effect twice when the args agree and ErrIdempotencyConflict when they do not.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opts *EnqueueOpts) ([]*Effect, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	resolved := make([]*resolvedSpec, len(specs))
+	first := map[[2]string]int{} // (tenant, key) → index of its first spec
+	var unique []int
+	for i, spec := range specs {
+		res, err := c.registry.resolve(spec)
+		if err != nil {
+			return nil, err
+		}
+		resolved[i] = res
+		k := [2]string{res.tenantID, res.idempotencyKey}
+		if j, ok := first[k]; ok {
+			if resolved[j].connector.Name != res.connector.Name || !jsonEqual(resolved[j].args, res.args) {
+				return nil, fmt.Errorf("%w: key %q appears twice in the batch with different args", ErrIdempotencyConflict, res.idempotencyKey)
+			}
+			continue
+		}
+		first[k] = i
+		unique = append(unique, i)
+	}
+
+	scheduledAt := time.Time{}
+	if opts != nil {
+		scheduledAt = opts.ScheduledAt
+	}
+	ids := make([]uuid.UUID, len(specs))
+	jobParams := make([]river.InsertManyParams, 0, len(unique))
+	for _, i := range unique {
+		ids[i] = uuid.Must(uuid.NewV7())
+		jobParams = append(jobParams, c.dispatchInsertParams(ids[i], timeoutMS(resolved[i].connector), scheduledAt))
+	}
+	jobs, err := c.river.InsertManyTx(ctx, tx, jobParams)
+	if err != nil {
+		return nil, fmt.Errorf("effects: insert dispatch jobs: %w", err)
+	}
+
+	actor, reason := opts.actorReason()
+	params := dbsqlc.EffectInsertManyParams{Actor: actor, Reason: reason}
+	for n, i := range unique {
+		r := resolved[i]
+		turnID := uuid.Nil
+		if r.spec.TurnID != nil {
+			turnID = *r.spec.TurnID
+		}
+		params.Ids = append(params.Ids, ids[i])
+		params.TenantIds = append(params.TenantIds, r.tenantID)
+		params.Connectors = append(params.Connectors, r.connector.Name)
+		params.Args = append(params.Args, r.args)
+		params.IdempotencyKeys = append(params.IdempotencyKeys, r.idempotencyKey)
+		params.BusinessKeys = append(params.BusinessKeys, r.businessKey)
+		params.Policies = append(params.Policies, string(PolicyOf(r.connector)))
+		params.Tags = append(params.Tags, joinTags(r.connector.Tags))
+		params.MaxAttempts = append(params.MaxAttempts, int32(r.maxAttempts))
+		params.TimeoutMs = append(params.TimeoutMs, timeoutMS(r.connector))
+		params.RunIds = append(params.RunIds, r.spec.RunID)
+		params.TurnIds = append(params.TurnIds, turnID)
+		params.TurnGroups = append(params.TurnGroups, r.spec.TurnGroup)
+		params.JobIds = append(params.JobIds, jobs[n].Job.ID)
+	}
+	inserted, err := dbsqlc.New(tx).EffectInsertMany(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("effects: insert effects: %w", err)
+	}
+
+	byID := make(map[uuid.UUID]*Effect, len(inserted))
+	for _, row := range inserted {
+		byID[row.ID] = effectFromRow(row)
+	}
+	byKey := map[[2]string]*Effect{}
+	for n, i := range unique {
+		r := resolved[i]
+		if effect, ok := byID[ids[i]]; ok {
+			byKey[[2]string{r.tenantID, r.idempotencyKey}] = effect
+			continue
+		}
+		// The key existed: return the existing effect, and drop the job inserted for nothing.
+		existing, err := c.existingFor(ctx, tx, r)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.river.JobDeleteTx(ctx, tx, jobs[n].Job.ID); err != nil {
+			return nil, fmt.Errorf("effects: delete unneeded dispatch job: %w", err)
+		}
+		byKey[[2]string{r.tenantID, r.idempotencyKey}] = existing
+	}
+	result := make([]*Effect, len(specs))
+	for i, r := range resolved {
+		result[i] = byKey[[2]string{r.tenantID, r.idempotencyKey}]
+	}
+	return result, nil
+}
+
+// existingFor returns the effect holding r's idempotency key, marked deduplicated, or
+// ErrIdempotencyConflict when it was recorded with another connector or other args.
+func (c *Client) existingFor(ctx context.Context, tx pgx.Tx, r *resolvedSpec) (*Effect, error) {
+	q := dbsqlc.New(tx)
+	row, err := q.EffectGetByIdempotencyKey(ctx, dbsqlc.EffectGetByIdempotencyKeyParams{TenantID: r.tenantID, IdempotencyKey: r.idempotencyKey})
+	if err != nil {
+		return nil, fmt.Errorf("effects: read effect with key %q: %w", r.idempotencyKey, err)
+	}
+	same, err := q.EffectArgsEqual(ctx, dbsqlc.EffectArgsEqualParams{ID: row.ID, Args: r.args})
+	if err != nil {
+		return nil, fmt.Errorf("effects: compare args of key %q: %w", r.idempotencyKey, err)
+	}
+	if !same || row.Connector != r.connector.Name {
+		return nil, fmt.Errorf("%w: key %q belongs to effect %s (%s)", ErrIdempotencyConflict, r.idempotencyKey, row.ID, row.Connector)
+	}
+	effect := effectFromRow(row)
+	effect.Deduplicated = true
+	return effect, nil
+}
+
+func timeoutMS(c *Connector) int32 { return int32(c.Timeout / time.Millisecond) }
+
+func joinTags(tags []Tag) string {
+	s := ""
+	for i, tag := range tags {
+		if i > 0 {
+			s += ","
+		}
+		s += string(tag)
+	}
+	return s
+}
+
+// jsonEqual compares two JSON documents by value, as jsonb does.
+func jsonEqual(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
+}

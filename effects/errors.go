@@ -1,0 +1,78 @@
+package effects
+
+import (
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Test with errors.Is.
+var (
+	// ErrNotFound: no effect with that id (or idempotency key) for the tenant.
+	ErrNotFound = errors.New("effects: effect not found")
+	// ErrIdempotencyConflict: the idempotency key is taken by an effect with other args or
+	// another connector.
+	ErrIdempotencyConflict = errors.New("effects: idempotency key already used with different args")
+	// ErrUnknownConnector: no connector of that name is registered.
+	ErrUnknownConnector = errors.New("effects: unknown connector")
+	// ErrNotStuck: only a STUCK effect can be resolved by an operator.
+	ErrNotStuck = errors.New("effects: effect is not STUCK")
+	// ErrNotCancellable: only a PENDING effect that was never attempted and is not in flight can
+	// be cancelled.
+	ErrNotCancellable = errors.New("effects: effect cannot be cancelled")
+	// ErrNotCompensatable: only a CONFIRMED effect whose connector has Compensate can be
+	// compensated.
+	ErrNotCompensatable = errors.New("effects: effect cannot be compensated")
+)
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as a definite failure: the upstream refused and will refuse again, and the
+// call did not take effect. The effect becomes FAILED without a retry.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// RetryableError marks a failure that provably did not take effect (connection refused, 429 or
+// 503 before processing). The effect stays PENDING and is tried again after After, or after the
+// connector's Backoff when After is zero, until its attempts run out (then FAILED).
+type RetryableError struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *RetryableError) Error() string { return "retryable: " + e.Err.Error() }
+func (e *RetryableError) Unwrap() error { return e.Err }
+
+// Retryable marks err as retryable with the connector's backoff.
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &RetryableError{Err: err}
+}
+
+// RetryAfter marks err as retryable after d (e.g. from a Retry-After header).
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &RetryableError{Err: err, After: d}
+}
+
+// IsRetryable reports whether err was marked with Retryable or RetryAfter.
+func IsRetryable(err error) bool {
+	var r *RetryableError
+	return errors.As(err, &r)
+}

@@ -1,0 +1,103 @@
+package effects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// Do performs an effect inline, in the caller's goroutine, with the same guarantees as a reactor:
+// it records the effect with a lease of its own (the durable attempt claim), calls the connector,
+// and records the outcome fenced by that lease. A retryable failure hands the effect to the
+// reactors with backoff; an unknown outcome hands it to reconciliation. If the caller dies after
+// the claim, the lease expires and a reactor's sweeper makes the effect UNKNOWN and reconciles it.
+//
+// If the idempotency key exists, the existing effect is returned (Deduplicated) and nothing is
+// called. The returned effect carries the state after the call: CONFIRMED, FAILED, PENDING
+// (retrying in a reactor) or UNKNOWN (being reconciled).
+func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
+	r, err := c.registry.resolve(spec)
+	if err != nil {
+		return nil, err
+	}
+	actor := "inline:" + c.config.ID
+	token := uuid.New()
+	leaseFor := r.connector.Timeout + c.config.InFlightMargin
+	expires := time.Now().Add(leaseFor)
+	var row dbsqlc.ReckonEffect
+	err = c.withTx(ctx, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		row, err = q.EffectInsert(ctx, dbsqlc.EffectInsertParams{
+			ID: uuid.Must(uuid.NewV7()), TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
+			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
+			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
+			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup),
+			LeaseOwner: &actor, LeaseToken: &token, LeaseExpiresAt: &expires,
+			Actor: actor, Reason: "inline attempt claimed",
+		})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		var existing *Effect
+		err = c.withTx(ctx, func(tx pgx.Tx) error {
+			existing, err = c.existingFor(ctx, tx, r)
+			return err
+		})
+		return existing, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("effects: record inline effect: %w", err)
+	}
+
+	out, elapsed := c.callDispatch(ctx, row, r.connector)
+	c.metrics.dispatchSeconds.WithLabelValues(row.Connector, string(out.kind)).Observe(elapsed.Seconds())
+
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	f := fence{leaseToken: &token}
+	var (
+		settled dbsqlc.ReckonEffect
+		fenced  bool
+	)
+	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
+		var retryIn time.Duration
+		settled, retryIn, fenced, err = c.recordAttempt(recordCtx, tx, row, r.connector, f, actor, out)
+		if err != nil || fenced || retryIn == 0 {
+			return err
+		}
+		// Retryable: a reactor takes over after the backoff.
+		jobID, err := c.insertDispatchJob(recordCtx, tx, row.ID, row.TimeoutMs, time.Now().Add(retryIn))
+		if err != nil {
+			return err
+		}
+		settled, err = dbsqlc.New(tx).EffectSetJob(recordCtx, dbsqlc.EffectSetJobParams{
+			ID: row.ID, State: dbsqlc.ReckonEffectStatePENDING, JobID: settled.JobID, NewJobID: *jobID,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("effects: record inline outcome of %s: %w", row.ID, err)
+	}
+	if fenced {
+		c.observeFencedOut(recordCtx, row.ID, row.Connector, actor, string(out.kind), map[string]any{"error": errString(out.err)})
+		return c.Get(ctx, row.ID)
+	}
+	if State(settled.State) != StatePending {
+		c.countTransition(row.Connector, row.Policy, StatePending, State(settled.State))
+	}
+	return effectFromRow(settled), nil
+}
+
+func tagStrings(tags []Tag) []string {
+	s := make([]string, len(tags))
+	for i, tag := range tags {
+		s[i] = string(tag)
+	}
+	return s
+}

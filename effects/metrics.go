@@ -1,0 +1,92 @@
+package effects
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// Metrics are the Prometheus collectors of a Client, registered on Config.Registerer:
+//
+//	reckon_effect_transitions_total{connector,policy,from,to}    transitions made by this process
+//	reckon_effect_dispatch_duration_seconds{connector,outcome}   connector calls
+//	reckon_effect_status_checks_total{connector,status}          status-check answers
+//	reckon_effect_compensations_total{connector}                 compensations enqueued
+//	reckon_effect_fenced_writes_total{connector}                 late outcomes refused by the fence
+//	reckon_effect_swept_total{reason}                            effects the sweeper took over
+//	reckon_effects{state}                                        PENDING, UNKNOWN and STUCK effects now
+type Metrics struct {
+	transitions     *prometheus.CounterVec
+	dispatchSeconds *prometheus.HistogramVec
+	statusChecks    *prometheus.CounterVec
+	compensations   *prometheus.CounterVec
+	fenced          *prometheus.CounterVec
+	swept           *prometheus.CounterVec
+}
+
+func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries) (*Metrics, error) {
+	m := &Metrics{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "transitions_total",
+			Help: "Effect state transitions made by this process.",
+		}, []string{"connector", "policy", "from", "to"}),
+		dispatchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "dispatch_duration_seconds",
+			Help:    "Duration of connector dispatch calls, by classified outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"connector", "outcome"}),
+		statusChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "status_checks_total",
+			Help: "Status-check answers while reconciling UNKNOWN effects.",
+		}, []string{"connector", "status"}),
+		compensations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "compensations_total",
+			Help: "Compensation effects enqueued.",
+		}, []string{"connector"}),
+		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "fenced_writes_total",
+			Help: "Late outcomes refused because the effect had moved on (recorded in the audit trail only).",
+		}, []string{"connector"}),
+		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "swept_total",
+			Help: "Effects the sweeper took over because their attempt or job was gone.",
+		}, []string{"reason"}),
+	}
+	if registerer == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.transitions, m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.swept, &stateCollector{queries: queries}} {
+		if err := registerer.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// stateCollector reports how many effects are PENDING, UNKNOWN and STUCK, read from the database
+// at scrape time (an index scan over unresolved effects only).
+type stateCollector struct{ queries *dbsqlc.Queries }
+
+var stateDesc = prometheus.NewDesc("reckon_effects", "Effects currently in each unresolved state.", []string{"state"}, nil)
+
+func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- stateDesc }
+
+func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rows, err := s.queries.EffectCountUnresolved(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(stateDesc, err)
+		return
+	}
+	counts := map[State]int64{StatePending: 0, StateUnknown: 0, StateStuck: 0}
+	for _, row := range rows {
+		counts[State(row.State)] = row.Count
+	}
+	for state, n := range counts {
+		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, float64(n), string(state))
+	}
+}

@@ -1,0 +1,102 @@
+package effects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// Get returns the effect with id, or ErrNotFound.
+func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Effect, error) {
+	row, err := c.queries.EffectGetByID(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("effects: get %s: %w", id, err)
+	}
+	return effectFromRow(row), nil
+}
+
+// History returns the audit trail of an effect, oldest first (empty for an unknown id).
+func (c *Client) History(ctx context.Context, id uuid.UUID) ([]Transition, error) {
+	rows, err := c.queries.EffectTransitionListByEffect(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("effects: history of %s: %w", id, err)
+	}
+	transitions := make([]Transition, len(rows))
+	for i, row := range rows {
+		transitions[i] = transitionFromRow(row)
+	}
+	return transitions, nil
+}
+
+// ListFilter selects effects for List. TenantID defaults to DefaultTenant; the other filters
+// apply when set.
+type ListFilter struct {
+	TenantID      string
+	State         State
+	Connector     string
+	RunID         string
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	// Limit bounds the page. Default 100, at most 1000.
+	Limit int
+	// After continues a listing: pass the Cursor of the previous page.
+	After *Cursor
+}
+
+// Cursor marks where a page of List ended.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        uuid.UUID
+}
+
+// List returns effects matching filter, newest first, and the cursor of the next page (nil when
+// this page is the last).
+func (c *Client) List(ctx context.Context, filter ListFilter) ([]*Effect, *Cursor, error) {
+	params := dbsqlc.EffectListParams{TenantID: filter.TenantID, MaxRows: int32(filter.Limit)}
+	if params.TenantID == "" {
+		params.TenantID = DefaultTenant
+	}
+	switch {
+	case filter.Limit == 0:
+		params.MaxRows = 100
+	case filter.Limit < 0 || filter.Limit > 1000:
+		return nil, nil, fmt.Errorf("effects: list limit %d out of range (1 to 1000)", filter.Limit)
+	}
+	if filter.State != "" {
+		if _, err := ParseState(string(filter.State)); err != nil {
+			return nil, nil, err
+		}
+		state := dbsqlc.ReckonEffectState(filter.State)
+		params.State = &state
+	}
+	params.Connector = ptr(filter.Connector)
+	params.RunID = ptr(filter.RunID)
+	params.CreatedAfter = ptr(filter.CreatedAfter)
+	params.CreatedBefore = ptr(filter.CreatedBefore)
+	if filter.After != nil {
+		params.CursorCreatedAt, params.CursorID = &filter.After.CreatedAt, &filter.After.ID
+	}
+	rows, err := c.queries.EffectList(ctx, params)
+	if err != nil {
+		return nil, nil, fmt.Errorf("effects: list: %w", err)
+	}
+	effects := make([]*Effect, len(rows))
+	for i, row := range rows {
+		effects[i] = effectFromRow(row)
+	}
+	var next *Cursor
+	if len(rows) == int(params.MaxRows) {
+		last := rows[len(rows)-1]
+		next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return effects, next, nil
+}

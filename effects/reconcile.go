@@ -1,0 +1,165 @@
+package effects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// reconcileWorker resolves UNKNOWN effects (DESIGN.md section 2). With a status check: present →
+// CONFIRMED; absent → PENDING and a new dispatch (FAILED when no attempts are left); duplicate →
+// CONFIRMED plus a compensation for each extra; inconclusive → asked again with backoff (River
+// retries this job), STUCK after the connector's StatusCheckLimit. Without one: retry-safe effects
+// are dispatched again with the same key while attempts last; the rest become STUCK.
+type reconcileWorker struct {
+	river.WorkerDefaults[reconcileArgs]
+	client *Client
+}
+
+func (w *reconcileWorker) Timeout(job *river.Job[reconcileArgs]) time.Duration {
+	return time.Duration(job.Args.TimeoutMS)*time.Millisecond + w.client.config.InFlightMargin
+}
+
+// NextRetry spaces the status checks of an inconclusive effect by the connector's backoff.
+func (w *reconcileWorker) NextRetry(job *river.Job[reconcileArgs]) time.Time {
+	return time.Now().Add(w.client.backoffFor(job.Args.EffectID, job.Attempt))
+}
+
+func (c *Client) backoffFor(effectID uuid.UUID, attempt int) time.Duration {
+	row, err := c.queries.EffectGetByID(context.Background(), effectID)
+	if err == nil {
+		if connector, ok := c.registry.Get(row.Connector); ok {
+			return connector.Backoff(attempt)
+		}
+	}
+	return defaultBackoff(attempt)
+}
+
+func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs]) error {
+	c := w.client
+	row, err := c.queries.EffectGetByID(ctx, job.Args.EffectID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return river.JobSnooze(time.Second)
+	}
+	if State(row.State) != StateUnknown || row.JobID == nil || *row.JobID != job.ID {
+		return nil
+	}
+	connector, ok := c.registry.Get(row.Connector)
+	if !ok {
+		c.logger.ErrorContext(ctx, "reconcile: no connector registered in this reactor; waiting",
+			slog.String("connector", row.Connector), slog.String("effect_id", row.ID.String()))
+		return river.JobSnooze(unknownConnectorSnooze)
+	}
+	actor := "reactor:" + c.config.ID
+	t := transition{from: StateUnknown, fence: fence{jobID: &job.ID}, actor: actor}
+	retrySafe := Policy(row.Policy).RetrySafe()
+	attemptsLeft := row.Attempts < row.MaxAttempts
+	var duplicates int
+
+	switch {
+	case connector.StatusCheck == nil || row.CompensatesID != nil:
+		switch {
+		case retrySafe && attemptsLeft:
+			t.to, t.reason = StatePending, "retry safe, no status check: dispatch again with the same idempotency key"
+		case retrySafe:
+			t.to, t.reason = StateStuck, fmt.Sprintf("retry safe but all %d attempts made and the last one's outcome is unknown", row.MaxAttempts)
+		default:
+			t.to, t.reason = StateStuck, "not retry safe and no status check: a person must decide"
+		}
+	default:
+		status := c.checkStatus(ctx, row, connector)
+		t.detail = map[string]any{"status": status.Kind.String(), "check": job.Attempt}
+		switch status.Kind {
+		case StatusPresent:
+			t.to, t.result, t.reason = StateConfirmed, status.Result, "status check: present"
+		case StatusAbsent:
+			if attemptsLeft {
+				t.to, t.reason = StatePending, "status check: absent; dispatch again"
+			} else {
+				t.to, t.reason = StateFailed, fmt.Sprintf("status check: absent, and all %d attempts are spent", row.MaxAttempts)
+			}
+		case StatusDuplicate:
+			duplicates = max(status.Count-1, 1)
+			t.to, t.result = StateConfirmed, status.Result
+			t.reason = fmt.Sprintf("status check: performed %d times; compensating %d", max(status.Count, 2), duplicates)
+		default:
+			if job.Attempt < connector.StatusCheckLimit {
+				return fmt.Errorf("status check inconclusive (%d of %d): %s", job.Attempt, connector.StatusCheckLimit, status.Reason)
+			}
+			t.to = StateStuck
+			t.reason = fmt.Sprintf("status check inconclusive %d times: %s", job.Attempt, status.Reason)
+			t.errMsg = status.Reason
+		}
+	}
+
+	var compensations []*Effect
+	err = c.withTx(ctx, func(tx pgx.Tx) error {
+		if t.to == StatePending {
+			if t.newJobID, err = c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, time.Time{}); err != nil {
+				return err
+			}
+		}
+		settled, fenced, err := c.settle(ctx, tx, row.ID, t)
+		if err != nil || fenced {
+			return errors.Join(err, errFenced(fenced))
+		}
+		for i := range duplicates {
+			comp, err := c.compensateTx(ctx, tx, settled, fmt.Sprintf("duplicate-%d", i+2), actor,
+				"status check found the effect performed more than once")
+			if err != nil {
+				return err
+			}
+			compensations = append(compensations, comp)
+		}
+		return completeJobTx(ctx, tx, job)
+	})
+	if errors.Is(err, errFencedOut) {
+		c.observeFencedOut(ctx, row.ID, row.Connector, actor, "reconciliation to "+string(t.to), t.detail)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.countTransition(row.Connector, row.Policy, StateUnknown, t.to)
+	for range compensations {
+		c.metrics.compensations.WithLabelValues(row.Connector).Inc()
+	}
+	return nil
+}
+
+// checkStatus calls the connector's status check under its timeout. Errors and panics are
+// inconclusive.
+func (c *Client) checkStatus(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) Status {
+	callCtx, cancel := context.WithTimeout(ctx, connector.Timeout)
+	defer cancel()
+	status, err := safeCall(func() (Status, error) { return connector.StatusCheck(callCtx, callOf(row)) })
+	if err != nil {
+		status = Inconclusive(err.Error())
+	}
+	if status.Kind == StatusDuplicate && status.Count < 2 {
+		status = Inconclusive(fmt.Sprintf("duplicate with count %d", status.Count))
+	}
+	c.metrics.statusChecks.WithLabelValues(row.Connector, status.Kind.String()).Inc()
+	return status
+}
+
+// errFencedOut rolls back a transaction whose fenced write found the effect moved on.
+var errFencedOut = errors.New("effects: fenced out")
+
+func errFenced(fenced bool) error {
+	if fenced {
+		return errFencedOut
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package effects
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Registry holds the connectors a Client can enqueue and dispatch. It is safe for concurrent use.
+type Registry struct {
+	mu         sync.RWMutex
+	connectors map[string]*Connector
+}
+
+// NewRegistry returns an empty Registry.
+func NewRegistry() *Registry { return &Registry{connectors: map[string]*Connector{}} }
+
+// Register adds a connector. It refuses a connector without a name or Dispatch, with unknown tags
+// or out-of-range settings, one already registered under the same name, and — unless Unsafe is
+// set — one that is not retry safe and has none of StatusCheck, BusinessKey and Compensate, since
+// nothing could then resolve its UNKNOWN outcomes (seed 004).
+func (r *Registry) Register(c Connector) error {
+	connector, err := c.withDefaults()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.connectors[connector.Name]; ok {
+		return fmt.Errorf("effects: connector %q is already registered", connector.Name)
+	}
+	r.connectors[connector.Name] = connector
+	return nil
+}
+
+// MustRegister is Register that panics on error, for connectors declared at program start.
+func (r *Registry) MustRegister(c Connector) {
+	if err := r.Register(c); err != nil {
+		panic(err)
+	}
+}
+
+// Get returns the connector registered under name.
+func (r *Registry) Get(name string) (*Connector, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c, ok := r.connectors[name]
+	return c, ok
+}
+
+func (r *Registry) lookup(name string) (*Connector, error) {
+	if c, ok := r.Get(name); ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("%w %q: register it with the Registry", ErrUnknownConnector, name)
+}
+
+// maxTimeout is the longest Timeout of the registered connectors.
+func (r *Registry) maxTimeout() time.Duration {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	longest := time.Duration(0)
+	for _, c := range r.connectors {
+		longest = max(longest, c.Timeout)
+	}
+	return longest
+}

@@ -1,0 +1,130 @@
+package effects
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+)
+
+// Spec describes an effect to enqueue.
+type Spec struct {
+	// TenantID scopes the effect and its idempotency key. Default "default".
+	TenantID string
+	// Connector names a registered connector. Required.
+	Connector string
+	// Args are the call's arguments: a json.RawMessage, []byte of JSON, or any value that
+	// encoding/json marshals. Default {}.
+	Args any
+	// IdempotencyKey identifies the effect; enqueueing the same key again returns the existing
+	// effect. Give it, or a Position to derive it from. Never a hash of the args.
+	IdempotencyKey string
+	// Position derives the idempotency key from the journal position when IdempotencyKey is empty.
+	Position *Position
+	// BusinessKey identifies the effect to the upstream by business identity. Default: the
+	// connector's BusinessKey function, if any.
+	BusinessKey string
+	// RunID, TurnID and TurnGroup link the effect to the agent run and turn that decided it.
+	// TurnGroup defaults to Position.TurnGroup.
+	RunID     string
+	TurnID    *uuid.UUID
+	TurnGroup string
+	// MaxAttempts overrides the connector's MaxAttempts.
+	MaxAttempts int
+}
+
+// Position is where an effect was decided in an agent's journal: the decision number within the
+// turn group and the index of the call within that decision.
+type Position struct {
+	TurnGroup string
+	Decision  int
+	CallIndex int
+}
+
+// Key returns the idempotency key of the call to connector at p:
+// "{turn_group}/d-{decision}/{connector}/{call_idx}".
+func (p Position) Key(connector string) string {
+	return p.TurnGroup + "/d-" + strconv.Itoa(p.Decision) + "/" + connector + "/" + strconv.Itoa(p.CallIndex)
+}
+
+// DefaultTenant is the tenant of specs that name none.
+const DefaultTenant = "default"
+
+// resolvedSpec is a Spec checked against its connector, ready to insert.
+type resolvedSpec struct {
+	connector      *Connector
+	tenantID       string
+	args           json.RawMessage
+	idempotencyKey string
+	businessKey    string
+	maxAttempts    int
+	spec           Spec
+}
+
+func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
+	if spec.Connector == "" {
+		return nil, errors.New("effects: spec needs a Connector")
+	}
+	connector, err := r.lookup(spec.Connector)
+	if err != nil {
+		return nil, err
+	}
+	res := &resolvedSpec{connector: connector, tenantID: spec.TenantID, spec: spec}
+	if res.tenantID == "" {
+		res.tenantID = DefaultTenant
+	}
+	res.args, err = marshalArgs(spec.Args)
+	if err != nil {
+		return nil, fmt.Errorf("effects: %s args: %w", spec.Connector, err)
+	}
+	switch {
+	case spec.IdempotencyKey != "":
+		res.idempotencyKey = spec.IdempotencyKey
+	case spec.Position != nil:
+		if spec.Position.TurnGroup == "" || spec.Position.Decision < 0 || spec.Position.CallIndex < 0 {
+			return nil, fmt.Errorf("effects: %s: Position needs a TurnGroup and non-negative Decision and CallIndex", spec.Connector)
+		}
+		res.idempotencyKey = spec.Position.Key(spec.Connector)
+		if res.spec.TurnGroup == "" {
+			res.spec.TurnGroup = spec.Position.TurnGroup
+		}
+	default:
+		return nil, fmt.Errorf("effects: %s: spec needs an IdempotencyKey or a Position to derive it from", spec.Connector)
+	}
+	res.businessKey = spec.BusinessKey
+	if res.businessKey == "" && connector.BusinessKey != nil {
+		if res.businessKey, err = connector.BusinessKey(res.args); err != nil {
+			return nil, fmt.Errorf("effects: %s business key: %w", spec.Connector, err)
+		}
+	}
+	res.maxAttempts = connector.MaxAttempts
+	if spec.MaxAttempts < 0 {
+		return nil, fmt.Errorf("effects: %s: MaxAttempts must be positive, got %d", spec.Connector, spec.MaxAttempts)
+	} else if spec.MaxAttempts > 0 {
+		res.maxAttempts = spec.MaxAttempts
+	}
+	return res, nil
+}
+
+func marshalArgs(args any) (json.RawMessage, error) {
+	var raw []byte
+	switch a := args.(type) {
+	case nil:
+		return json.RawMessage(`{}`), nil
+	case json.RawMessage:
+		raw = a
+	case []byte:
+		raw = a
+	default:
+		var err error
+		if raw, err = json.Marshal(a); err != nil {
+			return nil, err
+		}
+	}
+	if !json.Valid(raw) {
+		return nil, errors.New("not valid JSON")
+	}
+	return raw, nil
+}

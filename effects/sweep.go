@@ -1,0 +1,106 @@
+package effects
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// sweepBatch is how many effects one sweep transaction takes over.
+const sweepBatch = 100
+
+// runSweeper sweeps every SweepInterval until ctx ends. Every reactor sweeps; the candidates are
+// locked with SKIP LOCKED and every write is fenced, so sweepers never step on each other or on
+// the workers.
+func (c *Client) runSweeper(ctx context.Context) {
+	ticker := time.NewTicker(c.config.SweepInterval)
+	defer ticker.Stop()
+	for {
+		for {
+			n, err := c.sweepOnce(ctx)
+			if err != nil && ctx.Err() == nil {
+				c.logger.Warn("sweep failed", slog.String("error", err.Error()))
+			}
+			if err != nil || n < sweepBatch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// sweepOnce takes over, in one transaction, up to sweepBatch effects whose attempt or job is gone:
+//   - PENDING with an expired inline lease, or whose dispatch job has run past its timeout plus the
+//     margin (the worker is presumed dead), or whose job is gone: UNKNOWN, with a reconcile job. A
+//     blind second call is never made: reconciliation decides.
+//   - UNKNOWN whose reconcile job is gone or presumed dead: a new reconcile job.
+func (c *Client) sweepOnce(ctx context.Context) (int, error) {
+	actor := "sweeper:" + c.config.ID
+	type swept struct {
+		row    dbsqlc.EffectSweepCandidatesRow
+		reason string
+	}
+	var done []swept
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		candidates, err := q.EffectSweepCandidates(ctx, dbsqlc.EffectSweepCandidatesParams{
+			MarginMs: int32(c.config.InFlightMargin / time.Millisecond),
+			MaxRows:  sweepBatch,
+		})
+		if err != nil {
+			return fmt.Errorf("sweep candidates: %w", err)
+		}
+		for _, cand := range candidates {
+			reason := "job gone without an outcome"
+			switch {
+			case cand.LeaseExpired:
+				reason = "inline attempt's lease expired"
+			case cand.JobRunning:
+				reason = "worker presumed dead: job running past its timeout"
+			}
+			jobID, err := c.insertReconcileJob(ctx, tx, cand.ID, cand.TimeoutMs, cand.Connector)
+			if err != nil {
+				return err
+			}
+			if State(cand.State) == StateUnknown {
+				if _, err := q.EffectSetJob(ctx, dbsqlc.EffectSetJobParams{ID: cand.ID, State: cand.State, JobID: cand.JobID, NewJobID: *jobID}); err != nil {
+					return fmt.Errorf("sweep effect %s: %w", cand.ID, err)
+				}
+				done = append(done, swept{cand, "reconcile " + reason})
+				continue
+			}
+			_, fenced, err := c.settle(ctx, tx, cand.ID, transition{
+				from: StatePending, to: StateUnknown, fence: fence{jobID: cand.JobID, leaseToken: cand.LeaseToken},
+				attempted: 1, errMsg: reason, newJobID: jobID, actor: actor,
+				reason: reason + ": outcome unknown; reconcile instead of calling again",
+			})
+			if err != nil {
+				return err
+			}
+			if !fenced {
+				done = append(done, swept{cand, reason})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range done {
+		c.metrics.swept.WithLabelValues(s.reason).Inc()
+		if State(s.row.State) == StatePending {
+			c.countTransition(s.row.Connector, s.row.Policy, StatePending, StateUnknown)
+		}
+		c.logger.Info("swept effect", slog.String("effect_id", s.row.ID.String()), slog.String("reason", s.reason))
+	}
+	return len(done), nil
+}

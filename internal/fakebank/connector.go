@@ -1,0 +1,166 @@
+package fakebank
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"syscall"
+	"time"
+
+	"github.com/reckonhq/reckon/effects"
+)
+
+// ConnectorOptions describes a Go connector that moves money through a Bank at BaseURL. Its args
+// are {"account":"…","amount":N}.
+type ConnectorOptions struct {
+	// Name of the connector. Default "bank.wire".
+	Name string
+	// BaseURL of the bank. Required.
+	BaseURL string
+	// Tags. Default write, external, network (not idempotent).
+	Tags []effects.Tag
+	// StatusCheck and Compensate add the bank's status check and reversal.
+	StatusCheck, Compensate bool
+	// Checkpoints makes Dispatch visit the bank's checkpoints "before-call" and "after-call",
+	// so that a crash test can hold (and kill) the process there.
+	Checkpoints bool
+	// Timeout, MaxAttempts, StatusCheckLimit, Backoff and Unsafe are passed to the connector.
+	Timeout          time.Duration
+	MaxAttempts      int
+	StatusCheckLimit int
+	Backoff          func(int) time.Duration
+	Unsafe           bool
+}
+
+// Connector returns the effects.Connector described by o.
+func (o ConnectorOptions) Connector() effects.Connector {
+	if o.Name == "" {
+		o.Name = "bank.wire"
+	}
+	if o.Tags == nil {
+		o.Tags = []effects.Tag{effects.TagWrite, effects.TagExternal, effects.TagNetwork}
+	}
+	// No keep-alive reuse surprises: one connection per call.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	c := effects.Connector{
+		Name: o.Name, Tags: o.Tags, Timeout: o.Timeout, MaxAttempts: o.MaxAttempts,
+		StatusCheckLimit: o.StatusCheckLimit, Backoff: o.Backoff, Unsafe: o.Unsafe,
+	}
+	c.Dispatch = func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
+		if o.Checkpoints {
+			if err := checkpoint(ctx, client, o.BaseURL, "before-call", call.IdempotencyKey); err != nil {
+				return nil, effects.Retryable(err)
+			}
+		}
+		result, err := postJSON(ctx, client, o.BaseURL+"/wires", call.IdempotencyKey, call.Args)
+		if err != nil {
+			return nil, err
+		}
+		if o.Checkpoints {
+			_ = checkpoint(ctx, client, o.BaseURL, "after-call", call.IdempotencyKey)
+		}
+		return result, nil
+	}
+	if o.StatusCheck {
+		c.StatusCheck = func(ctx context.Context, call effects.Call) (effects.Status, error) {
+			body, _ := json.Marshal(map[string]string{"key": call.IdempotencyKey})
+			raw, err := postJSON(ctx, client, o.BaseURL+"/wires/status", "", body)
+			if err != nil {
+				return effects.Status{}, err
+			}
+			var status struct {
+				Status string          `json:"status"`
+				Count  int             `json:"count"`
+				Result json.RawMessage `json:"result"`
+			}
+			if err := json.Unmarshal(raw, &status); err != nil {
+				return effects.Status{}, err
+			}
+			switch status.Status {
+			case "present":
+				return effects.Present(status.Result), nil
+			case "absent":
+				return effects.Absent(), nil
+			case "duplicate":
+				return effects.Duplicate(status.Count, status.Result), nil
+			default:
+				return effects.Inconclusive("bank says " + status.Status), nil
+			}
+		}
+	}
+	if o.Compensate {
+		c.Compensate = func(ctx context.Context, call effects.Call, original effects.Original) (json.RawMessage, error) {
+			var args struct {
+				Amount int64 `json:"amount"`
+			}
+			if err := json.Unmarshal(original.Args, &args); err != nil {
+				return nil, effects.Permanent(err)
+			}
+			body, _ := json.Marshal(map[string]any{"original_key": original.IdempotencyKey, "amount": args.Amount})
+			return postJSON(ctx, client, o.BaseURL+"/wires/compensate", call.IdempotencyKey, body)
+		}
+	}
+	return c
+}
+
+// postJSON sends body and classifies the answer the way DESIGN.md's HTTP connector protocol does:
+// 2xx → result; 4xx (but 408, 425, 429) → Permanent; 429 and 503 → Retryable (not performed);
+// connection refused → Retryable; anything else → an ordinary error (UNKNOWN).
+func postJSON(ctx context.Context, client *http.Client, url, idempotencyKey string, body []byte) (json.RawMessage, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, effects.Permanent(err)
+	}
+	// Without GetBody net/http never replays the request on its own: a POST to a bank must not be
+	// sent twice behind our back.
+	req.GetBody = nil
+	req.Header.Set("Content-Type", "application/json")
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if isConnRefused(err) {
+			return nil, effects.Retryable(err)
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read response: %w", err)
+	}
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		if !json.Valid(raw) {
+			return nil, fmt.Errorf("truncated or invalid JSON response (%d bytes)", len(raw))
+		}
+		return raw, nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
+		return nil, effects.Retryable(fmt.Errorf("%s: %s", resp.Status, raw))
+	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooEarly:
+		return nil, effects.Permanent(fmt.Errorf("%s: %s", resp.Status, raw))
+	default:
+		return nil, fmt.Errorf("%s: %s", resp.Status, raw)
+	}
+}
+
+func checkpoint(ctx context.Context, client *http.Client, base, name, key string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/checkpoint?name="+url.QueryEscape(name)+"&key="+url.QueryEscape(key), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// isConnRefused: nothing reached the upstream, so nothing was performed.
+func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
