@@ -1,7 +1,59 @@
 package effects_test
 
-// childReactorEnv, when set, makes the test binary run as a reactor process (see
-// runChildReactor) instead of running tests: crash tests start and kill such processes.
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/fakebank"
+)
+
+// childReactorEnv, when set, makes the test binary run as a reactor process instead of running
+// tests — the way a Go service runs the reactor in its own process. Crash tests start such
+// processes and kill them. The child reads DATABASE_URL and BANK_URL, registers the bank
+// connector with checkpoints, and runs until SIGTERM.
 const childReactorEnv = "RECKON_TEST_CHILD_REACTOR"
 
-func runChildReactor() int { return 2 }
+func runChildReactor() int {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		logger.Error("child: pool", slog.String("error", err.Error()))
+		return 1
+	}
+	defer pool.Close()
+	registry := effects.NewRegistry()
+	registry.MustRegister(fakebank.ConnectorOptions{
+		BaseURL: os.Getenv("BANK_URL"), StatusCheck: true, Compensate: true, Checkpoints: true,
+		Timeout: time.Second, Backoff: fastBackoff,
+	}.Connector())
+	config := testConfig(registry)
+	config.Logger = logger
+	config.InFlightMargin = time.Second
+	client, err := effects.NewClient(pool, config)
+	if err != nil {
+		logger.Error("child: client", slog.String("error", err.Error()))
+		return 1
+	}
+	if err := client.Start(ctx); err != nil {
+		logger.Error("child: start", slog.String("error", err.Error()))
+		return 1
+	}
+	logger.Info("listening", slog.String("addr", "child-reactor"))
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		logger.Error("child: stop", slog.String("error", err.Error()))
+		return 1
+	}
+	return 0
+}

@@ -62,6 +62,7 @@ func setup(t *testing.T) *harness {
 	client, err := effects.NewClient(h.pool, config)
 	require.NoError(t, err)
 	h.client = client
+	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) }) // Wait's listener
 	return h
 }
 

@@ -1,0 +1,160 @@
+package effects_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/fakebank"
+)
+
+// TestTwoReactorsRace runs two reactors over the same 1,000 effects: no effect is ever in flight
+// on two workers at once, and the bank performs each exactly once.
+func TestTwoReactorsRace(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	const n = 1000
+
+	var (
+		inFlight  sync.Map // effect id → struct{}
+		overlaps  atomic.Int64
+		byReactor [2]atomic.Int64
+		clients   [2]*effects.Client
+		bankWire  = fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true, Backoff: fastBackoff}.Connector()
+		ctx       = context.Background()
+	)
+	for i := range clients {
+		registry := effects.NewRegistry()
+		connector := bankWire
+		connector.Dispatch = func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
+			if _, busy := inFlight.LoadOrStore(call.EffectID, struct{}{}); busy {
+				overlaps.Add(1)
+			}
+			defer inFlight.Delete(call.EffectID)
+			byReactor[i].Add(1)
+			return bankWire.Dispatch(ctx, call)
+		}
+		require.NoError(t, registry.Register(connector))
+		config := testConfig(registry)
+		config.ID = fmt.Sprintf("racer-%d", i)
+		client, err := effects.NewClient(h.pool, config)
+		require.NoError(t, err)
+		clients[i] = client
+	}
+
+	specs := make([]effects.Spec, n)
+	for i := range specs {
+		specs[i] = effects.Spec{Connector: "bank.wire", IdempotencyKey: fmt.Sprintf("race-%04d", i), Args: map[string]any{"account": "a", "amount": i + 1}}
+	}
+	var enqueued []*effects.Effect
+	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
+		var err error
+		enqueued, err = clients[0].EnqueueManyTx(ctx, tx, specs, nil)
+		return err
+	}))
+	for _, client := range clients {
+		require.NoError(t, client.Start(ctx))
+	}
+	defer func() {
+		for _, client := range clients {
+			require.NoError(t, client.Stop(context.Background()))
+		}
+	}()
+
+	require.Eventually(t, func() bool {
+		return h.count(`SELECT count(*) FROM reckon_effects WHERE state = 'CONFIRMED'`) == n
+	}, 60*time.Second, 50*time.Millisecond, "all effects confirmed")
+	require.Zero(t, overlaps.Load(), "an effect was in flight on two workers at once")
+	for i, e := range enqueued {
+		require.Equal(t, 1, h.bank.Count(e.IdempotencyKey), "effect %d performed once", i)
+	}
+	require.Len(t, h.bank.Ledger(), n)
+	require.Equal(t, int64(n), byReactor[0].Load()+byReactor[1].Load(), "one call per effect")
+	require.Positive(t, byReactor[0].Load(), "reactor 0 took part")
+	require.Positive(t, byReactor[1].Load(), "reactor 1 took part")
+}
+
+// TestRescuedJobIsNotCalledBlindly: River runs a dispatch job again after a run that claimed the
+// attempt and died (simulated here by rewinding the job as River's rescuer does). A non-idempotent
+// effect is reconciled instead of called; an idempotent one is called again with the same key.
+func TestRescuedJobIsNotCalledBlindly(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h.wire(fakebank.ConnectorOptions{Name: "bank.upsert", Tags: idempotentTags})
+	h.bank.SetIdempotent(true)
+	ctx := context.Background()
+	later := &effects.EnqueueOpts{ScheduledAt: time.Now().Add(time.Hour)}
+
+	wire, err := h.client.Enqueue(ctx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "rescued-1", Args: map[string]any{"account": "a", "amount": 1}}, later)
+	require.NoError(t, err)
+	upsert, err := h.client.Enqueue(ctx, effects.Spec{Connector: "bank.upsert", IdempotencyKey: "rescued-2", Args: map[string]any{"account": "a", "amount": 1}}, later)
+	require.NoError(t, err)
+	// As River leaves a job whose worker died and was rescued: attempt 1 spent, available again.
+	_, err = h.pool.Exec(ctx, `UPDATE river_job SET attempt = 1, attempted_at = now(), state = 'available', scheduled_at = now()
+		WHERE kind = 'reckon_dispatch'`)
+	require.NoError(t, err)
+	h.start()
+
+	require.Equal(t, effects.StateConfirmed, h.wait(wire.ID).State)
+	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"}, h.path(wire.ID))
+	require.Equal(t, 1, h.bank.Count("rescued-1"))
+
+	require.Equal(t, effects.StateConfirmed, h.wait(upsert.ID).State)
+	require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, h.path(upsert.ID))
+}
+
+// TestLateOutcomeIsFencedOut: a call that outlives its timeout and margin is presumed dead; the
+// sweeper makes the effect UNKNOWN and reconciliation confirms it. When the late call returns, its
+// outcome is refused by the fence and kept in the audit trail only.
+func TestLateOutcomeIsFencedOut(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	release := make(chan struct{})
+	var calls atomic.Int64
+	require.NoError(t, h.registry.Register(effects.Connector{
+		Name: "stubborn", Tags: wireTags, Timeout: 500 * time.Millisecond, Backoff: fastBackoff,
+		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
+			calls.Add(1)
+			<-release // ignores its context, as badly written clients do
+			return json.RawMessage(`{"late":true}`), nil
+		},
+		StatusCheck: func(context.Context, effects.Call) (effects.Status, error) {
+			return effects.Present(json.RawMessage(`{"seen":"by status check"}`)), nil
+		},
+	}))
+	h.start()
+	effect := h.enqueue("stubborn", "late-1", 1)
+	done := h.wait(effect.ID)
+	require.Equal(t, effects.StateConfirmed, done.State)
+	require.JSONEq(t, `{"seen":"by status check"}`, string(done.Result))
+	close(release)
+
+	require.Eventually(t, func() bool {
+		return h.metric("reckon_effect_fenced_writes_total", map[string]string{"connector": "stubborn"}) == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	history, err := h.client.History(context.Background(), effect.ID)
+	require.NoError(t, err)
+	last := history[len(history)-1]
+	require.Equal(t, effects.StateConfirmed, last.From)
+	require.Equal(t, effects.StateConfirmed, last.To)
+	require.Equal(t, "fenced out: confirmed", last.Reason)
+	require.JSONEq(t, `{"seen":"by status check"}`, string(h.mustGet(effect.ID).Result), "the late outcome changed nothing")
+	require.Equal(t, int64(1), calls.Load())
+}
+
+func (h *harness) mustGet(id uuid.UUID) *effects.Effect {
+	h.t.Helper()
+	effect, err := h.client.Get(context.Background(), id)
+	require.NoError(h.t, err)
+	return effect
+}
