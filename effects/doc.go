@@ -1,8 +1,40 @@
-// Package effects is Reckon's core: recording calls to the outside world as effect rows in the
-// caller's transaction (the outbox), dispatching them under a fenced lease, reconciling ambiguous
-// outcomes with status checks, and compensating what should be undone.
+// Package effects makes calls to the outside world safe: a refund, a wire, an email is recorded as
+// an effect row in the caller's own transaction (the outbox) and performed by reactors that never
+// call twice what must not be called twice.
 //
-// The state machine (PENDING, CONFIRMED, FAILED, UNKNOWN, STUCK) is enforced by the database
-// itself: see db/migrations/0001_effects.up.sql and DESIGN.md section 2. The Go API (Connector,
-// Registry, Spec, EnqueueTx, the dispatch and reconcile workers) arrives with the effects engine.
+// # Basics
+//
+// Register a Connector per kind of call, create a Client, and enqueue effects with EnqueueTx in
+// the transaction that changes your data. A process that calls Start is a reactor: River workers
+// dispatch each effect with the connector's timeout and its idempotency key, and record the
+// outcome:
+//
+//   - success → CONFIRMED; Permanent(err) → FAILED; Retryable(err) → PENDING, tried again with
+//     backoff until MaxAttempts (then FAILED);
+//   - anything else — a timeout, a dropped connection, a 500 — → UNKNOWN, and reconciliation asks
+//     the connector's StatusCheck: present → CONFIRMED, absent → dispatched again, duplicate →
+//     CONFIRMED plus a compensation per extra, inconclusive → asked again, then STUCK;
+//   - without a status check, a retry-safe (idempotent) effect is dispatched again with the same
+//     key; any other becomes STUCK for an operator to Resolve.
+//
+// The state machine (DESIGN.md section 2) is enforced by the database, and every transition is
+// in reckon_effect_transitions with its actor and reason.
+//
+// # Crash safety
+//
+// River's fetch of a dispatch job is the durable record of an attempt, committed before the
+// connector is called. The outcome is written fenced by that job, together with the job's
+// completion, in one transaction. If a reactor dies between the two, its job either runs again
+// with attempt > 1 — and a non-idempotent effect becomes UNKNOWN instead of being called — or the
+// sweeper of any reactor finds the job running past the call timeout plus Config.InFlightMargin
+// and does the same. A late outcome of a worker presumed dead is refused by the fence and kept in
+// the audit trail only.
+//
+// # Caveats
+//
+//   - Send Call.IdempotencyKey upstream. Connector calls must respect their context.
+//   - Go's net/http replays a POST that carries an Idempotency-Key header on a broken keep-alive
+//     connection; set Request.GetBody to nil in non-idempotent connectors to forbid that.
+//   - Compensate must be idempotent on the compensation's own key: compensations are retried
+//     until confirmed.
 package effects

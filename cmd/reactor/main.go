@@ -2,8 +2,12 @@
 // may share it. It serves /healthz, /readyz and /metrics on its own address, and stops gracefully
 // on SIGINT or SIGTERM.
 //
+// It dispatches effects, reconciles UNKNOWN ones and sweeps for attempts whose worker died (package
+// effects). A SIGTERM lets work in flight finish within -shutdown-timeout; what is still running
+// then is cancelled, recorded as UNKNOWN and reconciled later: nothing is lost.
+//
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
-// RECKON_REACTOR_ADDR, RECKON_LOG_FORMAT.
+// RECKON_REACTOR_ADDR, RECKON_WORKERS, RECKON_LOG_FORMAT.
 package main
 
 import (
@@ -16,10 +20,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/reckonhq/reckon/db"
+	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
 )
@@ -37,7 +43,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	databaseURL := fs.String("database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
 	logFormat := fs.String("log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
 	addr := fs.String("addr", cli.Env("RECKON_REACTOR_ADDR", "127.0.0.1:9090"), "address of the health and metrics endpoints (env RECKON_REACTOR_ADDR)")
-	drain := fs.Duration("shutdown-timeout", 10*time.Second, "how long work in flight may take to finish after SIGTERM")
+	drain := fs.Duration("shutdown-timeout", 30*time.Second, "how long work in flight may take to finish after SIGTERM; then it is cancelled (and reconciled later)")
+	workers := fs.Int("workers", envInt("RECKON_WORKERS", 50), "effects worked on at once (env RECKON_WORKERS)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -53,14 +60,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "reactor:", err)
 		return 2
 	}
-	if err := serve(ctx, logger, *databaseURL, *addr, *drain); err != nil {
+	if err := serve(ctx, logger, *databaseURL, *addr, *workers, *drain); err != nil {
 		logger.Error("reactor failed", slog.String("error", err.Error()))
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, logger *slog.Logger, databaseURL, addr string, drain time.Duration) error {
+func serve(ctx context.Context, logger *slog.Logger, databaseURL, addr string, workers int, drain time.Duration) error {
 	pool, err := cli.OpenPool(ctx, databaseURL)
 	if err != nil {
 		return err
@@ -70,18 +77,48 @@ func serve(ctx context.Context, logger *slog.Logger, databaseURL, addr string, d
 	if err != nil {
 		return err
 	}
-	if status, err := migrator.Status(ctx); err != nil {
+	status, err := migrator.Status(ctx)
+	if err != nil {
 		return err
-	} else if !status.Current() {
-		logger.Warn("schema is not current: run `server migrate up`; /readyz reports unavailable until then")
+	}
+	if !status.Current() {
+		return errors.New("the database schema is not current: run `server migrate up` first")
 	}
 
-	mux := http.NewServeMux()
-	health.Register(mux, pool, migrator, health.NewRegistry())
-	logger.Info("reactor starting")
-	if err := cli.Serve(ctx, logger, "health", addr, mux, drain); err != nil {
+	metrics := health.NewRegistry()
+	// Go connectors are registered by services that embed the reactor; HTTP connectors, read from
+	// the database, are registered here.
+	client, err := effects.NewClient(pool, &effects.Config{
+		Registry:   effects.NewRegistry(),
+		Logger:     logger,
+		Registerer: metrics,
+		Workers:    workers,
+	})
+	if err != nil {
 		return err
+	}
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	health.Register(mux, pool, migrator, metrics)
+	serveErr := cli.Serve(ctx, logger, "health", addr, mux, drain)
+
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		return errors.Join(serveErr, err)
+	}
+	if serveErr != nil {
+		return serveErr
 	}
 	logger.Info("reactor stopped")
 	return nil
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }

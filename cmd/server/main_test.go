@@ -42,8 +42,12 @@ func TestBinariesLifecycle(t *testing.T) {
 
 	res := proctest.Run(t, env, server, "migrate", "status")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	require.Contains(t, res.Stdout, "0001     effects  pending")
+	require.Regexp(t, `0001\s+effects\s+pending`, res.Stdout)
 	require.Contains(t, res.Stdout, "schema is NOT current")
+
+	res = proctest.Run(t, env, reactor, "-addr", "127.0.0.1:0")
+	require.Equal(t, 1, res.ExitCode, "a reactor refuses an unmigrated database")
+	require.Contains(t, res.Stderr, "schema is not current")
 
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	base := "http://" + srv.Addr(t)

@@ -176,10 +176,42 @@ func (s *server) close() {
 	}
 }
 
-// newDB creates a database, cloned from the migrated template when migrated is true and empty
-// otherwise, and returns a pool on it.
+// newDB is createDB for a test: it fails the test on error and drops the database at its end.
 func (s *server) newDB(tb testing.TB, migrated bool) *pgxpool.Pool {
 	tb.Helper()
+	pool, drop, err := s.createDB(migrated)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		pool.Close()
+		if err := drop(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	return pool
+}
+
+// NewExampleDB is NewDB for runnable examples, which have no *testing.T: it panics when there is
+// no database, and the returned function closes the pool and drops the database.
+func NewExampleDB() (*pgxpool.Pool, func()) {
+	srv, err := defaultSrv()
+	if err != nil {
+		panic(fmt.Sprintf("pgtest: examples need a database (set TEST_DATABASE_URL or start Docker): %v", err))
+	}
+	pool, drop, err := srv.createDB(true)
+	if err != nil {
+		panic(fmt.Sprintf("pgtest: %v", err))
+	}
+	return pool, func() {
+		pool.Close()
+		_ = drop()
+	}
+}
+
+// createDB creates a database, cloned from the migrated template when migrated is true and empty
+// otherwise, and returns a pool on it and a function that drops it (after the pool is closed).
+func (s *server) createDB(migrated bool) (*pgxpool.Pool, func() error, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -187,7 +219,7 @@ func (s *server) newDB(tb testing.TB, migrated bool) *pgxpool.Pool {
 	if migrated {
 		s.templateOnce.Do(func() { s.template, s.templateErr = s.ensureTemplate(ctx) })
 		if s.templateErr != nil {
-			tb.Fatalf("pgtest: template database: %v", s.templateErr)
+			return nil, nil, fmt.Errorf("template database: %w", s.templateErr)
 		}
 		template = s.template
 	}
@@ -195,39 +227,38 @@ func (s *server) newDB(tb testing.TB, migrated bool) *pgxpool.Pool {
 	name := "reckon_test_" + randomHex(8)
 	admin, err := pgx.Connect(ctx, s.AdminURL)
 	if err != nil {
-		tb.Fatalf("pgtest: connect %s: %v", s.Mode, err)
+		return nil, nil, fmt.Errorf("connect %s: %w", s.Mode, err)
 	}
 	defer admin.Close(ctx)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+quote(name)+" TEMPLATE "+quote(template)); err != nil {
-		tb.Fatalf("pgtest: clone template: %v", err)
+		return nil, nil, fmt.Errorf("clone template: %w", err)
 	}
-	tb.Cleanup(func() { s.dropDatabase(tb, name) })
+	drop := func() error { return s.dropDatabase(name) }
 
 	config, err := pgxpool.ParseConfig(WithDatabase(s.AdminURL, name))
-	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
+	if err == nil {
+		config.MaxConns = 10
+		var pool *pgxpool.Pool
+		if pool, err = pgxpool.NewWithConfig(ctx, config); err == nil {
+			return pool, drop, nil
+		}
 	}
-	config.MaxConns = 10
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	if err != nil {
-		tb.Fatalf("pgtest: pool on %s: %v", name, err)
-	}
-	tb.Cleanup(pool.Close)
-	return pool
+	_ = drop()
+	return nil, nil, fmt.Errorf("pool on %s: %w", name, err)
 }
 
-func (s *server) dropDatabase(tb testing.TB, name string) {
+func (s *server) dropDatabase(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin, err := pgx.Connect(ctx, s.AdminURL)
 	if err != nil {
-		tb.Errorf("pgtest: drop %s: %v", name, err)
-		return
+		return fmt.Errorf("drop %s: %w", name, err)
 	}
 	defer admin.Close(ctx)
 	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+quote(name)+" WITH (FORCE)"); err != nil {
-		tb.Errorf("pgtest: drop %s: %v", name, err)
+		return fmt.Errorf("drop %s: %w", name, err)
 	}
+	return nil
 }
 
 // ensureTemplate returns the name of a template database migrated to the current schema, building
