@@ -36,7 +36,7 @@ func TestCrashWindows(t *testing.T) {
 	for _, window := range []struct {
 		name      string
 		arm       func(b *fakebank.Bank, key string) <-chan string
-		performed int   // wires the dead reactor left behind
+		performed int // wires the dead reactor left behind
 		path      []string
 	}{
 		{
