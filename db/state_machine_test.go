@@ -61,6 +61,7 @@ func insertEffect(t *testing.T, q *dbsqlc.Queries) dbsqlc.ReckonEffect {
 		Policy:         dbsqlc.ReckonEffectPolicyIrreversible,
 		Tags:           []string{"write", "external"},
 		MaxAttempts:    3,
+		TimeoutMs:      1000,
 		Actor:          "test",
 		Reason:         "enqueue",
 	})
@@ -209,7 +210,7 @@ func TestStateMachineUnknownTag(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	_, err := dbsqlc.New(pool).EffectInsert(context.Background(), dbsqlc.EffectInsertParams{
 		ID: uuid.New(), TenantID: "t", Connector: "c", Args: json.RawMessage(`{}`), IdempotencyKey: "k",
-		Policy: dbsqlc.ReckonEffectPolicyPure, Tags: []string{"read", "teleport"}, MaxAttempts: 1,
+		Policy: dbsqlc.ReckonEffectPolicyPure, Tags: []string{"read", "teleport"}, MaxAttempts: 1, TimeoutMs: 1000,
 		Actor: "test", Reason: "enqueue",
 	})
 	var pgErr *pgconn.PgError

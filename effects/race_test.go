@@ -158,3 +158,55 @@ func (h *harness) mustGet(id uuid.UUID) *effects.Effect {
 	require.NoError(h.t, err)
 	return effect
 }
+
+// TestSweeperTakesOverLostWork: an effect whose dispatch job vanished, and an inline attempt whose
+// caller hangs past its lease, are both made UNKNOWN by the sweeper and resolved by
+// reconciliation — never by a blind second call.
+func TestSweeperTakesOverLostWork(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	release := make(chan struct{})
+	require.NoError(t, h.registry.Register(effects.Connector{
+		Name: "hanging", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: fastBackoff,
+		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
+			<-release
+			return json.RawMessage(`{}`), nil
+		},
+		StatusCheck: func(context.Context, effects.Call) (effects.Status, error) {
+			return effects.Present(json.RawMessage(`{"found":true}`)), nil
+		},
+	}))
+	ctx := context.Background()
+
+	lost, err := h.client.Enqueue(ctx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "lost-1", Args: map[string]any{"account": "a", "amount": 1}},
+		&effects.EnqueueOpts{ScheduledAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	_, err = h.pool.Exec(ctx, `DELETE FROM river_job`)
+	require.NoError(t, err)
+
+	inline := make(chan *effects.Effect, 1)
+	go func() {
+		effect, _ := h.client.Do(ctx, effects.Spec{Connector: "hanging", IdempotencyKey: "inline-hang", Args: map[string]any{}})
+		inline <- effect
+	}()
+	h.start()
+
+	require.Equal(t, effects.StateConfirmed, h.wait(lost.ID).State)
+	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"}, h.path(lost.ID))
+	require.Equal(t, 1, h.bank.Count("lost-1"))
+
+	var hungID uuid.UUID
+	require.Eventually(t, func() bool {
+		return h.pool.QueryRow(ctx, `SELECT id FROM reckon_effects WHERE idempotency_key = 'inline-hang'`).Scan(&hungID) == nil
+	}, 5*time.Second, 10*time.Millisecond)
+	hung := h.wait(hungID)
+	require.Equal(t, effects.StateConfirmed, hung.State)
+	require.JSONEq(t, `{"found":true}`, string(hung.Result))
+	history, err := h.client.History(ctx, hungID)
+	require.NoError(t, err)
+	require.Equal(t, "inline attempt's lease expired: outcome unknown; reconcile instead of calling again", history[1].Reason)
+	close(release)
+	require.Equal(t, effects.StateConfirmed, (<-inline).State, "Do reports the state it finds once fenced out")
+	require.Positive(t, h.metric("reckon_effect_swept_total", map[string]string{"reason": "inline attempt's lease expired"}))
+}
