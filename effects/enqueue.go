@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -117,7 +118,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		params.IdempotencyKeys = append(params.IdempotencyKeys, r.idempotencyKey)
 		params.BusinessKeys = append(params.BusinessKeys, r.businessKey)
 		params.Policies = append(params.Policies, string(PolicyOf(r.connector)))
-		params.Tags = append(params.Tags, joinTags(r.connector.Tags))
+		params.Tags = append(params.Tags, strings.Join(tagStrings(r.connector.Tags), ","))
 		params.MaxAttempts = append(params.MaxAttempts, int32(r.maxAttempts))
 		params.TimeoutMs = append(params.TimeoutMs, timeoutMS(r.connector))
 		params.RunIds = append(params.RunIds, r.spec.RunID)
@@ -179,17 +180,6 @@ func (c *Client) existingFor(ctx context.Context, tx pgx.Tx, r *resolvedSpec) (*
 }
 
 func timeoutMS(c *Connector) int32 { return int32(c.Timeout / time.Millisecond) }
-
-func joinTags(tags []Tag) string {
-	s := ""
-	for i, tag := range tags {
-		if i > 0 {
-			s += ","
-		}
-		s += string(tag)
-	}
-	return s
-}
 
 // jsonEqual compares two JSON documents by value, as jsonb does.
 func jsonEqual(a, b []byte) bool {
