@@ -24,14 +24,16 @@ import (
 // has one; a process that also runs the workers (a reactor) calls Start. It is safe for concurrent
 // use.
 type Client struct {
-	config   Config
-	pool     *pgxpool.Pool
-	queries  *dbsqlc.Queries
-	registry *Registry
-	logger   *slog.Logger
-	metrics  *Metrics
-	river    *river.Client[pgx.Tx]
-	notifier *notifier
+	config    Config
+	pool      *pgxpool.Pool
+	queries   *dbsqlc.Queries
+	registry  *Registry
+	logger    *slog.Logger
+	metrics   *Metrics
+	river     *river.Client[pgx.Tx]
+	notifier  *notifier
+	committer *committer
+	loader    *loader
 
 	mu          sync.Mutex
 	started     bool
@@ -117,6 +119,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		config:   cfg,
 		pool:     pool,
 		queries:  dbsqlc.New(pool),
+		loader:   newLoader(dbsqlc.New(pool)),
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
 	}
@@ -150,6 +153,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	}
 	c.river = riverClient
 	c.notifier = newNotifier(pool, c.logger)
+	c.committer = newCommitter(c)
 	return c, nil
 }
 
@@ -167,7 +171,10 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return errors.New("effects: client already started")
 	}
+	c.committer = newCommitter(c)
+	c.committer.start()
 	if err := c.river.Start(ctx); err != nil {
+		c.committer.stop()
 		return fmt.Errorf("effects: start river: %w", err)
 	}
 	sweepCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -204,6 +211,7 @@ func (c *Client) Stop(ctx context.Context) error {
 		defer cancel()
 		err = c.river.StopAndCancel(cancelCtx)
 	}
+	c.committer.stop() // after the workers: they wait on it
 	if err != nil {
 		return fmt.Errorf("effects: stop: %w", err)
 	}

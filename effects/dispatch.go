@@ -41,7 +41,7 @@ func (w *dispatchWorker) Timeout(job *river.Job[dispatchArgs]) time.Duration {
 
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	c := w.client
-	row, err := c.queries.EffectGetByID(ctx, job.Args.EffectID)
+	row, err := c.loader.load(ctx, job.Args.EffectID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.logger.WarnContext(ctx, "dispatch job without effect", slog.String("effect_id", job.Args.EffectID.String()))
 		return nil
@@ -72,6 +72,22 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	if out.kind == outcomeConfirmed || out.kind == outcomeFailed {
+		// The common case goes through group commit.
+		w := &outcomeWrite{effectID: row.ID, jobID: job.ID, to: StateConfirmed, result: out.result, actor: actor,
+			reason: "dispatch succeeded", detail: attemptDetail(int(row.Attempts)+1, job.ID)}
+		if out.kind == outcomeFailed {
+			w.to, w.result, w.errMsg, w.reason = StateFailed, nil, out.err.Error(), "permanent failure"
+		}
+		fenced, err := c.committer.write(recordCtx, w)
+		if err != nil {
+			return err // River runs the job again; that run sees attempt > 1
+		}
+		if fenced {
+			c.observeFencedOut(recordCtx, row.ID, row.Connector, actor, string(out.kind), map[string]any{"job_id": job.ID, "attempt": job.Attempt, "error": errString(out.err)})
+		}
+		return nil
+	}
 	var (
 		settled dbsqlc.ReckonEffect
 		retryIn time.Duration
@@ -191,4 +207,8 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+func attemptDetail(attempt int, jobID int64) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"attempt":%d,"job_id":%d}`, attempt, jobID))
 }

@@ -45,7 +45,7 @@ func (c *Client) backoffFor(effectID uuid.UUID, attempt int) time.Duration {
 
 func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs]) error {
 	c := w.client
-	row, err := c.queries.EffectGetByID(ctx, job.Args.EffectID)
+	row, err := c.loader.load(ctx, job.Args.EffectID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}

@@ -3,6 +3,7 @@ package effects
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// settledChannel is the channel the database notifies with the id of each effect that has just
-// become CONFIRMED, FAILED or STUCK (migration 0002).
+// settledChannel is the channel the database notifies with the ids (comma-separated) of the
+// effects that have just become CONFIRMED, FAILED or STUCK (migration 0002).
 const settledChannel = "reckon_effect_settled"
 
 // Wait returns the effect once it is settled — CONFIRMED, FAILED or STUCK — or ctx's error. It
@@ -129,11 +130,11 @@ func (n *notifier) listen(ctx context.Context, ready func()) error {
 		if err != nil {
 			return err
 		}
-		id, err := uuid.Parse(notification.Payload)
-		if err != nil {
-			continue
+		for _, field := range strings.Split(notification.Payload, ",") {
+			if id, err := uuid.Parse(field); err == nil {
+				n.wake(id)
+			}
 		}
-		n.wake(id)
 	}
 }
 

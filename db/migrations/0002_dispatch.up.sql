@@ -16,17 +16,31 @@ CREATE INDEX reckon_effects_compensates_idx ON reckon_effects (compensates_id) W
 CREATE INDEX reckon_effects_lease_idx ON reckon_effects (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
 CREATE INDEX reckon_effects_created_idx ON reckon_effects (tenant_id, created_at, id);
 
--- Effects.Wait and the completion gate listen on reckon_effect_settled: the id of every effect that
--- has just become CONFIRMED, FAILED or STUCK, delivered when the transaction commits.
+-- Effects.Wait and the completion gate listen on reckon_effect_settled: the ids of the effects
+-- that have just become CONFIRMED, FAILED or STUCK, comma-separated, delivered when the
+-- transaction commits. One notification per statement (a batch of outcomes is one statement),
+-- split to stay under the 8000-byte payload limit.
 CREATE FUNCTION reckon_effect_notify_settled() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    payload text;
 BEGIN
-    PERFORM pg_notify('reckon_effect_settled', NEW.id::text);
+    FOR payload IN
+        SELECT string_agg(n.id::text, ',')
+        FROM (
+            SELECT n.id, (row_number() OVER () - 1) / 200 AS chunk
+            FROM new_rows n JOIN old_rows o ON o.id = n.id
+            WHERE o.state IS DISTINCT FROM n.state AND n.state IN ('CONFIRMED', 'FAILED', 'STUCK')
+        ) n
+        GROUP BY n.chunk
+    LOOP
+        PERFORM pg_notify('reckon_effect_settled', payload);
+    END LOOP;
     RETURN NULL;
 END;
 $$;
 
 CREATE TRIGGER reckon_effect_settled
     AFTER UPDATE ON reckon_effects
-    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.state IN ('CONFIRMED', 'FAILED', 'STUCK'))
-    EXECUTE FUNCTION reckon_effect_notify_settled();
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION reckon_effect_notify_settled();

@@ -174,3 +174,45 @@ GROUP BY state;
 -- Which of the given effects are CONFIRMED, FAILED or STUCK.
 SELECT id, state FROM reckon_effects
 WHERE id = ANY (@ids::uuid[]) AND state IN ('CONFIRMED', 'FAILED', 'STUCK');
+
+-- name: EffectSettleMany :many
+-- EffectSettle for many dispatch outcomes at once (group commit), in one statement: each effect is
+-- fenced by its own job (still PENDING, still that job's) and leaves for a terminal state without
+-- a follow-up job, and the jobs of the effects written are completed as river.JobCompleteTx
+-- completes one (state completed, finalized_at now). River's completer later finds them completed
+-- and leaves them alone, as after JobCompleteTx. Returns the effects written; the missing ones
+-- were fenced out.
+WITH settled AS (
+    UPDATE reckon_effects e
+    SET state = u.to_state::reckon_effect_state,
+        attempts = e.attempts + 1,
+        result = coalesce(u.result, e.result),
+        error = coalesce(nullif(u.error, ''), e.error),
+        job_id = NULL,
+        transition_actor = u.actor,
+        transition_reason = u.reason,
+        transition_detail = u.detail
+    FROM (
+        SELECT
+            unnest(sqlc.arg(ids)::uuid[]) AS id,
+            unnest(sqlc.arg(job_ids)::bigint[]) AS job_id,
+            unnest(sqlc.arg(to_states)::text[]) AS to_state,
+            unnest(sqlc.arg(results)::jsonb[]) AS result,
+            unnest(sqlc.arg(errors)::text[]) AS error,
+            unnest(sqlc.arg(actors)::text[]) AS actor,
+            unnest(sqlc.arg(reasons)::text[]) AS reason,
+            unnest(sqlc.arg(details)::jsonb[]) AS detail
+    ) AS u
+    WHERE e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id
+    RETURNING e.id, e.connector, e.policy, e.state, u.job_id
+),
+completed AS (
+    UPDATE river_job SET state = 'completed', finalized_at = now()
+    WHERE id IN (SELECT job_id FROM settled) AND state = 'running'
+    RETURNING id
+)
+SELECT s.id, s.connector, s.policy, s.state, (SELECT count(*) FROM completed)::bigint AS jobs_completed
+FROM settled s;
+
+-- name: EffectListByIDs :many
+SELECT * FROM reckon_effects WHERE id = ANY (@ids::uuid[]);

@@ -10,6 +10,7 @@ CREATE TABLE river_job (
     attempt      smallint NOT NULL,
     max_attempts smallint NOT NULL,
     attempted_at timestamptz,
+    finalized_at timestamptz,
     scheduled_at timestamptz NOT NULL,
     kind         text NOT NULL,
     queue        text NOT NULL,

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -88,4 +90,19 @@ func Serve(ctx context.Context, logger *slog.Logger, name, addr string, handler 
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
+}
+
+// WithDatabase returns the connection string conn (a URL or keyword/value form) with its database
+// changed to name.
+func WithDatabase(conn, name string) string {
+	if u, err := url.Parse(conn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + name
+		u.RawPath = ""
+		return u.String()
+	}
+	return conn + " dbname=" + quoteKeywordValue(name)
+}
+
+func quoteKeywordValue(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 }

@@ -498,6 +498,59 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 	return items, nil
 }
 
+const effectListByIDs = `-- name: EffectListByIDs :many
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE id = ANY ($1::uuid[])
+`
+
+func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]ReckonEffect, error) {
+	rows, err := q.db.Query(ctx, effectListByIDs, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReckonEffect
+	for rows.Next() {
+		var i ReckonEffect
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Connector,
+			&i.Args,
+			&i.IdempotencyKey,
+			&i.BusinessKey,
+			&i.Policy,
+			&i.Tags,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseOwner,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Error,
+			&i.DeadlineAt,
+			&i.RunID,
+			&i.TurnID,
+			&i.TurnGroup,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.TransitionActor,
+			&i.TransitionReason,
+			&i.TransitionDetail,
+			&i.JobID,
+			&i.TimeoutMs,
+			&i.CompensatesID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const effectListByIdempotencyKeys = `-- name: EffectListByIdempotencyKeys :many
 SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
 `
@@ -806,6 +859,100 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 		&i.CompensatesID,
 	)
 	return i, err
+}
+
+const effectSettleMany = `-- name: EffectSettleMany :many
+WITH settled AS (
+    UPDATE reckon_effects e
+    SET state = u.to_state::reckon_effect_state,
+        attempts = e.attempts + 1,
+        result = coalesce(u.result, e.result),
+        error = coalesce(nullif(u.error, ''), e.error),
+        job_id = NULL,
+        transition_actor = u.actor,
+        transition_reason = u.reason,
+        transition_detail = u.detail
+    FROM (
+        SELECT
+            unnest($1::uuid[]) AS id,
+            unnest($2::bigint[]) AS job_id,
+            unnest($3::text[]) AS to_state,
+            unnest($4::jsonb[]) AS result,
+            unnest($5::text[]) AS error,
+            unnest($6::text[]) AS actor,
+            unnest($7::text[]) AS reason,
+            unnest($8::jsonb[]) AS detail
+    ) AS u
+    WHERE e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id
+    RETURNING e.id, e.connector, e.policy, e.state, u.job_id
+),
+completed AS (
+    UPDATE river_job SET state = 'completed', finalized_at = now()
+    WHERE id IN (SELECT job_id FROM settled) AND state = 'running'
+    RETURNING id
+)
+SELECT s.id, s.connector, s.policy, s.state, (SELECT count(*) FROM completed)::bigint AS jobs_completed
+FROM settled s
+`
+
+type EffectSettleManyParams struct {
+	Ids      []uuid.UUID
+	JobIds   []int64
+	ToStates []string
+	Results  []json.RawMessage
+	Errors   []string
+	Actors   []string
+	Reasons  []string
+	Details  []json.RawMessage
+}
+
+type EffectSettleManyRow struct {
+	ID            uuid.UUID
+	Connector     string
+	Policy        ReckonEffectPolicy
+	State         ReckonEffectState
+	JobsCompleted int64
+}
+
+// EffectSettle for many dispatch outcomes at once (group commit), in one statement: each effect is
+// fenced by its own job (still PENDING, still that job's) and leaves for a terminal state without
+// a follow-up job, and the jobs of the effects written are completed as river.JobCompleteTx
+// completes one (state completed, finalized_at now). River's completer later finds them completed
+// and leaves them alone, as after JobCompleteTx. Returns the effects written; the missing ones
+// were fenced out.
+func (q *Queries) EffectSettleMany(ctx context.Context, arg EffectSettleManyParams) ([]EffectSettleManyRow, error) {
+	rows, err := q.db.Query(ctx, effectSettleMany,
+		arg.Ids,
+		arg.JobIds,
+		arg.ToStates,
+		arg.Results,
+		arg.Errors,
+		arg.Actors,
+		arg.Reasons,
+		arg.Details,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EffectSettleManyRow
+	for rows.Next() {
+		var i EffectSettleManyRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Connector,
+			&i.Policy,
+			&i.State,
+			&i.JobsCompleted,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const effectSweepCandidates = `-- name: EffectSweepCandidates :many

@@ -270,6 +270,7 @@ type RiverJob struct {
 	Attempt     int16
 	MaxAttempts int16
 	AttemptedAt *time.Time
+	FinalizedAt *time.Time
 	ScheduledAt time.Time
 	Kind        string
 	Queue       string

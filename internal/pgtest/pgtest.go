@@ -21,9 +21,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +34,7 @@ import (
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
 	"github.com/reckonhq/reckon/db"
+	"github.com/reckonhq/reckon/internal/cli"
 )
 
 // DefaultImage is the container image used when RECKON_TEST_PG_IMAGE is not set.
@@ -333,20 +332,8 @@ func schemaHash() (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
-// WithDatabase returns the connection string conn (a URL or keyword/value form) with its database
-// changed to name.
-func WithDatabase(conn, name string) string {
-	if u, err := url.Parse(conn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		u.Path = "/" + name
-		u.RawPath = ""
-		return u.String()
-	}
-	return conn + " dbname=" + quoteKeywordValue(name)
-}
-
-func quoteKeywordValue(v string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
-}
+// WithDatabase returns the connection string conn with its database changed to name.
+func WithDatabase(conn, name string) string { return cli.WithDatabase(conn, name) }
 
 func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
 

@@ -1,0 +1,244 @@
+// Command bench measures Reckon against raw River and a hand-rolled River outbox on one fresh
+// database of the local Postgres, and prints the results side by side (and as JSON).
+//
+//	bench [-n 20000] [-w 100] [-c 16] [-scenarios all] [-json bench.json]
+//
+// Scenarios (comma-separated in -scenarios, or "all"):
+//
+//	river     N no-op River jobs inserted in batches, worked by W workers
+//	peer      the hand-rolled outbox: a River job per row; the worker calls the no-op upstream and
+//	          updates the row with river.JobCompleteTx in one transaction
+//	reckon    N effects of an idempotent no-op connector, then N of a non-idempotent connector
+//	          with a status check (the full protocol), dispatched by an in-process reactor
+//	enqueue   single-effect transactions from C goroutines: Reckon EnqueueTx vs River InsertTx
+//	latency   open-loop enqueue at 25% and 50% of the full protocol's rate; enqueue → CONFIRMED
+//	          percentiles from the database's timestamps
+//	scale     1, 2 and 4 reactor processes on the same queue
+//	memory    one reactor process's peak RSS and Go heap while 100,000 effects wait
+//
+// Throughput runs time from the first insert to the last completion (the database's timestamp).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reckonhq/reckon/db"
+	"github.com/reckonhq/reckon/internal/cli"
+)
+
+var allScenarios = []string{"river", "peer", "reckon", "enqueue", "latency", "scale", "memory"}
+
+type options struct {
+	databaseURL string
+	n           int
+	workers     int
+	concurrency int
+	batch       int
+	duration    time.Duration
+	memoryN     int
+	scenarios   []string
+	jsonPath    string
+	keep        bool
+	// disableTriggers is for profiling only: what a trigger costs under load.
+	disableTriggers string
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "reactor" {
+		os.Exit(runReactorProcess(os.Args[2:]))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var o options
+	var scenarios string
+	fs.StringVar(&o.databaseURL, "database-url", cli.Env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "server to create the bench database on (env DATABASE_URL)")
+	fs.IntVar(&o.n, "n", 20000, "jobs or effects per throughput run")
+	fs.IntVar(&o.workers, "w", 100, "workers per River client or reactor")
+	fs.IntVar(&o.concurrency, "c", 16, "concurrent goroutines for the enqueue and latency scenarios")
+	fs.IntVar(&o.batch, "batch", 1000, "insert batch size")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each enqueue and latency run")
+	fs.IntVar(&o.memoryN, "memory-n", 100000, "effects waiting in the memory scenario")
+	fs.StringVar(&scenarios, "scenarios", "all", "comma-separated scenarios: "+strings.Join(allScenarios, ","))
+	fs.StringVar(&o.jsonPath, "json", "bench.json", "where to write the results as JSON (empty: nowhere)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the bench database afterwards")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	fs.StringVar(&o.disableTriggers, "profile-disable-triggers", "", "profiling only: comma-separated reckon_effects triggers to disable (breaks guarantees; never for real figures)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if scenarios == "all" {
+		o.scenarios = allScenarios
+	} else {
+		for _, s := range strings.Split(scenarios, ",") {
+			if !slices.Contains(allScenarios, s) {
+				return fmt.Errorf("unknown scenario %q: want %s or all", s, strings.Join(allScenarios, ","))
+			}
+			o.scenarios = append(o.scenarios, s)
+		}
+	}
+	if o.n < 1 || o.workers < 1 || o.concurrency < 1 || o.batch < 1 || o.memoryN < 1 || o.duration <= 0 {
+		return errors.New("-n, -w, -c, -batch, -memory-n and -duration must be positive")
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	b, err := newBench(ctx, o, out)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	for _, scenario := range o.scenarios {
+		b.progress("== %s", scenario)
+		if err := b.runScenario(ctx, scenario); err != nil {
+			return fmt.Errorf("scenario %s: %w", scenario, err)
+		}
+	}
+	b.report()
+	if o.jsonPath != "" {
+		raw, _ := json.MarshalIndent(b.results, "", "  ")
+		if err := os.WriteFile(o.jsonPath, raw, 0o644); err != nil {
+			return err
+		}
+		b.progress("results written to %s", o.jsonPath)
+	}
+	return nil
+}
+
+// bench holds the run: its database, options and results.
+type bench struct {
+	o       options
+	out     io.Writer
+	url     string // of the bench database
+	name    string
+	admin   string // of the server's maintenance database
+	pool    *pgxpool.Pool
+	results results
+	logger  *slog.Logger
+}
+
+func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
+	b := &bench{o: o, out: out, admin: o.databaseURL, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	b.name = fmt.Sprintf("reckon_bench_%d", time.Now().Unix())
+	b.url = cli.WithDatabase(o.databaseURL, b.name)
+	b.progress("creating database %s", b.name)
+	if _, err := db.EnsureDatabase(ctx, b.url); err != nil {
+		return nil, err
+	}
+	config, err := pgxpool.ParseConfig(b.url)
+	if err != nil {
+		return nil, err
+	}
+	config.MaxConns = int32(max(32, o.concurrency+8))
+	if b.pool, err = pgxpool.NewWithConfig(ctx, config); err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, b.pool, b.logger); err != nil {
+		return nil, err
+	}
+	for _, trigger := range strings.Split(o.disableTriggers, ",") {
+		if trigger == "" {
+			continue
+		}
+		b.progress("PROFILING: trigger %s disabled; these figures are not Reckon's", trigger)
+		if _, err := b.pool.Exec(ctx, "ALTER TABLE reckon_effects DISABLE TRIGGER "+pgx.Identifier{trigger}.Sanitize()); err != nil {
+			return nil, err
+		}
+	}
+	var version string
+	_ = b.pool.QueryRow(ctx, `SHOW server_version`).Scan(&version)
+	b.results.Setup = map[string]any{"n": o.n, "workers": o.workers, "concurrency": o.concurrency, "batch": o.batch,
+		"duration_seconds": o.duration.Seconds(), "postgres": version, "started_at": time.Now().UTC()}
+	return b, nil
+}
+
+func (b *bench) close() {
+	if b.pool != nil {
+		b.pool.Close()
+	}
+	if b.o.keep {
+		b.progress("kept database %s", b.name)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, b.admin)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{b.name}.Sanitize()+" WITH (FORCE)")
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.out, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func (b *bench) runScenario(ctx context.Context, scenario string) error {
+	switch scenario {
+	case "river":
+		return b.river(ctx)
+	case "peer":
+		return b.peer(ctx)
+	case "reckon":
+		return b.reckon(ctx)
+	case "enqueue":
+		return b.enqueue(ctx)
+	case "latency":
+		return b.latency(ctx)
+	case "scale":
+		return b.scale(ctx)
+	case "memory":
+		return b.memory(ctx)
+	}
+	return fmt.Errorf("unknown scenario %q", scenario)
+}
+
+// reset empties the queues and effect tables between scenarios. The bench database is thrown
+// away afterwards, so the audit table's guard against TRUNCATE is bypassed for this session.
+func (b *bench) reset(ctx context.Context) error {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET session_replication_role = replica;
+		TRUNCATE river_job, reckon_effects, reckon_effect_transitions;
+		DROP TABLE IF EXISTS bench_peer;
+		SET session_replication_role = DEFAULT`)
+	// No ANALYZE here: statistics of empty tables would tell the planner they stay empty while a
+	// scenario fills them. Freshly truncated tables are estimated from their actual size instead.
+	return err
+}

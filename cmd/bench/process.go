@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reckonhq/reckon/effects"
+)
+
+// runReactorProcess is `bench reactor`: a reactor process with the bench connectors, which
+// prints "ready" and then its Go heap every 100ms on stdout until SIGTERM.
+func runReactorProcess(args []string) int {
+	fs := flag.NewFlagSet("bench reactor", flag.ContinueOnError)
+	databaseURL := fs.String("database-url", "", "bench database")
+	workers := fs.Int("workers", 100, "workers")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	pool, err := pgxpool.New(ctx, *databaseURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer pool.Close()
+	client, err := effects.NewClient(pool, &effects.Config{
+		Registry: benchRegistry(), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Workers: *workers, FetchCooldown: fetchCooldown, FetchPollInterval: fetchPollInterval,
+	})
+	if err == nil {
+		err = client.Start(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("ready")
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	for ctx.Err() == nil {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		fmt.Printf("heap %d\n", m.HeapAlloc)
+		select {
+		case <-ctx.Done():
+		case <-ticker.C:
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// reactorProcess is a running `bench reactor`, with its peak RSS and heap.
+type reactorProcess struct {
+	cmd      *exec.Cmd
+	mu       sync.Mutex
+	peakHeap uint64
+	peakRSS  uint64
+	ready    chan struct{}
+	done     chan struct{}
+}
+
+func (b *bench) startReactors(k int) ([]*reactorProcess, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var procs []*reactorProcess
+	for range k {
+		p := &reactorProcess{ready: make(chan struct{}), done: make(chan struct{})}
+		p.cmd = exec.Command(self, "reactor", "-database-url", b.url, "-workers", strconv.Itoa(b.o.workers))
+		p.cmd.Stderr = os.Stderr
+		stdout, err := p.cmd.StdoutPipe()
+		if err != nil {
+			return procs, err
+		}
+		if err := p.cmd.Start(); err != nil {
+			return procs, err
+		}
+		procs = append(procs, p)
+		go p.read(bufio.NewScanner(stdout))
+		go p.sampleRSS()
+	}
+	for _, p := range procs {
+		select {
+		case <-p.ready:
+		case <-p.done:
+			return procs, errors.New("reactor process exited before it was ready")
+		case <-time.After(30 * time.Second):
+			return procs, errors.New("reactor process not ready after 30s")
+		}
+	}
+	return procs, nil
+}
+
+func (p *reactorProcess) read(lines *bufio.Scanner) {
+	defer close(p.done)
+	readyOnce := sync.OnceFunc(func() { close(p.ready) })
+	for lines.Scan() {
+		line := lines.Text()
+		if line == "ready" {
+			readyOnce()
+			continue
+		}
+		if heap, ok := strings.CutPrefix(line, "heap "); ok {
+			if v, err := strconv.ParseUint(heap, 10, 64); err == nil {
+				p.mu.Lock()
+				p.peakHeap = max(p.peakHeap, v)
+				p.mu.Unlock()
+			}
+		}
+	}
+	_ = p.cmd.Wait()
+}
+
+// sampleRSS reads VmRSS from /proc every 50ms while the process runs.
+func (p *reactorProcess) sampleRSS() {
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				p.mu.Lock()
+				p.peakRSS = max(p.peakRSS, kb*1024)
+				p.mu.Unlock()
+			}
+		}
+	}
+}
+
+func stopReactors(procs []*reactorProcess) {
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// scale dispatches N full-protocol effects with 1, 2 and 4 reactor processes on the same queue.
+func (b *bench) scale(ctx context.Context) error {
+	for _, k := range []int{1, 2, 4} {
+		if err := b.reset(ctx); err != nil {
+			return err
+		}
+		client, err := b.reckonClient(1)
+		if err != nil {
+			return err
+		}
+		if err := b.enqueueEffects(ctx, client, "bench.full", "scale", b.o.n); err != nil {
+			return err
+		}
+		start := time.Now()
+		procs, err := b.startReactors(k)
+		if err == nil {
+			var end time.Time
+			if end, err = b.waitEffectsDone(ctx, fmt.Sprintf("scale-%d", k)); err == nil {
+				name := fmt.Sprintf("scale-%d", k)
+				b.results.add(throughput(name, fmt.Sprintf("%d reactor process(es), full protocol, from process start", k), b.o.n, end.Sub(start)))
+				b.progress("%s: %.0f effects/s", name, b.results.rate(name))
+			}
+		}
+		stopReactors(procs)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memory starts one reactor process with memoryN effects waiting and records its peak RSS and Go
+// heap until they are all dispatched.
+func (b *bench) memory(ctx context.Context) error {
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	client, err := b.reckonClient(1)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := b.enqueueEffects(ctx, client, "bench.full", "mem", b.o.memoryN); err != nil {
+		return err
+	}
+	b.progress("memory: %d effects waiting (enqueued in %v)", b.o.memoryN, time.Since(start).Round(time.Millisecond))
+	procs, err := b.startReactors(1)
+	if err == nil {
+		_, err = b.waitEffectsDone(ctx, "memory")
+	}
+	stopReactors(procs)
+	if err != nil {
+		return err
+	}
+	p := procs[0]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b.results.add(result{Name: "memory", Label: fmt.Sprintf("one reactor process working off %d waiting effects", b.o.memoryN),
+		Count: b.o.memoryN, Extra: map[string]float64{"peak_rss_mb": float64(p.peakRSS) / (1 << 20), "peak_heap_mb": float64(p.peakHeap) / (1 << 20)}})
+	b.progress("memory: peak RSS %.1f MB, peak heap %.1f MB", float64(p.peakRSS)/(1<<20), float64(p.peakHeap)/(1<<20))
+	return nil
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+)
+
+// result is one measured line.
+type result struct {
+	Name      string             `json:"name"`
+	Label     string             `json:"label"`
+	Count     int                `json:"count"`
+	Seconds   float64            `json:"seconds,omitempty"`
+	PerSecond float64            `json:"per_second,omitempty"`
+	Extra     map[string]float64 `json:"extra,omitempty"`
+}
+
+type target struct {
+	Goal     string  `json:"goal"`
+	Measured string  `json:"measured"`
+	Value    float64 `json:"value"`
+	Met      bool    `json:"met"`
+}
+
+type results struct {
+	Setup   map[string]any     `json:"setup"`
+	Results []result           `json:"results"`
+	Ratios  map[string]float64 `json:"ratios"`
+	Targets []target           `json:"targets"`
+}
+
+func throughput(name, label string, count int, elapsed time.Duration) result {
+	return result{Name: name, Label: label, Count: count, Seconds: elapsed.Seconds(), PerSecond: float64(count) / elapsed.Seconds()}
+}
+
+func (r *results) add(res result) { r.Results = append(r.Results, res) }
+
+func (r *results) get(name string) *result {
+	for i := range r.Results {
+		if r.Results[i].Name == name {
+			return &r.Results[i]
+		}
+	}
+	return nil
+}
+
+func (r *results) rate(name string) float64 {
+	if res := r.get(name); res != nil {
+		return res.PerSecond
+	}
+	return 0
+}
+
+func (r *results) extra(name, key string) (float64, bool) {
+	if res := r.get(name); res != nil {
+		v, ok := res.Extra[key]
+		return v, ok
+	}
+	return 0, false
+}
+
+func ratio(a, b float64) float64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// report prints the table, the ratios and the targets.
+func (b *bench) report() {
+	r := &b.results
+	river, peer := r.rate("river"), r.rate("peer")
+	r.Ratios = map[string]float64{}
+	fmt.Fprintln(b.out)
+	tw := tabwriter.NewWriter(b.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tWHAT\tCOUNT\tSECONDS\tPER SECOND\t×RIVER\t×PEER")
+	for _, res := range r.Results {
+		if res.PerSecond == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%s\t%s\n", res.Name, res.Label, res.Count, res.Seconds, res.PerSecond,
+			ratioText(ratio(res.PerSecond, river)), ratioText(ratio(res.PerSecond, peer)))
+		if river > 0 {
+			r.Ratios[res.Name+"/river"] = ratio(res.PerSecond, river)
+		}
+		if peer > 0 {
+			r.Ratios[res.Name+"/peer"] = ratio(res.PerSecond, peer)
+		}
+	}
+	_ = tw.Flush()
+	for _, res := range r.Results {
+		if p99, ok := res.Extra["p99_ms"]; ok {
+			fmt.Fprintf(b.out, "%-12s %s: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms\n", res.Name, res.Label, res.Extra["p50_ms"], res.Extra["p95_ms"], p99)
+		}
+		if rss, ok := res.Extra["peak_rss_mb"]; ok {
+			fmt.Fprintf(b.out, "%-12s %s: peak RSS %.1f MB, peak Go heap %.1f MB\n", res.Name, res.Label, rss, res.Extra["peak_heap_mb"])
+		}
+	}
+	if one := r.rate("scale-1"); one > 0 {
+		for _, k := range []string{"scale-2", "scale-4"} {
+			if v := r.rate(k); v > 0 {
+				r.Ratios[k+"/scale-1"] = v / one
+				fmt.Fprintf(b.out, "%s / scale-1 = %.2f\n", k, v/one)
+			}
+		}
+	}
+
+	check := func(goal, measured string, value float64, met bool) {
+		r.Targets = append(r.Targets, target{Goal: goal, Measured: measured, Value: value, Met: met})
+	}
+	if full := r.rate("reckon-full"); full > 0 && peer > 0 {
+		check("full protocol ≥ 1.5 × peer", "reckon-full/peer", full/peer, full/peer >= 1.5)
+	}
+	if full := r.rate("reckon-full"); full > 0 && river > 0 {
+		check("full protocol ≥ 0.5 × River", "reckon-full/river", full/river, full/river >= 0.5)
+	}
+	if idem := r.rate("reckon"); idem > 0 && river > 0 {
+		check("idempotent no-op ≥ 0.6 × River", "reckon/river", idem/river, idem/river >= 0.6)
+	}
+	if e, ri := r.rate("enqueue-reckon"), r.rate("enqueue-river"); e > 0 && ri > 0 {
+		check("EnqueueTx ≥ 0.8 × InsertTx", "enqueue-reckon/enqueue-river", e/ri, e/ri >= 0.8)
+	}
+	if p99, ok := r.extra("latency-50", "p99_ms"); ok {
+		check("p99 enqueue → CONFIRMED ≤ 50 ms at 50% load", "latency-50 p99 ms", p99, p99 <= 50)
+	}
+	if rss, ok := r.extra("memory", "peak_rss_mb"); ok {
+		check("reactor RSS ≤ 150 MB with the backlog", "memory peak RSS MB", rss, rss <= 150)
+	}
+	if one, two := r.rate("scale-1"), r.rate("scale-2"); one > 0 && two > 0 {
+		check("throughput grows from 1 to 2 reactor processes", "scale-2/scale-1", two/one, two/one > 1)
+	}
+	if len(r.Targets) > 0 {
+		fmt.Fprintln(b.out, "\nTARGETS")
+		for _, t := range r.Targets {
+			mark := "MET   "
+			if !t.Met {
+				mark = "MISSED"
+			}
+			fmt.Fprintf(b.out, "  %s %-50s %s = %.2f\n", mark, t.Goal, t.Measured, t.Value)
+		}
+	}
+}
+
+func ratioText(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}

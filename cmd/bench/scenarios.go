@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/reckonhq/reckon/effects"
+)
+
+// The no-op upstream all scenarios call.
+func noopUpstream(context.Context) (json.RawMessage, error) {
+	return json.RawMessage(`{"ok":true}`), nil
+}
+
+type noopArgs struct{}
+
+func (noopArgs) Kind() string { return "bench_noop" }
+
+type noopWorker struct{ river.WorkerDefaults[noopArgs] }
+
+func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
+
+type peerArgs struct {
+	ID int64 `json:"id"`
+}
+
+func (peerArgs) Kind() string { return "bench_peer" }
+
+// peerWorker is what a team writes with River alone: call the upstream, update the row and
+// complete the job in one transaction.
+type peerWorker struct {
+	river.WorkerDefaults[peerArgs]
+	b *bench
+}
+
+func (w *peerWorker) Work(ctx context.Context, job *river.Job[peerArgs]) error {
+	result, err := noopUpstream(ctx)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, w.b.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE bench_peer SET state = 'CONFIRMED', result = $2, updated_at = now() WHERE id = $1`, job.Args.ID, result); err != nil {
+			return err
+		}
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+}
+
+// riverClient returns a started River client working queue with the given workers.
+func (b *bench) riverClient(ctx context.Context, workers *river.Workers, queue string) (*river.Client[pgx.Tx], error) {
+	client, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{
+		Logger:            b.logger,
+		Queues:            map[string]river.QueueConfig{queue: {MaxWorkers: b.o.workers}},
+		Workers:           workers,
+		FetchCooldown:     fetchCooldown,
+		FetchPollInterval: fetchPollInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return client, client.Start(ctx)
+}
+
+// River settings shared by every client of the run, River's and Reckon's alike.
+const (
+	fetchCooldown     = 1 * time.Millisecond
+	fetchPollInterval = 100 * time.Millisecond
+)
+
+func (b *bench) river(ctx context.Context) error {
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, noopWorker{})
+	inserter, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Logger: b.logger})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	for done := 0; done < b.o.n; done += b.o.batch {
+		params := make([]river.InsertManyParams, min(b.o.batch, b.o.n-done))
+		for i := range params {
+			params[i] = river.InsertManyParams{Args: noopArgs{}, InsertOpts: &river.InsertOpts{Queue: "bench_river"}}
+		}
+		if _, err := inserter.InsertManyFast(ctx, params); err != nil {
+			return err
+		}
+	}
+	b.progress("river: %d jobs inserted in %v", b.o.n, time.Since(start).Round(time.Millisecond))
+	client, err := b.riverClient(ctx, workers, "bench_river")
+	if err != nil {
+		return err
+	}
+	defer client.Stop(context.WithoutCancel(ctx))
+	end, err := b.waitDone(ctx, "river", `SELECT count(*) FROM river_job WHERE queue = 'bench_river' AND state <> 'completed'`,
+		`SELECT max(finalized_at) FROM river_job WHERE queue = 'bench_river'`)
+	if err != nil {
+		return err
+	}
+	b.results.add(throughput("river", "River no-op jobs", b.o.n, end.Sub(start)))
+	return nil
+}
+
+func (b *bench) peer(ctx context.Context) error {
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	if _, err := b.pool.Exec(ctx, `CREATE TABLE bench_peer (id bigint PRIMARY KEY, state text NOT NULL, args jsonb NOT NULL,
+		result jsonb, created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &peerWorker{b: b})
+	client, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Logger: b.logger})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	for done := 0; done < b.o.n; done += b.o.batch {
+		size := min(b.o.batch, b.o.n-done)
+		err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO bench_peer (id, state, args)
+				SELECT g, 'PENDING', '{"amount":1}' FROM generate_series($1::bigint, $2::bigint) g`, done, done+size-1); err != nil {
+				return err
+			}
+			params := make([]river.InsertManyParams, size)
+			for i := range params {
+				params[i] = river.InsertManyParams{Args: peerArgs{ID: int64(done + i)}, InsertOpts: &river.InsertOpts{Queue: "bench_peer"}}
+			}
+			_, err := client.InsertManyFastTx(ctx, tx, params)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	b.progress("peer: %d rows and jobs inserted in %v", b.o.n, time.Since(start).Round(time.Millisecond))
+	worker, err := b.riverClient(ctx, workers, "bench_peer")
+	if err != nil {
+		return err
+	}
+	defer worker.Stop(context.WithoutCancel(ctx))
+	end, err := b.waitDone(ctx, "peer", `SELECT count(*) FROM bench_peer WHERE state <> 'CONFIRMED'`, `SELECT max(updated_at) FROM bench_peer`)
+	if err != nil {
+		return err
+	}
+	b.results.add(throughput("peer", "hand-rolled River outbox", b.o.n, end.Sub(start)))
+	return nil
+}
+
+// benchRegistry has the two connectors of the Reckon scenarios.
+func benchRegistry() *effects.Registry {
+	registry := effects.NewRegistry()
+	dispatch := func(ctx context.Context, _ effects.Call) (json.RawMessage, error) { return noopUpstream(ctx) }
+	registry.MustRegister(effects.Connector{
+		Name: "bench.idempotent", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent}, Dispatch: dispatch,
+	})
+	registry.MustRegister(effects.Connector{
+		Name: "bench.full", Tags: []effects.Tag{effects.TagWrite, effects.TagExternal}, Dispatch: dispatch,
+		StatusCheck: func(context.Context, effects.Call) (effects.Status, error) {
+			return effects.Present(json.RawMessage(`{"ok":true}`)), nil
+		},
+	})
+	return registry
+}
+
+func (b *bench) reckonClient(workers int) (*effects.Client, error) {
+	return effects.NewClient(b.pool, &effects.Config{
+		Registry: benchRegistry(), Logger: b.logger, Workers: workers,
+		FetchCooldown: fetchCooldown, FetchPollInterval: fetchPollInterval,
+	})
+}
+
+// enqueueEffects records n effects of connector in batches and returns when they are committed.
+func (b *bench) enqueueEffects(ctx context.Context, client *effects.Client, connector, prefix string, n int) error {
+	for done := 0; done < n; done += b.o.batch {
+		specs := make([]effects.Spec, min(b.o.batch, n-done))
+		for i := range specs {
+			specs[i] = effects.Spec{Connector: connector, IdempotencyKey: fmt.Sprintf("%s-%d", prefix, done+i), Args: json.RawMessage(`{"amount":1}`)}
+		}
+		err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			_, err := client.EnqueueManyTx(ctx, tx, specs, nil)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) reckon(ctx context.Context) error {
+	for _, run := range []struct{ connector, name, label string }{
+		{"bench.idempotent", "reckon", "Reckon, idempotent no-op connector"},
+		{"bench.full", "reckon-full", "Reckon, full protocol (non-idempotent + status check)"},
+	} {
+		if err := b.reset(ctx); err != nil {
+			return err
+		}
+		client, err := b.reckonClient(b.o.workers)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := b.enqueueEffects(ctx, client, run.connector, run.name, b.o.n); err != nil {
+			return err
+		}
+		b.progress("%s: %d effects enqueued in %v", run.name, b.o.n, time.Since(start).Round(time.Millisecond))
+		if err := client.Start(ctx); err != nil {
+			return err
+		}
+		end, err := b.waitEffectsDone(ctx, run.name)
+		stopErr := client.Stop(context.WithoutCancel(ctx))
+		if err != nil {
+			return err
+		}
+		if stopErr != nil {
+			return stopErr
+		}
+		b.results.add(throughput(run.name, run.label, b.o.n, end.Sub(start)))
+	}
+	return nil
+}
+
+// waitEffectsDone waits until no effect is unresolved and returns the time of the last
+// transition; an effect that ends anywhere but CONFIRMED is an error.
+func (b *bench) waitEffectsDone(ctx context.Context, name string) (time.Time, error) {
+	end, err := b.waitDone(ctx, name, `SELECT count(*) FROM reckon_effects WHERE state IN ('PENDING', 'UNKNOWN')`,
+		`SELECT max(updated_at) FROM reckon_effects`)
+	if err != nil {
+		return end, err
+	}
+	var notConfirmed int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM reckon_effects WHERE state <> 'CONFIRMED'`).Scan(&notConfirmed); err != nil {
+		return end, err
+	}
+	if notConfirmed > 0 {
+		return end, fmt.Errorf("%d effects did not end CONFIRMED", notConfirmed)
+	}
+	return end, nil
+}
+
+// waitDone polls remainingSQL until it counts zero, printing progress, and returns endSQL's time.
+func (b *bench) waitDone(ctx context.Context, name, remainingSQL, endSQL string) (time.Time, error) {
+	lastPrint := time.Now()
+	for {
+		var remaining int
+		if err := b.pool.QueryRow(ctx, remainingSQL).Scan(&remaining); err != nil {
+			return time.Time{}, err
+		}
+		if remaining == 0 {
+			break
+		}
+		if time.Since(lastPrint) > 2*time.Second {
+			b.progress("%s: %d to go", name, remaining)
+			lastPrint = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond): // the end time comes from the database, not from this poll
+		}
+	}
+	var end time.Time
+	err := b.pool.QueryRow(ctx, endSQL).Scan(&end)
+	return end, err
+}
+
+// enqueue compares single-effect transactions: C goroutines, each committing one EnqueueTx (or
+// one River InsertTx) per transaction, for the run's duration.
+func (b *bench) enqueue(ctx context.Context) error {
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	client, err := b.reckonClient(1)
+	if err != nil {
+		return err
+	}
+	inserter, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Logger: b.logger})
+	if err != nil {
+		return err
+	}
+	var seq atomic.Int64
+	for _, run := range []struct {
+		name, label string
+		insert      func(tx pgx.Tx) error
+	}{
+		{"enqueue-river", "River InsertTx, one job per transaction", func(tx pgx.Tx) error {
+			_, err := inserter.InsertTx(ctx, tx, noopArgs{}, &river.InsertOpts{Queue: "bench_insert"})
+			return err
+		}},
+		{"enqueue-reckon", "Reckon EnqueueTx, one effect per transaction", func(tx pgx.Tx) error {
+			_, err := client.EnqueueTx(ctx, tx, effects.Spec{Connector: "bench.full",
+				IdempotencyKey: fmt.Sprintf("single-%d", seq.Add(1)), Args: json.RawMessage(`{"amount":1}`)}, nil)
+			return err
+		}},
+	} {
+		count, elapsed, err := b.closedLoop(ctx, run.insert)
+		if err != nil {
+			return err
+		}
+		b.results.add(throughput(run.name, run.label, count, elapsed))
+		b.progress("%s: %d transactions in %v", run.name, count, elapsed.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// closedLoop runs insert in a transaction of its own, from C goroutines, for the run's duration.
+func (b *bench) closedLoop(ctx context.Context, insert func(tx pgx.Tx) error) (int, time.Duration, error) {
+	var (
+		count    atomic.Int64
+		firstErr error
+		once     sync.Once
+		wg       sync.WaitGroup
+	)
+	deadline := time.Now().Add(b.o.duration)
+	start := time.Now()
+	for range b.o.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if err := pgx.BeginFunc(ctx, b.pool, insert); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				count.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(count.Load()), time.Since(start), firstErr
+}

@@ -1,0 +1,139 @@
+package effects
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// Group commit. The common outcome of a dispatch — CONFIRMED or FAILED, with no follow-up job — is
+// handed by its worker to a committer, which writes the outcomes of all workers waiting at that
+// moment in one transaction of one statement: the effects updated, each row fenced by its own job,
+// and their jobs completed. A worker returns only after its outcome is committed (or
+// fenced out), so the protocol is the one-effect protocol with the commits shared.
+
+const (
+	// commitBatchMax bounds the outcomes one statement writes.
+	commitBatchMax = 256
+	// committers is how many statements may be in flight at once.
+	committers = 2
+	// commitLinger is how long a committer waits for more outcomes after the first, so that
+	// batches grow under load; an idle reactor commits after at most this delay.
+	commitLinger = time.Millisecond
+)
+
+type outcomeWrite struct {
+	effectID uuid.UUID
+	jobID    int64
+	to       State
+	result   json.RawMessage
+	errMsg   string
+	actor    string
+	reason   string
+	detail   json.RawMessage
+	done     chan writeResult
+}
+
+type writeResult struct {
+	fenced bool
+	err    error
+}
+
+type committer struct {
+	client *Client
+	queue  chan *outcomeWrite
+	wg     sync.WaitGroup
+}
+
+func newCommitter(client *Client) *committer {
+	return &committer{client: client, queue: make(chan *outcomeWrite, commitBatchMax*committers)}
+}
+
+func (m *committer) start() {
+	for range committers {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.loop()
+		}()
+	}
+}
+
+// stop ends the committers once the queue is drained. Call it after the workers have stopped.
+func (m *committer) stop() {
+	close(m.queue)
+	m.wg.Wait()
+}
+
+// write submits w and waits for its transaction.
+func (m *committer) write(ctx context.Context, w *outcomeWrite) (fenced bool, err error) {
+	w.done = make(chan writeResult, 1)
+	select {
+	case m.queue <- w:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	res := <-w.done // always answered: the committers drain the queue before they stop
+	return res.fenced, res.err
+}
+
+func (m *committer) loop() {
+	for first := range m.queue {
+		batch := []*outcomeWrite{first}
+		linger := time.NewTimer(commitLinger)
+	fill:
+		for len(batch) < commitBatchMax {
+			select {
+			case w, ok := <-m.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, w)
+			case <-linger.C:
+				break fill
+			}
+		}
+		linger.Stop()
+		written, err := m.commit(batch)
+		for _, w := range batch {
+			_, ok := written[w.effectID]
+			w.done <- writeResult{fenced: err == nil && !ok, err: err}
+		}
+	}
+}
+
+// commit writes a batch in one transaction and returns the effects written.
+func (m *committer) commit(batch []*outcomeWrite) (map[uuid.UUID]struct{}, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	params := dbsqlc.EffectSettleManyParams{}
+	for _, w := range batch {
+		params.Ids = append(params.Ids, w.effectID)
+		params.JobIds = append(params.JobIds, w.jobID)
+		params.ToStates = append(params.ToStates, string(w.to))
+		params.Results = append(params.Results, w.result)
+		params.Errors = append(params.Errors, w.errMsg)
+		params.Actors = append(params.Actors, w.actor)
+		params.Reasons = append(params.Reasons, w.reason)
+		params.Details = append(params.Details, w.detail)
+	}
+	// One statement, so one implicit transaction: the effects and their jobs commit together.
+	rows, err := m.client.queries.EffectSettleMany(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("effects: write %d outcomes: %w", len(batch), err)
+	}
+	written := make(map[uuid.UUID]struct{}, len(rows))
+	for _, row := range rows {
+		written[row.ID] = struct{}{}
+	}
+	for _, row := range rows {
+		m.client.countTransition(row.Connector, row.Policy, StatePending, State(row.State))
+	}
+	return written, nil
+}
