@@ -2,7 +2,7 @@
 
 SQLC := go tool -modfile=tools/go.mod sqlc
 
-.PHONY: run test generate lint build
+.PHONY: run test generate lint build bench bench-ci
 
 ## run: migrate the database of DATABASE_URL (default: local Postgres, database "reckon", created
 ## if missing) and run server and reactor until Ctrl-C.
@@ -28,3 +28,12 @@ lint:
 
 build:
 	go build -o bin/ ./cmd/...
+
+## bench: the full benchmark against a fresh database on DATABASE_URL's server (default: the local
+## Postgres); prints the table and writes bench.json. Takes a few minutes.
+bench:
+	go run ./cmd/bench -n 50000 -w 100 -c 16 -duration 10s -json bench.json
+
+## bench-ci: a small run so that the benchmark cannot rot (CI).
+bench-ci:
+	go run ./cmd/bench -n 2000 -w 50 -c 8 -duration 1s -memory-n 3000 -json /tmp/reckon-bench-ci.json

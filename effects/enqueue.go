@@ -3,6 +3,7 @@ package effects
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -104,6 +105,33 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	}
 
 	actor, reason := opts.actorReason()
+	if len(unique) == 1 {
+		// One effect (the common case of a service): the single-row insert is cheaper.
+		r := resolved[unique[0]]
+		row, err := dbsqlc.New(tx).EffectInsert(ctx, dbsqlc.EffectInsertParams{
+			ID: ids[unique[0]], TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
+			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
+			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
+			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), JobID: &jobs[0].Job.ID,
+			Actor: actor, Reason: reason,
+		})
+		var effect *Effect
+		switch {
+		case err == nil:
+			effect = effectFromRow(row)
+		case errors.Is(err, pgx.ErrNoRows):
+			if effect, err = c.dedup(ctx, tx, r, jobs[0].Job.ID); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("effects: insert effect: %w", err)
+		}
+		result := make([]*Effect, len(specs))
+		for i := range result {
+			result[i] = effect
+		}
+		return result, nil
+	}
 	params := dbsqlc.EffectInsertManyParams{Actor: actor, Reason: reason}
 	for n, i := range unique {
 		r := resolved[i]
@@ -142,13 +170,9 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 			byKey[[2]string{r.tenantID, r.idempotencyKey}] = effect
 			continue
 		}
-		// The key existed: return the existing effect, and drop the job inserted for nothing.
-		existing, err := c.existingFor(ctx, tx, r)
+		existing, err := c.dedup(ctx, tx, r, jobs[n].Job.ID)
 		if err != nil {
 			return nil, err
-		}
-		if _, err := c.river.JobDeleteTx(ctx, tx, jobs[n].Job.ID); err != nil {
-			return nil, fmt.Errorf("effects: delete unneeded dispatch job: %w", err)
 		}
 		byKey[[2]string{r.tenantID, r.idempotencyKey}] = existing
 	}
@@ -157,6 +181,19 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		result[i] = byKey[[2]string{r.tenantID, r.idempotencyKey}]
 	}
 	return result, nil
+}
+
+// dedup handles an effect whose key existed: it returns the existing effect (or the conflict) and
+// deletes the dispatch job inserted for nothing.
+func (c *Client) dedup(ctx context.Context, tx pgx.Tx, r *resolvedSpec, jobID int64) (*Effect, error) {
+	existing, err := c.existingFor(ctx, tx, r)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.river.JobDeleteTx(ctx, tx, jobID); err != nil {
+		return nil, fmt.Errorf("effects: delete unneeded dispatch job: %w", err)
+	}
+	return existing, nil
 }
 
 // existingFor returns the effect holding r's idempotency key, marked deduplicated, or
