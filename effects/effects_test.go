@@ -38,6 +38,11 @@ func TestHappyPath(t *testing.T) {
 	require.Equal(t, 1, h.bank.Count("order-1/refund"))
 	require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
 	require.Equal(t, 0, h.count(`SELECT count(*) FROM river_job WHERE state NOT IN ('completed')`), "no job left behind")
+	// The job was completed in the transaction that confirmed the effect: both carry that
+	// transaction's now() (River's own completer would stamp its own clock).
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job j JOIN reckon_effect_transitions t
+		ON t.effect_id = $1 AND t.to_state = 'CONFIRMED' AND j.finalized_at = t.at
+		WHERE j.kind = 'reckon_dispatch'`, effect.ID))
 	// Counted after the commit that Wait saw.
 	require.Eventually(t, func() bool {
 		return h.metric("reckon_effect_transitions_total", map[string]string{"connector": "bank.wire", "policy": "compensatable", "from": "PENDING", "to": "CONFIRMED"}) == 1

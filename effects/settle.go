@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
@@ -237,5 +236,3 @@ func completeJobTx[T river.JobArgs](ctx context.Context, tx pgx.Tx, job *river.J
 	}
 	return nil
 }
-
-var _ rivertype.JobArgs = dispatchArgs{}

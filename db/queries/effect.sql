@@ -206,13 +206,11 @@ WITH settled AS (
     WHERE e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id
     RETURNING e.id, e.connector, e.policy, e.state, u.job_id
 ),
-completed AS (
+completed AS ( -- runs whether or not it is referenced, as every data-modifying CTE does
     UPDATE river_job SET state = 'completed', finalized_at = now()
     WHERE id IN (SELECT job_id FROM settled) AND state = 'running'
-    RETURNING id
 )
-SELECT s.id, s.connector, s.policy, s.state, (SELECT count(*) FROM completed)::bigint AS jobs_completed
-FROM settled s;
+SELECT id, connector, policy, state FROM settled;
 
 -- name: EffectListByIDs :many
 SELECT * FROM reckon_effects WHERE id = ANY (@ids::uuid[]);

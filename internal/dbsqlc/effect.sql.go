@@ -886,13 +886,11 @@ WITH settled AS (
     WHERE e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id
     RETURNING e.id, e.connector, e.policy, e.state, u.job_id
 ),
-completed AS (
+completed AS ( -- runs whether or not it is referenced, as every data-modifying CTE does
     UPDATE river_job SET state = 'completed', finalized_at = now()
     WHERE id IN (SELECT job_id FROM settled) AND state = 'running'
-    RETURNING id
 )
-SELECT s.id, s.connector, s.policy, s.state, (SELECT count(*) FROM completed)::bigint AS jobs_completed
-FROM settled s
+SELECT id, connector, policy, state FROM settled
 `
 
 type EffectSettleManyParams struct {
@@ -907,11 +905,10 @@ type EffectSettleManyParams struct {
 }
 
 type EffectSettleManyRow struct {
-	ID            uuid.UUID
-	Connector     string
-	Policy        ReckonEffectPolicy
-	State         ReckonEffectState
-	JobsCompleted int64
+	ID        uuid.UUID
+	Connector string
+	Policy    ReckonEffectPolicy
+	State     ReckonEffectState
 }
 
 // EffectSettle for many dispatch outcomes at once (group commit), in one statement: each effect is
@@ -943,7 +940,6 @@ func (q *Queries) EffectSettleMany(ctx context.Context, arg EffectSettleManyPara
 			&i.Connector,
 			&i.Policy,
 			&i.State,
-			&i.JobsCompleted,
 		); err != nil {
 			return nil, err
 		}
