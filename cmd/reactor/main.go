@@ -7,7 +7,7 @@
 // then is cancelled, recorded as UNKNOWN and reconciled later: nothing is lost.
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
-// RECKON_REACTOR_ADDR, RECKON_WORKERS, RECKON_LOG_FORMAT.
+// RECKON_REACTOR_ADDR, RECKON_WORKERS, RECKON_DB_CONNS, RECKON_LOG_FORMAT.
 package main
 
 import (
@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	addr := fs.String("addr", cli.Env("RECKON_REACTOR_ADDR", "127.0.0.1:9090"), "address of the health and metrics endpoints (env RECKON_REACTOR_ADDR)")
 	drain := fs.Duration("shutdown-timeout", 30*time.Second, "how long work in flight may take to finish after SIGTERM; then it is cancelled (and reconciled later)")
 	workers := fs.Int("workers", envInt("RECKON_WORKERS", 50), "effects worked on at once (env RECKON_WORKERS)")
+	dbConns := fs.Int("db-conns", envInt("RECKON_DB_CONNS", 20), "database connections (env RECKON_DB_CONNS); River's listener, fetches, reads and group commits share them")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -60,15 +61,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "reactor:", err)
 		return 2
 	}
-	if err := serve(ctx, logger, *databaseURL, *addr, *workers, *drain); err != nil {
+	if *workers < 1 || *dbConns < 4 {
+		fmt.Fprintln(stderr, "reactor: -workers must be at least 1 and -db-conns at least 4")
+		return 2
+	}
+	if err := serve(ctx, logger, *databaseURL, *addr, *workers, *dbConns, *drain); err != nil {
 		logger.Error("reactor failed", slog.String("error", err.Error()))
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, logger *slog.Logger, databaseURL, addr string, workers int, drain time.Duration) error {
-	pool, err := cli.OpenPool(ctx, databaseURL)
+func serve(ctx context.Context, logger *slog.Logger, databaseURL, addr string, workers, dbConns int, drain time.Duration) error {
+	pool, err := cli.OpenPool(ctx, databaseURL, dbConns)
 	if err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	pool, err := cli.OpenPool(ctx, common.databaseURL)
+	pool, err := cli.OpenPool(ctx, common.databaseURL, 0)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			logger.Info("created database")
 		}
 	}
-	pool, err := cli.OpenPool(ctx, common.databaseURL)
+	pool, err := cli.OpenPool(ctx, common.databaseURL, 0)
 	if err != nil {
 		return err
 	}

@@ -166,6 +166,7 @@ func TestBadCommandLines(t *testing.T) {
 		{server, []string{"serve-please"}, `unexpected argument "serve-please"`},
 		{reactor, []string{"-log-format", "xml"}, `log format "xml"`},
 		{reactor, []string{"-nope"}, "flag provided but not defined: -nope"},
+		{reactor, []string{"-db-conns", "2"}, "-db-conns at least 4"},
 	} {
 		res := proctest.Run(t, env, tc.bin, tc.args...)
 		require.Equal(t, 2, res.ExitCode, "%v: %s", tc.args, res.Stderr)

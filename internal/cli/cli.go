@@ -40,11 +40,15 @@ func NewLogger(format string) (*slog.Logger, error) {
 	}
 }
 
-// OpenPool connects to databaseURL and checks that the database answers.
-func OpenPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+// OpenPool connects to databaseURL and checks that the database answers. maxConns > 0 sets the
+// pool's size (pgx's default is max(4, CPUs), too few for a reactor).
+func OpenPool(ctx context.Context, databaseURL string, maxConns int) (*pgxpool.Pool, error) {
 	config, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if maxConns > 0 {
+		config.MaxConns = int32(maxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
