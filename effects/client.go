@@ -153,7 +153,6 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	}
 	c.river = riverClient
 	c.notifier = newNotifier(pool, c.logger)
-	c.committer = newCommitter(c)
 	return c, nil
 }
 
@@ -171,7 +170,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return errors.New("effects: client already started")
 	}
-	c.committer = newCommitter(c)
+	c.committer = newCommitter(c) // a new one each Start: stop closes its queue
 	c.committer.start()
 	if err := c.river.Start(ctx); err != nil {
 		c.committer.stop()

@@ -80,33 +80,28 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 			w.to, w.result, w.errMsg, w.reason = StateFailed, nil, out.err.Error(), "permanent failure"
 		}
 		fenced, err := c.committer.write(recordCtx, w)
-		if err != nil {
-			return err // River runs the job again; that run sees attempt > 1
+		if err == nil && fenced {
+			err = errFencedOut
 		}
-		if fenced {
-			c.observeFencedOut(recordCtx, row.ID, row.Connector, actor, string(out.kind), map[string]any{"job_id": job.ID, "attempt": job.Attempt, "error": errString(out.err)})
-		}
-		return nil
+		return c.afterRecord(recordCtx, row, job, actor, out, err)
 	}
 	var (
 		settled dbsqlc.ReckonEffect
 		retryIn time.Duration
-		fenced  bool
 	)
 	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
-		var err error
+		var (
+			fenced bool
+			err    error
+		)
 		settled, retryIn, fenced, err = c.recordAttempt(recordCtx, tx, row, connector, f, actor, out)
 		if err != nil || fenced || retryIn > 0 {
-			return err
+			return errors.Join(err, errFenced(fenced))
 		}
 		return completeJobTx(recordCtx, tx, job)
 	})
 	if err != nil {
-		return err // River runs the job again; that run sees attempt > 1
-	}
-	if fenced {
-		c.observeFencedOut(recordCtx, row.ID, row.Connector, actor, string(out.kind), map[string]any{"job_id": job.ID, "attempt": job.Attempt, "error": errString(out.err)})
-		return nil
+		return c.afterRecord(recordCtx, row, job, actor, out, err)
 	}
 	if retryIn > 0 {
 		c.logger.InfoContext(ctx, "dispatch: retryable failure", slog.String("effect_id", row.ID.String()),
@@ -114,6 +109,18 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 		return river.JobSnooze(retryIn)
 	}
 	c.countTransition(row.Connector, row.Policy, StatePending, State(settled.State))
+	return nil
+}
+
+// afterRecord ends a Work whose outcome write failed with err: a fenced-out outcome is kept in the
+// audit trail and the job is done; any other error makes River run the job again, and that run
+// sees attempt > 1.
+func (c *Client) afterRecord(ctx context.Context, row dbsqlc.ReckonEffect, job *river.Job[dispatchArgs], actor string, out outcome, err error) error {
+	if !errors.Is(err, errFencedOut) {
+		return err
+	}
+	c.observeFencedOut(ctx, row.ID, row.Connector, actor, string(out.kind),
+		map[string]any{"job_id": job.ID, "attempt": job.Attempt, "error": errString(out.err)})
 	return nil
 }
 

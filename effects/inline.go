@@ -61,27 +61,14 @@ func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	f := fence{leaseToken: &token}
-	var (
-		settled dbsqlc.ReckonEffect
-		fenced  bool
-	)
+	var settled dbsqlc.ReckonEffect
 	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
-		var retryIn time.Duration
-		settled, retryIn, fenced, err = c.recordAttempt(recordCtx, tx, row, r.connector, f, actor, out)
-		if err != nil || fenced || retryIn == 0 {
-			return err
-		}
-		// Retryable: a reactor takes over after the backoff.
-		jobID, err := c.insertDispatchJob(recordCtx, tx, row.ID, row.TimeoutMs, time.Now().Add(retryIn))
-		if err != nil {
-			return err
-		}
-		settled, err = dbsqlc.New(tx).EffectSetJob(recordCtx, dbsqlc.EffectSetJobParams{
-			ID: row.ID, State: dbsqlc.ReckonEffectStatePENDING, JobID: settled.JobID, NewJobID: *jobID,
-		})
-		return err
+		var fenced bool
+		settled, _, fenced, err = c.recordAttempt(recordCtx, tx, row, r.connector, f, actor, out)
+		return errors.Join(err, errFenced(fenced))
 	})
-	if err != nil {
+	fenced := errors.Is(err, errFencedOut)
+	if err != nil && !fenced {
 		return nil, fmt.Errorf("effects: record inline outcome of %s: %w", row.ID, err)
 	}
 	if fenced {

@@ -235,6 +235,14 @@ func TestDoInline(t *testing.T) {
 	require.True(t, again.Deduplicated)
 	require.Equal(t, 1, h.bank.Calls("/wires"))
 
+	// A retryable failure is handed to the reactors, after the backoff.
+	h.bank.Script("inline-3", fakebank.Unavailable)
+	busy, err := h.client.Do(ctx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "inline-3", Args: map[string]any{"account": "a", "amount": 9}})
+	require.NoError(t, err)
+	require.Equal(t, effects.StatePending, busy.State)
+	require.Equal(t, 1, busy.Attempts)
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job j JOIN reckon_effects e ON e.job_id = j.id WHERE e.id = $1 AND j.kind = 'reckon_dispatch'`, busy.ID))
+
 	// An ambiguous outcome goes to the reactors' reconciliation.
 	h.bank.Script("inline-2", fakebank.PerformThenDrop)
 	effect, err = h.client.Do(ctx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "inline-2", Args: map[string]any{"account": "a", "amount": 9}})
@@ -243,6 +251,8 @@ func TestDoInline(t *testing.T) {
 	h.start()
 	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
 	require.Equal(t, 1, h.bank.Count("inline-2"))
+	require.Equal(t, effects.StateConfirmed, h.wait(busy.ID).State)
+	require.Equal(t, 1, h.bank.Count("inline-3"))
 }
 
 func TestWaitHonoursContext(t *testing.T) {

@@ -3,6 +3,7 @@ package effects_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -209,4 +210,31 @@ func TestSweeperTakesOverLostWork(t *testing.T) {
 	close(release)
 	require.Equal(t, effects.StateConfirmed, (<-inline).State, "Do reports the state it finds once fenced out")
 	require.Positive(t, h.metric("reckon_effect_swept_total", map[string]string{"reason": "inline attempt's lease expired"}))
+}
+
+// TestFencedOutWriteLeavesNoJob: an attempt presumed dead whose late outcome is ambiguous would
+// hand the effect to a reconcile job; fenced out, its transaction is rolled back, so the only
+// reconcile job is the sweeper's.
+func TestFencedOutWriteLeavesNoJob(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	release := make(chan struct{})
+	require.NoError(t, h.registry.Register(effects.Connector{
+		Name: "late-and-unsure", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: fastBackoff,
+		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
+			<-release
+			return nil, errors.New("connection reset")
+		},
+		StatusCheck: func(context.Context, effects.Call) (effects.Status, error) {
+			return effects.Present(json.RawMessage(`{}`)), nil
+		},
+	}))
+	h.start()
+	effect := h.enqueue("late-and-unsure", "unsure-1", 1)
+	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
+	close(release)
+	require.Eventually(t, func() bool {
+		return h.metric("reckon_effect_fenced_writes_total", map[string]string{"connector": "late-and-unsure"}) == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_reconcile'`), "no orphan reconcile job")
 }

@@ -180,8 +180,9 @@ func classify(result json.RawMessage, err error) outcome {
 }
 
 // recordAttempt writes the outcome of a dispatch attempt in tx, fenced by f, with the follow-up
-// job it needs. It returns the delay after which a retryable effect is tried again by the same
-// job (zero otherwise).
+// job it needs. It returns the delay after which a retryable effect is tried again (zero
+// otherwise). When fenced is true the caller must roll tx back: a follow-up job may have been
+// inserted for nothing.
 func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, connector *Connector, f fence, actor string, out outcome) (settled dbsqlc.ReckonEffect, retryIn time.Duration, fenced bool, err error) {
 	t := transition{from: StatePending, fence: f, attempted: 1, actor: actor}
 	if out.err != nil {
@@ -202,9 +203,16 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 		if retryIn <= 0 {
 			retryIn = connector.Backoff(attempt)
 		}
-		q := dbsqlc.New(tx)
-		settled, err = q.EffectRetryLater(ctx, dbsqlc.EffectRetryLaterParams{
-			ID: row.ID, Error: t.errMsg, NewJobID: deref(f.jobID), LeaseToken: f.leaseToken, JobID: f.jobID,
+		// A dispatch job tries again itself, after a snooze; an inline attempt hands the effect to
+		// a dispatch job scheduled after the backoff.
+		retryJob := f.jobID
+		if retryJob == nil {
+			if retryJob, err = c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, time.Now().Add(retryIn)); err != nil {
+				return settled, 0, false, err
+			}
+		}
+		settled, err = dbsqlc.New(tx).EffectRetryLater(ctx, dbsqlc.EffectRetryLaterParams{
+			ID: row.ID, Error: t.errMsg, NewJobID: *retryJob, LeaseToken: f.leaseToken, JobID: f.jobID,
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return settled, 0, true, nil

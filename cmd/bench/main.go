@@ -42,7 +42,27 @@ import (
 	"github.com/reckonhq/reckon/internal/cli"
 )
 
-var allScenarios = []string{"river", "peer", "reckon", "enqueue", "latency", "scale", "memory"}
+// scenarios in the order they run; allScenarios names them.
+var scenarios = []struct {
+	name string
+	run  func(*bench, context.Context) error
+}{
+	{"river", (*bench).river},
+	{"peer", (*bench).peer},
+	{"reckon", (*bench).reckon},
+	{"enqueue", (*bench).enqueue},
+	{"latency", (*bench).latency},
+	{"scale", (*bench).scale},
+	{"memory", (*bench).memory},
+}
+
+var allScenarios = func() []string {
+	names := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		names[i] = s.name
+	}
+	return names
+}()
 
 type options struct {
 	databaseURL string
@@ -55,8 +75,6 @@ type options struct {
 	scenarios   []string
 	jsonPath    string
 	keep        bool
-	// disableTriggers is for profiling only: what a trigger costs under load.
-	disableTriggers string
 }
 
 func main() {
@@ -86,7 +104,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.jsonPath, "json", "bench.json", "where to write the results as JSON (empty: nowhere)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the bench database afterwards")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
-	fs.StringVar(&o.disableTriggers, "profile-disable-triggers", "", "profiling only: comma-separated reckon_effects triggers to disable (breaks guarantees; never for real figures)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -168,15 +185,6 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	if err := db.Migrate(ctx, b.pool, b.logger); err != nil {
 		return nil, err
 	}
-	for _, trigger := range strings.Split(o.disableTriggers, ",") {
-		if trigger == "" {
-			continue
-		}
-		b.progress("PROFILING: trigger %s disabled; these figures are not Reckon's", trigger)
-		if _, err := b.pool.Exec(ctx, "ALTER TABLE reckon_effects DISABLE TRIGGER "+pgx.Identifier{trigger}.Sanitize()); err != nil {
-			return nil, err
-		}
-	}
 	var version string
 	_ = b.pool.QueryRow(ctx, `SHOW server_version`).Scan(&version)
 	b.results.Setup = map[string]any{"n": o.n, "workers": o.workers, "concurrency": o.concurrency, "batch": o.batch,
@@ -206,24 +214,13 @@ func (b *bench) progress(format string, args ...any) {
 	fmt.Fprintf(b.out, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
-func (b *bench) runScenario(ctx context.Context, scenario string) error {
-	switch scenario {
-	case "river":
-		return b.river(ctx)
-	case "peer":
-		return b.peer(ctx)
-	case "reckon":
-		return b.reckon(ctx)
-	case "enqueue":
-		return b.enqueue(ctx)
-	case "latency":
-		return b.latency(ctx)
-	case "scale":
-		return b.scale(ctx)
-	case "memory":
-		return b.memory(ctx)
+func (b *bench) runScenario(ctx context.Context, name string) error {
+	for _, s := range scenarios {
+		if s.name == name {
+			return s.run(b, ctx)
+		}
 	}
-	return fmt.Errorf("unknown scenario %q", scenario)
+	return fmt.Errorf("unknown scenario %q", name)
 }
 
 // reset empties the queues and effect tables between scenarios. The bench database is thrown
