@@ -35,6 +35,9 @@ type Client struct {
 	committer *committer
 	loader    *loader
 
+	hooksMu sync.RWMutex
+	hooks   map[string]SettleHook // by owner; see OnSettle
+
 	mu          sync.Mutex
 	started     bool
 	stopSweeper context.CancelFunc

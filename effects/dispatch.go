@@ -60,6 +60,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 			slog.String("connector", row.Connector), slog.String("effect_id", row.ID.String()))
 		return river.JobSnooze(unknownConnectorSnooze)
 	}
+	if c.ownerUnhooked(ctx, row.Owner, row.ID, "dispatch") {
+		return river.JobSnooze(unknownConnectorSnooze) // nothing called: wait for a reactor that has the hook
+	}
 	actor := "reactor:" + c.config.ID
 	f := fence{jobID: &job.ID}
 
@@ -72,8 +75,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	if out.kind == outcomeConfirmed || out.kind == outcomeFailed {
-		// The common case goes through group commit.
+	if (out.kind == outcomeConfirmed || out.kind == outcomeFailed) && row.Owner == nil {
+		// The common case goes through group commit. Owned effects do not: their owner's hook
+		// runs in the settling transaction, which recordAttempt below writes on its own.
 		w := &outcomeWrite{effectID: row.ID, jobID: job.ID, to: StateConfirmed, result: out.result, actor: actor,
 			reason: "dispatch succeeded", detail: attemptDetail(int(row.Attempts)+1, job.ID)}
 		if out.kind == outcomeFailed {

@@ -35,8 +35,10 @@ type Effect struct {
 	TurnGroup  string
 	// CompensatesID is, for a compensation, the effect it undoes.
 	CompensatesID *uuid.UUID
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// Owner is the component told of the effect's settlement (Spec.Owner), or "".
+	Owner     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// Deduplicated is set by enqueueing when the idempotency key already existed: this is the
 	// existing effect and nothing new was recorded.
 	Deduplicated bool
@@ -76,6 +78,7 @@ func effectFromRow(row dbsqlc.ReckonEffect) *Effect {
 		TurnID:         row.TurnID,
 		TurnGroup:      deref(row.TurnGroup),
 		CompensatesID:  row.CompensatesID,
+		Owner:          deref(row.Owner),
 		CreatedAt:      row.CreatedAt,
 		UpdatedAt:      row.UpdatedAt,
 	}

@@ -77,6 +77,9 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		if err != nil {
 			return nil, err
 		}
+		if err := c.checkOwner(ptr(spec.Owner)); err != nil {
+			return nil, err
+		}
 		resolved[i] = res
 		k := [2]string{res.tenantID, res.idempotencyKey}
 		if j, ok := first[k]; ok {
@@ -113,7 +116,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
 			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
 			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), JobID: &jobs[0].Job.ID,
-			Actor: actor, Reason: reason,
+			Owner: ptr(r.spec.Owner), Actor: actor, Reason: reason,
 		})
 		var effect *Effect
 		switch {
@@ -153,6 +156,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		params.TurnIds = append(params.TurnIds, turnID)
 		params.TurnGroups = append(params.TurnGroups, r.spec.TurnGroup)
 		params.JobIds = append(params.JobIds, jobs[n].Job.ID)
+		params.Owners = append(params.Owners, r.spec.Owner)
 	}
 	inserted, err := dbsqlc.New(tx).EffectInsertMany(ctx, params)
 	if err != nil {

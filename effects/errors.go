@@ -22,6 +22,9 @@ var (
 	// ErrNotCompensatable: only a CONFIRMED effect whose connector has Compensate can be
 	// compensated.
 	ErrNotCompensatable = errors.New("effects: effect cannot be compensated")
+	// ErrNoSettleHook: the effect is owned (Spec.Owner) and its owner registered no SettleHook
+	// in this process (Client.OnSettle); the write is refused.
+	ErrNoSettleHook = errors.New("effects: no settle hook registered for owner")
 )
 
 type permanentError struct{ err error }

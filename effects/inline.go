@@ -26,6 +26,9 @@ func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.checkOwner(ptr(spec.Owner)); err != nil {
+		return nil, err
+	}
 	actor := "inline:" + c.config.ID
 	token := uuid.New()
 	leaseFor := r.connector.Timeout + c.config.InFlightMargin
@@ -37,7 +40,7 @@ func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 			ID: uuid.Must(uuid.NewV7()), TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
 			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
 			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
-			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup),
+			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), Owner: ptr(r.spec.Owner),
 			LeaseOwner: &actor, LeaseToken: &token, LeaseExpiresAt: &expires,
 			Actor: actor, Reason: "inline attempt claimed",
 		})

@@ -107,12 +107,46 @@ func (c *Client) CompensateTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, acto
 	if err != nil {
 		return nil, err
 	}
-	return c.compensateTx(ctx, tx, row, "", actor, reason)
+	return c.compensateTx(ctx, tx, row, CompensateOpts{}, actor, reason)
 }
 
-// compensateTx enqueues a compensation of row in tx. suffix tells apart several compensations of
-// one effect (duplicates): the key is "{original key}/compensate" plus "-{suffix}".
-func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, suffix, actor, reason string) (*Effect, error) {
+// CompensateOpts adjusts CompensateWithTx.
+type CompensateOpts struct {
+	// KeySuffix tells apart several compensations of one effect (a retry after a compensation
+	// FAILED): the key becomes "{original key}/compensate-{suffix}". Default: none.
+	KeySuffix string
+	// Owner is the compensation's Spec.Owner: its owner's SettleHook runs when it settles. Default:
+	// none.
+	Owner string
+	// ScheduledAt delays the compensation's first dispatch. Default: as soon as a reactor is free.
+	ScheduledAt time.Time
+}
+
+// CompensateWithTx is CompensateTx with options: a key suffix for another compensation of the same
+// effect, an owner, a delay. Nil opts is CompensateTx. An Owner without a hook in this process is
+// refused with ErrNoSettleHook.
+func (c *Client) CompensateWithTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *CompensateOpts) (*Effect, error) {
+	if opts == nil {
+		opts = &CompensateOpts{}
+	}
+	if err := c.checkOwner(ptr(opts.Owner)); err != nil {
+		return nil, err
+	}
+	row, err := dbsqlc.New(tx).EffectGetByID(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.compensateTx(ctx, tx, row, *opts, actor, reason)
+}
+
+// compensateTx enqueues a compensation of row in tx. opts.KeySuffix tells apart several
+// compensations of one effect (duplicates, retries): the key is "{original key}/compensate" plus
+// "-{suffix}".
+func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, opts CompensateOpts, actor, reason string) (*Effect, error) {
+	suffix := opts.KeySuffix
 	if State(row.State) != StateConfirmed {
 		return nil, fmt.Errorf("%w: effect %s is %s, not CONFIRMED", ErrNotCompensatable, row.ID, row.State)
 	}
@@ -129,7 +163,7 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 	}
 	q := dbsqlc.New(tx)
 	id := uuid.Must(uuid.NewV7())
-	jobID, err := c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, time.Time{})
+	jobID, err := c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, opts.ScheduledAt)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +172,7 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 		BusinessKey: row.BusinessKey, Policy: dbsqlc.ReckonEffectPolicy(PolicyIdempotent),
 		Tags: []string{string(TagWrite), string(TagIdempotent)}, MaxAttempts: int32(connector.MaxAttempts),
 		TimeoutMs: row.TimeoutMs, RunID: row.RunID, TurnID: row.TurnID, TurnGroup: row.TurnGroup,
-		CompensatesID: &row.ID, JobID: jobID, Actor: actor, Reason: "compensation: " + reason,
+		CompensatesID: &row.ID, JobID: jobID, Owner: ptr(opts.Owner), Actor: actor, Reason: "compensation: " + reason,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := c.river.JobDeleteTx(ctx, tx, *jobID); err != nil {

@@ -61,6 +61,9 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 			slog.String("connector", row.Connector), slog.String("effect_id", row.ID.String()))
 		return river.JobSnooze(unknownConnectorSnooze)
 	}
+	if c.ownerUnhooked(ctx, row.Owner, row.ID, "reconcile") {
+		return river.JobSnooze(unknownConnectorSnooze)
+	}
 	actor := "reactor:" + c.config.ID
 	t := transition{from: StateUnknown, fence: fence{jobID: &job.ID}, actor: actor}
 	retrySafe := Policy(row.Policy).RetrySafe()
@@ -115,7 +118,7 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 			return errors.Join(err, errFenced(fenced))
 		}
 		for i := range duplicates {
-			comp, err := c.compensateTx(ctx, tx, settled, fmt.Sprintf("duplicate-%d", i+2), actor,
+			comp, err := c.compensateTx(ctx, tx, settled, CompensateOpts{KeySuffix: fmt.Sprintf("duplicate-%d", i+2)}, actor,
 				"status check found the effect performed more than once")
 			if err != nil {
 				return err

@@ -37,7 +37,9 @@ type transition struct {
 }
 
 // settle writes t in tx. fenced is true (and nothing is written) when the effect is no longer in
-// t.from or no longer belongs to t.fence: someone else decided first.
+// t.from or no longer belongs to t.fence: someone else decided first. It is the one place an effect
+// changes state: for an owned effect that becomes CONFIRMED, FAILED or STUCK it runs the owner's
+// SettleHook in tx, and the hook's error (or a missing hook) fails the write.
 func (c *Client) settle(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, t transition) (row dbsqlc.ReckonEffect, fenced bool, err error) {
 	detail, err := marshalDetail(t.detail)
 	if err != nil {
@@ -62,6 +64,10 @@ func (c *Client) settle(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, t tr
 	}
 	if err != nil {
 		return row, false, fmt.Errorf("effects: %s -> %s of effect %s: %w", t.from, t.to, effectID, err)
+	}
+	// The owner learns of the settlement in this same transaction; its error rolls it back.
+	if err := c.runHook(ctx, tx, effectFromRow(row)); err != nil {
+		return row, false, err
 	}
 	return row, false, nil
 }

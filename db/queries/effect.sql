@@ -4,12 +4,12 @@
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id,
-    lease_owner, lease_token, lease_expires_at, attempts,
+    lease_owner, lease_token, lease_expires_at, attempts, owner,
     transition_actor, transition_reason, transition_detail
 ) VALUES (
     @id, @tenant_id, @connector, @args, @idempotency_key, @business_key, @policy, @tags, @max_attempts,
     @timeout_ms, @deadline_at, @run_id, @turn_id, @turn_group, @compensates_id, @job_id,
-    @lease_owner, @lease_token, @lease_expires_at, @attempts,
+    @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner),
     @actor::text, @reason::text, @detail
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
@@ -20,12 +20,12 @@ RETURNING *;
 -- (and not returned). Array arguments are parallel, and empty strings stand for NULL.
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
-    timeout_ms, run_id, turn_id, turn_group, job_id, transition_actor, transition_reason
+    timeout_ms, run_id, turn_id, turn_group, job_id, owner, transition_actor, transition_reason
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
     u.policy::reckon_effect_policy, string_to_array(nullif(u.tags, ''), ','), u.max_attempts, u.timeout_ms,
-    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), u.job_id,
+    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), u.job_id, nullif(u.owner, ''),
     sqlc.arg(actor)::text, sqlc.arg(reason)::text
 FROM (
     SELECT
@@ -42,7 +42,8 @@ FROM (
         unnest(sqlc.arg(run_ids)::text[]) AS run_id,
         unnest(sqlc.arg(turn_ids)::uuid[]) AS turn_id,
         unnest(sqlc.arg(turn_groups)::text[]) AS turn_group,
-        unnest(sqlc.arg(job_ids)::bigint[]) AS job_id
+        unnest(sqlc.arg(job_ids)::bigint[]) AS job_id,
+        unnest(sqlc.arg(owners)::text[]) AS owner
 ) AS u
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING *;

@@ -144,6 +144,146 @@ func AllReckonEffectStateValues() []ReckonEffectState {
 	}
 }
 
+type ReckonSagaState string
+
+const (
+	ReckonSagaStateRUNNING      ReckonSagaState = "RUNNING"
+	ReckonSagaStateCOMPLETED    ReckonSagaState = "COMPLETED"
+	ReckonSagaStateCOMPENSATING ReckonSagaState = "COMPENSATING"
+	ReckonSagaStateCOMPENSATED  ReckonSagaState = "COMPENSATED"
+	ReckonSagaStateSTUCK        ReckonSagaState = "STUCK"
+)
+
+func (e *ReckonSagaState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = ReckonSagaState(s)
+	case string:
+		*e = ReckonSagaState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for ReckonSagaState: %T", src)
+	}
+	return nil
+}
+
+type NullReckonSagaState struct {
+	ReckonSagaState ReckonSagaState
+	Valid           bool // Valid is true if ReckonSagaState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullReckonSagaState) Scan(value interface{}) error {
+	if value == nil {
+		ns.ReckonSagaState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.ReckonSagaState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullReckonSagaState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.ReckonSagaState), nil
+}
+
+func (e ReckonSagaState) Valid() bool {
+	switch e {
+	case ReckonSagaStateRUNNING,
+		ReckonSagaStateCOMPLETED,
+		ReckonSagaStateCOMPENSATING,
+		ReckonSagaStateCOMPENSATED,
+		ReckonSagaStateSTUCK:
+		return true
+	}
+	return false
+}
+
+func AllReckonSagaStateValues() []ReckonSagaState {
+	return []ReckonSagaState{
+		ReckonSagaStateRUNNING,
+		ReckonSagaStateCOMPLETED,
+		ReckonSagaStateCOMPENSATING,
+		ReckonSagaStateCOMPENSATED,
+		ReckonSagaStateSTUCK,
+	}
+}
+
+type ReckonSagaStepState string
+
+const (
+	ReckonSagaStepStateRUNNING           ReckonSagaStepState = "RUNNING"
+	ReckonSagaStepStateCONFIRMED         ReckonSagaStepState = "CONFIRMED"
+	ReckonSagaStepStateFAILED            ReckonSagaStepState = "FAILED"
+	ReckonSagaStepStateSTUCK             ReckonSagaStepState = "STUCK"
+	ReckonSagaStepStateCOMPENSATING      ReckonSagaStepState = "COMPENSATING"
+	ReckonSagaStepStateCOMPENSATED       ReckonSagaStepState = "COMPENSATED"
+	ReckonSagaStepStateCOMPENSATIONSTUCK ReckonSagaStepState = "COMPENSATION_STUCK"
+)
+
+func (e *ReckonSagaStepState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = ReckonSagaStepState(s)
+	case string:
+		*e = ReckonSagaStepState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for ReckonSagaStepState: %T", src)
+	}
+	return nil
+}
+
+type NullReckonSagaStepState struct {
+	ReckonSagaStepState ReckonSagaStepState
+	Valid               bool // Valid is true if ReckonSagaStepState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullReckonSagaStepState) Scan(value interface{}) error {
+	if value == nil {
+		ns.ReckonSagaStepState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.ReckonSagaStepState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullReckonSagaStepState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.ReckonSagaStepState), nil
+}
+
+func (e ReckonSagaStepState) Valid() bool {
+	switch e {
+	case ReckonSagaStepStateRUNNING,
+		ReckonSagaStepStateCONFIRMED,
+		ReckonSagaStepStateFAILED,
+		ReckonSagaStepStateSTUCK,
+		ReckonSagaStepStateCOMPENSATING,
+		ReckonSagaStepStateCOMPENSATED,
+		ReckonSagaStepStateCOMPENSATIONSTUCK:
+		return true
+	}
+	return false
+}
+
+func AllReckonSagaStepStateValues() []ReckonSagaStepState {
+	return []ReckonSagaStepState{
+		ReckonSagaStepStateRUNNING,
+		ReckonSagaStepStateCONFIRMED,
+		ReckonSagaStepStateFAILED,
+		ReckonSagaStepStateSTUCK,
+		ReckonSagaStepStateCOMPENSATING,
+		ReckonSagaStepStateCOMPENSATED,
+		ReckonSagaStepStateCOMPENSATIONSTUCK,
+	}
+}
+
 type RiverJobState string
 
 const (
@@ -249,6 +389,7 @@ type ReckonEffect struct {
 	JobID            *int64
 	TimeoutMs        int32
 	CompensatesID    *uuid.UUID
+	Owner            *string
 }
 
 type ReckonEffectTransition struct {
@@ -262,6 +403,45 @@ type ReckonEffectTransition struct {
 	Attempt   int32
 	At        time.Time
 	Detail    json.RawMessage
+}
+
+type ReckonSaga struct {
+	ID          uuid.UUID
+	TenantID    string
+	Name        string
+	StartKey    *string
+	Input       json.RawMessage
+	State       ReckonSagaState
+	StepCount   int32
+	CurrentStep int32
+	Error       *string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+type ReckonSagaStep struct {
+	SagaID               uuid.UUID
+	Idx                  int32
+	Name                 string
+	State                ReckonSagaStepState
+	EffectID             uuid.UUID
+	Result               json.RawMessage
+	CompensationEffectID *uuid.UUID
+	CompensationAttempts int32
+	CompensationResult   json.RawMessage
+	Error                *string
+	UpdatedAt            time.Time
+}
+
+type ReckonSagaTransition struct {
+	ID        int64
+	SagaID    uuid.UUID
+	FromState *ReckonSagaState
+	ToState   ReckonSagaState
+	Step      int32
+	Actor     string
+	Reason    string
+	At        time.Time
 }
 
 type RiverJob struct {
