@@ -46,6 +46,9 @@ CREATE TABLE reckon_saga_steps (
     -- The latest compensation effect of the step, and how many have been enqueued.
     compensation_effect_id   uuid REFERENCES reckon_effects (id),
     compensation_attempts    integer NOT NULL DEFAULT 0 CHECK (compensation_attempts >= 0),
+    -- compensation_attempts when an operator last gave the step a fresh budget: the budget counts
+    -- the compensations since (the numbering of their keys goes on).
+    compensation_budget_base integer NOT NULL DEFAULT 0 CHECK (compensation_budget_base >= 0),
     compensation_result      jsonb,
     error                    text,
     updated_at               timestamptz NOT NULL DEFAULT now(),

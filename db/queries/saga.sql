@@ -73,9 +73,9 @@ SET state = 'COMPENSATING',
     updated_at = now()
 WHERE saga_id = @saga_id AND idx = @idx;
 
--- name: SagaStepResetCompensationAttempts :exec
+-- name: SagaStepResetCompensationBudget :exec
 -- An operator gives a step's compensation a fresh budget.
-UPDATE reckon_saga_steps SET compensation_attempts = 0, updated_at = now()
+UPDATE reckon_saga_steps SET compensation_budget_base = compensation_attempts, updated_at = now()
 WHERE saga_id = @saga_id AND idx = @idx;
 
 -- name: SagaTransitionInsert :exec

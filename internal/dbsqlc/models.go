@@ -420,17 +420,18 @@ type ReckonSaga struct {
 }
 
 type ReckonSagaStep struct {
-	SagaID               uuid.UUID
-	Idx                  int32
-	Name                 string
-	State                ReckonSagaStepState
-	EffectID             uuid.UUID
-	Result               json.RawMessage
-	CompensationEffectID *uuid.UUID
-	CompensationAttempts int32
-	CompensationResult   json.RawMessage
-	Error                *string
-	UpdatedAt            time.Time
+	SagaID                 uuid.UUID
+	Idx                    int32
+	Name                   string
+	State                  ReckonSagaStepState
+	EffectID               uuid.UUID
+	Result                 json.RawMessage
+	CompensationEffectID   *uuid.UUID
+	CompensationAttempts   int32
+	CompensationBudgetBase int32
+	CompensationResult     json.RawMessage
+	Error                  *string
+	UpdatedAt              time.Time
 }
 
 type ReckonSagaTransition struct {

@@ -244,7 +244,7 @@ func (q *Queries) SagaStepCompensating(ctx context.Context, arg SagaStepCompensa
 }
 
 const sagaStepGetByEffect = `-- name: SagaStepGetByEffect :one
-SELECT saga_id, idx, name, state, effect_id, result, compensation_effect_id, compensation_attempts, compensation_result, error, updated_at FROM reckon_saga_steps WHERE effect_id = $1 OR compensation_effect_id = $1
+SELECT saga_id, idx, name, state, effect_id, result, compensation_effect_id, compensation_attempts, compensation_budget_base, compensation_result, error, updated_at FROM reckon_saga_steps WHERE effect_id = $1 OR compensation_effect_id = $1
 `
 
 // The step whose effect, or whose latest compensation effect, is effect_id.
@@ -260,6 +260,7 @@ func (q *Queries) SagaStepGetByEffect(ctx context.Context, effectID uuid.UUID) (
 		&i.Result,
 		&i.CompensationEffectID,
 		&i.CompensationAttempts,
+		&i.CompensationBudgetBase,
 		&i.CompensationResult,
 		&i.Error,
 		&i.UpdatedAt,
@@ -292,7 +293,7 @@ func (q *Queries) SagaStepInsert(ctx context.Context, arg SagaStepInsertParams) 
 }
 
 const sagaStepList = `-- name: SagaStepList :many
-SELECT saga_id, idx, name, state, effect_id, result, compensation_effect_id, compensation_attempts, compensation_result, error, updated_at FROM reckon_saga_steps WHERE saga_id = $1 ORDER BY idx
+SELECT saga_id, idx, name, state, effect_id, result, compensation_effect_id, compensation_attempts, compensation_budget_base, compensation_result, error, updated_at FROM reckon_saga_steps WHERE saga_id = $1 ORDER BY idx
 `
 
 func (q *Queries) SagaStepList(ctx context.Context, sagaID uuid.UUID) ([]ReckonSagaStep, error) {
@@ -313,6 +314,7 @@ func (q *Queries) SagaStepList(ctx context.Context, sagaID uuid.UUID) ([]ReckonS
 			&i.Result,
 			&i.CompensationEffectID,
 			&i.CompensationAttempts,
+			&i.CompensationBudgetBase,
 			&i.CompensationResult,
 			&i.Error,
 			&i.UpdatedAt,
@@ -328,7 +330,7 @@ func (q *Queries) SagaStepList(ctx context.Context, sagaID uuid.UUID) ([]ReckonS
 }
 
 const sagaStepListBySagas = `-- name: SagaStepListBySagas :many
-SELECT saga_id, idx, name, state, effect_id, result, compensation_effect_id, compensation_attempts, compensation_result, error, updated_at FROM reckon_saga_steps WHERE saga_id = ANY ($1::uuid[]) ORDER BY saga_id, idx
+SELECT saga_id, idx, name, state, effect_id, result, compensation_effect_id, compensation_attempts, compensation_budget_base, compensation_result, error, updated_at FROM reckon_saga_steps WHERE saga_id = ANY ($1::uuid[]) ORDER BY saga_id, idx
 `
 
 func (q *Queries) SagaStepListBySagas(ctx context.Context, sagaIds []uuid.UUID) ([]ReckonSagaStep, error) {
@@ -349,6 +351,7 @@ func (q *Queries) SagaStepListBySagas(ctx context.Context, sagaIds []uuid.UUID) 
 			&i.Result,
 			&i.CompensationEffectID,
 			&i.CompensationAttempts,
+			&i.CompensationBudgetBase,
 			&i.CompensationResult,
 			&i.Error,
 			&i.UpdatedAt,
@@ -363,19 +366,19 @@ func (q *Queries) SagaStepListBySagas(ctx context.Context, sagaIds []uuid.UUID) 
 	return items, nil
 }
 
-const sagaStepResetCompensationAttempts = `-- name: SagaStepResetCompensationAttempts :exec
-UPDATE reckon_saga_steps SET compensation_attempts = 0, updated_at = now()
+const sagaStepResetCompensationBudget = `-- name: SagaStepResetCompensationBudget :exec
+UPDATE reckon_saga_steps SET compensation_budget_base = compensation_attempts, updated_at = now()
 WHERE saga_id = $1 AND idx = $2
 `
 
-type SagaStepResetCompensationAttemptsParams struct {
+type SagaStepResetCompensationBudgetParams struct {
 	SagaID uuid.UUID
 	Idx    int32
 }
 
 // An operator gives a step's compensation a fresh budget.
-func (q *Queries) SagaStepResetCompensationAttempts(ctx context.Context, arg SagaStepResetCompensationAttemptsParams) error {
-	_, err := q.db.Exec(ctx, sagaStepResetCompensationAttempts, arg.SagaID, arg.Idx)
+func (q *Queries) SagaStepResetCompensationBudget(ctx context.Context, arg SagaStepResetCompensationBudgetParams) error {
+	_, err := q.db.Exec(ctx, sagaStepResetCompensationBudget, arg.SagaID, arg.Idx)
 	return err
 }
 
