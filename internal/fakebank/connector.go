@@ -29,6 +29,9 @@ type ConnectorOptions struct {
 	// Checkpoints makes Dispatch visit the bank's checkpoints "before-call" and "after-call",
 	// so that a crash test can hold (and kill) the process there.
 	Checkpoints bool
+	// CompensateCheckpoints makes Compensate visit the checkpoints "before-compensate" and
+	// "after-compensate" (with the compensation's idempotency key) in the same way.
+	CompensateCheckpoints bool
 	// Timeout, MaxAttempts, StatusCheckLimit, Backoff and Unsafe are passed to the connector.
 	Timeout          time.Duration
 	MaxAttempts      int
@@ -102,7 +105,19 @@ func (o ConnectorOptions) Connector() effects.Connector {
 				return nil, effects.Permanent(err)
 			}
 			body, _ := json.Marshal(map[string]any{"original_key": original.IdempotencyKey, "amount": args.Amount})
-			return postJSON(ctx, client, o.BaseURL+"/wires/compensate", call.IdempotencyKey, body)
+			if o.CompensateCheckpoints {
+				if err := checkpoint(ctx, client, o.BaseURL, "before-compensate", call.IdempotencyKey); err != nil {
+					return nil, effects.Retryable(err)
+				}
+			}
+			result, err := postJSON(ctx, client, o.BaseURL+"/wires/compensate", call.IdempotencyKey, body)
+			if err != nil {
+				return nil, err
+			}
+			if o.CompensateCheckpoints {
+				_ = checkpoint(ctx, client, o.BaseURL, "after-compensate", call.IdempotencyKey)
+			}
+			return result, nil
 		}
 	}
 	return c

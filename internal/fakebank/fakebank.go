@@ -143,6 +143,7 @@ type Bank struct {
 	scripts       map[string][]Behavior
 	statusScripts map[string][]StatusBehavior
 	armed         map[string][]chan string
+	armedKeys     map[[2]string][]chan string // (name, key) -> armed by ArmKey
 	calls         map[string]int
 	defaultBeh    Behavior
 	idempotent    bool
@@ -175,6 +176,7 @@ func NewServer() *Bank {
 		scripts:       make(map[string][]Behavior),
 		statusScripts: make(map[string][]StatusBehavior),
 		armed:         make(map[string][]chan string),
+		armedKeys:     make(map[[2]string][]chan string),
 		calls:         make(map[string]int),
 	}
 	b.srv = httptest.NewServer(http.HandlerFunc(b.serve))
@@ -278,6 +280,18 @@ func (b *Bank) Arm(name string) <-chan string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.armed[name] = append(b.armed[name], ch)
+	return ch
+}
+
+// ArmKey is Arm for the requests of checkpoint name that carry key only: the next GET
+// /checkpoint?name=name&key=key sends key on the returned channel and is held. Requests with other
+// keys pass (unless armed by Arm, which is consulted after ArmKey).
+func (b *Bank) ArmKey(name, key string) <-chan string {
+	ch := make(chan string, 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := [2]string{name, key}
+	b.armedKeys[k] = append(b.armedKeys[k], ch)
 	return ch
 }
 
@@ -479,7 +493,14 @@ func (b *Bank) handleCheckpoint(w http.ResponseWriter, r *http.Request) {
 
 	b.mu.Lock()
 	var ch chan string
-	if armed := b.armed[name]; len(armed) > 0 {
+	if armed := b.armedKeys[[2]string{name, key}]; len(armed) > 0 {
+		ch = armed[0]
+		if len(armed) == 1 {
+			delete(b.armedKeys, [2]string{name, key})
+		} else {
+			b.armedKeys[[2]string{name, key}] = armed[1:]
+		}
+	} else if armed := b.armed[name]; len(armed) > 0 {
 		ch = armed[0]
 		if len(armed) == 1 {
 			delete(b.armed, name)

@@ -518,3 +518,36 @@ func TestCloseReleasesHeldRequests(t *testing.T) {
 	assert.Equal(t, 0, b.Count("k1"))
 	assert.Equal(t, 1, b.Count("k2"))
 }
+
+func TestArmKeyHoldsOnlyThatKey(t *testing.T) {
+	t.Parallel()
+	b := New(t)
+	hit := b.ArmKey("after-call", "k2")
+
+	// Another key passes.
+	resp, err := freshClient(5 * time.Second).Get(checkpointURL(b, "after-call", "k1"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+	select {
+	case key := <-hit:
+		t.Fatalf("checkpoint reported for %q", key)
+	default:
+	}
+
+	// The armed key is held until the client gives up.
+	_, err = freshClient(200 * time.Millisecond).Get(checkpointURL(b, "after-call", "k2"))
+	require.Error(t, err)
+	select {
+	case key := <-hit:
+		assert.Equal(t, "k2", key)
+	case <-time.After(5 * time.Second):
+		t.Fatal("checkpoint not reported")
+	}
+
+	// Armed once only.
+	resp, err = freshClient(5 * time.Second).Get(checkpointURL(b, "after-call", "k2"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+}
