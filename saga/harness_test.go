@@ -1,0 +1,274 @@
+package saga_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/saga"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childReactorEnv) != "" {
+		os.Exit(runChildReactor())
+	}
+	pgtest.Main(m)
+}
+
+func fastBackoff(int) time.Duration { return 20 * time.Millisecond }
+
+// effectsConfig is a reactor configuration for tests: quick fetching and sweeping.
+func effectsConfig(registry *effects.Registry) *effects.Config {
+	return &effects.Config{
+		Registry:          registry,
+		Logger:            slog.New(slog.DiscardHandler),
+		Workers:           20,
+		InFlightMargin:    time.Second,
+		SweepInterval:     100 * time.Millisecond,
+		FetchCooldown:     5 * time.Millisecond,
+		FetchPollInterval: 50 * time.Millisecond,
+	}
+}
+
+// order is the input of the "order" saga: reserve inventory, charge the card, ship. Every step
+// moves money through the fake bank (one ledger, keyed by the step's idempotency key), so that the
+// ledger shows what was performed and what was undone.
+type order struct {
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+	// ShipAmount 0 makes the bank refuse the shipment (400): the last step FAILS.
+	ShipAmount int64 `json:"ship_amount"`
+}
+
+type wireResult struct {
+	WireID string `json:"wire_id"`
+	Key    string `json:"key"`
+	Amount int64  `json:"amount"`
+}
+
+// registerConnectors registers the three bank connectors of the order saga, plus card.refund (an
+// idempotent connector of its own that reverses a charge: UndoWith).
+func registerConnectors(registry *effects.Registry, bankURL string, checkpoints bool) {
+	for _, name := range []string{"inventory.reserve", "card.charge", "shipping.ship"} {
+		registry.MustRegister(fakebank.ConnectorOptions{
+			Name: name, BaseURL: bankURL, StatusCheck: true, Compensate: true, Timeout: time.Second,
+			Backoff: fastBackoff, Checkpoints: checkpoints, CompensateCheckpoints: checkpoints,
+		}.Connector())
+	}
+	registry.MustRegister(refundConnector(bankURL))
+}
+
+// orderSaga reserves, charges and ships. Results flow: the charge carries the reservation's
+// wire id, the shipment the charge's. Inventory is undone by its connector's Compensate, the
+// charge by a refund effect of its own (UndoWith), and a shipment is final (NoUndo).
+func orderSaga(compensationAttempts int) saga.Definition {
+	return saga.Definition{
+		Name:                 "order",
+		CompensationAttempts: compensationAttempts,
+		CompensationBackoff:  func(int) time.Duration { return 10 * time.Millisecond },
+		Steps: []saga.Step{
+			{
+				Name: "reserve",
+				Effect: func(in saga.Input) (effects.Spec, error) {
+					var o order
+					if err := in.Decode(&o); err != nil {
+						return effects.Spec{}, err
+					}
+					return effects.Spec{Connector: "inventory.reserve", Args: map[string]any{"account": o.Account, "amount": o.Amount}}, nil
+				},
+				Undo: saga.UndoByConnector(),
+			},
+			{
+				Name: "charge",
+				Effect: func(in saga.Input) (effects.Spec, error) {
+					var o order
+					var reserved wireResult
+					if err := in.Decode(&o); err != nil {
+						return effects.Spec{}, err
+					}
+					if err := in.DecodeResult(0, &reserved); err != nil {
+						return effects.Spec{}, err
+					}
+					return effects.Spec{Connector: "card.charge", Args: map[string]any{
+						"account": o.Account, "amount": o.Amount, "reservation": reserved.WireID,
+					}}, nil
+				},
+				Undo: saga.UndoWith(func(in saga.Input) (effects.Spec, error) {
+					var charged wireResult
+					if err := in.DecodeResult(in.Step, &charged); err != nil {
+						return effects.Spec{}, err
+					}
+					return effects.Spec{Connector: "card.refund", Args: map[string]any{
+						"original_key": charged.Key, "amount": charged.Amount,
+					}}, nil
+				}),
+			},
+			{
+				Name: "ship",
+				Effect: func(in saga.Input) (effects.Spec, error) {
+					var o order
+					var charged wireResult
+					if err := in.Decode(&o); err != nil {
+						return effects.Spec{}, err
+					}
+					if err := in.DecodeResult(1, &charged); err != nil {
+						return effects.Spec{}, err
+					}
+					return effects.Spec{Connector: "shipping.ship", Args: map[string]any{
+						"account": o.Account, "amount": o.ShipAmount, "charge": charged.WireID,
+					}}, nil
+				},
+				Undo: saga.NoUndo(),
+			},
+		},
+	}
+}
+
+type harness struct {
+	t        *testing.T
+	pool     *pgxpool.Pool
+	bank     *fakebank.Bank
+	registry *effects.Registry
+	effects  *effects.Client
+	sagas    *saga.Client
+	metrics  *prometheus.Registry
+}
+
+// setup gives a test its own database and bank, and a client (not started) with the order saga.
+func setup(t *testing.T, compensationAttempts int) *harness {
+	t.Helper()
+	h := &harness{t: t, pool: pgtest.NewDB(t), bank: fakebank.New(t), registry: effects.NewRegistry(), metrics: prometheus.NewRegistry()}
+	registerConnectors(h.registry, h.bank.URL(), false)
+	h.effects, h.sagas = h.newClients(h.metrics, compensationAttempts)
+	return h
+}
+
+func (h *harness) newClients(registerer prometheus.Registerer, compensationAttempts int) (*effects.Client, *saga.Client) {
+	h.t.Helper()
+	config := effectsConfig(h.registry)
+	config.Registerer = registerer
+	ec, err := effects.NewClient(h.pool, config)
+	require.NoError(h.t, err)
+	h.t.Cleanup(func() { require.NoError(h.t, ec.Stop(context.Background())) })
+	sc, err := saga.NewClient(h.pool, &saga.Config{Effects: ec, Registerer: registerer, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(h.t, err)
+	require.NoError(h.t, sc.Register(orderSaga(compensationAttempts)))
+	return ec, sc
+}
+
+// start runs a reactor on ec until the test ends.
+func (h *harness) start(ec *effects.Client) {
+	h.t.Helper()
+	require.NoError(h.t, ec.Start(context.Background()))
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(h.t, ec.Stop(ctx))
+	})
+}
+
+// begin starts an order saga in a transaction and, before committing, lets prepare script the
+// bank with the keys derived from the saga's id.
+func (h *harness) begin(o order, prepare func(id uuid.UUID)) *saga.Saga {
+	h.t.Helper()
+	var s *saga.Saga
+	require.NoError(h.t, pgx.BeginFunc(context.Background(), h.pool, func(tx pgx.Tx) error {
+		var err error
+		s, err = h.sagas.StartTx(context.Background(), tx, "order", o, nil)
+		if err == nil && prepare != nil {
+			prepare(s.ID)
+		}
+		return err
+	}))
+	return s
+}
+
+func (h *harness) wait(id uuid.UUID) *saga.Saga {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := h.sagas.Wait(ctx, id)
+	require.NoError(h.t, err, "saga %s did not settle", id)
+	return s
+}
+
+func (h *harness) count(sql string, args ...any) int {
+	h.t.Helper()
+	var n int
+	require.NoError(h.t, h.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func (h *harness) effect(id uuid.UUID) *effects.Effect {
+	h.t.Helper()
+	e, err := h.effects.Get(context.Background(), id)
+	require.NoError(h.t, err)
+	return e
+}
+
+func (h *harness) history(id uuid.UUID) []string {
+	h.t.Helper()
+	history, err := h.sagas.History(context.Background(), id)
+	require.NoError(h.t, err)
+	var out []string
+	for _, tr := range history {
+		out = append(out, string(tr.From)+">"+string(tr.To))
+	}
+	return out
+}
+
+// ledgerNet sums every ledger entry of the bank.
+func (h *harness) ledgerNet() int64 {
+	var sum int64
+	for _, e := range h.bank.Ledger() {
+		sum += e.Amount
+	}
+	return sum
+}
+
+// metric returns the value of the counter or gauge name with exactly these labels (0 if absent).
+func (h *harness) metric(name string, labels map[string]string) float64 {
+	h.t.Helper()
+	families, err := h.metrics.Gather()
+	require.NoError(h.t, err)
+	for _, family := range families {
+		if family.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range family.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, label := range m.GetLabel() {
+				if labels[label.GetName()] != label.GetValue() {
+					continue metrics
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+func mustJSON(t *testing.T, raw json.RawMessage) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(raw, &m))
+	return m
+}
