@@ -1,0 +1,80 @@
+package saga_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/saga"
+)
+
+// 200 sagas, started concurrently, run over two reactors at once: every one reaches COMPLETED or
+// COMPENSATED as its input decides, each step performed once, each compensated saga netting to
+// zero.
+func TestConcurrentSagasOverTwoReactors(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	second, _ := h.newClients(prometheus.NewRegistry(), 0)
+	h.start(h.effects)
+	h.start(second)
+
+	const n = 200
+	ids := make([]uuid.UUID, n)
+	failing := map[uuid.UUID]bool{}
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			o := order{Account: "acct", Amount: int64(i + 1), ShipAmount: 1}
+			if i%5 == 0 {
+				o.ShipAmount = 0 // the shipment fails: compensated
+			}
+			errs <- pgx.BeginFunc(context.Background(), h.pool, func(tx pgx.Tx) error {
+				s, err := h.sagas.StartTx(context.Background(), tx, "order", o, nil)
+				if err == nil {
+					ids[i] = s.ID
+				}
+				return err
+			})
+		}()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	for i, id := range ids {
+		if i%5 == 0 {
+			failing[id] = true
+		}
+	}
+
+	require.Eventually(t, func() bool {
+		return h.count(`SELECT count(*) FROM reckon_sagas WHERE state IN ('COMPLETED', 'COMPENSATED', 'STUCK')`) == n
+	}, 120*time.Second, 100*time.Millisecond, "every saga settles")
+
+	for _, id := range ids {
+		s, err := h.sagas.Get(context.Background(), id)
+		require.NoError(t, err)
+		if failing[id] {
+			require.Equal(t, saga.StateCompensated, s.State, s.Error)
+			require.Equal(t, int64(0), h.bank.Net(saga.StepKey(id, 0)))
+			require.Equal(t, int64(0), h.bank.Net(saga.StepKey(id, 1)))
+		} else {
+			require.Equal(t, saga.StateCompleted, s.State, s.Error)
+		}
+		for i := range 3 {
+			want := 1
+			if failing[id] && i == 2 {
+				want = 0
+			}
+			require.Equal(t, want, h.bank.Count(saga.StepKey(id, i)), "saga %s step %d", id, i)
+		}
+	}
+	// Both reactors did work.
+	require.Equal(t, 2, h.count(`SELECT count(DISTINCT actor) FROM reckon_effect_transitions WHERE actor LIKE 'reactor:%'`))
+	require.Equal(t, float64(n-n/5), h.metric("reckon_sagas", map[string]string{"name": "order", "state": "COMPLETED"}))
+	require.Equal(t, float64(n/5), h.metric("reckon_sagas", map[string]string{"name": "order", "state": "COMPENSATED"}))
+}
