@@ -30,6 +30,15 @@
 // and does the same. A late outcome of a worker presumed dead is refused by the fence and kept in
 // the audit trail only.
 //
+// # Settle hooks
+//
+// A component built on effects (package saga) owns its effects: Spec.Owner names it, and the
+// hook it registers with Client.OnSettle runs inside the transaction that makes an owned effect
+// CONFIRMED, FAILED or STUCK — by dispatch, reconciliation, Do, Cancel or an operator's Resolve —
+// so that it can enqueue what comes next atomically. A hook error rolls the transition back; an
+// owner without a hook in the process is refused (ErrNoSettleHook), never skipped. Owned outcomes
+// are written one transaction each, not by group commit.
+//
 // # Caveats
 //
 //   - Send Call.IdempotencyKey upstream. Connector calls must respect their context.
