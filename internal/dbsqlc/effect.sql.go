@@ -899,7 +899,9 @@ WITH settled AS (
             unnest($7::text[]) AS reason,
             unnest($8::jsonb[]) AS detail
     ) AS u
-    WHERE e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id
+    -- Owned effects never come here (their owner's hook runs in a transaction of their own); an
+    -- owned row is left alone, as if fenced out.
+    WHERE e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id AND e.owner IS NULL
     RETURNING e.id, e.connector, e.policy, e.state, u.job_id
 ),
 completed AS ( -- runs whether or not it is referenced, as every data-modifying CTE does
