@@ -33,6 +33,8 @@
 //
 //   - Every process that runs a reactor for sagas must create the saga Client (which registers the
 //     hook) and Register every definition before starting the effects client.
+//   - An operator who sends a STUCK effect back to PENDING (effects.Client.Resolve) leaves the
+//     saga STUCK until that effect settles again; then it moves on as usual.
 //   - An operator's CONFIRMED carries no result; a later step that needs that result fails to build
 //     and the saga compensates.
 //   - Changing a definition's number of steps while sagas of it are unfinished is refused by those
