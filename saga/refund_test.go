@@ -19,7 +19,7 @@ func refundConnector(bankURL string) effects.Connector {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	return effects.Connector{
 		Name: "card.refund", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent, effects.TagExternal},
-		Timeout: time.Second, Backoff: fastBackoff,
+		Timeout: 300 * time.Millisecond, MaxAttempts: 2, Backoff: fastBackoff,
 		Dispatch: func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, bankURL+"/wires/compensate", bytes.NewReader(call.Args))
 			if err != nil {

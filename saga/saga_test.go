@@ -291,3 +291,49 @@ func TestStepThatCannotBeBuiltCompensates(t *testing.T) {
 	require.ErrorContains(t, errors.New(done.Error), "unknown connector")
 	require.Equal(t, int64(0), h.ledgerNet())
 }
+
+// A compensation whose outcome stays unknown becomes a STUCK effect and makes the saga STUCK; the
+// operator resolves that effect and the saga finishes compensating in the same transaction.
+func TestStuckCompensationIsResolvedOnItsEffect(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	h.start(h.effects)
+	ctx := context.Background()
+
+	s := h.begin(order{Account: "acct-1", Amount: 40}, func(id uuid.UUID) {
+		// The refund times out on both of its attempts: nobody can tell whether it happened.
+		h.bank.Script(saga.CompensationKey(id, 1, 1, false), fakebank.Timeout, fakebank.Timeout)
+	})
+	stuck := h.wait(s.ID)
+	require.Equal(t, saga.StateStuck, stuck.State, stuck.Error)
+	require.Equal(t, saga.StepCompensationStuck, stuck.Steps[1].State)
+	refund := h.effect(*stuck.Steps[1].CompensationEffectID)
+	require.Equal(t, effects.StateStuck, refund.State)
+	_, err := h.sagas.Resolve(ctx, s.ID, saga.MarkCompensated, "alice", "x")
+	require.ErrorIs(t, err, saga.ErrResolveEffect)
+
+	_, err = h.effects.Resolve(ctx, refund.ID, effects.StateConfirmed, "alice", "card processor shows the refund")
+	require.NoError(t, err)
+	done := h.wait(s.ID)
+	require.Equal(t, saga.StateCompensated, done.State)
+	require.Equal(t, int64(0), h.bank.Net(saga.StepKey(s.ID, 0)), "the reservation was released after the resolution")
+	require.Equal(t, []string{">RUNNING", "RUNNING>COMPENSATING", "COMPENSATING>STUCK", "STUCK>COMPENSATING", "COMPENSATING>COMPENSATED"}, h.history(s.ID))
+}
+
+// Cancelling a step's effect before it is attempted (an operator's action in effects) fails the
+// step through the same hook: the saga compensates what came before.
+func TestCancelledStepCompensates(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	ctx := context.Background()
+	s, err := h.sagas.Start(ctx, "order", order{Account: "acct-1", Amount: 5, ShipAmount: 1}, nil)
+	require.NoError(t, err)
+	_, err = h.effects.Cancel(ctx, s.Steps[0].EffectID, "alice", "customer called it off")
+	require.NoError(t, err)
+	got, err := h.sagas.Get(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, saga.StateCompensated, got.State, "nothing was confirmed, so nothing to undo")
+	require.Equal(t, saga.StepFailed, got.Steps[0].State)
+	require.Contains(t, got.Error, "cancelled: customer called it off")
+	require.Empty(t, h.bank.Ledger())
+}
