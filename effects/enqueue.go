@@ -39,9 +39,9 @@ func (o *EnqueueOpts) actorReason() (string, string) {
 // EnqueueTx records an effect and its dispatch job in tx, the caller's transaction: both exist
 // once tx commits, and neither if it rolls back. A reactor dispatches the effect after the commit.
 //
-// If the tenant already has an effect with the same idempotency key and the same connector and
-// args, that effect is returned with Deduplicated set and nothing new is recorded. With other args
-// or another connector the error is ErrIdempotencyConflict. Other errors (a bad spec, an unknown
+// If the tenant already has an effect with the same idempotency key and the same connector, args
+// and owner, that effect is returned with Deduplicated set and nothing new is recorded. With other
+// args, another connector or another owner the error is ErrIdempotencyConflict. Other errors (a bad spec, an unknown
 // connector) change nothing; a database error aborts tx, which the caller must roll back.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec, opts *EnqueueOpts) (*Effect, error) {
 	effects, err := c.EnqueueManyTx(ctx, tx, []Spec{spec}, opts)
@@ -212,8 +212,8 @@ func (c *Client) existingFor(ctx context.Context, tx pgx.Tx, r *resolvedSpec) (*
 	if err != nil {
 		return nil, fmt.Errorf("effects: compare args of key %q: %w", r.idempotencyKey, err)
 	}
-	if !same || row.Connector != r.connector.Name {
-		return nil, fmt.Errorf("%w: key %q belongs to effect %s (%s)", ErrIdempotencyConflict, r.idempotencyKey, row.ID, row.Connector)
+	if !same || row.Connector != r.connector.Name || deref(row.Owner) != r.spec.Owner {
+		return nil, fmt.Errorf("%w: key %q belongs to effect %s (%s, owner %q)", ErrIdempotencyConflict, r.idempotencyKey, row.ID, row.Connector, deref(row.Owner))
 	}
 	effect := effectFromRow(row)
 	effect.Deduplicated = true

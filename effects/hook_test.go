@@ -207,3 +207,18 @@ func mustID(t *testing.T, h *harness, key string) uuid.UUID {
 	require.NoError(t, h.pool.QueryRow(context.Background(), `SELECT id FROM reckon_effects WHERE idempotency_key = $1`, key).Scan(&id))
 	return id
 }
+
+// The owner is part of an effect's identity: the same key enqueued under another owner conflicts.
+func TestOwnerIsPartOfTheIdempotencyCheck(t *testing.T) {
+	t.Parallel()
+	h, _ := setupHooked(t)
+	h.wire(fakebank.ConnectorOptions{Compensate: true})
+	plain := h.enqueue("bank.wire", "same-key", 10)
+	_, err := h.client.Enqueue(context.Background(), effects.Spec{
+		Connector: "bank.wire", IdempotencyKey: "same-key", Owner: "test", Args: map[string]any{"account": "acct-1", "amount": 10},
+	}, nil)
+	require.ErrorIs(t, err, effects.ErrIdempotencyConflict)
+	again := h.enqueue("bank.wire", "same-key", 10)
+	require.True(t, again.Deduplicated)
+	require.Equal(t, plain.ID, again.ID)
+}
