@@ -25,6 +25,8 @@ type advance struct {
 	saga  dbsqlc.ReckonSaga
 	steps []dbsqlc.ReckonSagaStep
 	actor string
+	// failure is why the saga starts compensating, set by the move that fails a step.
+	failure string
 }
 
 // onSettle is the saga's effects.SettleHook: an effect of a saga — a step or a compensation —
@@ -93,21 +95,20 @@ func (a *advance) stepSettled(ctx context.Context, step dbsqlc.ReckonSagaStep, e
 		}
 		a.steps[idx].Result = e.Result
 		if idx == len(a.def.Steps)-1 {
-			return a.setState(ctx, StateCompleted, idx, "", fmt.Sprintf("step %d (%s) confirmed: all steps confirmed", idx, name))
+			return a.setState(ctx, StateCompleted, idx, fmt.Sprintf("step %d (%s) confirmed: all steps confirmed", idx, name))
 		}
 		return a.startStep(ctx, idx+1)
 	case effects.StateFailed:
 		if err := a.setStep(ctx, idx, StepFailed, nil, nil, e.Error); err != nil {
 			return err
 		}
-		why := fmt.Sprintf("step %d (%s) failed: %s", idx, name, e.Error)
-		return a.compensateFrom(ctx, idx-1, why)
+		a.failure = fmt.Sprintf("step %d (%s) failed: %s", idx, name, e.Error)
+		return a.compensateFrom(ctx, idx-1, a.failure)
 	case effects.StateStuck:
 		if err := a.setStep(ctx, idx, StepStuck, nil, nil, e.Error); err != nil {
 			return err
 		}
-		return a.setState(ctx, StateStuck, idx, fmt.Sprintf("step %d (%s): effect %s is STUCK; resolve it to continue", idx, name, e.ID),
-			fmt.Sprintf("step %d (%s) effect STUCK", idx, name))
+		return a.setState(ctx, StateStuck, idx, fmt.Sprintf("step %d (%s): effect %s is STUCK; resolve it to continue", idx, name, e.ID))
 	}
 	return nil
 }
@@ -131,13 +132,13 @@ func (a *advance) startStep(ctx context.Context, idx int) error {
 		if isDBError(ctx, err) {
 			return fmt.Errorf("saga %s: enqueue step %d: %w", a.saga.ID, idx, err)
 		}
-		why := fmt.Sprintf("step %d (%s) could not start: %s", idx, step.Name, err)
-		return a.compensateFrom(ctx, idx-1, why)
+		a.failure = fmt.Sprintf("step %d (%s) could not start: %s", idx, step.Name, err)
+		return a.compensateFrom(ctx, idx-1, a.failure)
 	}
 	if err := a.q.SagaStepInsert(ctx, dbsqlc.SagaStepInsertParams{SagaID: a.saga.ID, Idx: int32(idx), Name: step.Name, EffectID: effect.ID}); err != nil {
 		return fmt.Errorf("saga %s: record step %d: %w", a.saga.ID, idx, err)
 	}
-	return a.setState(ctx, StateRunning, idx, "", fmt.Sprintf("step %d (%s) started", idx, step.Name))
+	return a.setState(ctx, StateRunning, idx, fmt.Sprintf("step %d (%s) started", idx, step.Name))
 }
 
 // compensateFrom compensates the confirmed steps from idx down, one at a time: it enqueues the
@@ -149,15 +150,7 @@ func (a *advance) compensateFrom(ctx context.Context, idx int, why string) error
 		}
 		return a.compensate(ctx, k, time.Time{}, why)
 	}
-	return a.setState(ctx, StateCompensated, max(idx, 0), a.errorOr(why), "all confirmed steps compensated")
-}
-
-// errorOr keeps the reason the saga started compensating.
-func (a *advance) errorOr(why string) string {
-	if a.saga.Error != nil && State(a.saga.State) != StateRunning {
-		return *a.saga.Error
-	}
-	return why
+	return a.setState(ctx, StateCompensated, max(idx, 0), "all confirmed steps compensated: "+why)
 }
 
 // compensate enqueues the next compensation of step k, to run at scheduledAt.
@@ -193,7 +186,7 @@ func (a *advance) compensate(ctx context.Context, k int, scheduledAt time.Time, 
 		if err := a.setStep(ctx, k, StepCompensationStuck, nil, nil, msg); err != nil {
 			return err
 		}
-		return a.setState(ctx, StateStuck, k, msg, msg)
+		return a.setState(ctx, StateStuck, k, msg)
 	}
 	if err := a.q.SagaStepCompensating(ctx, dbsqlc.SagaStepCompensatingParams{
 		CompensationEffectID: &effect.ID, SagaID: a.saga.ID, Idx: int32(k),
@@ -203,7 +196,7 @@ func (a *advance) compensate(ctx context.Context, k int, scheduledAt time.Time, 
 	a.steps[k].State = dbsqlc.ReckonSagaStepStateCOMPENSATING
 	a.steps[k].CompensationEffectID = &effect.ID
 	a.steps[k].CompensationAttempts++
-	return a.setState(ctx, StateCompensating, k, a.errorOr(why), fmt.Sprintf("compensating step %d (%s): %s", k, step.Name, why))
+	return a.setState(ctx, StateCompensating, k, fmt.Sprintf("compensating step %d (%s): %s", k, step.Name, why))
 }
 
 // compensationSettled moves the saga on after a compensation of step settled.
@@ -233,13 +226,13 @@ func (a *advance) compensationSettled(ctx context.Context, step dbsqlc.ReckonSag
 		if err := a.setStep(ctx, k, StepCompensationStuck, nil, nil, e.Error); err != nil {
 			return err
 		}
-		return a.setState(ctx, StateStuck, k, msg, msg)
+		return a.setState(ctx, StateStuck, k, msg)
 	case effects.StateStuck:
 		msg := fmt.Sprintf("compensation of step %d (%s): effect %s is STUCK; resolve it to continue", k, name, e.ID)
 		if err := a.setStep(ctx, k, StepCompensationStuck, nil, nil, e.Error); err != nil {
 			return err
 		}
-		return a.setState(ctx, StateStuck, k, msg, msg)
+		return a.setState(ctx, StateStuck, k, msg)
 	}
 	return nil
 }
@@ -268,14 +261,21 @@ func (a *advance) setStep(ctx context.Context, idx int, state StepState, result,
 	return nil
 }
 
-// setState writes the saga's state, step and error, and records a change of state in its history.
-func (a *advance) setState(ctx context.Context, to State, step int, errMsg, reason string) error {
-	var e *string
-	if errMsg != "" {
-		e = &errMsg
+// setState writes the saga's state and step — with the failure, if this move failed a step, and
+// reason as the stuck reason when the saga becomes STUCK — and records a change of state, with
+// reason, in its history.
+func (a *advance) setState(ctx context.Context, to State, step int, reason string) error {
+	var failure, stuck *string
+	if a.failure != "" {
+		failure = &a.failure
+	}
+	if to == StateStuck {
+		stuck = &reason
 	}
 	from := a.saga.State
-	row, err := a.q.SagaUpdate(ctx, dbsqlc.SagaUpdateParams{ID: a.saga.ID, State: dbsqlc.ReckonSagaState(to), CurrentStep: int32(step), Error: e})
+	row, err := a.q.SagaUpdate(ctx, dbsqlc.SagaUpdateParams{
+		ID: a.saga.ID, State: dbsqlc.ReckonSagaState(to), CurrentStep: int32(step), Error: failure, StuckReason: stuck,
+	})
 	if err != nil {
 		return fmt.Errorf("saga %s: %s -> %s: %w", a.saga.ID, from, to, err)
 	}

@@ -69,8 +69,10 @@ type Saga struct {
 	CurrentStep int
 	// StepCount is how many steps the definition had when the saga started.
 	StepCount int
-	// Error says why the saga compensates or is STUCK.
+	// Error says why the saga compensates: the failure of a step.
 	Error string
+	// StuckReason says why the saga is STUCK, while it is.
+	StuckReason string
 	// Steps are the steps started so far, in order.
 	Steps     []StepRecord
 	CreatedAt time.Time
@@ -116,6 +118,9 @@ func sagaFromRow(row dbsqlc.ReckonSaga, steps []dbsqlc.ReckonSagaStep) *Saga {
 	}
 	if row.Error != nil {
 		s.Error = *row.Error
+	}
+	if row.StuckReason != nil {
+		s.StuckReason = *row.StuckReason
 	}
 	for _, st := range steps {
 		rec := StepRecord{

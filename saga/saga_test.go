@@ -116,7 +116,8 @@ func TestFailingCompensationIsStuckUntilAnOperatorResolves(t *testing.T) {
 	stuck := h.wait(first.ID)
 	require.Equal(t, saga.StateStuck, stuck.State)
 	require.Equal(t, 1, stuck.CurrentStep)
-	require.Contains(t, stuck.Error, "compensation of step 1 (charge) failed 2 times")
+	require.Contains(t, stuck.StuckReason, "compensation of step 1 (charge) failed 2 times")
+	require.Contains(t, stuck.Error, "step 2 (ship) failed")
 	require.Equal(t, saga.StepCompensationStuck, stuck.Steps[1].State)
 	require.Equal(t, saga.StepConfirmed, stuck.Steps[0].State, "the reservation waits: reverse order")
 	require.Equal(t, 2, stuck.Steps[1].CompensationAttempts)
@@ -183,7 +184,8 @@ func TestStuckStepHoldsTheSagaUntilItsEffectIsResolved(t *testing.T) {
 	require.Equal(t, saga.StateStuck, stuck.State)
 	require.Equal(t, 2, stuck.CurrentStep)
 	require.Equal(t, saga.StepStuck, stuck.Steps[2].State)
-	require.Contains(t, stuck.Error, "is STUCK; resolve it")
+	require.Contains(t, stuck.StuckReason, "is STUCK; resolve it")
+	require.Empty(t, stuck.Error, "nothing failed")
 	_, err := h.sagas.Resolve(ctx, s.ID, saga.RetryCompensation, "alice", "x")
 	require.ErrorIs(t, err, saga.ErrResolveEffect)
 
@@ -316,6 +318,8 @@ func TestStuckCompensationIsResolvedOnItsEffect(t *testing.T) {
 	require.NoError(t, err)
 	done := h.wait(s.ID)
 	require.Equal(t, saga.StateCompensated, done.State)
+	require.Contains(t, done.Error, "step 2 (ship) failed", "the failure is kept")
+	require.Empty(t, done.StuckReason)
 	require.Equal(t, int64(0), h.bank.Net(saga.StepKey(s.ID, 0)), "the reservation was released after the resolution")
 	require.Equal(t, []string{">RUNNING", "RUNNING>COMPENSATING", "COMPENSATING>STUCK", "STUCK>COMPENSATING", "COMPENSATING>COMPENSATED"}, h.history(s.ID))
 }

@@ -25,8 +25,10 @@ CREATE TABLE reckon_sagas (
     step_count   integer NOT NULL CHECK (step_count >= 1),
     -- The step running (RUNNING), being compensated (COMPENSATING) or holding the saga (STUCK).
     current_step integer NOT NULL DEFAULT 0 CHECK (current_step >= 0 AND current_step < step_count),
-    -- Why the saga compensates, or why it is STUCK.
+    -- Why the saga compensates: the failure of a step.
     error        text,
+    -- Why the saga is STUCK, while it is.
+    stuck_reason text,
     created_at   timestamptz NOT NULL DEFAULT now(),
     updated_at   timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT reckon_sagas_start_key_uniq UNIQUE (tenant_id, start_key)

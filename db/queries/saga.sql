@@ -15,9 +15,10 @@ SELECT * FROM reckon_sagas WHERE id = @id FOR UPDATE;
 SELECT * FROM reckon_sagas WHERE tenant_id = @tenant_id AND start_key = @start_key;
 
 -- name: SagaUpdate :one
--- Sets the saga's state, current step and error (NULL clears it).
+-- Sets the saga's state, current step, error (NULL keeps it) and stuck reason (NULL clears it).
 UPDATE reckon_sagas
-SET state = @state, current_step = @current_step, error = sqlc.narg(error), updated_at = now()
+SET state = @state, current_step = @current_step, error = coalesce(sqlc.narg(error), error),
+    stuck_reason = sqlc.narg(stuck_reason), updated_at = now()
 WHERE id = @id
 RETURNING *;
 

@@ -415,6 +415,7 @@ type ReckonSaga struct {
 	StepCount   int32
 	CurrentStep int32
 	Error       *string
+	StuckReason *string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }

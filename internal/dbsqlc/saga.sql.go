@@ -45,7 +45,7 @@ func (q *Queries) SagaCountByState(ctx context.Context) ([]SagaCountByStateRow, 
 }
 
 const sagaGetByID = `-- name: SagaGetByID :one
-SELECT id, tenant_id, name, start_key, input, state, step_count, current_step, error, created_at, updated_at FROM reckon_sagas WHERE id = $1
+SELECT id, tenant_id, name, start_key, input, state, step_count, current_step, error, stuck_reason, created_at, updated_at FROM reckon_sagas WHERE id = $1
 `
 
 func (q *Queries) SagaGetByID(ctx context.Context, id uuid.UUID) (ReckonSaga, error) {
@@ -61,6 +61,7 @@ func (q *Queries) SagaGetByID(ctx context.Context, id uuid.UUID) (ReckonSaga, er
 		&i.StepCount,
 		&i.CurrentStep,
 		&i.Error,
+		&i.StuckReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -68,7 +69,7 @@ func (q *Queries) SagaGetByID(ctx context.Context, id uuid.UUID) (ReckonSaga, er
 }
 
 const sagaGetByIDForUpdate = `-- name: SagaGetByIDForUpdate :one
-SELECT id, tenant_id, name, start_key, input, state, step_count, current_step, error, created_at, updated_at FROM reckon_sagas WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, name, start_key, input, state, step_count, current_step, error, stuck_reason, created_at, updated_at FROM reckon_sagas WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) SagaGetByIDForUpdate(ctx context.Context, id uuid.UUID) (ReckonSaga, error) {
@@ -84,6 +85,7 @@ func (q *Queries) SagaGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Recko
 		&i.StepCount,
 		&i.CurrentStep,
 		&i.Error,
+		&i.StuckReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -91,7 +93,7 @@ func (q *Queries) SagaGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Recko
 }
 
 const sagaGetByStartKey = `-- name: SagaGetByStartKey :one
-SELECT id, tenant_id, name, start_key, input, state, step_count, current_step, error, created_at, updated_at FROM reckon_sagas WHERE tenant_id = $1 AND start_key = $2
+SELECT id, tenant_id, name, start_key, input, state, step_count, current_step, error, stuck_reason, created_at, updated_at FROM reckon_sagas WHERE tenant_id = $1 AND start_key = $2
 `
 
 type SagaGetByStartKeyParams struct {
@@ -112,6 +114,7 @@ func (q *Queries) SagaGetByStartKey(ctx context.Context, arg SagaGetByStartKeyPa
 		&i.StepCount,
 		&i.CurrentStep,
 		&i.Error,
+		&i.StuckReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -122,7 +125,7 @@ const sagaInsert = `-- name: SagaInsert :one
 INSERT INTO reckon_sagas (id, tenant_id, name, start_key, input, step_count)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (tenant_id, start_key) DO NOTHING
-RETURNING id, tenant_id, name, start_key, input, state, step_count, current_step, error, created_at, updated_at
+RETURNING id, tenant_id, name, start_key, input, state, step_count, current_step, error, stuck_reason, created_at, updated_at
 `
 
 type SagaInsertParams struct {
@@ -155,6 +158,7 @@ func (q *Queries) SagaInsert(ctx context.Context, arg SagaInsertParams) (ReckonS
 		&i.StepCount,
 		&i.CurrentStep,
 		&i.Error,
+		&i.StuckReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -162,7 +166,7 @@ func (q *Queries) SagaInsert(ctx context.Context, arg SagaInsertParams) (ReckonS
 }
 
 const sagaList = `-- name: SagaList :many
-SELECT id, tenant_id, name, start_key, input, state, step_count, current_step, error, created_at, updated_at FROM reckon_sagas
+SELECT id, tenant_id, name, start_key, input, state, step_count, current_step, error, stuck_reason, created_at, updated_at FROM reckon_sagas
 WHERE tenant_id = $1
   AND ($2::reckon_saga_state IS NULL OR state = $2::reckon_saga_state)
   AND ($3::text IS NULL OR name = $3::text)
@@ -209,6 +213,7 @@ func (q *Queries) SagaList(ctx context.Context, arg SagaListParams) ([]ReckonSag
 			&i.StepCount,
 			&i.CurrentStep,
 			&i.Error,
+			&i.StuckReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
@@ -476,24 +481,27 @@ func (q *Queries) SagaTransitionList(ctx context.Context, sagaID uuid.UUID) ([]R
 
 const sagaUpdate = `-- name: SagaUpdate :one
 UPDATE reckon_sagas
-SET state = $1, current_step = $2, error = $3, updated_at = now()
-WHERE id = $4
-RETURNING id, tenant_id, name, start_key, input, state, step_count, current_step, error, created_at, updated_at
+SET state = $1, current_step = $2, error = coalesce($3, error),
+    stuck_reason = $4, updated_at = now()
+WHERE id = $5
+RETURNING id, tenant_id, name, start_key, input, state, step_count, current_step, error, stuck_reason, created_at, updated_at
 `
 
 type SagaUpdateParams struct {
 	State       ReckonSagaState
 	CurrentStep int32
 	Error       *string
+	StuckReason *string
 	ID          uuid.UUID
 }
 
-// Sets the saga's state, current step and error (NULL clears it).
+// Sets the saga's state, current step, error (NULL keeps it) and stuck reason (NULL clears it).
 func (q *Queries) SagaUpdate(ctx context.Context, arg SagaUpdateParams) (ReckonSaga, error) {
 	row := q.db.QueryRow(ctx, sagaUpdate,
 		arg.State,
 		arg.CurrentStep,
 		arg.Error,
+		arg.StuckReason,
 		arg.ID,
 	)
 	var i ReckonSaga
@@ -507,6 +515,7 @@ func (q *Queries) SagaUpdate(ctx context.Context, arg SagaUpdateParams) (ReckonS
 		&i.StepCount,
 		&i.CurrentStep,
 		&i.Error,
+		&i.StuckReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
