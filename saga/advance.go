@@ -118,7 +118,7 @@ func (a *advance) stepSettled(ctx context.Context, step dbsqlc.ReckonSagaStep, e
 func (a *advance) startStep(ctx context.Context, idx int) error {
 	step := a.def.Steps[idx]
 	in := a.input(idx, idx)
-	spec, err := step.Effect(in)
+	spec, err := build(step.Effect, in)
 	if err == nil {
 		spec, err = checkSpec(spec, a.saga.TenantID, StepKey(a.saga.ID, idx))
 	}
@@ -170,7 +170,7 @@ func (a *advance) compensate(ctx context.Context, k int, scheduledAt time.Time, 
 		})
 	case undoSpec:
 		var spec effects.Spec
-		spec, err = step.Undo.build(a.input(k, k+1))
+		spec, err = build(step.Undo.build, a.input(k, k+1))
 		if err == nil {
 			spec, err = checkSpec(spec, a.saga.TenantID, CompensationKey(a.saga.ID, k, n, false))
 		}

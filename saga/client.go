@@ -184,7 +184,7 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 
 	id := uuid.Must(uuid.NewV7())
 	in := Input{SagaID: id, TenantID: tenant, Name: name, Step: 0, Data: data}
-	spec, err := def.Steps[0].Effect(in)
+	spec, err := build(def.Steps[0].Effect, in)
 	if err == nil {
 		spec, err = checkSpec(spec, tenant, StepKey(id, 0))
 	}

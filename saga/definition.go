@@ -169,6 +169,17 @@ func CompensationKey(id uuid.UUID, i, n int, byConnector bool) string {
 
 func connectorSuffix(n int) string { return fmt.Sprintf("saga-%d", n) }
 
+// build calls a step's (or an undo's) builder, turning a panic into an error: the step fails
+// instead of the reactor's worker.
+func build(fn func(Input) (effects.Spec, error), in Input) (spec effects.Spec, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("step builder panicked: %v", r)
+		}
+	}()
+	return fn(in)
+}
+
 // checkSpec fills in what the saga owns in a spec built by a step, or refuses it.
 func checkSpec(spec effects.Spec, tenant, key string) (effects.Spec, error) {
 	switch {

@@ -284,6 +284,10 @@ func TestStepThatCannotBeBuiltCompensates(t *testing.T) {
 			return effects.Spec{Connector: "no.such.connector"}, nil
 		}},
 	}}))
+	require.NoError(t, h.sagas.Register(saga.Definition{Name: "panicky", Steps: []saga.Step{
+		orderSaga(0).Steps[0],
+		{Name: "boom", Undo: saga.NoUndo(), Effect: func(saga.Input) (effects.Spec, error) { panic("oops") }},
+	}}))
 	h.start(h.effects)
 	s, err := h.sagas.Start(context.Background(), "half", order{Account: "a", Amount: 9}, nil)
 	require.NoError(t, err)
@@ -291,6 +295,12 @@ func TestStepThatCannotBeBuiltCompensates(t *testing.T) {
 	require.Equal(t, saga.StateCompensated, done.State)
 	require.Contains(t, done.Error, "step 1 (nowhere) could not start")
 	require.ErrorContains(t, errors.New(done.Error), "unknown connector")
+
+	s, err = h.sagas.Start(context.Background(), "panicky", order{Account: "b", Amount: 4}, nil)
+	require.NoError(t, err)
+	done = h.wait(s.ID)
+	require.Equal(t, saga.StateCompensated, done.State)
+	require.Contains(t, done.Error, "step builder panicked: oops")
 	require.Equal(t, int64(0), h.ledgerNet())
 }
 
