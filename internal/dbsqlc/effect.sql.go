@@ -13,6 +13,82 @@ import (
 	"github.com/google/uuid"
 )
 
+const effectAccept = `-- name: EffectAccept :one
+
+UPDATE reckon_effects
+SET attempts = attempts + 1,
+    correlation_id = $1::text,
+    deadline_at = $2::timestamptz,
+    job_id = $3::bigint,
+    lease_owner = NULL,
+    lease_token = NULL,
+    lease_expires_at = NULL
+WHERE id = $4
+  AND state = 'PENDING'
+  AND CASE WHEN $5::uuid IS NOT NULL THEN lease_token = $5::uuid
+           ELSE job_id IS NOT DISTINCT FROM $6::bigint END
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout
+`
+
+type EffectAcceptParams struct {
+	CorrelationID string
+	DeadlineAt    time.Time
+	NewJobID      int64
+	ID            uuid.UUID
+	LeaseToken    *uuid.UUID
+	JobID         *int64
+}
+
+// Pending events (0005_pending).
+// Records that the upstream accepted a PENDING effect and will call back (fenced like
+// EffectSettle): the attempt is counted, the lease cleared, and the effect handed to its deadline
+// job. Not a transition: the effect stays PENDING, awaiting its callback until deadline_at.
+func (q *Queries) EffectAccept(ctx context.Context, arg EffectAcceptParams) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectAccept,
+		arg.CorrelationID,
+		arg.DeadlineAt,
+		arg.NewJobID,
+		arg.ID,
+		arg.LeaseToken,
+		arg.JobID,
+	)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
+	)
+	return i, err
+}
+
 const effectArgsEqual = `-- name: EffectArgsEqual :one
 SELECT args = $1::jsonb FROM reckon_effects WHERE id = $2
 `
@@ -64,8 +140,51 @@ func (q *Queries) EffectCountUnresolved(ctx context.Context) ([]EffectCountUnres
 	return items, nil
 }
 
+const effectGetByCorrelationIDForUpdate = `-- name: EffectGetByCorrelationIDForUpdate :one
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE correlation_id = $1 FOR UPDATE
+`
+
+func (q *Queries) EffectGetByCorrelationIDForUpdate(ctx context.Context, correlationID *string) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectGetByCorrelationIDForUpdate, correlationID)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
+	)
+	return i, err
+}
+
 const effectGetByID = `-- name: EffectGetByID :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE id = $1
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE id = $1
 `
 
 func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -100,12 +219,15 @@ func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect
 		&i.JobID,
 		&i.TimeoutMs,
 		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
 
 const effectGetByIDForUpdate = `-- name: EffectGetByIDForUpdate :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -140,12 +262,15 @@ func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Rec
 		&i.JobID,
 		&i.TimeoutMs,
 		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
 
 const effectGetByIdempotencyKey = `-- name: EffectGetByIdempotencyKey :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
 `
 
 type EffectGetByIdempotencyKeyParams struct {
@@ -185,6 +310,9 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 		&i.JobID,
 		&i.TimeoutMs,
 		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
@@ -202,7 +330,7 @@ INSERT INTO reckon_effects (
     $21::text, $22::text, $23
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectInsertParams struct {
@@ -289,6 +417,9 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		&i.JobID,
 		&i.TimeoutMs,
 		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
@@ -321,7 +452,7 @@ FROM (
         unnest($16::bigint[]) AS job_id
 ) AS u
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectInsertManyParams struct {
@@ -400,6 +531,9 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 			&i.JobID,
 			&i.TimeoutMs,
 			&i.CompensatesID,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
 		); err != nil {
 			return nil, err
 		}
@@ -412,7 +546,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 }
 
 const effectList = `-- name: EffectList :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects
 WHERE tenant_id = $1
   AND ($2::reckon_effect_state IS NULL OR state = $2::reckon_effect_state)
   AND ($3::text IS NULL OR connector = $3::text)
@@ -487,6 +621,9 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 			&i.JobID,
 			&i.TimeoutMs,
 			&i.CompensatesID,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
 		); err != nil {
 			return nil, err
 		}
@@ -499,7 +636,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 }
 
 const effectListByIDs = `-- name: EffectListByIDs :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE id = ANY ($1::uuid[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE id = ANY ($1::uuid[])
 `
 
 func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]ReckonEffect, error) {
@@ -540,6 +677,9 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 			&i.JobID,
 			&i.TimeoutMs,
 			&i.CompensatesID,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
 		); err != nil {
 			return nil, err
 		}
@@ -552,7 +692,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 }
 
 const effectListByIdempotencyKeys = `-- name: EffectListByIdempotencyKeys :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
 `
 
 type EffectListByIdempotencyKeysParams struct {
@@ -598,6 +738,166 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 			&i.JobID,
 			&i.TimeoutMs,
 			&i.CompensatesID,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const effectListByRun = `-- name: EffectListByRun :many
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE run_id = $1 ORDER BY created_at, id
+`
+
+// The effects of a run, oldest first.
+func (q *Queries) EffectListByRun(ctx context.Context, runID *string) ([]ReckonEffect, error) {
+	rows, err := q.db.Query(ctx, effectListByRun, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReckonEffect
+	for rows.Next() {
+		var i ReckonEffect
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Connector,
+			&i.Args,
+			&i.IdempotencyKey,
+			&i.BusinessKey,
+			&i.Policy,
+			&i.Tags,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseOwner,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Error,
+			&i.DeadlineAt,
+			&i.RunID,
+			&i.TurnID,
+			&i.TurnGroup,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.TransitionActor,
+			&i.TransitionReason,
+			&i.TransitionDetail,
+			&i.JobID,
+			&i.TimeoutMs,
+			&i.CompensatesID,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const effectListPendingByRunForUpdate = `-- name: EffectListPendingByRunForUpdate :many
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
+FROM reckon_effects e
+LEFT JOIN river_job j ON j.id = e.job_id
+WHERE e.run_id = $1 AND e.state = 'PENDING'
+ORDER BY e.created_at, e.id
+FOR UPDATE OF e
+`
+
+type EffectListPendingByRunForUpdateRow struct {
+	ID               uuid.UUID
+	TenantID         string
+	Connector        string
+	Args             json.RawMessage
+	IdempotencyKey   string
+	BusinessKey      *string
+	Policy           ReckonEffectPolicy
+	Tags             []string
+	State            ReckonEffectState
+	Attempts         int32
+	MaxAttempts      int32
+	LeaseOwner       *string
+	LeaseToken       *uuid.UUID
+	LeaseExpiresAt   *time.Time
+	Result           json.RawMessage
+	Error            *string
+	DeadlineAt       *time.Time
+	RunID            *string
+	TurnID           *uuid.UUID
+	TurnGroup        *string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	TransitionActor  *string
+	TransitionReason *string
+	TransitionDetail json.RawMessage
+	JobID            *int64
+	TimeoutMs        int32
+	CompensatesID    *uuid.UUID
+	CorrelationID    *string
+	AsyncTimeoutMs   *int32
+	AsyncHardTimeout bool
+	JobState         string
+	JobAttempt       int32
+}
+
+// The PENDING effects of a run with the state of their job, locked for the caller's transaction.
+func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, runID *string) ([]EffectListPendingByRunForUpdateRow, error) {
+	rows, err := q.db.Query(ctx, effectListPendingByRunForUpdate, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EffectListPendingByRunForUpdateRow
+	for rows.Next() {
+		var i EffectListPendingByRunForUpdateRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Connector,
+			&i.Args,
+			&i.IdempotencyKey,
+			&i.BusinessKey,
+			&i.Policy,
+			&i.Tags,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseOwner,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Error,
+			&i.DeadlineAt,
+			&i.RunID,
+			&i.TurnID,
+			&i.TurnGroup,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.TransitionActor,
+			&i.TransitionReason,
+			&i.TransitionDetail,
+			&i.JobID,
+			&i.TimeoutMs,
+			&i.CompensatesID,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
+			&i.JobState,
+			&i.JobAttempt,
 		); err != nil {
 			return nil, err
 		}
@@ -640,6 +940,31 @@ func (q *Queries) EffectListSettled(ctx context.Context, ids []uuid.UUID) ([]Eff
 	return items, nil
 }
 
+const effectListUnresolvedByRun = `-- name: EffectListUnresolvedByRun :many
+SELECT id FROM reckon_effects WHERE run_id = $1 AND state IN ('PENDING', 'UNKNOWN')
+`
+
+// The ids of the effects of a run that are PENDING or UNKNOWN.
+func (q *Queries) EffectListUnresolvedByRun(ctx context.Context, runID *string) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, effectListUnresolvedByRun, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const effectResetAttempts = `-- name: EffectResetAttempts :exec
 UPDATE reckon_effects SET attempts = 0 WHERE id = $1 AND state = 'STUCK'
 `
@@ -662,7 +987,7 @@ WHERE id = $3
   AND state = 'PENDING'
   AND CASE WHEN $4::uuid IS NOT NULL THEN lease_token = $4::uuid
            ELSE job_id IS NOT DISTINCT FROM $5::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectRetryLaterParams struct {
@@ -713,14 +1038,35 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 		&i.JobID,
 		&i.TimeoutMs,
 		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
+}
+
+const effectSetAsyncOptions = `-- name: EffectSetAsyncOptions :exec
+UPDATE reckon_effects
+SET async_timeout_ms = $1, async_hard_timeout = $2
+WHERE id = $3
+`
+
+type EffectSetAsyncOptionsParams struct {
+	AsyncTimeoutMs   *int32
+	AsyncHardTimeout bool
+	ID               uuid.UUID
+}
+
+// Stores a spec's per-call async options on a just-inserted effect.
+func (q *Queries) EffectSetAsyncOptions(ctx context.Context, arg EffectSetAsyncOptionsParams) error {
+	_, err := q.db.Exec(ctx, effectSetAsyncOptions, arg.AsyncTimeoutMs, arg.AsyncHardTimeout, arg.ID)
+	return err
 }
 
 const effectSetJob = `-- name: EffectSetJob :one
 UPDATE reckon_effects SET job_id = $1::bigint
 WHERE id = $2 AND state = $3 AND job_id IS NOT DISTINCT FROM $4::bigint
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectSetJobParams struct {
@@ -769,6 +1115,9 @@ func (q *Queries) EffectSetJob(ctx context.Context, arg EffectSetJobParams) (Rec
 		&i.JobID,
 		&i.TimeoutMs,
 		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
@@ -790,7 +1139,7 @@ WHERE id = $9
   AND state = $10
   AND CASE WHEN $11::uuid IS NOT NULL THEN lease_token = $11::uuid
            ELSE job_id IS NOT DISTINCT FROM $12::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectSettleParams struct {
@@ -857,6 +1206,9 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 		&i.JobID,
 		&i.TimeoutMs,
 		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
@@ -1033,7 +1385,7 @@ SET state = $1,
     transition_reason = $3::text,
     transition_detail = $4
 WHERE id = $5 AND state = $6
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectTransitionParams struct {
@@ -1086,6 +1438,9 @@ func (q *Queries) EffectTransition(ctx context.Context, arg EffectTransitionPara
 		&i.JobID,
 		&i.TimeoutMs,
 		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }

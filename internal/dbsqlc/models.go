@@ -249,6 +249,9 @@ type ReckonEffect struct {
 	JobID            *int64
 	TimeoutMs        int32
 	CompensatesID    *uuid.UUID
+	CorrelationID    *string
+	AsyncTimeoutMs   *int32
+	AsyncHardTimeout bool
 }
 
 type ReckonEffectTransition struct {
@@ -262,6 +265,21 @@ type ReckonEffectTransition struct {
 	Attempt   int32
 	At        time.Time
 	Detail    json.RawMessage
+}
+
+type ReckonRun struct {
+	ID                     string
+	TenantID               string
+	MaxSteps               *int32
+	MaxConsecutiveFailures *int32
+	Steps                  int32
+	ConsecutiveFailures    int32
+	Failures               int32
+	CancelledAt            *time.Time
+	CancelledBy            *string
+	CancelReason           *string
+	CreatedAt              time.Time
+	UpdatedAt              time.Time
 }
 
 type RiverJob struct {

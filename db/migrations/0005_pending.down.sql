@@ -1,0 +1,10 @@
+DROP TRIGGER reckon_run_count_outcome ON reckon_effects;
+DROP FUNCTION reckon_run_count_outcome();
+DROP TRIGGER reckon_run_count_step ON reckon_effects;
+DROP FUNCTION reckon_run_count_step();
+DROP TABLE reckon_runs;
+DROP INDEX reckon_effects_correlation_idx;
+ALTER TABLE reckon_effects
+    DROP COLUMN async_hard_timeout,
+    DROP COLUMN async_timeout_ms,
+    DROP COLUMN correlation_id;
