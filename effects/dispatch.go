@@ -108,7 +108,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 			slog.Duration("retry_in", retryIn), slog.String("error", errString(out.err)))
 		return river.JobSnooze(retryIn)
 	}
-	c.countTransition(row.Connector, row.Policy, StatePending, State(settled.State))
+	if State(settled.State) != StatePending { // accepted: awaiting its callback
+		c.countTransition(row.Connector, row.Policy, StatePending, State(settled.State))
+	}
 	return nil
 }
 
@@ -196,6 +198,7 @@ func callOf(row dbsqlc.ReckonEffect) Call {
 		BusinessKey:    deref(row.BusinessKey),
 		Args:           row.Args,
 		Attempt:        int(row.Attempts) + 1,
+		CorrelationID:  correlationIDOf(row),
 	}
 }
 

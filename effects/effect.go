@@ -35,6 +35,9 @@ type Effect struct {
 	TurnGroup  string
 	// CompensatesID is, for a compensation, the effect it undoes.
 	CompensatesID *uuid.UUID
+	// CorrelationID is set once the upstream accepted the effect (Accepted): the id its callback
+	// names. DeadlineAt is then when its await ends.
+	CorrelationID string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	// Deduplicated is set by enqueueing when the idempotency key already existed: this is the
@@ -76,6 +79,7 @@ func effectFromRow(row dbsqlc.ReckonEffect) *Effect {
 		TurnID:         row.TurnID,
 		TurnGroup:      deref(row.TurnGroup),
 		CompensatesID:  row.CompensatesID,
+		CorrelationID:  deref(row.CorrelationID),
 		CreatedAt:      row.CreatedAt,
 		UpdatedAt:      row.UpdatedAt,
 	}

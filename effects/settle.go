@@ -145,8 +145,9 @@ func (c *Client) insertReconcileJob(ctx context.Context, tx pgx.Tx, effectID uui
 
 // outcome is a classified connector answer.
 type outcome struct {
-	kind       outcomeKind
-	result     json.RawMessage
+	kind          outcomeKind
+	correlationID string // of an accepted outcome
+	result        json.RawMessage
 	err        error
 	retryAfter time.Duration
 }
@@ -158,6 +159,7 @@ const (
 	outcomeFailed    outcomeKind = "failed"
 	outcomeRetry     outcomeKind = "retryable"
 	outcomeUnknown   outcomeKind = "unknown"
+	outcomeAccepted  outcomeKind = "accepted" // awaiting a callback (pending.go)
 )
 
 // classify sorts a connector's answer conservatively: only a nil error confirms, only Permanent
@@ -174,6 +176,8 @@ func classify(result json.RawMessage, err error) outcome {
 		return outcome{kind: outcomeFailed, err: err}
 	case errors.As(err, &retryable):
 		return outcome{kind: outcomeRetry, err: err, retryAfter: retryable.After}
+	case isAccepted(err):
+		return classifyAccepted(err)
 	default:
 		return outcome{kind: outcomeUnknown, err: err}
 	}
@@ -218,6 +222,9 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 			return settled, 0, true, nil
 		}
 		return settled, retryIn, false, err
+	case outcomeAccepted:
+		settled, fenced, err = c.recordAccepted(ctx, tx, row, connector, f, actor, out.correlationID)
+		return settled, 0, fenced, err
 	default:
 		t.to, t.reason = StateUnknown, "outcome unknown: "+t.errMsg
 		if t.newJobID, err = c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector); err != nil {
