@@ -254,7 +254,7 @@ SELECT id FROM reckon_effects WHERE run_id = @run_id AND state IN ('PENDING', 'U
 
 -- name: EffectListPendingByRunForUpdate :many
 -- The PENDING effects of a run with the state of their job, locked for the caller's transaction.
-SELECT e.*, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
+SELECT sqlc.embed(e), coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
 WHERE e.run_id = @run_id AND e.state = 'PENDING'

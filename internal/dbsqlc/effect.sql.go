@@ -819,39 +819,9 @@ FOR UPDATE OF e
 `
 
 type EffectListPendingByRunForUpdateRow struct {
-	ID               uuid.UUID
-	TenantID         string
-	Connector        string
-	Args             json.RawMessage
-	IdempotencyKey   string
-	BusinessKey      *string
-	Policy           ReckonEffectPolicy
-	Tags             []string
-	State            ReckonEffectState
-	Attempts         int32
-	MaxAttempts      int32
-	LeaseOwner       *string
-	LeaseToken       *uuid.UUID
-	LeaseExpiresAt   *time.Time
-	Result           json.RawMessage
-	Error            *string
-	DeadlineAt       *time.Time
-	RunID            *string
-	TurnID           *uuid.UUID
-	TurnGroup        *string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	TransitionActor  *string
-	TransitionReason *string
-	TransitionDetail json.RawMessage
-	JobID            *int64
-	TimeoutMs        int32
-	CompensatesID    *uuid.UUID
-	CorrelationID    *string
-	AsyncTimeoutMs   *int32
-	AsyncHardTimeout bool
-	JobState         string
-	JobAttempt       int32
+	ReckonEffect ReckonEffect
+	JobState     string
+	JobAttempt   int32
 }
 
 // The PENDING effects of a run with the state of their job, locked for the caller's transaction.
@@ -865,37 +835,37 @@ func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, runID *st
 	for rows.Next() {
 		var i EffectListPendingByRunForUpdateRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.TenantID,
-			&i.Connector,
-			&i.Args,
-			&i.IdempotencyKey,
-			&i.BusinessKey,
-			&i.Policy,
-			&i.Tags,
-			&i.State,
-			&i.Attempts,
-			&i.MaxAttempts,
-			&i.LeaseOwner,
-			&i.LeaseToken,
-			&i.LeaseExpiresAt,
-			&i.Result,
-			&i.Error,
-			&i.DeadlineAt,
-			&i.RunID,
-			&i.TurnID,
-			&i.TurnGroup,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.TransitionActor,
-			&i.TransitionReason,
-			&i.TransitionDetail,
-			&i.JobID,
-			&i.TimeoutMs,
-			&i.CompensatesID,
-			&i.CorrelationID,
-			&i.AsyncTimeoutMs,
-			&i.AsyncHardTimeout,
+			&i.ReckonEffect.ID,
+			&i.ReckonEffect.TenantID,
+			&i.ReckonEffect.Connector,
+			&i.ReckonEffect.Args,
+			&i.ReckonEffect.IdempotencyKey,
+			&i.ReckonEffect.BusinessKey,
+			&i.ReckonEffect.Policy,
+			&i.ReckonEffect.Tags,
+			&i.ReckonEffect.State,
+			&i.ReckonEffect.Attempts,
+			&i.ReckonEffect.MaxAttempts,
+			&i.ReckonEffect.LeaseOwner,
+			&i.ReckonEffect.LeaseToken,
+			&i.ReckonEffect.LeaseExpiresAt,
+			&i.ReckonEffect.Result,
+			&i.ReckonEffect.Error,
+			&i.ReckonEffect.DeadlineAt,
+			&i.ReckonEffect.RunID,
+			&i.ReckonEffect.TurnID,
+			&i.ReckonEffect.TurnGroup,
+			&i.ReckonEffect.CreatedAt,
+			&i.ReckonEffect.UpdatedAt,
+			&i.ReckonEffect.TransitionActor,
+			&i.ReckonEffect.TransitionReason,
+			&i.ReckonEffect.TransitionDetail,
+			&i.ReckonEffect.JobID,
+			&i.ReckonEffect.TimeoutMs,
+			&i.ReckonEffect.CompensatesID,
+			&i.ReckonEffect.CorrelationID,
+			&i.ReckonEffect.AsyncTimeoutMs,
+			&i.ReckonEffect.AsyncHardTimeout,
 			&i.JobState,
 			&i.JobAttempt,
 		); err != nil {
