@@ -148,8 +148,8 @@ type outcome struct {
 	kind          outcomeKind
 	correlationID string // of an accepted outcome
 	result        json.RawMessage
-	err        error
-	retryAfter time.Duration
+	err           error
+	retryAfter    time.Duration
 }
 
 type outcomeKind string
