@@ -472,3 +472,22 @@ func (c *Client) cancelAwaiting(ctx context.Context, row dbsqlc.ReckonEffect, jo
 	c.countTransition(row.Connector, row.Policy, StatePending, t.to)
 	return true, nil
 }
+
+// holdCancelledRun changes a reconciliation's "dispatch again" into a final decision when the
+// effect's run was cancelled: FAILED when the status check found it absent, else STUCK (nothing
+// says whether it happened; a person decides).
+func (c *Client) holdCancelledRun(ctx context.Context, row dbsqlc.ReckonEffect, t *transition) {
+	if row.RunID == nil {
+		return
+	}
+	run, err := c.queries.RunGet(ctx, *row.RunID)
+	if err != nil || run.CancelledAt == nil {
+		return // no run row (or unreadable): the normal course
+	}
+	if t.detail != nil && t.detail["status"] == StatusAbsent.String() {
+		t.to, t.reason = StateFailed, "status check: absent, and the run was cancelled: not dispatched again"
+		t.errMsg = "run cancelled"
+		return
+	}
+	t.to, t.reason = StateStuck, "outcome unknown and the run was cancelled: not dispatched again; a person must decide"
+}

@@ -97,6 +97,17 @@ func (u *Upstream) Job(correlationID string) (Job, bool) {
 	return *j, true
 }
 
+// Forget drops the job of a correlation id, as if the upstream never had it: its status becomes
+// absent.
+func (u *Upstream) Forget(correlationID string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if j, ok := u.jobs[correlationID]; ok {
+		delete(u.jobs, correlationID)
+		delete(u.byKey, j.Key)
+	}
+}
+
 // SetCancellable says whether POST /jobs/cancel succeeds on running jobs (default true).
 func (u *Upstream) SetCancellable(ok bool) {
 	u.mu.Lock()
