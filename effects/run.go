@@ -73,16 +73,25 @@ type Run struct {
 // Unresolved is how many of the run's effects are PENDING or UNKNOWN.
 func (r *Run) Unresolved() int { return r.Effects[StatePending] + r.Effects[StateUnknown] }
 
-func runFromRow(row dbsqlc.ReckonRun) *Run {
+func runFromRow(row dbsqlc.ReckonRun, stats dbsqlc.RunStatsRow) *Run {
 	r := &Run{
 		ID: row.ID, TenantID: row.TenantID,
 		MaxSteps: int(deref(row.MaxSteps)), MaxConsecutiveFailures: int(deref(row.MaxConsecutiveFailures)),
-		Steps: int(row.Steps), ConsecutiveFailures: int(row.ConsecutiveFailures), Failures: int(row.Failures),
+		Steps: int(stats.Steps), ConsecutiveFailures: int(stats.ConsecutiveFailures), Failures: int(stats.Failures),
 		CancelledAt: row.CancelledAt, CancelledBy: deref(row.CancelledBy), CancelReason: deref(row.CancelReason),
 		Effects: map[State]int{}, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
 	}
 	r.Halted = r.refusal(0)
 	return r
+}
+
+// loadRun reads the status of a run whose row is row.
+func loadRun(ctx context.Context, q *dbsqlc.Queries, row dbsqlc.ReckonRun) (*Run, error) {
+	stats, err := q.RunStats(ctx, row.ID)
+	if err != nil {
+		return nil, fmt.Errorf("effects: count effects of run %q: %w", row.ID, err)
+	}
+	return runFromRow(row, stats), nil
 }
 
 // refusal says why n more effects cannot join the run (nil: they can). With n = 0 it says whether
@@ -139,7 +148,7 @@ func (c *Client) StartRunTx(ctx context.Context, tx pgx.Tx, spec RunSpec) (*Run,
 	if err != nil {
 		return nil, fmt.Errorf("effects: start run %q: %w", spec.ID, err)
 	}
-	return runFromRow(row), nil
+	return loadRun(ctx, dbsqlc.New(tx), row)
 }
 
 // GetRun returns the status of a run, or ErrRunNotFound.
@@ -155,7 +164,10 @@ func (c *Client) getRun(ctx context.Context, q *dbsqlc.Queries, id string) (*Run
 	if err != nil {
 		return nil, fmt.Errorf("effects: get run %q: %w", id, err)
 	}
-	run := runFromRow(row)
+	run, err := loadRun(ctx, q, row)
+	if err != nil {
+		return nil, err
+	}
 	counts, err := q.RunCountEffects(ctx, &id)
 	if err != nil {
 		return nil, fmt.Errorf("effects: count effects of run %q: %w", id, err)
@@ -168,8 +180,9 @@ func (c *Client) getRun(ctx context.Context, q *dbsqlc.Queries, id string) (*Run
 
 // checkRunsTx applies the guardrails of the runs the new effects join, before they are inserted
 // in tx: each run's row is created if need be and locked until tx ends, so that enqueues into one
-// run are checked one after the other. Effects whose idempotency key exists are replays: they do
-// not count, and a batch of replays only is never refused. The insert trigger counts the steps.
+// run are checked one after the other, against counts read from the run's effects. Effects whose
+// idempotency key exists are replays: they do not count, and a batch of replays only is never
+// refused.
 func (c *Client) checkRunsTx(ctx context.Context, tx pgx.Tx, specs []*resolvedSpec) error {
 	type group struct {
 		tenant string
@@ -205,7 +218,13 @@ func (c *Client) checkRunsTx(ctx context.Context, tx pgx.Tx, specs []*resolvedSp
 		if row.TenantID != g.tenant {
 			return fmt.Errorf("%w: %q belongs to another tenant", ErrRunNotFound, id)
 		}
-		run := runFromRow(row)
+		if row.CancelledAt == nil && row.MaxSteps == nil && row.MaxConsecutiveFailures == nil {
+			continue // no guardrail: nothing to count
+		}
+		run, err := loadRun(ctx, q, row)
+		if err != nil {
+			return err
+		}
 		if run.refusal(len(g.keys)) == nil {
 			continue
 		}

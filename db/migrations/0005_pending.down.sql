@@ -1,7 +1,3 @@
-DROP TRIGGER reckon_run_count_outcome ON reckon_effects;
-DROP FUNCTION reckon_run_count_outcome();
-DROP TRIGGER reckon_run_count_step ON reckon_effects;
-DROP FUNCTION reckon_run_count_step();
 DROP TABLE reckon_runs;
 DROP INDEX reckon_effects_correlation_idx;
 ALTER TABLE reckon_effects

@@ -36,3 +36,17 @@ RETURNING *;
 -- name: RunCountEffects :many
 -- How many effects of the run are in each state.
 SELECT state, count(*)::bigint AS count FROM reckon_effects WHERE run_id = @run_id GROUP BY state;
+
+-- name: RunStats :one
+-- A run's guardrail counts: steps (its effects, compensations excluded), failures (those FAILED)
+-- and consecutive failures (those that became FAILED after the last one became CONFIRMED).
+SELECT
+    count(*)::integer AS steps,
+    count(*) FILTER (WHERE e.state = 'FAILED')::integer AS failures,
+    count(*) FILTER (WHERE e.state = 'FAILED' AND e.updated_at > coalesce(c.last_confirmed, '-infinity'))::integer AS consecutive_failures
+FROM reckon_effects e
+CROSS JOIN (
+    SELECT max(updated_at) AS last_confirmed FROM reckon_effects
+    WHERE run_id = sqlc.arg(run_id)::text AND state = 'CONFIRMED' AND compensates_id IS NULL
+) c
+WHERE e.run_id = sqlc.arg(run_id)::text AND e.compensates_id IS NULL;

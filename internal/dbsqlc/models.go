@@ -272,9 +272,6 @@ type ReckonRun struct {
 	TenantID               string
 	MaxSteps               *int32
 	MaxConsecutiveFailures *int32
-	Steps                  int32
-	ConsecutiveFailures    int32
-	Failures               int32
 	CancelledAt            *time.Time
 	CancelledBy            *string
 	CancelReason           *string

@@ -16,7 +16,7 @@ SET cancelled_at = coalesce(cancelled_at, now()),
     cancel_reason = coalesce(cancel_reason, $2::text),
     updated_at = now()
 WHERE id = $3
-RETURNING id, tenant_id, max_steps, max_consecutive_failures, steps, consecutive_failures, failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at
+RETURNING id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at
 `
 
 type RunCancelParams struct {
@@ -34,9 +34,6 @@ func (q *Queries) RunCancel(ctx context.Context, arg RunCancelParams) (ReckonRun
 		&i.TenantID,
 		&i.MaxSteps,
 		&i.MaxConsecutiveFailures,
-		&i.Steps,
-		&i.ConsecutiveFailures,
-		&i.Failures,
 		&i.CancelledAt,
 		&i.CancelledBy,
 		&i.CancelReason,
@@ -77,7 +74,7 @@ func (q *Queries) RunCountEffects(ctx context.Context, runID *string) ([]RunCoun
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, tenant_id, max_steps, max_consecutive_failures, steps, consecutive_failures, failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at FROM reckon_runs WHERE id = $1
+SELECT id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at FROM reckon_runs WHERE id = $1
 `
 
 func (q *Queries) RunGet(ctx context.Context, id string) (ReckonRun, error) {
@@ -88,9 +85,6 @@ func (q *Queries) RunGet(ctx context.Context, id string) (ReckonRun, error) {
 		&i.TenantID,
 		&i.MaxSteps,
 		&i.MaxConsecutiveFailures,
-		&i.Steps,
-		&i.ConsecutiveFailures,
-		&i.Failures,
 		&i.CancelledAt,
 		&i.CancelledBy,
 		&i.CancelReason,
@@ -101,7 +95,7 @@ func (q *Queries) RunGet(ctx context.Context, id string) (ReckonRun, error) {
 }
 
 const runGetForUpdate = `-- name: RunGetForUpdate :one
-SELECT id, tenant_id, max_steps, max_consecutive_failures, steps, consecutive_failures, failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at FROM reckon_runs WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at FROM reckon_runs WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) RunGetForUpdate(ctx context.Context, id string) (ReckonRun, error) {
@@ -112,9 +106,6 @@ func (q *Queries) RunGetForUpdate(ctx context.Context, id string) (ReckonRun, er
 		&i.TenantID,
 		&i.MaxSteps,
 		&i.MaxConsecutiveFailures,
-		&i.Steps,
-		&i.ConsecutiveFailures,
-		&i.Failures,
 		&i.CancelledAt,
 		&i.CancelledBy,
 		&i.CancelReason,
@@ -127,7 +118,7 @@ func (q *Queries) RunGetForUpdate(ctx context.Context, id string) (ReckonRun, er
 const runLockForEnqueue = `-- name: RunLockForEnqueue :one
 INSERT INTO reckon_runs AS r (id, tenant_id) VALUES ($1, $2)
 ON CONFLICT (id) DO UPDATE SET updated_at = r.updated_at
-RETURNING id, tenant_id, max_steps, max_consecutive_failures, steps, consecutive_failures, failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at
+RETURNING id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at
 `
 
 type RunLockForEnqueueParams struct {
@@ -145,9 +136,6 @@ func (q *Queries) RunLockForEnqueue(ctx context.Context, arg RunLockForEnqueuePa
 		&i.TenantID,
 		&i.MaxSteps,
 		&i.MaxConsecutiveFailures,
-		&i.Steps,
-		&i.ConsecutiveFailures,
-		&i.Failures,
 		&i.CancelledAt,
 		&i.CancelledBy,
 		&i.CancelReason,
@@ -165,7 +153,7 @@ SET max_steps = excluded.max_steps,
     max_consecutive_failures = excluded.max_consecutive_failures,
     updated_at = now()
 WHERE r.tenant_id = excluded.tenant_id
-RETURNING id, tenant_id, max_steps, max_consecutive_failures, steps, consecutive_failures, failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at
+RETURNING id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at
 `
 
 type RunStartParams struct {
@@ -190,14 +178,39 @@ func (q *Queries) RunStart(ctx context.Context, arg RunStartParams) (ReckonRun, 
 		&i.TenantID,
 		&i.MaxSteps,
 		&i.MaxConsecutiveFailures,
-		&i.Steps,
-		&i.ConsecutiveFailures,
-		&i.Failures,
 		&i.CancelledAt,
 		&i.CancelledBy,
 		&i.CancelReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
+	return i, err
+}
+
+const runStats = `-- name: RunStats :one
+SELECT
+    count(*)::integer AS steps,
+    count(*) FILTER (WHERE e.state = 'FAILED')::integer AS failures,
+    count(*) FILTER (WHERE e.state = 'FAILED' AND e.updated_at > coalesce(c.last_confirmed, '-infinity'))::integer AS consecutive_failures
+FROM reckon_effects e
+CROSS JOIN (
+    SELECT max(updated_at) AS last_confirmed FROM reckon_effects
+    WHERE run_id = $1::text AND state = 'CONFIRMED' AND compensates_id IS NULL
+) c
+WHERE e.run_id = $1::text AND e.compensates_id IS NULL
+`
+
+type RunStatsRow struct {
+	Steps               int32
+	Failures            int32
+	ConsecutiveFailures int32
+}
+
+// A run's guardrail counts: steps (its effects, compensations excluded), failures (those FAILED)
+// and consecutive failures (those that became FAILED after the last one became CONFIRMED).
+func (q *Queries) RunStats(ctx context.Context, runID string) (RunStatsRow, error) {
+	row := q.db.QueryRow(ctx, runStats, runID)
+	var i RunStatsRow
+	err := row.Scan(&i.Steps, &i.Failures, &i.ConsecutiveFailures)
 	return i, err
 }
