@@ -528,3 +528,63 @@ func TestWaitRunWaitsForUnknown(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, <-gate)
 }
+
+// TestAsyncForeignCorrelationID: a connector may accept under the upstream's own id. Callbacks
+// find the effect by it (and still by the self-routing id); a second effect accepted under an id
+// already held is UNKNOWN, not silently merged. Inline Do returns an accepted effect PENDING.
+func TestAsyncForeignCorrelationID(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	require.NoError(t, h.registry.Register(effects.Connector{
+		Name: "ext.job", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent},
+		Dispatch: func(_ context.Context, call effects.Call) (json.RawMessage, error) {
+			var args struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(call.Args, &args); err != nil {
+				return nil, effects.Permanent(err)
+			}
+			return nil, effects.Accepted(args.ID)
+		},
+	}))
+
+	first, err := h.client.Do(ctx, effects.Spec{Connector: "ext.job", IdempotencyKey: "ext-1", Args: map[string]any{"id": "ext-42"},
+		AsyncTimeout: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, effects.StatePending, first.State, "inline: accepted, awaiting callback")
+	require.Equal(t, "ext-42", first.CorrelationID)
+	require.WithinDuration(t, time.Now().Add(time.Hour), *first.DeadlineAt, time.Minute)
+
+	second, err := h.client.Do(ctx, effects.Spec{Connector: "ext.job", IdempotencyKey: "ext-2", Args: map[string]any{"id": "ext-42"}})
+	require.NoError(t, err)
+	require.Equal(t, effects.StateUnknown, second.State)
+	require.Contains(t, second.Error, "already holds")
+
+	done, err := h.client.Callback(ctx, "ext-42", json.RawMessage(`{"n":1}`), "")
+	require.NoError(t, err)
+	require.Equal(t, first.ID, done.ID)
+	require.Equal(t, effects.StateConfirmed, done.State)
+	again, err := h.client.Callback(ctx, first.ID.String(), json.RawMessage(`{"n":1}`), "")
+	require.NoError(t, err, "the self-routing id names the same effect")
+	require.Equal(t, first.ID, again.ID)
+
+	// Accepted with the empty id means the call's own.
+	require.NoError(t, h.registry.Register(effects.Connector{
+		Name: "own.job", Tags: []effects.Tag{effects.TagRead},
+		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return nil, effects.Accepted("") },
+	}))
+	own, err := h.client.Do(ctx, effects.Spec{Connector: "own.job", IdempotencyKey: "own-1", RunID: "r:with:colons"})
+	require.NoError(t, err)
+	require.Equal(t, "r:with:colons:"+own.ID.String(), own.CorrelationID)
+	run, id, err := effects.ParseCorrelationID(own.CorrelationID)
+	require.NoError(t, err)
+	require.Equal(t, "r:with:colons", run)
+	require.Equal(t, own.ID, id)
+	_, err = h.client.Callback(ctx, own.CorrelationID, nil, "gave up")
+	require.NoError(t, err)
+	failed, err := h.client.Get(ctx, own.ID)
+	require.NoError(t, err)
+	require.Equal(t, effects.StateFailed, failed.State)
+	require.Equal(t, "gave up", failed.Error)
+}
