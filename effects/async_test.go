@@ -332,6 +332,7 @@ func TestAsyncCallbackOvertakesAcceptance(t *testing.T) {
 	require.Equal(t, effects.StateConfirmed, done.State)
 	require.JSONEq(t, `{"fast":true}`, string(done.Result))
 	require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
+	require.Equal(t, "run-fast:"+effect.ID.String(), done.CorrelationID, "known as async although its acceptance was fenced out")
 	require.Eventually(t, func() bool {
 		for _, r := range h.reasons(effect.ID) {
 			if r == "fenced out: accepted" {

@@ -344,6 +344,11 @@ func (c *Client) Callback(ctx context.Context, correlationID string, result json
 					return fmt.Errorf("effects: cancel job %d of %s: %w", job.ID, row.ID, err)
 				}
 			}
+			if settled.CorrelationID == nil { // the callback overtook the record of the acceptance
+				if settled, err = q.EffectSetCorrelationID(ctx, dbsqlc.EffectSetCorrelationIDParams{ID: row.ID, CorrelationID: correlationID}); err != nil {
+					return fmt.Errorf("effects: record correlation id of %s: %w", row.ID, err)
+				}
+			}
 			effect = effectFromRow(settled)
 			return nil
 		case StateConfirmed, StateFailed:

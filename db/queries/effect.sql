@@ -260,3 +260,10 @@ LEFT JOIN river_job j ON j.id = e.job_id
 WHERE e.run_id = @run_id AND e.state = 'PENDING'
 ORDER BY e.created_at, e.id
 FOR UPDATE OF e;
+
+-- name: EffectSetCorrelationID :one
+-- Records the correlation id of an effect resolved by a callback that overtook the record of its
+-- acceptance. Not a transition.
+UPDATE reckon_effects SET correlation_id = @correlation_id::text
+WHERE id = @id AND correlation_id IS NULL
+RETURNING *;

@@ -1033,6 +1033,58 @@ func (q *Queries) EffectSetAsyncOptions(ctx context.Context, arg EffectSetAsyncO
 	return err
 }
 
+const effectSetCorrelationID = `-- name: EffectSetCorrelationID :one
+UPDATE reckon_effects SET correlation_id = $1::text
+WHERE id = $2 AND correlation_id IS NULL
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, correlation_id, async_timeout_ms, async_hard_timeout
+`
+
+type EffectSetCorrelationIDParams struct {
+	CorrelationID string
+	ID            uuid.UUID
+}
+
+// Records the correlation id of an effect resolved by a callback that overtook the record of its
+// acceptance. Not a transition.
+func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorrelationIDParams) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectSetCorrelationID, arg.CorrelationID, arg.ID)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
+	)
+	return i, err
+}
+
 const effectSetJob = `-- name: EffectSetJob :one
 UPDATE reckon_effects SET job_id = $1::bigint
 WHERE id = $2 AND state = $3 AND job_id IS NOT DISTINCT FROM $4::bigint
