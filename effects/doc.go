@@ -30,6 +30,15 @@
 // and does the same. A late outcome of a worker presumed dead is refused by the fence and kept in
 // the audit trail only.
 //
+// # Async effects
+//
+// A Dispatch may answer Accepted: the upstream will report the outcome later. The effect stays
+// PENDING, awaiting Client.Callback under its self-routing Call.CorrelationID "{run}:{effect id}",
+// until a River job scheduled at its deadline makes it UNKNOWN (soft timeout; a late callback
+// still resolves it) or, with a hard timeout, cancels it upstream. Effects sharing Spec.RunID form
+// a run: WaitRun is its completion gate, CancelRun stops it, StartRun sets its guardrails (max
+// steps, max consecutive failures) and GetRun shows its status. See docs/async.md.
+//
 // # Caveats
 //
 //   - Send Call.IdempotencyKey upstream. Connector calls must respect their context.
