@@ -3,6 +3,7 @@ package effects_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -227,4 +228,37 @@ func TestCancelRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, again.Failed)
 	require.Equal(t, "caller:alice", again.Run.CancelledBy)
+}
+
+// TestRunMaxStepsConcurrent: enqueues racing into one run are checked one after the other, so
+// exactly MaxSteps of them get in.
+func TestRunMaxStepsConcurrent(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	ctx := context.Background()
+	_, err := h.client.StartRun(ctx, effects.RunSpec{ID: "r-race", MaxSteps: 5})
+	require.NoError(t, err)
+	errs := make(chan error, 12)
+	for i := range 12 {
+		go func() {
+			_, err := h.client.Enqueue(ctx, wireSpec(fmt.Sprintf("race-%d", i), "r-race"), nil)
+			errs <- err
+		}()
+	}
+	ok, refused := 0, 0
+	for range 12 {
+		err := <-errs
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, effects.ErrRunMaxSteps):
+			refused++
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	require.Equal(t, 5, ok)
+	require.Equal(t, 7, refused)
+	require.Equal(t, 5, h.count(`SELECT count(*) FROM reckon_effects WHERE run_id = 'r-race'`))
 }
