@@ -397,7 +397,7 @@ func TestAsyncDeadlineSurvivesReactorRestart(t *testing.T) {
 	}
 	first := startChild()
 	effect := h.enqueueJob("jobs.run", "restart", func(s *effects.Spec) {
-		s.RunID, s.AsyncTimeout = "run-restart", 3*time.Second
+		s.RunID, s.AsyncTimeout = "run-restart", 5*time.Second
 	})
 	accepted := h.awaitAccepted(effect.ID)
 	first.Signal(t, syscall.SIGKILL)
