@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
@@ -345,19 +346,22 @@ func (c *Client) runResult(ctx context.Context, id string) (*RunResult, error) {
 // RunCancellation reports what CancelRun did to the run's PENDING effects.
 type RunCancellation struct {
 	Run *Run
-	// Failed were never attempted: FAILED (cancelled), their dispatch jobs cancelled.
+	// Failed had not taken effect — never attempted, or only attempts that provably did not take
+	// effect — and no attempt was running: FAILED (cancelled), their dispatch jobs cancelled.
 	Failed []uuid.UUID
 	// Awaiting were awaiting their callback: their deadline timers are cancelled and each is
 	// recorded as cancelled by the caller — FAILED when the connector's Cancel got the upstream
 	// to abandon it, else UNKNOWN (the upstream may still perform it; a callback or
 	// reconciliation resolves it).
 	Awaiting []uuid.UUID
-	// Left were in flight (an attempt running, or retrying after one): they finish on their own.
+	// Left were in flight (an attempt running, or its job being retried by River after an
+	// error): they finish on their own, except that a cancelled run's effect is never tried
+	// again after a retryable failure nor dispatched again by reconciliation.
 	Left []uuid.UUID
 }
 
-// CancelRun cancels a run: further effects are refused (ErrRunCancelled), effects never attempted
-// become FAILED, and effects awaiting a callback have their timers cancelled and are recorded as
+// CancelRun cancels a run: further effects are refused (ErrRunCancelled), effects that have not
+// taken effect and are not in flight become FAILED, and effects awaiting a callback have their timers cancelled and are recorded as
 // cancelled by the caller (see RunCancellation). actor and reason are required and go to the
 // audit trail. Cancelling a cancelled run again handles effects that arrived since and keeps the
 // first actor and reason. ErrRunNotFound for an unknown run.
@@ -392,9 +396,12 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string) (*RunC
 		}
 		for _, p := range rows {
 			row := p.ReckonEffect
+			// Not started: no attempt is running and its job has not run (a snoozed job returns
+			// to attempt 0). Such an effect was never attempted, or each attempt provably did
+			// not take effect (retryable failures; a status check found it absent).
 			notStarted := row.JobID != nil && p.JobAttempt == 0 && waitingJob(dbsqlc.RiverJobState(p.JobState)) && row.LeaseToken == nil
 			switch {
-			case notStarted && row.Attempts == 0 && row.CorrelationID == nil:
+			case notStarted && row.CorrelationID == nil:
 				if _, err := c.river.JobCancelTx(ctx, tx, *row.JobID); err != nil {
 					return fmt.Errorf("effects: cancel dispatch job of %s: %w", row.ID, err)
 				}
@@ -509,4 +516,48 @@ func (c *Client) holdCancelledRun(ctx context.Context, row dbsqlc.ReckonEffect, 
 		return
 	}
 	t.to, t.reason = StateStuck, "outcome unknown and the run was cancelled: not dispatched again; a person must decide"
+}
+
+// runCancelledTx reports whether the run (nil: none) was cancelled.
+func (c *Client) runCancelledTx(ctx context.Context, tx pgx.Tx, runID *string) (bool, error) {
+	if runID == nil {
+		return false, nil
+	}
+	run, err := dbsqlc.New(tx).RunGet(ctx, *runID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("effects: read run %q: %w", *runID, err)
+	}
+	return run.CancelledAt != nil, nil
+}
+
+// stopCancelledRetry fails, instead of dispatching, a retry of an effect whose run was cancelled.
+// The caller checked that the job has not run before (a snoozed job returns to attempt 0) while
+// the effect has attempts: each earlier attempt provably did not take effect (a retryable
+// failure, or a status check found it absent), so FAILED is the truth.
+func (c *Client) stopCancelledRetry(ctx context.Context, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect, f fence, actor string) (bool, error) {
+	stopped := false
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		cancelled, err := c.runCancelledTx(ctx, tx, row.RunID)
+		if err != nil || !cancelled {
+			return err
+		}
+		_, fenced, err := c.settle(ctx, tx, row.ID, transition{
+			from: StatePending, to: StateFailed, fence: f, errMsg: "run cancelled", actor: actor,
+			reason: "the run was cancelled: not tried again (no earlier attempt took effect)",
+			detail: map[string]any{"job_id": job.ID},
+		})
+		if err != nil || fenced {
+			return err
+		}
+		stopped = true
+		return completeJobTx(ctx, tx, job)
+	})
+	if err != nil || !stopped {
+		return false, err
+	}
+	c.countTransition(row.Connector, row.Policy, StatePending, StateFailed)
+	return true, nil
 }

@@ -262,3 +262,81 @@ func TestRunMaxStepsConcurrent(t *testing.T) {
 	require.Equal(t, 7, refused)
 	require.Equal(t, 5, h.count(`SELECT count(*) FROM reckon_effects WHERE run_id = 'r-race'`))
 }
+
+// TestCancelRunStopsRetries: an effect waiting to be retried after a retryable failure (nothing
+// applied) is cancelled like an unattempted one; one in flight at the moment of the cancellation
+// finishes, and its retryable failure is not tried again.
+func TestCancelRunStopsRetries(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Checkpoints: true, Timeout: time.Second,
+		Backoff: func(int) time.Duration { return time.Hour }})
+	h.start()
+	ctx := context.Background()
+	const run = "r-stop"
+
+	h.bank.Script("retried", fakebank.Unavailable)
+	retried, err := h.client.Enqueue(ctx, wireSpec("retried", run), nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		e, err := h.client.Get(ctx, retried.ID)
+		require.NoError(t, err)
+		return e.Attempts == 1
+	}, 20*time.Second, 10*time.Millisecond, "the first attempt answered 503 and is retried in an hour")
+	require.Eventually(t, func() bool {
+		return h.count(`SELECT count(*) FROM river_job WHERE args->>'effect_id' = $1 AND state = 'scheduled'`, retried.ID.String()) == 1
+	}, 20*time.Second, 10*time.Millisecond, "River snoozed the dispatch job")
+
+	reached := h.bank.Arm("before-call")
+	held, err := h.client.Enqueue(ctx, wireSpec("held", run), nil)
+	require.NoError(t, err)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the dispatch never reached the bank")
+	}
+
+	res, err := h.client.CancelRun(ctx, run, "alice", "stop")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{retried.ID}, res.Failed)
+	require.Equal(t, []uuid.UUID{held.ID}, res.Left, "in flight")
+	require.Equal(t, effects.StateFailed, h.wait(retried.ID).State)
+
+	// The held call times out before reaching the bank: retryable, but the run is cancelled.
+	done := h.wait(held.ID)
+	require.Equal(t, effects.StateFailed, done.State)
+	require.Contains(t, h.path(held.ID), "PENDING>FAILED")
+	history, err := h.client.History(ctx, held.ID)
+	require.NoError(t, err)
+	require.Equal(t, "retryable failure, none applied, and the run was cancelled: not tried again", history[len(history)-1].Reason)
+	require.Equal(t, 0, h.bank.Count("held"))
+	require.Equal(t, 0, h.bank.Count("retried"))
+}
+
+// TestCancelledRunRetryNotDispatched: a retry of a cancelled run's effect is failed instead of
+// dispatched (the run is cancelled directly, as if CancelRun ran while the attempt was being
+// recorded).
+func TestCancelledRunRetryNotDispatched(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Backoff: func(int) time.Duration { return 2 * time.Second }})
+	h.start()
+	ctx := context.Background()
+	h.bank.Script("again", fakebank.Unavailable, fakebank.Unavailable, fakebank.Unavailable)
+	e, err := h.client.Enqueue(ctx, wireSpec("again", "r-again"), nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := h.client.Get(ctx, e.ID)
+		require.NoError(t, err)
+		return got.Attempts == 1
+	}, 20*time.Second, 10*time.Millisecond)
+	_, err = h.pool.Exec(ctx, `UPDATE reckon_runs SET cancelled_at = now(), cancelled_by = 'test', cancel_reason = 'race' WHERE id = 'r-again'`)
+	require.NoError(t, err)
+
+	done := h.wait(e.ID)
+	require.Equal(t, effects.StateFailed, done.State)
+	history, err := h.client.History(ctx, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, "the run was cancelled: not tried again (no earlier attempt took effect)", history[len(history)-1].Reason)
+	require.Equal(t, 1, h.bank.Calls("/wires"), "not called again")
+}

@@ -203,6 +203,12 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 			t.to, t.reason = StateFailed, fmt.Sprintf("retry budget spent: %d attempts, none applied", attempt)
 			break
 		}
+		if cancelled, err := c.runCancelledTx(ctx, tx, row.RunID); err != nil {
+			return settled, 0, false, err
+		} else if cancelled { // run.go
+			t.to, t.reason = StateFailed, "retryable failure, none applied, and the run was cancelled: not tried again"
+			break
+		}
 		retryIn = out.retryAfter
 		if retryIn <= 0 {
 			retryIn = connector.Backoff(attempt)
