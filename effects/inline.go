@@ -20,7 +20,8 @@ import (
 //
 // If the idempotency key exists, the existing effect is returned (Deduplicated) and nothing is
 // called. The returned effect carries the state after the call: CONFIRMED, FAILED, PENDING
-// (retrying in a reactor) or UNKNOWN (being reconciled).
+// (retrying in a reactor, or accepted upstream and awaiting its callback: CorrelationID is set)
+// or UNKNOWN (being reconciled).
 func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 	r, err := c.registry.resolve(spec)
 	if err != nil {
