@@ -589,3 +589,39 @@ func TestAsyncForeignCorrelationID(t *testing.T) {
 	require.Equal(t, effects.StateFailed, failed.State)
 	require.Equal(t, "gave up", failed.Error)
 }
+
+// TestAsyncCallbackForStuckEffect: without a status check, a non-retry-safe async effect whose
+// deadline passed becomes STUCK; a callback then is refused (an operator decides) and kept in
+// the audit trail.
+func TestAsyncCallbackForStuckEffect(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	require.NoError(t, h.registry.Register(effects.Connector{
+		Name: "blind.job", Tags: []effects.Tag{effects.TagWrite, effects.TagExternal}, Unsafe: true,
+		AsyncTimeout: 100 * time.Millisecond,
+		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return nil, effects.Accepted("") },
+	}))
+	h.start()
+	ctx := context.Background()
+	e, err := h.client.Enqueue(ctx, effects.Spec{Connector: "blind.job", IdempotencyKey: "blind"}, nil)
+	require.NoError(t, err)
+	stuck := h.wait(e.ID)
+	require.Equal(t, effects.StateStuck, stuck.State)
+	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>STUCK"}, h.path(e.ID))
+
+	got, err := h.client.Callback(ctx, stuck.CorrelationID, json.RawMessage(`{"done":true}`), "")
+	require.ErrorIs(t, err, effects.ErrCallbackStuck)
+	require.Equal(t, effects.StateStuck, got.State)
+	history, err := h.client.History(ctx, e.ID)
+	require.NoError(t, err)
+	last := history[len(history)-1]
+	require.Equal(t, effects.StateStuck, last.From)
+	require.Equal(t, effects.StateStuck, last.To)
+	require.Equal(t, "callback", last.Actor)
+	require.JSONEq(t, `{"correlation_id":"`+stuck.CorrelationID+`","reported":"CONFIRMED","result":{"done":true}}`, string(last.Detail))
+
+	// The operator, who can see the callback, resolves it.
+	resolved, err := h.client.Resolve(ctx, e.ID, effects.StateConfirmed, "alice", "callback says done")
+	require.NoError(t, err)
+	require.Equal(t, effects.StateConfirmed, resolved.State)
+}
