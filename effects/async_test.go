@@ -599,7 +599,7 @@ func TestAsyncCallbackForStuckEffect(t *testing.T) {
 	require.NoError(t, h.registry.Register(effects.Connector{
 		Name: "blind.job", Tags: []effects.Tag{effects.TagWrite, effects.TagExternal}, Unsafe: true,
 		AsyncTimeout: 100 * time.Millisecond,
-		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return nil, effects.Accepted("") },
+		Dispatch:     func(context.Context, effects.Call) (json.RawMessage, error) { return nil, effects.Accepted("") },
 	}))
 	h.start()
 	ctx := context.Background()
