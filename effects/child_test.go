@@ -12,6 +12,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/fakejobs"
 )
 
 // childReactorEnv, when set, makes the test binary run as a reactor process instead of running
@@ -35,6 +36,12 @@ func runChildReactor() int {
 		BaseURL: os.Getenv("BANK_URL"), StatusCheck: true, Compensate: true, Checkpoints: true,
 		Timeout: time.Second, Backoff: fastBackoff,
 	}.Connector())
+	if jobsURL := os.Getenv("JOBS_URL"); jobsURL != "" { // async tests: the fake jobs upstream
+		registry.MustRegister(fakejobs.ConnectorOptions{
+			BaseURL: jobsURL, CallbackURL: os.Getenv("CALLBACK_URL"), Timeout: time.Second, Backoff: fastBackoff,
+			StatusCheckLimit: 1000,
+		}.Connector())
+	}
 	config := testConfig(registry)
 	config.Logger = logger
 	config.InFlightMargin = time.Second

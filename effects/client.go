@@ -69,6 +69,9 @@ type Config struct {
 	// River's.
 	FetchCooldown     time.Duration
 	FetchPollInterval time.Duration
+	// AsyncTimeout is how long an effect accepted upstream (Accepted) awaits its callback when
+	// neither its Spec nor its Connector says. Default DefaultAsyncTimeout.
+	AsyncTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -93,6 +96,9 @@ func (c *Config) setDefaults() {
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 5 * time.Second
 	}
+	if c.AsyncTimeout == 0 {
+		c.AsyncTimeout = DefaultAsyncTimeout
+	}
 }
 
 // Validate reports what is wrong with the configuration.
@@ -104,6 +110,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("effects: Config.Workers must be between 1 and 10000, got %d", c.Workers)
 	case c.InFlightMargin < 0 || c.SweepInterval < 0:
 		return errors.New("effects: Config.InFlightMargin and SweepInterval must not be negative")
+	case c.AsyncTimeout < 0 || c.AsyncTimeout > maxAsyncTimeout:
+		return fmt.Errorf("effects: Config.AsyncTimeout %v out of range (up to %v)", c.AsyncTimeout, maxAsyncTimeout)
 	}
 	return nil
 }
@@ -137,6 +145,9 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &reconcileWorker{client: c}); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &deadlineWorker{client: c}); err != nil {
 		return nil, err
 	}
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

@@ -48,6 +48,18 @@ type Connector struct {
 	// Unsafe allows registering a connector that is not retry safe and has no status check,
 	// business key or compensation: its UNKNOWN outcomes can only be resolved by a person.
 	Unsafe bool
+	// AsyncTimeout is how long an effect whose Dispatch answered Accepted awaits its callback
+	// before its deadline passes. Spec.AsyncTimeout overrides it per call; default
+	// Config.AsyncTimeout. See docs/async.md.
+	AsyncTimeout time.Duration
+	// HardTimeout makes a passed deadline cancel the operation (see Cancel) instead of only
+	// marking its outcome unknown (the soft timeout). Spec.AsyncHardTimeout sets it per call.
+	HardTimeout bool
+	// Cancel asks the upstream to abandon an accepted operation (call.CorrelationID names it).
+	// Optional. nil error means the upstream confirmed the operation will not take effect: the
+	// effect becomes FAILED. Any error leaves its outcome unknown. Used by hard timeouts and
+	// CancelRun.
+	Cancel func(ctx context.Context, call Call) error
 }
 
 // Call is what a connector receives for one call.
@@ -60,6 +72,11 @@ type Call struct {
 	Args           json.RawMessage
 	// Attempt numbers the dispatch attempts of the effect from 1.
 	Attempt int
+	// CorrelationID is the self-routing id "{run}:{effect id}" ("{effect id}" for an effect
+	// without a run), the same for every attempt. A connector whose upstream finishes the work
+	// later passes it upstream (e.g. in a webhook URL) and returns Accepted(call.CorrelationID);
+	// the upstream's callback then names it to Client.Callback.
+	CorrelationID string
 }
 
 // Original describes, to Compensate, the confirmed effect being undone.
@@ -164,6 +181,9 @@ func (c Connector) withDefaults() (*Connector, error) {
 	}
 	if c.Backoff == nil {
 		c.Backoff = defaultBackoff
+	}
+	if c.AsyncTimeout < 0 || c.AsyncTimeout > maxAsyncTimeout {
+		return nil, fmt.Errorf("effects: connector %q: AsyncTimeout %v out of range (0 for the default, up to %v)", c.Name, c.AsyncTimeout, maxAsyncTimeout)
 	}
 	if !RetrySafe(c.Tags) && c.StatusCheck == nil && c.BusinessKey == nil && c.Compensate == nil && !c.Unsafe {
 		return nil, fmt.Errorf("effects: connector %q is not retry safe (tags %v) and has no way to resolve an "+

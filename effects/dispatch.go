@@ -69,6 +69,11 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 	if job.Attempt > 1 && !Policy(row.Policy).RetrySafe() {
 		return c.recordInterrupted(ctx, job, row, f, actor)
 	}
+	if job.Attempt == 1 && row.Attempts > 0 && row.RunID != nil {
+		if stopped, err := c.stopCancelledRetry(ctx, job, row, f, actor); stopped || err != nil { // run.go
+			return err
+		}
+	}
 
 	out, elapsed := c.callDispatch(ctx, row, connector)
 	c.metrics.dispatchSeconds.WithLabelValues(row.Connector, string(out.kind)).Observe(elapsed.Seconds())
@@ -112,7 +117,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 			slog.Duration("retry_in", retryIn), slog.String("error", errString(out.err)))
 		return river.JobSnooze(retryIn)
 	}
-	c.countTransition(row.Connector, row.Policy, StatePending, State(settled.State))
+	if State(settled.State) != StatePending { // accepted: awaiting its callback
+		c.countTransition(row.Connector, row.Policy, StatePending, State(settled.State))
+	}
 	return nil
 }
 
@@ -200,6 +207,7 @@ func callOf(row dbsqlc.ReckonEffect) Call {
 		BusinessKey:    deref(row.BusinessKey),
 		Args:           row.Args,
 		Attempt:        int(row.Attempts) + 1,
+		CorrelationID:  correlationIDOf(row),
 	}
 }
 

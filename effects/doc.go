@@ -39,6 +39,15 @@
 // owner without a hook in the process is refused (ErrNoSettleHook), never skipped. Owned outcomes
 // are written one transaction each, not by group commit.
 //
+// # Async effects
+//
+// A Dispatch may answer Accepted: the upstream will report the outcome later. The effect stays
+// PENDING, awaiting Client.Callback under its self-routing Call.CorrelationID "{run}:{effect id}",
+// until a River job scheduled at its deadline makes it UNKNOWN (soft timeout; a late callback
+// still resolves it) or, with a hard timeout, cancels it upstream. Effects sharing Spec.RunID form
+// a run: WaitRun is its completion gate, CancelRun stops it, StartRun sets its guardrails (max
+// steps, max consecutive failures) and GetRun shows its status. See docs/async.md.
+//
 // # Caveats
 //
 //   - Send Call.IdempotencyKey upstream. Connector calls must respect their context.

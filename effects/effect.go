@@ -36,9 +36,12 @@ type Effect struct {
 	// CompensatesID is, for a compensation, the effect it undoes.
 	CompensatesID *uuid.UUID
 	// Owner is the component told of the effect's settlement (Spec.Owner), or "".
-	Owner     string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Owner string
+	// CorrelationID is set once the upstream accepted the effect (Accepted): the id its callback
+	// names. DeadlineAt is then when its await ends.
+	CorrelationID string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 	// Deduplicated is set by enqueueing when the idempotency key already existed: this is the
 	// existing effect and nothing new was recorded.
 	Deduplicated bool
@@ -79,6 +82,7 @@ func effectFromRow(row dbsqlc.ReckonEffect) *Effect {
 		TurnGroup:      deref(row.TurnGroup),
 		CompensatesID:  row.CompensatesID,
 		Owner:          deref(row.Owner),
+		CorrelationID:  deref(row.CorrelationID),
 		CreatedAt:      row.CreatedAt,
 		UpdatedAt:      row.UpdatedAt,
 	}

@@ -92,6 +92,10 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		unique = append(unique, i)
 	}
 
+	if err := c.checkRunsTx(ctx, tx, resolved); err != nil { // run guardrails (run.go)
+		return nil, err
+	}
+
 	scheduledAt := time.Time{}
 	if opts != nil {
 		scheduledAt = opts.ScheduledAt
@@ -133,7 +137,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		for i := range result {
 			result[i] = effect
 		}
-		return result, nil
+		return result, c.setAsyncOptionsTx(ctx, tx, resolved, result)
 	}
 	params := dbsqlc.EffectInsertManyParams{Actor: actor, Reason: reason}
 	for n, i := range unique {
@@ -184,7 +188,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	for i, r := range resolved {
 		result[i] = byKey[[2]string{r.tenantID, r.idempotencyKey}]
 	}
-	return result, nil
+	return result, c.setAsyncOptionsTx(ctx, tx, resolved, result)
 }
 
 // dedup handles an effect whose key existed: it returns the existing effect (or the conflict) and

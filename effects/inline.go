@@ -20,7 +20,8 @@ import (
 //
 // If the idempotency key exists, the existing effect is returned (Deduplicated) and nothing is
 // called. The returned effect carries the state after the call: CONFIRMED, FAILED, PENDING
-// (retrying in a reactor) or UNKNOWN (being reconciled).
+// (retrying in a reactor, or accepted upstream and awaiting its callback: CorrelationID is set)
+// or UNKNOWN (being reconciled).
 func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 	r, err := c.registry.resolve(spec)
 	if err != nil {
@@ -35,6 +36,9 @@ func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 	expires := time.Now().Add(leaseFor)
 	var row dbsqlc.ReckonEffect
 	err = c.withTx(ctx, func(tx pgx.Tx) error {
+		if err := c.checkRunsTx(ctx, tx, []*resolvedSpec{r}); err != nil { // run guardrails (run.go)
+			return err
+		}
 		q := dbsqlc.New(tx)
 		row, err = q.EffectInsert(ctx, dbsqlc.EffectInsertParams{
 			ID: uuid.Must(uuid.NewV7()), TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
@@ -44,6 +48,16 @@ func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 			LeaseOwner: &actor, LeaseToken: &token, LeaseExpiresAt: &expires,
 			Actor: actor, Reason: "inline attempt claimed",
 		})
+		if err != nil {
+			return err
+		}
+		if r.spec.AsyncTimeout == 0 && !r.spec.AsyncHardTimeout {
+			return nil
+		}
+		if err := c.setAsyncOptionsTx(ctx, tx, []*resolvedSpec{r}, []*Effect{effectFromRow(row)}); err != nil {
+			return err
+		}
+		row, err = q.EffectGetByID(ctx, row.ID) // with its async options, for the call
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

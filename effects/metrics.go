@@ -17,6 +17,9 @@ import (
 //	reckon_effect_compensations_total{connector}                 compensations enqueued
 //	reckon_effect_fenced_writes_total{connector}                 late outcomes refused by the fence
 //	reckon_effect_swept_total{reason}                            effects the sweeper took over
+//	reckon_effect_accepted_total{connector}                      acceptances awaiting a callback
+//	reckon_effect_callbacks_total{connector,to}                  callbacks that resolved an effect
+//	reckon_effect_deadlines_total{connector,to}                  async deadlines that passed
 //	reckon_effects{state}                                        PENDING, UNKNOWN and STUCK effects now
 type Metrics struct {
 	transitions     *prometheus.CounterVec
@@ -25,6 +28,9 @@ type Metrics struct {
 	compensations   *prometheus.CounterVec
 	fenced          *prometheus.CounterVec
 	swept           *prometheus.CounterVec
+	accepted        *prometheus.CounterVec
+	callbacks       *prometheus.CounterVec
+	deadlines       *prometheus.CounterVec
 }
 
 func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries) (*Metrics, error) {
@@ -54,11 +60,23 @@ func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries) (*Met
 			Namespace: "reckon", Subsystem: "effect", Name: "swept_total",
 			Help: "Effects the sweeper took over because their attempt or job was gone.",
 		}, []string{"reason"}),
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "accepted_total",
+			Help: "Dispatches the upstream accepted, to finish by callback.",
+		}, []string{"connector"}),
+		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "callbacks_total",
+			Help: "Callbacks that resolved an effect, by the state they set.",
+		}, []string{"connector", "to"}),
+		deadlines: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "deadlines_total",
+			Help: "Async deadlines that passed before the callback, by the state they set.",
+		}, []string{"connector", "to"}),
 	}
 	if registerer == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.transitions, m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.swept, &stateCollector{queries: queries}} {
+	for _, c := range []prometheus.Collector{m.transitions, m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.swept, m.accepted, m.callbacks, m.deadlines, &stateCollector{queries: queries}} {
 		if err := registerer.Register(c); err != nil {
 			return nil, err
 		}

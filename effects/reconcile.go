@@ -105,6 +105,9 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 			t.errMsg = status.Reason
 		}
 	}
+	if t.to == StatePending {
+		c.holdCancelledRun(ctx, row, &t) // run.go: a cancelled run's effects are not dispatched again
+	}
 
 	var compensations []*Effect
 	err = c.withTx(ctx, func(tx pgx.Tx) error {

@@ -151,10 +151,11 @@ func (c *Client) insertReconcileJob(ctx context.Context, tx pgx.Tx, effectID uui
 
 // outcome is a classified connector answer.
 type outcome struct {
-	kind       outcomeKind
-	result     json.RawMessage
-	err        error
-	retryAfter time.Duration
+	kind          outcomeKind
+	correlationID string // of an accepted outcome
+	result        json.RawMessage
+	err           error
+	retryAfter    time.Duration
 }
 
 type outcomeKind string
@@ -164,6 +165,7 @@ const (
 	outcomeFailed    outcomeKind = "failed"
 	outcomeRetry     outcomeKind = "retryable"
 	outcomeUnknown   outcomeKind = "unknown"
+	outcomeAccepted  outcomeKind = "accepted" // awaiting a callback (pending.go)
 )
 
 // classify sorts a connector's answer conservatively: only a nil error confirms, only Permanent
@@ -180,6 +182,8 @@ func classify(result json.RawMessage, err error) outcome {
 		return outcome{kind: outcomeFailed, err: err}
 	case errors.As(err, &retryable):
 		return outcome{kind: outcomeRetry, err: err, retryAfter: retryable.After}
+	case isAccepted(err):
+		return classifyAccepted(err)
 	default:
 		return outcome{kind: outcomeUnknown, err: err}
 	}
@@ -205,6 +209,12 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 			t.to, t.reason = StateFailed, fmt.Sprintf("retry budget spent: %d attempts, none applied", attempt)
 			break
 		}
+		if cancelled, err := c.runCancelledTx(ctx, tx, row.RunID); err != nil {
+			return settled, 0, false, err
+		} else if cancelled { // run.go
+			t.to, t.reason = StateFailed, "retryable failure, none applied, and the run was cancelled: not tried again"
+			break
+		}
 		retryIn = out.retryAfter
 		if retryIn <= 0 {
 			retryIn = connector.Backoff(attempt)
@@ -224,6 +234,9 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 			return settled, 0, true, nil
 		}
 		return settled, retryIn, false, err
+	case outcomeAccepted:
+		settled, fenced, err = c.recordAccepted(ctx, tx, row, connector, f, actor, out.correlationID)
+		return settled, 0, fenced, err
 	default:
 		t.to, t.reason = StateUnknown, "outcome unknown: "+t.errMsg
 		if t.newJobID, err = c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -37,6 +38,11 @@ type Spec struct {
 	// makes the effect CONFIRMED, FAILED or STUCK, e.g. "saga". Default: none. Enqueueing an owned
 	// effect whose owner has no hook in this process fails with ErrNoSettleHook.
 	Owner string
+	// AsyncTimeout overrides the connector's AsyncTimeout for this call: how long the effect
+	// awaits its callback once the upstream accepted it.
+	AsyncTimeout time.Duration
+	// AsyncHardTimeout makes this call's deadline a hard timeout even if the connector's is soft.
+	AsyncHardTimeout bool
 }
 
 // Position is where an effect was decided in an agent's journal: the decision number within the
@@ -102,6 +108,9 @@ func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 		if res.businessKey, err = connector.BusinessKey(res.args); err != nil {
 			return nil, fmt.Errorf("effects: %s business key: %w", spec.Connector, err)
 		}
+	}
+	if spec.AsyncTimeout < 0 || (spec.AsyncTimeout > 0 && (spec.AsyncTimeout < time.Millisecond || spec.AsyncTimeout > maxAsyncTimeout)) {
+		return nil, fmt.Errorf("effects: %s: AsyncTimeout %v out of range (1ms to %v)", spec.Connector, spec.AsyncTimeout, maxAsyncTimeout)
 	}
 	res.maxAttempts = connector.MaxAttempts
 	if spec.MaxAttempts < 0 {

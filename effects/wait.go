@@ -66,6 +66,16 @@ func newNotifier(pool *pgxpool.Pool, logger *slog.Logger) *notifier {
 // notification after the call is missed.
 func (n *notifier) subscribe(ctx context.Context, id uuid.UUID) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{}, 1)
+	unsubscribe, err := n.subscribeTo(ctx, id, ch)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ch, unsubscribe, nil
+}
+
+// subscribeTo is subscribe with the caller's channel (buffered), which several subscriptions may
+// share: the completion gate wakes on any effect of its run.
+func (n *notifier) subscribeTo(ctx context.Context, id uuid.UUID, ch chan struct{}) (func(), error) {
 	n.mu.Lock()
 	if n.waiters[id] == nil {
 		n.waiters[id] = map[chan struct{}]struct{}{}
@@ -89,10 +99,10 @@ func (n *notifier) subscribe(ctx context.Context, id uuid.UUID) (<-chan struct{}
 	}
 	select {
 	case <-ready:
-		return ch, unsubscribe, nil
+		return unsubscribe, nil
 	case <-ctx.Done():
 		unsubscribe()
-		return nil, nil, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 

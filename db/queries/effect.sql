@@ -217,3 +217,56 @@ SELECT id, connector, policy, state FROM settled;
 
 -- name: EffectListByIDs :many
 SELECT * FROM reckon_effects WHERE id = ANY (@ids::uuid[]);
+
+-- Pending events (0005_pending).
+
+-- name: EffectAccept :one
+-- Records that the upstream accepted a PENDING effect and will call back (fenced like
+-- EffectSettle): the attempt is counted, the lease cleared, and the effect handed to its deadline
+-- job. Not a transition: the effect stays PENDING, awaiting its callback until deadline_at.
+UPDATE reckon_effects
+SET attempts = attempts + 1,
+    correlation_id = @correlation_id::text,
+    deadline_at = @deadline_at::timestamptz,
+    job_id = @new_job_id::bigint,
+    lease_owner = NULL,
+    lease_token = NULL,
+    lease_expires_at = NULL
+WHERE id = @id
+  AND state = 'PENDING'
+  AND CASE WHEN sqlc.narg(lease_token)::uuid IS NOT NULL THEN lease_token = sqlc.narg(lease_token)::uuid
+           ELSE job_id IS NOT DISTINCT FROM sqlc.narg(job_id)::bigint END
+RETURNING *;
+
+-- name: EffectGetByCorrelationIDForUpdate :one
+SELECT * FROM reckon_effects WHERE correlation_id = @correlation_id FOR UPDATE;
+
+-- name: EffectSetAsyncOptions :exec
+-- Stores a spec's per-call async options on a just-inserted effect.
+UPDATE reckon_effects
+SET async_timeout_ms = sqlc.narg(async_timeout_ms), async_hard_timeout = @async_hard_timeout
+WHERE id = @id;
+
+-- name: EffectListByRun :many
+-- The effects of a run, oldest first.
+SELECT * FROM reckon_effects WHERE run_id = @run_id ORDER BY created_at, id;
+
+-- name: EffectListUnresolvedByRun :many
+-- The ids of the effects of a run that are PENDING or UNKNOWN.
+SELECT id FROM reckon_effects WHERE run_id = @run_id AND state IN ('PENDING', 'UNKNOWN');
+
+-- name: EffectListPendingByRunForUpdate :many
+-- The PENDING effects of a run with the state of their job, locked for the caller's transaction.
+SELECT sqlc.embed(e), coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
+FROM reckon_effects e
+LEFT JOIN river_job j ON j.id = e.job_id
+WHERE e.run_id = @run_id AND e.state = 'PENDING'
+ORDER BY e.created_at, e.id
+FOR UPDATE OF e;
+
+-- name: EffectSetCorrelationID :one
+-- Records the correlation id of an effect resolved by a callback that overtook the record of its
+-- acceptance. Not a transition.
+UPDATE reckon_effects SET correlation_id = @correlation_id::text
+WHERE id = @id AND correlation_id IS NULL
+RETURNING *;

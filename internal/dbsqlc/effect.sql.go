@@ -13,6 +13,83 @@ import (
 	"github.com/google/uuid"
 )
 
+const effectAccept = `-- name: EffectAccept :one
+
+UPDATE reckon_effects
+SET attempts = attempts + 1,
+    correlation_id = $1::text,
+    deadline_at = $2::timestamptz,
+    job_id = $3::bigint,
+    lease_owner = NULL,
+    lease_token = NULL,
+    lease_expires_at = NULL
+WHERE id = $4
+  AND state = 'PENDING'
+  AND CASE WHEN $5::uuid IS NOT NULL THEN lease_token = $5::uuid
+           ELSE job_id IS NOT DISTINCT FROM $6::bigint END
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
+`
+
+type EffectAcceptParams struct {
+	CorrelationID string
+	DeadlineAt    time.Time
+	NewJobID      int64
+	ID            uuid.UUID
+	LeaseToken    *uuid.UUID
+	JobID         *int64
+}
+
+// Pending events (0005_pending).
+// Records that the upstream accepted a PENDING effect and will call back (fenced like
+// EffectSettle): the attempt is counted, the lease cleared, and the effect handed to its deadline
+// job. Not a transition: the effect stays PENDING, awaiting its callback until deadline_at.
+func (q *Queries) EffectAccept(ctx context.Context, arg EffectAcceptParams) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectAccept,
+		arg.CorrelationID,
+		arg.DeadlineAt,
+		arg.NewJobID,
+		arg.ID,
+		arg.LeaseToken,
+		arg.JobID,
+	)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
+	)
+	return i, err
+}
+
 const effectArgsEqual = `-- name: EffectArgsEqual :one
 SELECT args = $1::jsonb FROM reckon_effects WHERE id = $2
 `
@@ -64,8 +141,52 @@ func (q *Queries) EffectCountUnresolved(ctx context.Context) ([]EffectCountUnres
 	return items, nil
 }
 
+const effectGetByCorrelationIDForUpdate = `-- name: EffectGetByCorrelationIDForUpdate :one
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE correlation_id = $1 FOR UPDATE
+`
+
+func (q *Queries) EffectGetByCorrelationIDForUpdate(ctx context.Context, correlationID *string) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectGetByCorrelationIDForUpdate, correlationID)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
+	)
+	return i, err
+}
+
 const effectGetByID = `-- name: EffectGetByID :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner FROM reckon_effects WHERE id = $1
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE id = $1
 `
 
 func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -101,12 +222,15 @@ func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect
 		&i.TimeoutMs,
 		&i.CompensatesID,
 		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
 
 const effectGetByIDForUpdate = `-- name: EffectGetByIDForUpdate :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner FROM reckon_effects WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -142,12 +266,15 @@ func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Rec
 		&i.TimeoutMs,
 		&i.CompensatesID,
 		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
 
 const effectGetByIdempotencyKey = `-- name: EffectGetByIdempotencyKey :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
 `
 
 type EffectGetByIdempotencyKeyParams struct {
@@ -188,6 +315,9 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 		&i.TimeoutMs,
 		&i.CompensatesID,
 		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
@@ -205,7 +335,7 @@ INSERT INTO reckon_effects (
     $22::text, $23::text, $24
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectInsertParams struct {
@@ -295,6 +425,9 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		&i.TimeoutMs,
 		&i.CompensatesID,
 		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
@@ -328,7 +461,7 @@ FROM (
         unnest($17::text[]) AS owner
 ) AS u
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectInsertManyParams struct {
@@ -410,6 +543,9 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 			&i.TimeoutMs,
 			&i.CompensatesID,
 			&i.Owner,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
 		); err != nil {
 			return nil, err
 		}
@@ -422,7 +558,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 }
 
 const effectList = `-- name: EffectList :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner FROM reckon_effects
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects
 WHERE tenant_id = $1
   AND ($2::reckon_effect_state IS NULL OR state = $2::reckon_effect_state)
   AND ($3::text IS NULL OR connector = $3::text)
@@ -498,6 +634,9 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 			&i.TimeoutMs,
 			&i.CompensatesID,
 			&i.Owner,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
 		); err != nil {
 			return nil, err
 		}
@@ -510,7 +649,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 }
 
 const effectListByIDs = `-- name: EffectListByIDs :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner FROM reckon_effects WHERE id = ANY ($1::uuid[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE id = ANY ($1::uuid[])
 `
 
 func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]ReckonEffect, error) {
@@ -552,6 +691,9 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 			&i.TimeoutMs,
 			&i.CompensatesID,
 			&i.Owner,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
 		); err != nil {
 			return nil, err
 		}
@@ -564,7 +706,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 }
 
 const effectListByIdempotencyKeys = `-- name: EffectListByIdempotencyKeys :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
 `
 
 type EffectListByIdempotencyKeysParams struct {
@@ -611,6 +753,138 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 			&i.TimeoutMs,
 			&i.CompensatesID,
 			&i.Owner,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const effectListByRun = `-- name: EffectListByRun :many
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE run_id = $1 ORDER BY created_at, id
+`
+
+// The effects of a run, oldest first.
+func (q *Queries) EffectListByRun(ctx context.Context, runID *string) ([]ReckonEffect, error) {
+	rows, err := q.db.Query(ctx, effectListByRun, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReckonEffect
+	for rows.Next() {
+		var i ReckonEffect
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Connector,
+			&i.Args,
+			&i.IdempotencyKey,
+			&i.BusinessKey,
+			&i.Policy,
+			&i.Tags,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseOwner,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Error,
+			&i.DeadlineAt,
+			&i.RunID,
+			&i.TurnID,
+			&i.TurnGroup,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.TransitionActor,
+			&i.TransitionReason,
+			&i.TransitionDetail,
+			&i.JobID,
+			&i.TimeoutMs,
+			&i.CompensatesID,
+			&i.Owner,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const effectListPendingByRunForUpdate = `-- name: EffectListPendingByRunForUpdate :many
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
+FROM reckon_effects e
+LEFT JOIN river_job j ON j.id = e.job_id
+WHERE e.run_id = $1 AND e.state = 'PENDING'
+ORDER BY e.created_at, e.id
+FOR UPDATE OF e
+`
+
+type EffectListPendingByRunForUpdateRow struct {
+	ReckonEffect ReckonEffect
+	JobState     string
+	JobAttempt   int32
+}
+
+// The PENDING effects of a run with the state of their job, locked for the caller's transaction.
+func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, runID *string) ([]EffectListPendingByRunForUpdateRow, error) {
+	rows, err := q.db.Query(ctx, effectListPendingByRunForUpdate, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EffectListPendingByRunForUpdateRow
+	for rows.Next() {
+		var i EffectListPendingByRunForUpdateRow
+		if err := rows.Scan(
+			&i.ReckonEffect.ID,
+			&i.ReckonEffect.TenantID,
+			&i.ReckonEffect.Connector,
+			&i.ReckonEffect.Args,
+			&i.ReckonEffect.IdempotencyKey,
+			&i.ReckonEffect.BusinessKey,
+			&i.ReckonEffect.Policy,
+			&i.ReckonEffect.Tags,
+			&i.ReckonEffect.State,
+			&i.ReckonEffect.Attempts,
+			&i.ReckonEffect.MaxAttempts,
+			&i.ReckonEffect.LeaseOwner,
+			&i.ReckonEffect.LeaseToken,
+			&i.ReckonEffect.LeaseExpiresAt,
+			&i.ReckonEffect.Result,
+			&i.ReckonEffect.Error,
+			&i.ReckonEffect.DeadlineAt,
+			&i.ReckonEffect.RunID,
+			&i.ReckonEffect.TurnID,
+			&i.ReckonEffect.TurnGroup,
+			&i.ReckonEffect.CreatedAt,
+			&i.ReckonEffect.UpdatedAt,
+			&i.ReckonEffect.TransitionActor,
+			&i.ReckonEffect.TransitionReason,
+			&i.ReckonEffect.TransitionDetail,
+			&i.ReckonEffect.JobID,
+			&i.ReckonEffect.TimeoutMs,
+			&i.ReckonEffect.CompensatesID,
+			&i.ReckonEffect.Owner,
+			&i.ReckonEffect.CorrelationID,
+			&i.ReckonEffect.AsyncTimeoutMs,
+			&i.ReckonEffect.AsyncHardTimeout,
+			&i.JobState,
+			&i.JobAttempt,
 		); err != nil {
 			return nil, err
 		}
@@ -653,6 +927,31 @@ func (q *Queries) EffectListSettled(ctx context.Context, ids []uuid.UUID) ([]Eff
 	return items, nil
 }
 
+const effectListUnresolvedByRun = `-- name: EffectListUnresolvedByRun :many
+SELECT id FROM reckon_effects WHERE run_id = $1 AND state IN ('PENDING', 'UNKNOWN')
+`
+
+// The ids of the effects of a run that are PENDING or UNKNOWN.
+func (q *Queries) EffectListUnresolvedByRun(ctx context.Context, runID *string) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, effectListUnresolvedByRun, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const effectResetAttempts = `-- name: EffectResetAttempts :exec
 UPDATE reckon_effects SET attempts = 0 WHERE id = $1 AND state = 'STUCK'
 `
@@ -675,7 +974,7 @@ WHERE id = $3
   AND state = 'PENDING'
   AND CASE WHEN $4::uuid IS NOT NULL THEN lease_token = $4::uuid
            ELSE job_id IS NOT DISTINCT FROM $5::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectRetryLaterParams struct {
@@ -727,6 +1026,80 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 		&i.TimeoutMs,
 		&i.CompensatesID,
 		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
+	)
+	return i, err
+}
+
+const effectSetAsyncOptions = `-- name: EffectSetAsyncOptions :exec
+UPDATE reckon_effects
+SET async_timeout_ms = $1, async_hard_timeout = $2
+WHERE id = $3
+`
+
+type EffectSetAsyncOptionsParams struct {
+	AsyncTimeoutMs   *int32
+	AsyncHardTimeout bool
+	ID               uuid.UUID
+}
+
+// Stores a spec's per-call async options on a just-inserted effect.
+func (q *Queries) EffectSetAsyncOptions(ctx context.Context, arg EffectSetAsyncOptionsParams) error {
+	_, err := q.db.Exec(ctx, effectSetAsyncOptions, arg.AsyncTimeoutMs, arg.AsyncHardTimeout, arg.ID)
+	return err
+}
+
+const effectSetCorrelationID = `-- name: EffectSetCorrelationID :one
+UPDATE reckon_effects SET correlation_id = $1::text
+WHERE id = $2 AND correlation_id IS NULL
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
+`
+
+type EffectSetCorrelationIDParams struct {
+	CorrelationID string
+	ID            uuid.UUID
+}
+
+// Records the correlation id of an effect resolved by a callback that overtook the record of its
+// acceptance. Not a transition.
+func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorrelationIDParams) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectSetCorrelationID, arg.CorrelationID, arg.ID)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
@@ -734,7 +1107,7 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 const effectSetJob = `-- name: EffectSetJob :one
 UPDATE reckon_effects SET job_id = $1::bigint
 WHERE id = $2 AND state = $3 AND job_id IS NOT DISTINCT FROM $4::bigint
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectSetJobParams struct {
@@ -784,6 +1157,9 @@ func (q *Queries) EffectSetJob(ctx context.Context, arg EffectSetJobParams) (Rec
 		&i.TimeoutMs,
 		&i.CompensatesID,
 		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
@@ -805,7 +1181,7 @@ WHERE id = $9
   AND state = $10
   AND CASE WHEN $11::uuid IS NOT NULL THEN lease_token = $11::uuid
            ELSE job_id IS NOT DISTINCT FROM $12::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectSettleParams struct {
@@ -873,6 +1249,9 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 		&i.TimeoutMs,
 		&i.CompensatesID,
 		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }
@@ -1051,7 +1430,7 @@ SET state = $1,
     transition_reason = $3::text,
     transition_detail = $4
 WHERE id = $5 AND state = $6
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
 `
 
 type EffectTransitionParams struct {
@@ -1105,6 +1484,9 @@ func (q *Queries) EffectTransition(ctx context.Context, arg EffectTransitionPara
 		&i.TimeoutMs,
 		&i.CompensatesID,
 		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
 	)
 	return i, err
 }

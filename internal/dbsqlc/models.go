@@ -390,6 +390,9 @@ type ReckonEffect struct {
 	TimeoutMs        int32
 	CompensatesID    *uuid.UUID
 	Owner            *string
+	CorrelationID    *string
+	AsyncTimeoutMs   *int32
+	AsyncHardTimeout bool
 }
 
 type ReckonEffectTransition struct {
@@ -403,6 +406,18 @@ type ReckonEffectTransition struct {
 	Attempt   int32
 	At        time.Time
 	Detail    json.RawMessage
+}
+
+type ReckonRun struct {
+	ID                     string
+	TenantID               string
+	MaxSteps               *int32
+	MaxConsecutiveFailures *int32
+	CancelledAt            *time.Time
+	CancelledBy            *string
+	CancelReason           *string
+	CreatedAt              time.Time
+	UpdatedAt              time.Time
 }
 
 type ReckonSaga struct {

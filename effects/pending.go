@@ -1,0 +1,429 @@
+package effects
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// Pending events (DESIGN.md section 7): a connector's upstream may accept an effect and finish it
+// later, calling back. The effect stays PENDING, awaiting its callback, until a River job
+// scheduled at its deadline (the durable timer) moves it on.
+
+// DefaultAsyncTimeout is how long an accepted effect awaits its callback when neither its spec
+// nor its connector says (Config.AsyncTimeout changes it).
+const DefaultAsyncTimeout = 10 * time.Minute
+
+// maxAsyncTimeout bounds every async timeout (stored in milliseconds in an integer).
+const maxAsyncTimeout = 7 * 24 * time.Hour
+
+// maxCorrelationIDLen bounds the correlation ids a connector may return.
+const maxCorrelationIDLen = 512
+
+// Sentinel errors of callbacks. Test with errors.Is.
+var (
+	// ErrUnknownCorrelation: no effect was dispatched under that correlation id.
+	ErrUnknownCorrelation = errors.New("effects: unknown correlation id")
+	// ErrCallbackConflict: the effect is already CONFIRMED or FAILED with another outcome than
+	// the callback reports. The callback is recorded in the effect's audit trail; nothing else
+	// changes.
+	ErrCallbackConflict = errors.New("effects: callback conflicts with the recorded outcome")
+	// ErrCallbackStuck: the effect is STUCK, which only an operator resolves. The callback is
+	// recorded in its audit trail for the operator to see.
+	ErrCallbackStuck = errors.New("effects: callback for a STUCK effect")
+)
+
+// AcceptedError is the outcome Accepted builds; see Accepted.
+type AcceptedError struct {
+	// CorrelationID names the operation to its callback; empty means Call.CorrelationID.
+	CorrelationID string
+}
+
+func (e *AcceptedError) Error() string {
+	return "accepted upstream, awaiting callback " + e.CorrelationID
+}
+
+// Accepted is what Dispatch returns when the upstream accepted the effect and will report its
+// outcome later, by callback, under correlationID — normally the call's own CorrelationID, which
+// the connector passed upstream (empty means that one). The effect stays PENDING, awaiting its
+// callback (Client.Callback), until its deadline: Spec.AsyncTimeout, else the connector's
+// AsyncTimeout, else Config.AsyncTimeout. A callback with a result makes it CONFIRMED, one with
+// an error FAILED. If the deadline passes first the outcome is unknown: the effect becomes
+// UNKNOWN and is reconciled (soft timeout; a late callback still resolves it), or with a hard
+// timeout the connector's Cancel is called first (FAILED when the upstream confirms).
+//
+// Unlike Retryable (the call provably did not take effect: try again) and Permanent (it
+// definitely did not and will not: FAILED), Accepted says the call did reach the upstream and
+// will take effect or not later: it is neither retried nor failed. A connector must not return
+// Accepted for an upstream that never calls back: the effect would only ever time out.
+func Accepted(correlationID string) error { return &AcceptedError{CorrelationID: correlationID} }
+
+// IsAccepted reports whether err was built by Accepted.
+func IsAccepted(err error) bool {
+	var a *AcceptedError
+	return errors.As(err, &a)
+}
+
+func isAccepted(err error) bool { return IsAccepted(err) }
+
+// classifyAccepted turns an Accepted answer into an outcome. A correlation id that cannot be
+// stored leaves the outcome unknown: the upstream did accept something.
+func classifyAccepted(err error) outcome {
+	var a *AcceptedError
+	errors.As(err, &a)
+	id := a.CorrelationID
+	if len(id) > maxCorrelationIDLen || strings.ContainsAny(id, "\x00\r\n") {
+		return outcome{kind: outcomeUnknown, err: fmt.Errorf("connector accepted with an unusable correlation id (%d bytes)", len(id))}
+	}
+	return outcome{kind: outcomeAccepted, correlationID: id}
+}
+
+// correlationIDOf is the self-routing correlation id of an effect: "{run}:{effect id}", or
+// "{effect id}" without a run.
+func correlationIDOf(row dbsqlc.ReckonEffect) string {
+	if run := deref(row.RunID); run != "" {
+		return run + ":" + row.ID.String()
+	}
+	return row.ID.String()
+}
+
+// ParseCorrelationID splits a self-routing correlation id "{run}:{effect id}" (or "{effect id}")
+// into the run and the effect it names. Run ids may contain ':'; the effect id follows the last
+// one.
+func ParseCorrelationID(correlationID string) (run string, effectID uuid.UUID, err error) {
+	tail := correlationID
+	if i := strings.LastIndexByte(correlationID, ':'); i >= 0 {
+		run, tail = correlationID[:i], correlationID[i+1:]
+	}
+	effectID, err = uuid.Parse(tail)
+	if err != nil || len(tail) != 36 {
+		return "", uuid.Nil, fmt.Errorf("%w: %q is not {run}:{uuid}", ErrUnknownCorrelation, correlationID)
+	}
+	return run, effectID, nil
+}
+
+// asyncTimeout is the await of an accepted effect: per call, else per connector, else default.
+func (c *Client) asyncTimeout(row dbsqlc.ReckonEffect, connector *Connector) time.Duration {
+	switch {
+	case row.AsyncTimeoutMs != nil:
+		return time.Duration(*row.AsyncTimeoutMs) * time.Millisecond
+	case connector.AsyncTimeout > 0:
+		return connector.AsyncTimeout
+	default:
+		return c.config.AsyncTimeout
+	}
+}
+
+type deadlineArgs struct {
+	EffectID  uuid.UUID `json:"effect_id"`
+	TimeoutMS int32     `json:"timeout_ms"`
+}
+
+func (deadlineArgs) Kind() string { return "reckon_deadline" }
+
+// recordAccepted records, in tx and fenced by f, that the upstream accepted the effect: it stays
+// PENDING, handed to a deadline job scheduled at its deadline, with an observation in the audit
+// trail. A correlation id already taken by another effect leaves the outcome unknown.
+func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, connector *Connector, f fence, actor, correlationID string) (dbsqlc.ReckonEffect, bool, error) {
+	own := correlationIDOf(row)
+	if correlationID == "" {
+		correlationID = own
+	}
+	q := dbsqlc.New(tx)
+	if correlationID != own {
+		other, err := q.EffectGetByCorrelationIDForUpdate(ctx, &correlationID)
+		switch {
+		case err == nil && other.ID != row.ID:
+			reconcileJob, err := c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector)
+			if err != nil {
+				return row, false, err
+			}
+			return c.settle(ctx, tx, row.ID, transition{
+				from: StatePending, to: StateUnknown, fence: f, attempted: 1, newJobID: reconcileJob, actor: actor,
+				errMsg: fmt.Sprintf("accepted upstream under correlation id %q, which effect %s already holds", correlationID, other.ID),
+				reason: "accepted under a correlation id already in use: outcome unknown",
+			})
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return row, false, fmt.Errorf("effects: look up correlation id: %w", err)
+		}
+	}
+	hard := row.AsyncHardTimeout || connector.HardTimeout
+	deadline := time.Now().Add(c.asyncTimeout(row, connector)).Truncate(time.Microsecond)
+	res, err := c.river.InsertTx(ctx, tx, deadlineArgs{EffectID: row.ID, TimeoutMS: row.TimeoutMs},
+		&river.InsertOpts{Queue: c.config.Queue, MaxAttempts: dispatchJobMaxAttempts, ScheduledAt: deadline})
+	if err != nil {
+		return row, false, fmt.Errorf("effects: insert deadline job: %w", err)
+	}
+	settled, err := q.EffectAccept(ctx, dbsqlc.EffectAcceptParams{
+		ID: row.ID, CorrelationID: correlationID, DeadlineAt: deadline, NewJobID: res.Job.ID,
+		LeaseToken: f.leaseToken, JobID: f.jobID,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row, true, nil
+	}
+	if err != nil {
+		return row, false, fmt.Errorf("effects: record acceptance of %s: %w", row.ID, err)
+	}
+	detail, err := marshalDetail(map[string]any{
+		"correlation_id": correlationID, "deadline_at": deadline, "hard_timeout": hard,
+		"attempt": settled.Attempts, "deadline_job_id": res.Job.ID,
+	})
+	if err != nil {
+		return row, false, err
+	}
+	if err := q.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
+		EffectID: row.ID, Actor: actor, Reason: "accepted upstream: awaiting callback", Detail: detail,
+	}); err != nil {
+		return row, false, fmt.Errorf("effects: record acceptance of %s: %w", row.ID, err)
+	}
+	c.metrics.accepted.WithLabelValues(row.Connector).Inc()
+	return settled, false, nil
+}
+
+// deadlineWorker is the durable timer of an accepted effect. When it runs and the effect still
+// awaits its callback (PENDING and still handed to this job), the deadline has passed: the
+// outcome is unknown (UNKNOWN, reconciled; a late callback still resolves it), unless the timeout
+// is hard and the connector's Cancel gets the upstream to abandon the operation (FAILED). A
+// callback, a cancelled run or anything else that moved the effect on makes it a no-op.
+type deadlineWorker struct {
+	river.WorkerDefaults[deadlineArgs]
+	client *Client
+}
+
+func (w *deadlineWorker) Timeout(job *river.Job[deadlineArgs]) time.Duration {
+	return time.Duration(job.Args.TimeoutMS)*time.Millisecond + w.client.config.InFlightMargin
+}
+
+func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs]) error {
+	c := w.client
+	row, err := c.queries.EffectGetByID(ctx, job.Args.EffectID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return river.JobSnooze(time.Second)
+	}
+	if State(row.State) != StatePending || row.JobID == nil || *row.JobID != job.ID {
+		return nil // resolved by its callback, cancelled, or handed on: the timer is a no-op
+	}
+	connector, ok := c.registry.Get(row.Connector)
+	if !ok {
+		return river.JobSnooze(unknownConnectorSnooze)
+	}
+	actor := "reactor:" + c.config.ID
+	t := transition{from: StatePending, fence: fence{jobID: &job.ID}, actor: actor, detail: map[string]any{
+		"correlation_id": deref(row.CorrelationID), "deadline_at": row.DeadlineAt, "job_id": job.ID,
+	}}
+	hard := row.AsyncHardTimeout || connector.HardTimeout
+	switch {
+	case hard && connector.Cancel != nil:
+		if err := c.cancelUpstream(ctx, row, connector); err != nil {
+			t.to, t.errMsg = StateUnknown, "hard timeout: the upstream could not be cancelled: "+err.Error()
+			t.reason = "async deadline passed (hard timeout); cancelling upstream failed: outcome unknown"
+		} else {
+			t.to, t.errMsg = StateFailed, "hard timeout: cancelled upstream"
+			t.reason = "async deadline passed (hard timeout): cancelled upstream"
+		}
+	case hard:
+		t.to, t.errMsg = StateUnknown, "hard timeout: the connector cannot cancel upstream"
+		t.reason = "async deadline passed (hard timeout) and the connector cannot cancel: outcome unknown"
+	default:
+		t.to, t.errMsg = StateUnknown, "async deadline passed without a callback"
+		t.reason = "async deadline passed (soft timeout): outcome unknown; a late callback still resolves it"
+	}
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
+		if t.to == StateUnknown {
+			if t.newJobID, err = c.insertReconcileJob(recordCtx, tx, row.ID, row.TimeoutMs, row.Connector); err != nil {
+				return err
+			}
+		}
+		_, fenced, err := c.settle(recordCtx, tx, row.ID, t)
+		if err != nil || fenced {
+			return errors.Join(err, errFenced(fenced))
+		}
+		return completeJobTx(recordCtx, tx, job)
+	})
+	if errors.Is(err, errFencedOut) {
+		c.observeFencedOut(recordCtx, row.ID, row.Connector, actor, "deadline to "+string(t.to), t.detail)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.metrics.deadlines.WithLabelValues(row.Connector, string(t.to)).Inc()
+	c.countTransition(row.Connector, row.Policy, StatePending, t.to)
+	return nil
+}
+
+// cancelUpstream calls the connector's Cancel under its timeout.
+func (c *Client) cancelUpstream(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) error {
+	callCtx, cancel := context.WithTimeout(ctx, connector.Timeout)
+	defer cancel()
+	_, err := safeCall(func() (struct{}, error) { return struct{}{}, connector.Cancel(callCtx, callOf(row)) })
+	return err
+}
+
+// Callback resolves the effect awaiting correlationID with the upstream's report: errMsg empty
+// means success (CONFIRMED with result, which may be empty), otherwise FAILED with errMsg. The
+// effect's deadline timer becomes a no-op. It resolves an effect still PENDING — even one whose
+// dispatch has not yet recorded the acceptance, for a fast upstream; that dispatch is then fenced
+// out — and one already UNKNOWN because its deadline passed (a late callback).
+//
+// A callback repeating the recorded outcome (same result, or same error) succeeds and changes
+// nothing. Errors: ErrUnknownCorrelation when no dispatched effect has that correlation id;
+// ErrCallbackConflict when the effect is CONFIRMED or FAILED with another outcome; ErrCallbackStuck
+// when it is STUCK. Both of the last two record the callback in the effect's audit trail and
+// return the effect; nothing else changes. Bad input (a result that is not JSON, or both a result
+// and an error) changes nothing.
+func (c *Client) Callback(ctx context.Context, correlationID string, result json.RawMessage, errMsg string) (*Effect, error) {
+	switch {
+	case correlationID == "":
+		return nil, fmt.Errorf("%w: empty", ErrUnknownCorrelation)
+	case errMsg != "" && len(result) > 0:
+		return nil, errors.New("effects: a callback reports a result or an error, not both")
+	case len(result) > 0 && !json.Valid(result):
+		return nil, errors.New("effects: callback result is not valid JSON")
+	}
+	to, reason := StateConfirmed, "callback: succeeded"
+	if errMsg != "" {
+		to, reason = StateFailed, "callback: failed"
+	}
+	var (
+		effect     *Effect
+		from       State
+		outcomeErr error
+	)
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		row, err := c.lockByCorrelation(ctx, tx, correlationID)
+		if err != nil {
+			return err
+		}
+		from = State(row.State)
+		q := dbsqlc.New(tx)
+		detail := map[string]any{"correlation_id": correlationID}
+		switch from {
+		case StatePending, StateUnknown:
+			var job *dbsqlc.RiverJobGetForUpdateRow
+			if row.JobID != nil {
+				j, err := q.RiverJobGetForUpdate(ctx, *row.JobID)
+				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return fmt.Errorf("effects: lock job of %s: %w", row.ID, err)
+				}
+				if err == nil {
+					job = &j
+				}
+			}
+			if row.Attempts == 0 && row.LeaseToken == nil && (job == nil || job.Attempt == 0) {
+				return fmt.Errorf("%w: effect %s was never dispatched", ErrUnknownCorrelation, row.ID)
+			}
+			settled, fenced, err := c.settle(ctx, tx, row.ID, transition{
+				from: from, to: to, fence: fence{jobID: row.JobID, leaseToken: row.LeaseToken},
+				result: result, errMsg: errMsg, actor: "callback", reason: reason, detail: detail,
+			})
+			if err != nil {
+				return err
+			}
+			if fenced {
+				return fmt.Errorf("effects: callback for %s: the effect changed under its lock", row.ID)
+			}
+			// The job that owned the effect — its deadline timer, a queued reconcile — has
+			// nothing left to do; one that is running is fenced out when it records.
+			if job != nil && waitingJob(job.State) {
+				if _, err := c.river.JobCancelTx(ctx, tx, job.ID); err != nil {
+					return fmt.Errorf("effects: cancel job %d of %s: %w", job.ID, row.ID, err)
+				}
+			}
+			if settled.CorrelationID == nil { // the callback overtook the record of the acceptance
+				if settled, err = q.EffectSetCorrelationID(ctx, dbsqlc.EffectSetCorrelationIDParams{ID: row.ID, CorrelationID: correlationID}); err != nil {
+					return fmt.Errorf("effects: record correlation id of %s: %w", row.ID, err)
+				}
+			}
+			effect = effectFromRow(settled)
+			return nil
+		case StateConfirmed, StateFailed:
+			effect = effectFromRow(row)
+			if from == to && ((to == StateConfirmed && sameResult(row.Result, result)) || (to == StateFailed && deref(row.Error) == errMsg)) {
+				return nil // a repeated callback
+			}
+			outcomeErr = fmt.Errorf("%w: effect %s is %s", ErrCallbackConflict, row.ID, from)
+		default:
+			effect = effectFromRow(row)
+			outcomeErr = fmt.Errorf("%w: effect %s needs an operator", ErrCallbackStuck, row.ID)
+		}
+		detail["reported"] = string(to)
+		if errMsg != "" {
+			detail["error"] = errMsg
+		} else if len(result) > 0 {
+			detail["result"] = result
+		}
+		raw, err := marshalDetail(detail)
+		if err != nil {
+			return err
+		}
+		return q.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
+			EffectID: row.ID, Actor: "callback", Reason: "callback not applied: " + outcomeErr.Error(), Detail: raw,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if outcomeErr != nil {
+		return effect, outcomeErr
+	}
+	if from == StatePending || from == StateUnknown {
+		c.metrics.callbacks.WithLabelValues(effect.Connector, string(to)).Inc()
+		c.countTransition(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), from, to)
+	}
+	return effect, nil
+}
+
+// lockByCorrelation finds and locks the effect a callback names: by the correlation id recorded
+// at acceptance, else by the self-routing id (an acceptance not yet recorded).
+func (c *Client) lockByCorrelation(ctx context.Context, tx pgx.Tx, correlationID string) (dbsqlc.ReckonEffect, error) {
+	q := dbsqlc.New(tx)
+	row, err := q.EffectGetByCorrelationIDForUpdate(ctx, &correlationID)
+	if err == nil {
+		return row, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return row, fmt.Errorf("effects: look up correlation id: %w", err)
+	}
+	run, id, err := ParseCorrelationID(correlationID)
+	if err != nil {
+		return row, err
+	}
+	row, err = q.EffectGetByIDForUpdate(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && deref(row.RunID) != run) {
+		return row, fmt.Errorf("%w: %q", ErrUnknownCorrelation, correlationID)
+	}
+	if err != nil {
+		return row, fmt.Errorf("effects: look up correlation id: %w", err)
+	}
+	return row, nil
+}
+
+// waitingJob reports whether a job in this state has not started: cancelling it stops it.
+func waitingJob(state dbsqlc.RiverJobState) bool {
+	return state == dbsqlc.RiverJobStateAvailable || state == dbsqlc.RiverJobStateScheduled ||
+		state == dbsqlc.RiverJobStateRetryable || state == dbsqlc.RiverJobStatePending
+}
+
+// sameResult compares a recorded result with a reported one; absent and JSON null are equal.
+func sameResult(recorded, reported json.RawMessage) bool {
+	isNull := func(r json.RawMessage) bool { return len(r) == 0 || string(r) == "null" }
+	if isNull(recorded) || isNull(reported) {
+		return isNull(recorded) && isNull(reported)
+	}
+	return jsonEqual(recorded, reported)
+}

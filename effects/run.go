@@ -1,0 +1,563 @@
+package effects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// Runs group the effects one unit of work — an agent run, a workflow execution — enqueues, by
+// Spec.RunID. A run comes into being with its first effect (or StartRun, which also sets its
+// guardrails). The completion gate WaitRun waits until none of its effects is unresolved;
+// CancelRun stops it; GetRun shows its status.
+
+// Sentinel errors of runs. Test with errors.Is.
+var (
+	// ErrRunNotFound: no run with that id (for that tenant).
+	ErrRunNotFound = errors.New("effects: run not found")
+	// ErrRunMaxSteps: enqueueing would take the run past its MaxSteps; nothing was enqueued.
+	ErrRunMaxSteps = errors.New("effects: run reached its maximum number of steps")
+	// ErrRunMaxFailures: the run's last MaxConsecutiveFailures effects failed; nothing was
+	// enqueued.
+	ErrRunMaxFailures = errors.New("effects: run reached its maximum number of consecutive failures")
+	// ErrRunCancelled: the run was cancelled; nothing was enqueued.
+	ErrRunCancelled = errors.New("effects: run cancelled")
+)
+
+// RunSpec creates a run with guardrails, or changes the guardrails of an existing one.
+type RunSpec struct {
+	// ID is the run id effects name in Spec.RunID. Required.
+	ID string
+	// TenantID owns the run. Default DefaultTenant. Effects of other tenants cannot join it.
+	TenantID string
+	// MaxSteps bounds the effects enqueued into the run (compensations and replays of existing
+	// idempotency keys do not count). 0: no limit.
+	MaxSteps int
+	// MaxConsecutiveFailures refuses further effects once this many effects of the run in a row
+	// became FAILED (a CONFIRMED one resets the count). 0: no limit.
+	MaxConsecutiveFailures int
+}
+
+// Run is the status of a run.
+type Run struct {
+	ID       string
+	TenantID string
+	// MaxSteps and MaxConsecutiveFailures are the guardrails (0: none).
+	MaxSteps               int
+	MaxConsecutiveFailures int
+	// Steps counts the effects enqueued into the run; ConsecutiveFailures the FAILED ones since
+	// the last CONFIRMED one; Failures all FAILED ones.
+	Steps               int
+	ConsecutiveFailures int
+	Failures            int
+	// CancelledAt, CancelledBy and CancelReason are set once the run is cancelled.
+	CancelledAt  *time.Time
+	CancelledBy  string
+	CancelReason string
+	// Halted says why the run refuses further effects — ErrRunCancelled, ErrRunMaxFailures or
+	// ErrRunMaxSteps, with the numbers — and is nil while it accepts them.
+	Halted error
+	// Effects counts the run's effects in each state.
+	Effects   map[State]int
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Unresolved is how many of the run's effects are PENDING or UNKNOWN.
+func (r *Run) Unresolved() int { return r.Effects[StatePending] + r.Effects[StateUnknown] }
+
+func runFromRow(row dbsqlc.ReckonRun, stats dbsqlc.RunStatsRow) *Run {
+	r := &Run{
+		ID: row.ID, TenantID: row.TenantID,
+		MaxSteps: int(deref(row.MaxSteps)), MaxConsecutiveFailures: int(deref(row.MaxConsecutiveFailures)),
+		Steps: int(stats.Steps), ConsecutiveFailures: int(stats.ConsecutiveFailures), Failures: int(stats.Failures),
+		CancelledAt: row.CancelledAt, CancelledBy: deref(row.CancelledBy), CancelReason: deref(row.CancelReason),
+		Effects: map[State]int{}, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+	}
+	r.Halted = r.refusal(0)
+	return r
+}
+
+// loadRun reads the status of a run whose row is row.
+func loadRun(ctx context.Context, q *dbsqlc.Queries, row dbsqlc.ReckonRun) (*Run, error) {
+	stats, err := q.RunStats(ctx, row.ID)
+	if err != nil {
+		return nil, fmt.Errorf("effects: count effects of run %q: %w", row.ID, err)
+	}
+	return runFromRow(row, stats), nil
+}
+
+// refusal says why n more effects cannot join the run (nil: they can). With n = 0 it says whether
+// the next one would be refused.
+func (r *Run) refusal(n int) error {
+	switch {
+	case r.CancelledAt != nil:
+		return fmt.Errorf("%w: run %q was cancelled by %s: %s", ErrRunCancelled, r.ID, r.CancelledBy, r.CancelReason)
+	case r.MaxConsecutiveFailures > 0 && r.ConsecutiveFailures >= r.MaxConsecutiveFailures:
+		return fmt.Errorf("%w: run %q has %d consecutive failures (limit %d)", ErrRunMaxFailures, r.ID, r.ConsecutiveFailures, r.MaxConsecutiveFailures)
+	case r.MaxSteps > 0 && r.Steps+max(n, 1) > r.MaxSteps:
+		return fmt.Errorf("%w: run %q has %d steps of %d; %d more refused", ErrRunMaxSteps, r.ID, r.Steps, r.MaxSteps, max(n, 1))
+	}
+	return nil
+}
+
+// StartRun creates the run spec describes, with its guardrails, or sets the guardrails of the
+// existing run of that id (its counts are kept). A run of another tenant is ErrRunNotFound.
+func (c *Client) StartRun(ctx context.Context, spec RunSpec) (*Run, error) {
+	var run *Run
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		run, err = c.StartRunTx(ctx, tx, spec)
+		return err
+	})
+	return run, err
+}
+
+// StartRunTx is StartRun in the caller's transaction.
+func (c *Client) StartRunTx(ctx context.Context, tx pgx.Tx, spec RunSpec) (*Run, error) {
+	switch {
+	case spec.ID == "":
+		return nil, errors.New("effects: run needs an ID")
+	case spec.MaxSteps < 0 || spec.MaxConsecutiveFailures < 0:
+		return nil, fmt.Errorf("effects: run %q: MaxSteps and MaxConsecutiveFailures must not be negative", spec.ID)
+	}
+	tenant := spec.TenantID
+	if tenant == "" {
+		tenant = DefaultTenant
+	}
+	limit := func(n int) *int32 {
+		if n == 0 {
+			return nil
+		}
+		v := int32(n)
+		return &v
+	}
+	row, err := dbsqlc.New(tx).RunStart(ctx, dbsqlc.RunStartParams{
+		ID: spec.ID, TenantID: tenant, MaxSteps: limit(spec.MaxSteps), MaxConsecutiveFailures: limit(spec.MaxConsecutiveFailures),
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %q belongs to another tenant", ErrRunNotFound, spec.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("effects: start run %q: %w", spec.ID, err)
+	}
+	return loadRun(ctx, dbsqlc.New(tx), row)
+}
+
+// GetRun returns the status of a run, or ErrRunNotFound.
+func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
+	return c.getRun(ctx, c.queries, id)
+}
+
+func (c *Client) getRun(ctx context.Context, q *dbsqlc.Queries, id string) (*Run, error) {
+	row, err := q.RunGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("effects: get run %q: %w", id, err)
+	}
+	run, err := loadRun(ctx, q, row)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := q.RunCountEffects(ctx, &id)
+	if err != nil {
+		return nil, fmt.Errorf("effects: count effects of run %q: %w", id, err)
+	}
+	for _, n := range counts {
+		run.Effects[State(n.State)] = int(n.Count)
+	}
+	return run, nil
+}
+
+// checkRunsTx applies the guardrails of the runs the new effects join, before they are inserted
+// in tx: each run's row is created if need be and locked until tx ends, so that enqueues into one
+// run are checked one after the other, against counts read from the run's effects. Effects whose
+// idempotency key exists are replays: they do not count, and a batch of replays only is never
+// refused.
+func (c *Client) checkRunsTx(ctx context.Context, tx pgx.Tx, specs []*resolvedSpec) error {
+	type group struct {
+		tenant string
+		keys   []string
+	}
+	runs := map[string]*group{}
+	var ids []string
+	for _, r := range specs {
+		if r.spec.RunID == "" {
+			continue
+		}
+		g := runs[r.spec.RunID]
+		if g == nil {
+			g = &group{tenant: r.tenantID}
+			runs[r.spec.RunID] = g
+			ids = append(ids, r.spec.RunID)
+		}
+		if g.tenant != r.tenantID {
+			return fmt.Errorf("effects: run %q: one batch names it for tenants %q and %q", r.spec.RunID, g.tenant, r.tenantID)
+		}
+		if !slices.Contains(g.keys, r.idempotencyKey) {
+			g.keys = append(g.keys, r.idempotencyKey)
+		}
+	}
+	slices.Sort(ids) // one lock order for every enqueue
+	q := dbsqlc.New(tx)
+	for _, id := range ids {
+		g := runs[id]
+		row, err := q.RunLockForEnqueue(ctx, dbsqlc.RunLockForEnqueueParams{ID: id, TenantID: g.tenant})
+		if err != nil {
+			return fmt.Errorf("effects: lock run %q: %w", id, err)
+		}
+		if row.TenantID != g.tenant {
+			return fmt.Errorf("%w: %q belongs to another tenant", ErrRunNotFound, id)
+		}
+		if row.CancelledAt == nil && row.MaxSteps == nil && row.MaxConsecutiveFailures == nil {
+			continue // no guardrail: nothing to count
+		}
+		run, err := loadRun(ctx, q, row)
+		if err != nil {
+			return err
+		}
+		if run.refusal(len(g.keys)) == nil {
+			continue
+		}
+		existing, err := q.EffectListByIdempotencyKeys(ctx, dbsqlc.EffectListByIdempotencyKeysParams{TenantID: g.tenant, IdempotencyKeys: g.keys})
+		if err != nil {
+			return fmt.Errorf("effects: check run %q: %w", id, err)
+		}
+		if n := len(g.keys) - len(existing); n > 0 {
+			return run.refusal(n)
+		}
+	}
+	return nil
+}
+
+// setAsyncOptionsTx stores the per-call async options of the effects just inserted.
+func (c *Client) setAsyncOptionsTx(ctx context.Context, tx pgx.Tx, specs []*resolvedSpec, effects []*Effect) error {
+	done := map[uuid.UUID]bool{}
+	for i, r := range specs {
+		e := effects[i]
+		if e == nil || e.Deduplicated || done[e.ID] || (r.spec.AsyncTimeout == 0 && !r.spec.AsyncHardTimeout) {
+			continue
+		}
+		done[e.ID] = true
+		var timeoutMS *int32
+		if r.spec.AsyncTimeout > 0 {
+			ms := int32(r.spec.AsyncTimeout / time.Millisecond)
+			timeoutMS = &ms
+		}
+		if err := dbsqlc.New(tx).EffectSetAsyncOptions(ctx, dbsqlc.EffectSetAsyncOptionsParams{
+			ID: e.ID, AsyncTimeoutMs: timeoutMS, AsyncHardTimeout: r.spec.AsyncHardTimeout,
+		}); err != nil {
+			return fmt.Errorf("effects: async options of %s: %w", e.ID, err)
+		}
+	}
+	return nil
+}
+
+// RunResult is what the completion gate returns: the run and its effects once none is PENDING or
+// UNKNOWN.
+type RunResult struct {
+	Run *Run
+	// Effects are all the run's effects, oldest first.
+	Effects []*Effect
+	// Async are those of Effects the upstream accepted to finish by callback, with their results
+	// (or errors).
+	Async []*Effect
+}
+
+// WaitRun is the completion gate: it returns when no effect of the run is PENDING or UNKNOWN —
+// each is CONFIRMED, FAILED or STUCK — with the results of its effects, or ctx's error. Effects
+// enqueued into the run while it waits are waited for too. It listens for the database's
+// notifications (the listener Wait uses), not polling; ErrRunNotFound for an unknown run.
+func (c *Client) WaitRun(ctx context.Context, id string) (*RunResult, error) {
+	if _, err := c.GetRun(ctx, id); err != nil {
+		return nil, err
+	}
+	wake := make(chan struct{}, 1)
+	subscribed := map[uuid.UUID]func(){}
+	defer func() {
+		for _, unsubscribe := range subscribed {
+			unsubscribe()
+		}
+	}()
+	// A safety net in case a notification is lost (the listener reconnecting).
+	recheck := time.NewTicker(5 * time.Second)
+	defer recheck.Stop()
+	for {
+		unresolved, err := c.queries.EffectListUnresolvedByRun(ctx, &id)
+		if err != nil {
+			return nil, fmt.Errorf("effects: wait for run %q: %w", id, err)
+		}
+		if len(unresolved) == 0 {
+			return c.runResult(ctx, id)
+		}
+		added := false
+		for _, effectID := range unresolved {
+			if _, ok := subscribed[effectID]; ok {
+				continue
+			}
+			unsubscribe, err := c.notifier.subscribeTo(ctx, effectID, wake)
+			if err != nil {
+				return nil, err
+			}
+			subscribed[effectID] = unsubscribe
+			added = true
+		}
+		if added {
+			continue // one may have settled before its subscription: look again first
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wake:
+		case <-recheck.C:
+		}
+	}
+}
+
+func (c *Client) runResult(ctx context.Context, id string) (*RunResult, error) {
+	run, err := c.GetRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.queries.EffectListByRun(ctx, &id)
+	if err != nil {
+		return nil, fmt.Errorf("effects: effects of run %q: %w", id, err)
+	}
+	res := &RunResult{Run: run, Effects: make([]*Effect, len(rows))}
+	for i, row := range rows {
+		res.Effects[i] = effectFromRow(row)
+		if res.Effects[i].CorrelationID != "" {
+			res.Async = append(res.Async, res.Effects[i])
+		}
+	}
+	return res, nil
+}
+
+// RunCancellation reports what CancelRun did to the run's PENDING effects.
+type RunCancellation struct {
+	Run *Run
+	// Failed had not taken effect — never attempted, or only attempts that provably did not take
+	// effect — and no attempt was running: FAILED (cancelled), their dispatch jobs cancelled.
+	Failed []uuid.UUID
+	// Awaiting were awaiting their callback: their deadline timers are cancelled and each is
+	// recorded as cancelled by the caller — FAILED when the connector's Cancel got the upstream
+	// to abandon it, else UNKNOWN (the upstream may still perform it; a callback or
+	// reconciliation resolves it).
+	Awaiting []uuid.UUID
+	// Left were in flight (an attempt running, or its job being retried by River after an
+	// error): they finish on their own, except that a cancelled run's effect is never tried
+	// again after a retryable failure nor dispatched again by reconciliation.
+	Left []uuid.UUID
+}
+
+// CancelRun cancels a run: further effects are refused (ErrRunCancelled), effects that have not
+// taken effect and are not in flight become FAILED, and effects awaiting a callback have their timers cancelled and are recorded as
+// cancelled by the caller (see RunCancellation). actor and reason are required and go to the
+// audit trail. Cancelling a cancelled run again handles effects that arrived since and keeps the
+// first actor and reason. ErrRunNotFound for an unknown run.
+func (c *Client) CancelRun(ctx context.Context, id, actor, reason string) (*RunCancellation, error) {
+	if actor == "" || reason == "" {
+		return nil, errors.New("effects: cancel run needs an actor and a reason")
+	}
+	who := "caller:" + actor
+	why := "run cancelled by caller: " + reason
+	res := &RunCancellation{}
+	type awaiting struct {
+		row   dbsqlc.ReckonEffect
+		jobID int64
+	}
+	var (
+		await  []awaiting
+		failed []dbsqlc.ReckonEffect
+	)
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		if _, err := q.RunGetForUpdate(ctx, id); errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q", ErrRunNotFound, id)
+		} else if err != nil {
+			return fmt.Errorf("effects: lock run %q: %w", id, err)
+		}
+		if _, err := q.RunCancel(ctx, dbsqlc.RunCancelParams{ID: id, Actor: who, Reason: reason}); err != nil {
+			return fmt.Errorf("effects: cancel run %q: %w", id, err)
+		}
+		rows, err := q.EffectListPendingByRunForUpdate(ctx, &id)
+		if err != nil {
+			return fmt.Errorf("effects: effects of run %q: %w", id, err)
+		}
+		for _, p := range rows {
+			row := p.ReckonEffect
+			// Not started: no attempt is running and its job has not run (a snoozed job returns
+			// to attempt 0). Such an effect was never attempted, or each attempt provably did
+			// not take effect (retryable failures; a status check found it absent).
+			notStarted := row.JobID != nil && p.JobAttempt == 0 && waitingJob(dbsqlc.RiverJobState(p.JobState)) && row.LeaseToken == nil
+			switch {
+			case notStarted && row.CorrelationID == nil:
+				if _, err := c.river.JobCancelTx(ctx, tx, *row.JobID); err != nil {
+					return fmt.Errorf("effects: cancel dispatch job of %s: %w", row.ID, err)
+				}
+				_, fenced, err := c.settle(ctx, tx, row.ID, transition{
+					from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
+					errMsg: "cancelled: " + why, actor: who, reason: "cancelled: " + why,
+				})
+				if err != nil {
+					return err
+				}
+				if !fenced {
+					failed = append(failed, row)
+				}
+			case notStarted && row.CorrelationID != nil:
+				await = append(await, awaiting{row: row, jobID: *row.JobID})
+			default:
+				res.Left = append(res.Left, row.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, row := range failed {
+		res.Failed = append(res.Failed, row.ID)
+		c.countTransition(row.Connector, row.Policy, StatePending, StateFailed)
+	}
+	// Effects awaiting a callback: ask the upstream to abandon them (outside any transaction),
+	// then record, fenced by the deadline job, what became of them.
+	for _, a := range await {
+		done, err := c.cancelAwaiting(ctx, a.row, a.jobID, who, why)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			res.Awaiting = append(res.Awaiting, a.row.ID)
+		} else {
+			res.Left = append(res.Left, a.row.ID)
+		}
+	}
+	if res.Run, err = c.GetRun(ctx, id); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// cancelAwaiting records that the caller cancelled an effect awaiting its callback: its deadline
+// timer is cancelled, and it becomes FAILED if the connector's Cancel got the upstream to abandon
+// it, else UNKNOWN (reconciled; a callback still resolves it). done is false when the effect had
+// moved on meanwhile (a callback came first).
+func (c *Client) cancelAwaiting(ctx context.Context, row dbsqlc.ReckonEffect, jobID int64, actor, why string) (done bool, err error) {
+	t := transition{from: StatePending, fence: fence{jobID: &jobID}, actor: actor,
+		detail: map[string]any{"correlation_id": deref(row.CorrelationID), "cancelled_by_caller": true}}
+	connector, ok := c.registry.Get(row.Connector)
+	switch {
+	case ok && connector.Cancel != nil:
+		if err := c.cancelUpstream(ctx, row, connector); err != nil {
+			t.to, t.errMsg = StateUnknown, "cancelled by caller; the upstream could not be cancelled: "+err.Error()
+			t.reason = why + "; awaiting callback, upstream cancel failed: outcome unknown"
+		} else {
+			t.to, t.errMsg = StateFailed, "cancelled by caller: cancelled upstream"
+			t.reason = why + "; awaiting callback: cancelled upstream"
+		}
+	default:
+		t.to, t.errMsg = StateUnknown, "cancelled by caller while awaiting callback"
+		t.reason = why + "; awaiting callback and the connector cannot cancel upstream: outcome unknown, a callback still resolves it"
+	}
+	err = c.withTx(ctx, func(tx pgx.Tx) error {
+		job, err := dbsqlc.New(tx).RiverJobGetForUpdate(ctx, jobID)
+		if err != nil {
+			return fmt.Errorf("effects: lock deadline job of %s: %w", row.ID, err)
+		}
+		if !waitingJob(job.State) {
+			return errFencedOut // the deadline is firing or fired: it decides
+		}
+		if _, err := c.river.JobCancelTx(ctx, tx, jobID); err != nil {
+			return fmt.Errorf("effects: cancel deadline job of %s: %w", row.ID, err)
+		}
+		if t.to == StateUnknown {
+			if t.newJobID, err = c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector); err != nil {
+				return err
+			}
+		}
+		_, fenced, err := c.settle(ctx, tx, row.ID, t)
+		return errors.Join(err, errFenced(fenced))
+	})
+	if errors.Is(err, errFencedOut) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c.countTransition(row.Connector, row.Policy, StatePending, t.to)
+	return true, nil
+}
+
+// holdCancelledRun changes a reconciliation's "dispatch again" into a final decision when the
+// effect's run was cancelled: FAILED when the status check found it absent, else STUCK (nothing
+// says whether it happened; a person decides).
+func (c *Client) holdCancelledRun(ctx context.Context, row dbsqlc.ReckonEffect, t *transition) {
+	if row.RunID == nil {
+		return
+	}
+	run, err := c.queries.RunGet(ctx, *row.RunID)
+	if err != nil || run.CancelledAt == nil {
+		return // no run row (or unreadable): the normal course
+	}
+	if t.detail != nil && t.detail["status"] == StatusAbsent.String() {
+		t.to, t.reason = StateFailed, "status check: absent, and the run was cancelled: not dispatched again"
+		t.errMsg = "run cancelled"
+		return
+	}
+	t.to, t.reason = StateStuck, "outcome unknown and the run was cancelled: not dispatched again; a person must decide"
+}
+
+// runCancelledTx reports whether the run (nil: none) was cancelled.
+func (c *Client) runCancelledTx(ctx context.Context, tx pgx.Tx, runID *string) (bool, error) {
+	if runID == nil {
+		return false, nil
+	}
+	run, err := dbsqlc.New(tx).RunGet(ctx, *runID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("effects: read run %q: %w", *runID, err)
+	}
+	return run.CancelledAt != nil, nil
+}
+
+// stopCancelledRetry fails, instead of dispatching, a retry of an effect whose run was cancelled.
+// The caller checked that the job has not run before (a snoozed job returns to attempt 0) while
+// the effect has attempts: each earlier attempt provably did not take effect (a retryable
+// failure, or a status check found it absent), so FAILED is the truth.
+func (c *Client) stopCancelledRetry(ctx context.Context, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect, f fence, actor string) (bool, error) {
+	stopped := false
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		cancelled, err := c.runCancelledTx(ctx, tx, row.RunID)
+		if err != nil || !cancelled {
+			return err
+		}
+		_, fenced, err := c.settle(ctx, tx, row.ID, transition{
+			from: StatePending, to: StateFailed, fence: f, errMsg: "run cancelled", actor: actor,
+			reason: "the run was cancelled: not tried again (no earlier attempt took effect)",
+			detail: map[string]any{"job_id": job.ID},
+		})
+		if err != nil || fenced {
+			return err
+		}
+		stopped = true
+		return completeJobTx(ctx, tx, job)
+	})
+	if err != nil || !stopped {
+		return false, err
+	}
+	c.countTransition(row.Connector, row.Policy, StatePending, StateFailed)
+	return true, nil
+}

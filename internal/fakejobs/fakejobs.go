@@ -1,0 +1,256 @@
+// Package fakejobs is a fake asynchronous upstream for tests and demos of Reckon's pending events
+// (DESIGN.md section 7): a real HTTP server on 127.0.0.1 that accepts jobs, answers 202 at once,
+// and reports each job's outcome later by calling the callback URL it was given — when the test
+// says so (Finish, Fail).
+//
+// Endpoints (JSON bodies):
+//
+//	POST /jobs          Idempotency-Key header; {"correlation_id","callback_url","args"}
+//	                    -> 202 {"job_id":"j-1","correlation_id":"…"} (the same job again for a
+//	                    repeated key); 400 for a bad request
+//	POST /jobs/status   {"correlation_id"} -> {"status":"running"|"done"|"failed"|"cancelled"|"absent","result":…}
+//	POST /jobs/cancel   {"correlation_id"} -> 200 {"status":"cancelled"} for a running job unless
+//	                    cancelling is refused (SetCancellable); 409 otherwise
+//
+// A callback is POST {callback_url} with {"result":…} or {"error":"…"}.
+package fakejobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+)
+
+// Job is one job the upstream accepted.
+type Job struct {
+	ID            string
+	Key           string
+	CorrelationID string
+	CallbackURL   string
+	Args          json.RawMessage
+	// State is running, done, failed or cancelled.
+	State  string
+	Result json.RawMessage
+	Error  string
+}
+
+// Upstream is the fake. It is safe for concurrent use.
+type Upstream struct {
+	srv    *httptest.Server
+	client *http.Client
+
+	mu            sync.Mutex
+	jobs          map[string]*Job // by correlation id
+	byKey         map[string]*Job
+	dispatches    int
+	notCancelable bool
+	early         map[string]json.RawMessage // key -> result to call back before answering 202
+	accepted      chan string
+}
+
+// New starts an upstream and closes it when the test ends.
+func New(tb testing.TB) *Upstream {
+	tb.Helper()
+	u := &Upstream{
+		client:   &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+		jobs:     map[string]*Job{},
+		byKey:    map[string]*Job{},
+		early:    map[string]json.RawMessage{},
+		accepted: make(chan string, 1000),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /jobs", u.handleJob)
+	mux.HandleFunc("POST /jobs/status", u.handleStatus)
+	mux.HandleFunc("POST /jobs/cancel", u.handleCancel)
+	u.srv = httptest.NewServer(mux)
+	tb.Cleanup(u.srv.Close)
+	return u
+}
+
+// URL returns the base URL, e.g. http://127.0.0.1:port.
+func (u *Upstream) URL() string { return u.srv.URL }
+
+// Dispatches counts POST /jobs requests, repeated keys included.
+func (u *Upstream) Dispatches() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.dispatches
+}
+
+// Accepted delivers the correlation id of every new job, once the upstream has answered 202.
+func (u *Upstream) Accepted() <-chan string { return u.accepted }
+
+// Job returns the job of a correlation id.
+func (u *Upstream) Job(correlationID string) (Job, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	j, ok := u.jobs[correlationID]
+	if !ok {
+		return Job{}, false
+	}
+	return *j, true
+}
+
+// Forget drops the job of a correlation id, as if the upstream never had it: its status becomes
+// absent.
+func (u *Upstream) Forget(correlationID string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if j, ok := u.jobs[correlationID]; ok {
+		delete(u.jobs, correlationID)
+		delete(u.byKey, j.Key)
+	}
+}
+
+// SetCancellable says whether POST /jobs/cancel succeeds on running jobs (default true).
+func (u *Upstream) SetCancellable(ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.notCancelable = !ok
+}
+
+// FinishEarly makes the job of idempotency key call back with result before the upstream answers
+// 202: a fast upstream whose callback overtakes its own acceptance.
+func (u *Upstream) FinishEarly(key string, result json.RawMessage) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.early[key] = result
+}
+
+// Finish marks the job done with result and calls back. It returns the callback's HTTP status.
+func (u *Upstream) Finish(ctx context.Context, correlationID string, result json.RawMessage) (int, error) {
+	return u.report(ctx, correlationID, "done", map[string]any{"result": result})
+}
+
+// Fail marks the job failed with errMsg and calls back. It returns the callback's HTTP status.
+func (u *Upstream) Fail(ctx context.Context, correlationID, errMsg string) (int, error) {
+	return u.report(ctx, correlationID, "failed", map[string]any{"error": errMsg})
+}
+
+func (u *Upstream) report(ctx context.Context, correlationID, state string, body map[string]any) (int, error) {
+	u.mu.Lock()
+	j, ok := u.jobs[correlationID]
+	if !ok {
+		u.mu.Unlock()
+		return 0, fmt.Errorf("fakejobs: no job %q", correlationID)
+	}
+	j.State = state
+	if r, ok := body["result"].(json.RawMessage); ok {
+		j.Result = r
+	}
+	if e, ok := body["error"].(string); ok {
+		j.Error = e
+	}
+	callbackURL := j.CallbackURL
+	u.mu.Unlock()
+	return u.callback(ctx, callbackURL, body)
+}
+
+func (u *Upstream) callback(ctx context.Context, callbackURL string, body map[string]any) (int, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, callbackURL, bytes.NewReader(raw))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func (u *Upstream) handleJob(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		CorrelationID string          `json:"correlation_id"`
+		CallbackURL   string          `json:"callback_url"`
+		Args          json.RawMessage `json:"args"`
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || key == "" || req.CorrelationID == "" || req.CallbackURL == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "need Idempotency-Key, correlation_id and callback_url"})
+		return
+	}
+	u.mu.Lock()
+	u.dispatches++
+	j, repeated := u.byKey[key]
+	if !repeated {
+		j = &Job{ID: fmt.Sprintf("j-%d", len(u.byKey)+1), Key: key, CorrelationID: req.CorrelationID,
+			CallbackURL: req.CallbackURL, Args: req.Args, State: "running"}
+		u.byKey[key] = j
+		u.jobs[req.CorrelationID] = j
+	}
+	early, finishEarly := u.early[key]
+	delete(u.early, key)
+	reply := map[string]string{"job_id": j.ID, "correlation_id": j.CorrelationID}
+	u.mu.Unlock()
+	if finishEarly {
+		if _, err := u.Finish(r.Context(), j.CorrelationID, early); err != nil {
+			writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusAccepted, reply)
+	if !repeated {
+		u.accepted <- j.CorrelationID
+	}
+}
+
+func (u *Upstream) handleStatus(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		CorrelationID string `json:"correlation_id"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request"})
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	j, ok := u.jobs[req.CorrelationID]
+	if !ok {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "absent"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": j.State, "result": j.Result, "error": j.Error})
+}
+
+func (u *Upstream) handleCancel(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		CorrelationID string `json:"correlation_id"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request"})
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	j, ok := u.jobs[req.CorrelationID]
+	switch {
+	case !ok:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such job"})
+	case j.State == "cancelled":
+		writeJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
+	case j.State != "running" || u.notCancelable:
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "cannot cancel a " + j.State + " job"})
+	default:
+		j.State = "cancelled"
+		writeJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
