@@ -5,6 +5,7 @@
 //	server migrate up [-create-db]      apply pending migrations (River's, then Reckon's)
 //	server migrate down [-steps N|-all] roll back Reckon's newest migration(s); -all removes River's too
 //	server migrate status               list migrations and whether they are applied
+//	server connectors put|list|delete   manage the HTTP connectors (docs/connectors.md)
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
 // RECKON_SERVER_ADDR, RECKON_LOG_FORMAT.
@@ -40,9 +41,12 @@ var errUsage = errors.New("usage")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
-	if len(args) > 0 && args[0] == "migrate" {
+	switch {
+	case len(args) > 0 && args[0] == "migrate":
 		err = runMigrate(ctx, args[1:], stdout, stderr)
-	} else {
+	case len(args) > 0 && args[0] == "connectors":
+		err = runConnectors(ctx, args[1:], os.Stdin, stdout, stderr)
+	default:
 		err = runServe(ctx, args, stderr)
 	}
 	switch {
