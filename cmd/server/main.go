@@ -8,6 +8,7 @@
 //	server tenants create|list|disable|enable   manage tenants
 //	server tokens create -tenant T [-name N]     print a new API token for T (shown once)
 //	server tokens list -tenant T | revoke ID     list or revoke API tokens
+//	server connectors put|list|delete   manage the HTTP connectors (docs/connectors.md)
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
 // RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_IDEMPOTENCY_TTL.
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTenants(ctx, args[1:], stdout, stderr)
 	case "tokens":
 		err = runTokens(ctx, args[1:], stdout, stderr)
+	case "connectors":
+		err = runConnectors(ctx, args[1:], os.Stdin, stdout, stderr)
 	default:
 		err = runServe(ctx, args, stderr)
 	}

@@ -295,6 +295,23 @@ type ReckonAuditTransition struct {
 	Observation    bool
 }
 
+type ReckonConnector struct {
+	Name              string
+	Tags              []string
+	DispatchUrl       string
+	StatusUrl         *string
+	CompensateUrl     *string
+	BusinessKeyFields []string
+	TimeoutMs         int32
+	MaxAttempts       int32
+	StatusCheckLimit  int32
+	BackoffInitialMs  int32
+	BackoffMaxMs      int32
+	Unsafe            bool
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
 type ReckonEffect struct {
 	ID               uuid.UUID
 	TenantID         string
