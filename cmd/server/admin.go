@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/cli"
 )
@@ -42,6 +45,28 @@ func purgeIdempotencyKeys(ctx context.Context, logger *slog.Logger, server *api.
 			logger.Warn("purge idempotency keys", slog.Any("error", err))
 		} else if n > 0 {
 			logger.Info("purged idempotency keys", slog.Int64("count", n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+// syncConnectors loads the HTTP connectors into registry now and then every interval until ctx
+// ends, so that enqueueing uses current definitions (policy, timeout).
+func syncConnectors(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, registry *effects.Registry, interval time.Duration) {
+	for {
+		result, err := httpconn.Sync(ctx, pool, registry)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("sync HTTP connectors", slog.Any("error", err))
+		case result.Changed():
+			logger.Info("HTTP connectors synced", slog.Any("added", result.Added), slog.Any("updated", result.Updated), slog.Any("removed", result.Removed))
+		}
+		for name, err := range result.Skipped {
+			logger.Warn("HTTP connector skipped", slog.String("connector", name), slog.Any("error", err))
 		}
 		select {
 		case <-ctx.Done():
@@ -122,10 +147,12 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var common commonFlags
 	common.register(fs)
 	var tenant, name *string
+	var admin *bool
 	switch action {
 	case "create":
 		tenant = fs.String("tenant", "", "tenant of the token (required)")
 		name = fs.String("name", "", "what the token is for; written to the audit trail of its actions")
+		admin = fs.Bool("admin", false, "the token may also manage the HTTP connectors, which all tenants share")
 	case "list":
 		tenant = fs.String("tenant", "", "tenant whose tokens to list (required)")
 	case "revoke":
@@ -152,7 +179,7 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer pool.Close()
 	switch action {
 	case "create":
-		secret, token, err := api.CreateToken(ctx, pool, *tenant, *name)
+		secret, token, err := api.CreateToken(ctx, pool, *tenant, &api.TokenOpts{Name: *name, Admin: *admin})
 		if err != nil {
 			return err
 		}
@@ -170,6 +197,9 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			status := "live"
 			if t.RevokedAt != nil {
 				status = "revoked " + t.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			if t.Admin {
+				status += " (admin)"
 			}
 			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\n", t.ID, t.Prefix, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), status)
 		}

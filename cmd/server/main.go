@@ -108,11 +108,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	drain := fs.Duration("shutdown-timeout", 10*time.Second, "how long requests in flight may take to finish after SIGTERM")
 	maxBody := fs.Int64("max-body-bytes", envInt64("RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes), "largest request body accepted (env RECKON_MAX_BODY_BYTES)")
 	idempotencyTTL := fs.Duration("idempotency-ttl", envDuration("RECKON_IDEMPOTENCY_TTL", 24*time.Hour), "how long a response stored for an Idempotency-Key is replayed (env RECKON_IDEMPOTENCY_TTL)")
+	connectorSync := fs.Duration("connector-sync-interval", envDuration("RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second), "how often the HTTP connectors are reloaded from the database (env RECKON_CONNECTOR_SYNC_INTERVAL); a request naming an unknown connector reloads them at once")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *maxBody < 1 || *idempotencyTTL <= 0 {
-		return fmt.Errorf("%w: -max-body-bytes and -idempotency-ttl must be positive", errUsage)
+	if *maxBody < 1 || *idempotencyTTL <= 0 || *connectorSync <= 0 {
+		return fmt.Errorf("%w: -max-body-bytes, -idempotency-ttl and -connector-sync-interval must be positive", errUsage)
 	}
 	logger, err := cli.NewLogger(common.logFormat)
 	if err != nil {
@@ -144,6 +145,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	health.Register(mux, pool, migrator, metrics)
 	apiServer.Register(mux)
 	go purgeIdempotencyKeys(ctx, logger, apiServer, *idempotencyTTL)
+	go syncConnectors(ctx, logger, pool, client.Registry(), *connectorSync)
 	logger.Info("server starting")
 	if err := cli.Serve(ctx, logger, "http", *addr, mux, *drain); err != nil {
 		return err

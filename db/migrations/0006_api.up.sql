@@ -20,6 +20,8 @@ CREATE TABLE reckon_api_tokens (
     name         text NOT NULL DEFAULT '',
     prefix       text NOT NULL,
     token_sha256 bytea NOT NULL CHECK (length(token_sha256) = 32),
+    -- An admin token may also change what every tenant shares (the HTTP connectors).
+    admin        boolean NOT NULL DEFAULT false,
     created_at   timestamptz NOT NULL DEFAULT now(),
     revoked_at   timestamptz,
     CONSTRAINT reckon_api_tokens_sha256_uniq UNIQUE (token_sha256)

@@ -1,6 +1,6 @@
 -- name: APITokenInsert :one
-INSERT INTO reckon_api_tokens (id, tenant_id, name, prefix, token_sha256)
-VALUES (@id, @tenant_id, @name, @prefix, @token_sha256)
+INSERT INTO reckon_api_tokens (id, tenant_id, name, prefix, token_sha256, admin)
+VALUES (@id, @tenant_id, @name, @prefix, @token_sha256, @admin)
 RETURNING *;
 
 -- name: APITokenAuthenticate :one

@@ -16,10 +16,13 @@ const (
 	CodeInvalidIdempotency   = "invalid_idempotency_key" // 400: an empty or overlong Idempotency-Key header
 	CodeUnauthenticated      = "unauthenticated"         // 401: no bearer token
 	CodeInvalidToken         = "invalid_token"           // 401: unknown or revoked token, or disabled tenant
+	CodeForbidden            = "forbidden"               // 403: the token may not do this (an admin token is needed)
 	CodeNotFound             = "not_found"               // 404: no such resource for this tenant
 	CodeMethodNotAllowed     = "method_not_allowed"      // 405
 	CodeIdempotencyConflict  = "idempotency_conflict"    // 409: the effect's idempotency key is taken by another connector or other args
 	CodeNotStuck             = "not_stuck"               // 409: resolve of an effect that is not STUCK
+	CodeConnectorInUse       = "connector_in_use"        // 409: delete of a connector with PENDING or UNKNOWN effects
+	CodeInvalidConnector     = "invalid_connector"       // 400: a connector definition that breaks the registration rules
 	CodeNotCancellable       = "not_cancellable"         // 409: cancel of an effect that is not PENDING and unattempted
 	CodeBodyTooLarge         = "body_too_large"          // 413
 	CodeUnsupportedMediaType = "unsupported_media_type"  // 415: a Content-Type other than application/json

@@ -9,6 +9,12 @@ func (s *Server) routes() {
 	s.HandleMutation("POST /v1/effects/{id}/resolve", s.resolveEffect)
 	s.HandleMutation("POST /v1/effects/{id}/cancel", s.cancelEffect)
 
+	// HTTP connectors (effects/httpconn), shared by every tenant: anyone reads, admin tokens write.
+	s.HandleMutation("POST /v1/connectors", s.putConnector)
+	s.HandleQuery("GET /v1/connectors", s.listConnectors)
+	s.HandleQuery("GET /v1/connectors/{name}", s.getConnector)
+	s.HandleMutation("DELETE /v1/connectors/{name}", s.deleteConnector)
+
 	// Built by other packages and added by cmd/server with HandleQuery and HandleMutation, which
 	// give them the same authentication, tenant scoping, size limits, errors and Idempotency-Key
 	// handling:
@@ -16,6 +22,4 @@ func (s *Server) routes() {
 	//	POST   /v1/callbacks/{correlation_id}   async results (pending events, DESIGN.md section 7)
 	//	POST   /v1/sagas, GET /v1/sagas/{id}    sagas (section 6)
 	//	POST   /v1/sessions/{key}/messages      inbound messages for turn aggregation (section 5)
-	//	POST   /v1/connectors, GET /v1/connectors, GET and DELETE /v1/connectors/{name}
-	//	                                        HTTP connectors (effects/httpconn)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
@@ -35,9 +36,10 @@ type Config struct {
 	// Effects enqueues and inspects effects; its registry must hold the connectors that callers
 	// name. Required. The server does not start it.
 	Effects *effects.Client
-	// RefreshConnectors, when set, is called when a request names a connector the registry does
-	// not hold (another server may have just added it), before the request is refused. Default:
-	// none.
+	// RefreshConnectors is called when a request names a connector the registry does not hold
+	// (another server may have just added it), before the request is refused, and after this
+	// server changed the HTTP connectors. Default: httpconn.Sync of Pool into the Effects client's
+	// registry.
 	RefreshConnectors func(ctx context.Context) error
 	// Logger receives request errors. Default slog.Default().
 	Logger *slog.Logger
@@ -84,6 +86,13 @@ func New(config *Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.RefreshConnectors == nil {
+		pool, registry := cfg.Pool, cfg.Effects.Registry()
+		cfg.RefreshConnectors = func(ctx context.Context) error {
+			_, err := httpconn.Sync(ctx, pool, registry)
+			return err
+		}
 	}
 	s := &Server{
 		config: cfg, pool: cfg.Pool, effects: cfg.Effects, logger: cfg.Logger, mux: http.NewServeMux(),
@@ -147,7 +156,13 @@ type Call struct {
 	Token *Token
 	// Body is the request body (at most Config.MaxBodyBytes).
 	Body []byte
+
+	onCommit []func(ctx context.Context)
 }
+
+// OnCommit runs fn after the mutation's transaction has committed (never if it rolls back), before
+// the response is written. For effects outside the database, such as refreshing a registry.
+func (c *Call) OnCommit(fn func(ctx context.Context)) { c.onCommit = append(c.onCommit, fn) }
 
 // Tenant is the caller's tenant.
 func (c *Call) Tenant() string { return c.Token.TenantID }
@@ -356,6 +371,9 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request, call *Call, fn M
 	if err := tx.Commit(ctx); err != nil {
 		s.writeError(w, r, fmt.Errorf("commit: %w", err))
 		return
+	}
+	for _, fn := range call.onCommit {
+		fn(ctx)
 	}
 	s.writeRaw(w, r, status, encoded)
 }

@@ -49,7 +49,9 @@ type Token struct {
 	TenantID string
 	Name     string
 	// Prefix is the token's first characters, to tell tokens apart.
-	Prefix    string
+	Prefix string
+	// Admin tokens may also manage what all tenants share: the HTTP connectors.
+	Admin     bool
 	CreatedAt time.Time
 	RevokedAt *time.Time
 }
@@ -59,7 +61,7 @@ func tenantFromRow(row dbsqlc.ReckonTenant) *Tenant {
 }
 
 func tokenFromRow(row dbsqlc.ReckonApiToken) *Token {
-	return &Token{ID: row.ID, TenantID: row.TenantID, Name: row.Name, Prefix: row.Prefix, CreatedAt: row.CreatedAt, RevokedAt: row.RevokedAt}
+	return &Token{ID: row.ID, TenantID: row.TenantID, Name: row.Name, Prefix: row.Prefix, Admin: row.Admin, CreatedAt: row.CreatedAt, RevokedAt: row.RevokedAt}
 }
 
 // ValidateTenantID reports whether id can name a tenant: 1 to 63 letters, digits, '.', '_' or
@@ -112,9 +114,21 @@ func SetTenantDisabled(ctx context.Context, db dbsqlc.DBTX, id string, disabled 
 	return tenantFromRow(row), nil
 }
 
+// TokenOpts adjusts CreateToken. Nil means the defaults.
+type TokenOpts struct {
+	// Name says what the token is for; the audit trail of its actions names it. Default: none
+	// (the token's prefix is used).
+	Name string
+	// Admin lets the token manage the HTTP connectors, which every tenant shares. Default false.
+	Admin bool
+}
+
 // CreateToken creates a bearer token for the tenant and returns it with its record. The token is
 // returned only here: the database keeps its SHA-256. Errors: ErrTenantNotFound.
-func CreateToken(ctx context.Context, db dbsqlc.DBTX, tenantID, name string) (string, *Token, error) {
+func CreateToken(ctx context.Context, db dbsqlc.DBTX, tenantID string, opts *TokenOpts) (string, *Token, error) {
+	if opts == nil {
+		opts = &TokenOpts{}
+	}
 	q := dbsqlc.New(db)
 	if _, err := q.TenantGet(ctx, tenantID); errors.Is(err, pgx.ErrNoRows) {
 		return "", nil, fmt.Errorf("%w: %s (create it first)", ErrTenantNotFound, tenantID)
@@ -128,7 +142,8 @@ func CreateToken(ctx context.Context, db dbsqlc.DBTX, tenantID, name string) (st
 	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(random)
 	sum := sha256.Sum256([]byte(secret))
 	row, err := q.APITokenInsert(ctx, dbsqlc.APITokenInsertParams{
-		ID: uuid.Must(uuid.NewV7()), TenantID: tenantID, Name: name, Prefix: secret[:len(TokenPrefix)+6], TokenSha256: sum[:],
+		ID: uuid.Must(uuid.NewV7()), TenantID: tenantID, Name: opts.Name, Prefix: secret[:len(TokenPrefix)+6], TokenSha256: sum[:],
+		Admin: opts.Admin,
 	})
 	if err != nil {
 		return "", nil, fmt.Errorf("api: create token for %s: %w", tenantID, err)

@@ -12,7 +12,7 @@ import (
 )
 
 const aPITokenAuthenticate = `-- name: APITokenAuthenticate :one
-SELECT t.id, t.tenant_id, t.name, t.prefix, t.token_sha256, t.created_at, t.revoked_at
+SELECT t.id, t.tenant_id, t.name, t.prefix, t.token_sha256, t.admin, t.created_at, t.revoked_at
 FROM reckon_api_tokens t
 JOIN reckon_tenants tenant ON tenant.id = t.tenant_id
 WHERE t.token_sha256 = $1
@@ -31,6 +31,7 @@ func (q *Queries) APITokenAuthenticate(ctx context.Context, tokenSha256 []byte) 
 		&i.Name,
 		&i.Prefix,
 		&i.TokenSha256,
+		&i.Admin,
 		&i.CreatedAt,
 		&i.RevokedAt,
 	)
@@ -38,9 +39,9 @@ func (q *Queries) APITokenAuthenticate(ctx context.Context, tokenSha256 []byte) 
 }
 
 const aPITokenInsert = `-- name: APITokenInsert :one
-INSERT INTO reckon_api_tokens (id, tenant_id, name, prefix, token_sha256)
-VALUES ($1, $2, $3, $4, $5)
-RETURNING id, tenant_id, name, prefix, token_sha256, created_at, revoked_at
+INSERT INTO reckon_api_tokens (id, tenant_id, name, prefix, token_sha256, admin)
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at
 `
 
 type APITokenInsertParams struct {
@@ -49,6 +50,7 @@ type APITokenInsertParams struct {
 	Name        string
 	Prefix      string
 	TokenSha256 []byte
+	Admin       bool
 }
 
 func (q *Queries) APITokenInsert(ctx context.Context, arg APITokenInsertParams) (ReckonApiToken, error) {
@@ -58,6 +60,7 @@ func (q *Queries) APITokenInsert(ctx context.Context, arg APITokenInsertParams) 
 		arg.Name,
 		arg.Prefix,
 		arg.TokenSha256,
+		arg.Admin,
 	)
 	var i ReckonApiToken
 	err := row.Scan(
@@ -66,6 +69,7 @@ func (q *Queries) APITokenInsert(ctx context.Context, arg APITokenInsertParams) 
 		&i.Name,
 		&i.Prefix,
 		&i.TokenSha256,
+		&i.Admin,
 		&i.CreatedAt,
 		&i.RevokedAt,
 	)
@@ -73,7 +77,7 @@ func (q *Queries) APITokenInsert(ctx context.Context, arg APITokenInsertParams) 
 }
 
 const aPITokenListByTenant = `-- name: APITokenListByTenant :many
-SELECT id, tenant_id, name, prefix, token_sha256, created_at, revoked_at FROM reckon_api_tokens WHERE tenant_id = $1 ORDER BY created_at, id
+SELECT id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at FROM reckon_api_tokens WHERE tenant_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) APITokenListByTenant(ctx context.Context, tenantID string) ([]ReckonApiToken, error) {
@@ -91,6 +95,7 @@ func (q *Queries) APITokenListByTenant(ctx context.Context, tenantID string) ([]
 			&i.Name,
 			&i.Prefix,
 			&i.TokenSha256,
+			&i.Admin,
 			&i.CreatedAt,
 			&i.RevokedAt,
 		); err != nil {
@@ -107,7 +112,7 @@ func (q *Queries) APITokenListByTenant(ctx context.Context, tenantID string) ([]
 const aPITokenRevoke = `-- name: APITokenRevoke :one
 UPDATE reckon_api_tokens SET revoked_at = coalesce(revoked_at, now())
 WHERE id = $1
-RETURNING id, tenant_id, name, prefix, token_sha256, created_at, revoked_at
+RETURNING id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at
 `
 
 // Revokes a token (a second revoke keeps the first time). No row when there is no such token.
@@ -120,6 +125,7 @@ func (q *Queries) APITokenRevoke(ctx context.Context, id uuid.UUID) (ReckonApiTo
 		&i.Name,
 		&i.Prefix,
 		&i.TokenSha256,
+		&i.Admin,
 		&i.CreatedAt,
 		&i.RevokedAt,
 	)

@@ -226,6 +226,7 @@ type ReckonApiToken struct {
 	Name        string
 	Prefix      string
 	TokenSha256 []byte
+	Admin       bool
 	CreatedAt   time.Time
 	RevokedAt   *time.Time
 }
