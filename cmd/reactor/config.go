@@ -100,7 +100,7 @@ func (c *config) validate() error {
 	case c.workers < 1 || c.workers > 10_000:
 		return fmt.Errorf("-workers must be between 1 and 10000, got %d", c.workers)
 	case c.dbConns < 4:
-		return fmt.Errorf("-db-conns must be at least 4, got %d", c.dbConns)
+		return fmt.Errorf("-db-conns at least 4 are needed, got %d", c.dbConns)
 	case c.shutdown <= 0:
 		return fmt.Errorf("-shutdown-timeout must be positive, got %v", c.shutdown)
 	case c.inFlightMargin <= 0 || c.sweepInterval <= 0 || c.syncInterval <= 0:
