@@ -1,4 +1,6 @@
--- Placeholder in branch httpconn only: the migration numbers before 0007_connectors are reserved
--- for other branches (api), and db.Migrations refuses gaps. At merge, the real file replaces this
--- one.
-SELECT 1;
+DROP VIEW IF EXISTS reckon_audit_stuck;
+DROP VIEW IF EXISTS reckon_audit_effects;
+DROP VIEW IF EXISTS reckon_audit_transitions;
+DROP TABLE IF EXISTS reckon_idempotency_keys;
+DROP TABLE IF EXISTS reckon_api_tokens;
+DROP TABLE IF EXISTS reckon_tenants;
