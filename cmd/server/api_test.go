@@ -185,3 +185,70 @@ func TestAPIThroughBinaries(t *testing.T) {
 	srv.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())
 }
+
+// TestAPIEndToEndWithReactor: the server and reactor binaries on one database, the fake bank behind
+// an HTTP connector defined over the API. An effect enqueued over HTTP is dispatched by the
+// reactor and shows CONFIRMED over HTTP; one whose outcome the bank hides (connection dropped after
+// the wire, status checks inconclusive) ends STUCK and an operator resolves it over HTTP. The
+// bank's ledger shows each wire once.
+func TestAPIEndToEndWithReactor(t *testing.T) {
+	t.Parallel()
+	server := proctest.Binary(t, "server")
+	pool := pgtest.NewDB(t)
+	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	require.Equal(t, 0, proctest.Run(t, env, server, "tenants", "create", "acme").ExitCode)
+	res := proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme", "-name", "ops", "-admin")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	token := strings.TrimSpace(res.Stdout)
+
+	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
+	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
+	reactor := proctest.Start(t, env, proctest.Binary(t, "reactor"), "-addr", "127.0.0.1:0", "-connector-sync-interval", "200ms",
+		"-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms", "-sweep-interval", "200ms", "-in-flight-margin", "2s")
+	reactor.Addr(t)
+
+	bank := fakebank.New(t)
+	base := bank.URL() + fakebank.ReckonPrefix
+	r := api.do("POST", "/v1/connectors", token, `{"name":"bank.wire","tags":["write","external","network"],
+		"dispatch_url":"`+base+`/wires","status_url":"`+base+`/wires/status","timeout_ms":1000,
+		"status_check_limit":2,"backoff_initial_ms":20,"backoff_max_ms":200}`)
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	// A reactor that meets a connector it has not synced yet snoozes the job for 30s: let it load
+	// the connector first.
+	require.Eventually(t, func() bool { return reactor.Logged("http connector added") }, 30*time.Second, 20*time.Millisecond)
+	bank.Script("w-fog", fakebank.PerformThenDrop)
+	bank.ScriptStatus("w-fog", fakebank.StatusInconclusive, fakebank.StatusInconclusive)
+
+	ids := map[string]string{}
+	for _, key := range []string{"w-ok", "w-fog"} {
+		r := api.do("POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"`+key+`","args":{"account":"a-1","amount":10}}`)
+		require.Equal(t, http.StatusCreated, r.status, r.raw)
+		ids[key] = r.body["id"].(string)
+	}
+	stateOf := func(key string) string {
+		r := api.do("GET", "/v1/effects/"+ids[key], token, "")
+		require.Equal(t, http.StatusOK, r.status, r.raw)
+		return r.body["state"].(string)
+	}
+	require.Eventually(t, func() bool { return stateOf("w-ok") == "CONFIRMED" }, 60*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return stateOf("w-fog") == "STUCK" }, 60*time.Second, 50*time.Millisecond)
+
+	stuck := api.do("GET", "/v1/effects?state=STUCK", token, "")
+	require.Len(t, stuck.body["effects"], 1)
+	r = api.do("POST", "/v1/effects/"+ids["w-fog"]+"/resolve", token, `{"to":"CONFIRMED","reason":"the bank's statement shows the wire","actor":"alice"}`)
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	require.Equal(t, "CONFIRMED", stateOf("w-fog"))
+	r = api.do("GET", "/v1/effects/"+ids["w-fog"], token, "")
+	var path []string
+	for _, step := range r.body["history"].([]any) {
+		path = append(path, step.(map[string]any)["to"].(string))
+	}
+	require.Equal(t, []string{"PENDING", "UNKNOWN", "STUCK", "CONFIRMED"}, path)
+	require.Equal(t, 1, bank.Count("w-ok"))
+	require.Equal(t, 1, bank.Count("w-fog"), "performed once; never blindly sent again")
+
+	srv.Signal(t, syscall.SIGTERM)
+	reactor.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())
+	require.Equal(t, 0, reactor.Wait(t, 40*time.Second), reactor.Stderr())
+}
