@@ -168,6 +168,8 @@ func TestAPIThroughBinaries(t *testing.T) {
 	require.Equal(t, before, snapshot())
 
 	// A's operator decisions.
+	list = api.do("GET", "/v1/effects?run=run-7", tokenA, "")
+	require.Len(t, list.body["effects"], 1, "filtered by run")
 	list = api.do("GET", "/v1/effects?state=STUCK", tokenA, "")
 	require.Len(t, list.body["effects"], 1)
 	r = api.do("POST", "/v1/effects/"+stuckID+"/resolve", tokenA, `{"to":"CONFIRMED","reason":"bank statement shows it","actor":"alice"}`)
@@ -181,6 +183,12 @@ func TestAPIThroughBinaries(t *testing.T) {
 	last := history[len(history)-1].(map[string]any)
 	require.Equal(t, "operator:api:billing/alice", last["actor"])
 	require.Equal(t, 0, bank.Calls("/reckon/wires"), "no reactor ran: nothing was sent")
+
+	code, metrics := get(t, api.base+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, metrics, `reckon_api_requests_total{code="201",route="POST /v1/effects"} 3`, "two effects and one replay")
+	require.Contains(t, metrics, `reckon_api_requests_total{code="422",route="POST /v1/effects"} 1`)
+	require.Contains(t, metrics, `reckon_api_request_duration_seconds_count{route="GET /v1/effects/{id}"}`)
 
 	srv.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())

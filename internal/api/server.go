@@ -224,7 +224,7 @@ type MutationFunc func(ctx context.Context, tx pgx.Tx, call *Call) (int, any, er
 // HandleQuery adds an authenticated read-only endpoint, e.g. "GET /v1/sagas/{id}".
 func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		defer s.observe(r, time.Now())
 		call, ok := s.begin(w, r)
 		if !ok {
 			return
@@ -235,7 +235,6 @@ func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
 		} else {
 			s.writeJSON(w, r, status, body)
 		}
-		s.seconds.WithLabelValues(r.Pattern).Observe(time.Since(start).Seconds())
 	})
 }
 
@@ -243,14 +242,17 @@ func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
 // with Idempotency-Key support (see the package documentation).
 func (s *Server) HandleMutation(pattern string, fn MutationFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		defer s.observe(r, time.Now())
 		call, ok := s.begin(w, r)
 		if !ok {
 			return
 		}
 		s.mutate(w, r, call, fn)
-		s.seconds.WithLabelValues(r.Pattern).Observe(time.Since(start).Seconds())
 	})
+}
+
+func (s *Server) observe(r *http.Request, start time.Time) {
+	s.seconds.WithLabelValues(r.Pattern).Observe(time.Since(start).Seconds())
 }
 
 // begin authenticates the request and reads its body within the limit. On failure it has answered.
