@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -341,4 +342,30 @@ func TestResolveAndCancel(t *testing.T) {
 	r = h.do("POST", "/v1/effects/"+cancelMe.ID.String()+"/cancel", token, `{"reason":"again"}`)
 	require.Equal(t, http.StatusConflict, r.status)
 	require.Equal(t, api.CodeNotCancellable, r.errorCode(t))
+}
+
+// TestPurgeIdempotencyKeys: a stored response is replayed until purged; after that the same key
+// runs the request again (here: the effect's own key deduplicates it, 200).
+func TestPurgeIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	token := h.token("acme", false)
+	body := `{"connector":"bank.wire","idempotency_key":"w-1","args":{"amount":1}}`
+	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k").status)
+
+	ctx := context.Background()
+	n, err := h.server.PurgeIdempotencyKeys(ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, n, "younger than the cutoff: kept")
+	r := h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k")
+	require.Equal(t, http.StatusCreated, r.status)
+	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+
+	n, err = h.server.PurgeIdempotencyKeys(ctx, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	r = h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k")
+	require.Equal(t, http.StatusOK, r.status, "run again: the effect deduplicates")
+	require.Empty(t, r.header.Get("Idempotent-Replayed"))
+	require.Equal(t, 1, h.rows()["effects"])
 }

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -176,4 +175,3 @@ func (h *harness) state(id uuid.UUID) string {
 	return state
 }
 
-var _ = time.Second
