@@ -11,7 +11,8 @@
 //	server connectors put|list|delete   manage the HTTP connectors (docs/connectors.md)
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
-// RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_IDEMPOTENCY_TTL.
+// RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_IDEMPOTENCY_TTL,
+// RECKON_CONNECTOR_SYNC_INTERVAL. The API is documented in docs/api.md.
 package main
 
 import (
