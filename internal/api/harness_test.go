@@ -174,4 +174,3 @@ func (h *harness) state(id uuid.UUID) string {
 	require.NoError(h.t, h.pool.QueryRow(context.Background(), `SELECT state FROM reckon_effects WHERE id = $1`, id).Scan(&state))
 	return state
 }
-
