@@ -190,7 +190,8 @@ func TestParseMigrations(t *testing.T) {
 		wantErr string
 	}{
 		{"ok", fstest.MapFS{"m/0001_a.up.sql": file("up"), "m/0001_a.down.sql": file("down"), "m/0002_b.up.sql": file("up"), "m/0002_b.down.sql": file("down")}, ""},
-		{"gap", fstest.MapFS{"m/0001_a.up.sql": file("up"), "m/0001_a.down.sql": file("down"), "m/0003_c.up.sql": file("up"), "m/0003_c.down.sql": file("down")}, "expected 0002, found 0003_c"},
+		{"gap", fstest.MapFS{"m/0001_a.up.sql": file("up"), "m/0001_a.down.sql": file("down"), "m/0003_b.up.sql": file("up"), "m/0003_b.down.sql": file("down")}, ""},
+		{"zero", fstest.MapFS{"m/0000_a.up.sql": file("up"), "m/0000_a.down.sql": file("down")}, "start at 0001, found 0000_a"},
 		{"no down", fstest.MapFS{"m/0001_a.up.sql": file("up")}, "needs both an .up.sql and a .down.sql"},
 		{"bad name", fstest.MapFS{"m/1_a.sql": file("up")}, `migration file "1_a.sql": name must look like`},
 		{"two names", fstest.MapFS{"m/0001_a.up.sql": file("up"), "m/0001_b.down.sql": file("down")}, "has two names"},

@@ -12,43 +12,73 @@ import (
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
+// OperatorOpts adjusts an operator action (Resolve, Cancel and their Tx forms). Nil means the
+// defaults.
+type OperatorOpts struct {
+	// TenantID, when set, restricts the action to that tenant's effects: another tenant's effect
+	// is ErrNotFound, exactly like a missing one, and is not touched. The check is made under the
+	// effect's row lock, in the action's transaction. Default: any tenant.
+	TenantID string
+}
+
+func (o *OperatorOpts) tenantID() string {
+	if o == nil {
+		return ""
+	}
+	return o.TenantID
+}
+
 // Resolve records an operator's decision on a STUCK effect: CONFIRMED (it happened), FAILED (it
 // did not) or PENDING (dispatch it again, with the same idempotency key). actor and reason are
 // required and go to the audit trail. Errors: ErrNotFound, ErrNotStuck, or a usage error for
 // another target state; nothing changes then.
 func (c *Client) Resolve(ctx context.Context, id uuid.UUID, to State, actor, reason string) (*Effect, error) {
+	var effect *Effect
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		effect, err = c.ResolveTx(ctx, tx, id, to, actor, reason, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.countTransition(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), StateStuck, to)
+	return effect, nil
+}
+
+// ResolveTx is Resolve in tx, the caller's transaction: the decision (and, for PENDING, the new
+// dispatch job) exists once tx commits, and not at all if it rolls back. The effect stays locked
+// until then. On ErrNotFound, ErrNotStuck or a usage error nothing was written and tx is still
+// usable; a database error aborts tx. ResolveTx does not count the transition in the metrics,
+// since it cannot know whether tx commits.
+func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, to State, actor, reason string, opts *OperatorOpts) (*Effect, error) {
 	if to != StateConfirmed && to != StateFailed && to != StatePending {
 		return nil, fmt.Errorf("effects: resolve to %q: want CONFIRMED, FAILED or PENDING", to)
 	}
 	if actor == "" || reason == "" {
 		return nil, errors.New("effects: resolve needs an actor and a reason")
 	}
-	var settled dbsqlc.ReckonEffect
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		row, err := c.lockEffect(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if State(row.State) != StateStuck {
-			return fmt.Errorf("%w: effect %s is %s", ErrNotStuck, id, row.State)
-		}
-		t := transition{from: StateStuck, to: to, fence: fence{jobID: row.JobID}, actor: "operator:" + actor, reason: reason}
-		if to == StatePending {
-			if t.newJobID, err = c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, time.Time{}); err != nil {
-				return err
-			}
-			// Operator gave it another go: the attempt budget starts over.
-			if err := dbsqlc.New(tx).EffectResetAttempts(ctx, id); err != nil {
-				return err
-			}
-		}
-		settled, _, err = c.settle(ctx, tx, id, t)
-		return err
-	})
+	row, err := c.lockEffect(ctx, tx, id, opts.tenantID())
 	if err != nil {
 		return nil, err
 	}
-	c.countTransition(settled.Connector, settled.Policy, StateStuck, to)
+	if State(row.State) != StateStuck {
+		return nil, fmt.Errorf("%w: effect %s is %s", ErrNotStuck, id, row.State)
+	}
+	t := transition{from: StateStuck, to: to, fence: fence{jobID: row.JobID}, actor: "operator:" + actor, reason: reason}
+	if to == StatePending {
+		if t.newJobID, err = c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, time.Time{}); err != nil {
+			return nil, err
+		}
+		// Operator gave it another go: the attempt budget starts over.
+		if err := dbsqlc.New(tx).EffectResetAttempts(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	settled, _, err := c.settle(ctx, tx, id, t)
+	if err != nil {
+		return nil, err
+	}
 	return effectFromRow(settled), nil
 }
 
@@ -56,42 +86,55 @@ func (c *Client) Resolve(ctx context.Context, id uuid.UUID, to State, actor, rea
 // trail, and cancels its dispatch job. An effect that is in flight, was attempted, or is not
 // PENDING is refused with ErrNotCancellable (ErrNotFound for none at all), and nothing changes.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID, actor, reason string) (*Effect, error) {
-	if actor == "" || reason == "" {
-		return nil, errors.New("effects: cancel needs an actor and a reason")
-	}
-	var settled dbsqlc.ReckonEffect
+	var effect *Effect
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		row, err := c.lockEffect(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		switch {
-		case State(row.State) != StatePending:
-			return fmt.Errorf("%w: effect %s is %s", ErrNotCancellable, id, row.State)
-		case row.Attempts > 0 || row.LeaseToken != nil || row.JobID == nil:
-			return fmt.Errorf("%w: effect %s has been attempted", ErrNotCancellable, id)
-		}
-		// Lock the job: River fetches with SKIP LOCKED, so no reactor can claim it until we commit.
-		job, err := dbsqlc.New(tx).RiverJobGetForUpdate(ctx, *row.JobID)
-		if err != nil {
-			return fmt.Errorf("effects: lock dispatch job: %w", err)
-		}
-		if job.Attempt > 0 || (job.State != dbsqlc.RiverJobStateAvailable && job.State != dbsqlc.RiverJobStateScheduled) {
-			return fmt.Errorf("%w: effect %s is in flight (dispatch job %s, attempt %d)", ErrNotCancellable, id, job.State, job.Attempt)
-		}
-		if _, err := c.river.JobCancelTx(ctx, tx, job.ID); err != nil {
-			return fmt.Errorf("effects: cancel dispatch job: %w", err)
-		}
-		settled, _, err = c.settle(ctx, tx, id, transition{
-			from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
-			errMsg: "cancelled: " + reason, actor: "operator:" + actor, reason: "cancelled: " + reason,
-		})
+		var err error
+		effect, err = c.CancelTx(ctx, tx, id, actor, reason, nil)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.countTransition(settled.Connector, settled.Policy, StatePending, StateFailed)
+	c.countTransition(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), StatePending, StateFailed)
+	return effect, nil
+}
+
+// CancelTx is Cancel in tx, the caller's transaction; the effect and its dispatch job stay locked
+// until tx ends, so no reactor can claim the job meanwhile. On ErrNotFound, ErrNotCancellable or a
+// usage error nothing was written and tx is still usable; a database error aborts tx. CancelTx
+// does not count the transition in the metrics.
+func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
+	if actor == "" || reason == "" {
+		return nil, errors.New("effects: cancel needs an actor and a reason")
+	}
+	row, err := c.lockEffect(ctx, tx, id, opts.tenantID())
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case State(row.State) != StatePending:
+		return nil, fmt.Errorf("%w: effect %s is %s", ErrNotCancellable, id, row.State)
+	case row.Attempts > 0 || row.LeaseToken != nil || row.JobID == nil:
+		return nil, fmt.Errorf("%w: effect %s has been attempted", ErrNotCancellable, id)
+	}
+	// Lock the job: River fetches with SKIP LOCKED, so no reactor can claim it until we commit.
+	job, err := dbsqlc.New(tx).RiverJobGetForUpdate(ctx, *row.JobID)
+	if err != nil {
+		return nil, fmt.Errorf("effects: lock dispatch job: %w", err)
+	}
+	if job.Attempt > 0 || (job.State != dbsqlc.RiverJobStateAvailable && job.State != dbsqlc.RiverJobStateScheduled) {
+		return nil, fmt.Errorf("%w: effect %s is in flight (dispatch job %s, attempt %d)", ErrNotCancellable, id, job.State, job.Attempt)
+	}
+	if _, err := c.river.JobCancelTx(ctx, tx, job.ID); err != nil {
+		return nil, fmt.Errorf("effects: cancel dispatch job: %w", err)
+	}
+	settled, _, err := c.settle(ctx, tx, id, transition{
+		from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
+		errMsg: "cancelled: " + reason, actor: "operator:" + actor, reason: "cancelled: " + reason,
+	})
+	if err != nil {
+		return nil, err
+	}
 	return effectFromRow(settled), nil
 }
 
@@ -192,10 +235,12 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 	return effectFromRow(compensation), nil
 }
 
-func (c *Client) lockEffect(ctx context.Context, tx pgx.Tx, id uuid.UUID) (dbsqlc.ReckonEffect, error) {
+// lockEffect reads effect id FOR UPDATE. With tenantID set, another tenant's effect is
+// ErrNotFound.
+func (c *Client) lockEffect(ctx context.Context, tx pgx.Tx, id uuid.UUID, tenantID string) (dbsqlc.ReckonEffect, error) {
 	row, err := dbsqlc.New(tx).EffectGetByIDForUpdate(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return row, fmt.Errorf("%w: %s", ErrNotFound, id)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && tenantID != "" && row.TenantID != tenantID) {
+		return dbsqlc.ReckonEffect{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return row, err
 }

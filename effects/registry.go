@@ -33,6 +33,40 @@ func (r *Registry) Register(c Connector) error {
 	return nil
 }
 
+// ValidateConnector reports what Register would refuse in c, without registering it: the same
+// rules (name, Dispatch, known tags, ranges, and a way to resolve UNKNOWN outcomes unless Unsafe).
+// Connectors defined elsewhere (HTTP connectors stored in the database) are checked with it.
+func ValidateConnector(c Connector) error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// Replace registers c like Register, replacing the connector already registered under its name if
+// any. Effects already enqueued keep the policy they were enqueued with; their next call uses c.
+// It exists for connectors whose definition changes while a process runs (HTTP connectors, see
+// package effects/httpconn); connectors declared in code use Register.
+func (r *Registry) Replace(c Connector) error {
+	connector, err := c.withDefaults()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.connectors[connector.Name] = connector
+	return nil
+}
+
+// Unregister removes the connector registered under name and reports whether there was one.
+// Effects of a connector that is not registered wait (their jobs are snoozed) until it is
+// registered again; enqueueing them fails with ErrUnknownConnector.
+func (r *Registry) Unregister(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.connectors[name]
+	delete(r.connectors, name)
+	return ok
+}
+
 // MustRegister is Register that panics on error, for connectors declared at program start.
 func (r *Registry) MustRegister(c Connector) {
 	if err := r.Register(c); err != nil {

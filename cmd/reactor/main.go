@@ -2,12 +2,20 @@
 // may share it. It serves /healthz, /readyz and /metrics on its own address, and stops gracefully
 // on SIGINT or SIGTERM.
 //
-// It dispatches effects, reconciles UNKNOWN ones and sweeps for attempts whose worker died (package
-// effects). A SIGTERM lets work in flight finish within -shutdown-timeout; what is still running
-// then is cancelled, recorded as UNKNOWN and reconciled later: nothing is lost.
+// It dispatches effects, reconciles UNKNOWN ones, runs compensations and sweeps for attempts whose
+// worker died (package effects), with the HTTP connectors stored in the database (package
+// effects/httpconn): loaded at start and reloaded every -connector-sync-interval, so connectors
+// added with `server connectors put` are picked up without a restart.
+//
+// A SIGTERM stops fetching new work and lets work in flight finish within -shutdown-timeout; what
+// is still running then is cancelled, recorded as UNKNOWN and reconciled by any reactor: nothing is
+// lost.
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
-// RECKON_REACTOR_ADDR, RECKON_WORKERS, RECKON_DB_CONNS, RECKON_LOG_FORMAT.
+// RECKON_REACTOR_ADDR, RECKON_REACTOR_ID, RECKON_QUEUE, RECKON_WORKERS, RECKON_DB_CONNS,
+// RECKON_SHUTDOWN_TIMEOUT, RECKON_IN_FLIGHT_MARGIN, RECKON_SWEEP_INTERVAL,
+// RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_FETCH_POLL_INTERVAL, RECKON_FETCH_COOLDOWN,
+// RECKON_LOG_FORMAT. `reactor -h` lists them with their defaults.
 package main
 
 import (
@@ -20,9 +28,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
-	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
@@ -40,40 +49,37 @@ func main() {
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("reactor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	databaseURL := fs.String("database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
-	logFormat := fs.String("log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
-	addr := fs.String("addr", cli.Env("RECKON_REACTOR_ADDR", "127.0.0.1:9090"), "address of the health and metrics endpoints (env RECKON_REACTOR_ADDR)")
-	drain := fs.Duration("shutdown-timeout", 30*time.Second, "how long work in flight may take to finish after SIGTERM; then it is cancelled (and reconciled later)")
-	workers := fs.Int("workers", envInt("RECKON_WORKERS", 50), "effects worked on at once (env RECKON_WORKERS)")
-	dbConns := fs.Int("db-conns", envInt("RECKON_DB_CONNS", 20), "database connections (env RECKON_DB_CONNS); River's listener, fetches, reads and group commits share them")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	cfg, err := parseConfig(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "reactor: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	logger, err := cli.NewLogger(*logFormat)
 	if err != nil {
 		fmt.Fprintln(stderr, "reactor:", err)
 		return 2
 	}
-	if *workers < 1 || *dbConns < 4 {
-		fmt.Fprintln(stderr, "reactor: -workers must be at least 1 and -db-conns at least 4")
+	logger, err := cli.NewLogger(cfg.logFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, "reactor:", err)
 		return 2
 	}
-	if err := serve(ctx, logger, *databaseURL, *addr, *workers, *dbConns, *drain); err != nil {
+	if err := serve(ctx, logger, cfg); err != nil {
 		logger.Error("reactor failed", slog.String("error", err.Error()))
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, logger *slog.Logger, databaseURL, addr string, workers, dbConns int, drain time.Duration) error {
-	pool, err := cli.OpenPool(ctx, databaseURL, dbConns)
+// addEngines is where the workers of the packages built on effects join the reactor: turns
+// (aggregation and logical turns) and saga (step advance and compensation) register their River
+// workers through effects.Config.AddWorkers and their settle hooks through Client.OnSettle, before
+// the client starts. Until those packages land, the reactor runs the effects workers only.
+func addEngines(_ *effects.Config) {}
+
+// startEngines registers what needs the client itself (settle hooks); see addEngines.
+func startEngines(_ *effects.Client) error { return nil }
+
+func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
+	pool, err := cli.OpenPool(ctx, cfg.databaseURL, cfg.dbConns)
 	if err != nil {
 		return err
 	}
@@ -91,25 +97,53 @@ func serve(ctx context.Context, logger *slog.Logger, databaseURL, addr string, w
 	}
 
 	metrics := health.NewRegistry()
-	// Go connectors are registered by services that embed the reactor; HTTP connectors, read from
-	// the database, are registered here.
-	client, err := effects.NewClient(pool, &effects.Config{
-		Registry:   effects.NewRegistry(),
-		Logger:     logger,
-		Registerer: metrics,
-		Workers:    workers,
-	})
+	// Go connectors are registered by services that embed the reactor (effects.Client in their
+	// own process); this one has the HTTP connectors stored in the database.
+	registry := effects.NewRegistry()
+	connectors, err := newConnectorSync(pool, registry, logger, metrics)
 	if err != nil {
 		return err
 	}
-	if err := client.Start(ctx); err != nil {
+	if err := connectors.sync(ctx); err != nil {
+		return fmt.Errorf("load HTTP connectors: %w", err)
+	}
+	effectsConfig := &effects.Config{
+		Registry:          registry,
+		Logger:            logger,
+		Registerer:        metrics,
+		ID:                cfg.id,
+		Queue:             cfg.queue,
+		Workers:           cfg.workers,
+		InFlightMargin:    cfg.inFlightMargin,
+		SweepInterval:     cfg.sweepInterval,
+		FetchPollInterval: cfg.fetchPoll,
+		FetchCooldown:     cfg.fetchCooldown,
+	}
+	addEngines(effectsConfig)
+	client, err := effects.NewClient(pool, effectsConfig)
+	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	health.Register(mux, pool, migrator, metrics)
-	serveErr := cli.Serve(ctx, logger, "health", addr, mux, drain)
+	if err := startEngines(client); err != nil {
+		return err
+	}
+	// Not ctx: River treats the cancellation of Start's context as a hard stop that cancels the
+	// jobs in flight at once. SIGTERM ends ctx; Stop below drains gracefully instead.
+	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	syncCtx, stopSync := context.WithCancel(ctx)
+	syncDone := make(chan struct{})
+	go func() {
+		defer close(syncDone)
+		connectors.run(syncCtx, cfg.syncInterval)
+	}()
 
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+	serveErr := serveHealth(ctx, logger, cfg, pool, migrator, metrics)
+	logger.Info("reactor stopping: draining work in flight", slog.Duration("shutdown_timeout", cfg.shutdown))
+	stopSync()
+	<-syncDone
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdown)
 	defer cancel()
 	if err := client.Stop(stopCtx); err != nil {
 		return errors.Join(serveErr, err)
@@ -121,9 +155,9 @@ func serve(ctx context.Context, logger *slog.Logger, databaseURL, addr string, w
 	return nil
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
+// serveHealth serves /healthz, /readyz and /metrics until ctx ends.
+func serveHealth(ctx context.Context, logger *slog.Logger, cfg *config, pool *pgxpool.Pool, migrator *db.Migrator, metrics *prometheus.Registry) error {
+	mux := http.NewServeMux()
+	health.Register(mux, pool, migrator, metrics)
+	return cli.Serve(ctx, logger, "health", cfg.addr, mux, cfg.shutdown)
 }

@@ -5,9 +5,14 @@
 //	server migrate up [-create-db]      apply pending migrations (River's, then Reckon's)
 //	server migrate down [-steps N|-all] roll back Reckon's newest migration(s); -all removes River's too
 //	server migrate status               list migrations and whether they are applied
+//	server tenants create|list|disable|enable   manage tenants
+//	server tokens create -tenant T [-name N]     print a new API token for T (shown once)
+//	server tokens list -tenant T | revoke ID     list or revoke API tokens
+//	server connectors put|list|delete   manage the HTTP connectors (docs/connectors.md)
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
-// RECKON_SERVER_ADDR, RECKON_LOG_FORMAT.
+// RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_IDEMPOTENCY_TTL,
+// RECKON_CONNECTOR_SYNC_INTERVAL. The API is documented in docs/api.md.
 package main
 
 import (
@@ -24,6 +29,8 @@ import (
 	"time"
 
 	"github.com/reckonhq/reckon/db"
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
 )
@@ -40,9 +47,20 @@ var errUsage = errors.New("usage")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
-	if len(args) > 0 && args[0] == "migrate" {
+	command := ""
+	if len(args) > 0 {
+		command = args[0]
+	}
+	switch command {
+	case "migrate":
 		err = runMigrate(ctx, args[1:], stdout, stderr)
-	} else {
+	case "tenants":
+		err = runTenants(ctx, args[1:], stdout, stderr)
+	case "tokens":
+		err = runTokens(ctx, args[1:], stdout, stderr)
+	case "connectors":
+		err = runConnectors(ctx, args[1:], os.Stdin, stdout, stderr)
+	default:
 		err = runServe(ctx, args, stderr)
 	}
 	switch {
@@ -89,8 +107,14 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	common.register(fs)
 	addr := fs.String("addr", cli.Env("RECKON_SERVER_ADDR", "127.0.0.1:8080"), "address to listen on (env RECKON_SERVER_ADDR)")
 	drain := fs.Duration("shutdown-timeout", 10*time.Second, "how long requests in flight may take to finish after SIGTERM")
+	maxBody := fs.Int64("max-body-bytes", envInt64("RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes), "largest request body accepted (env RECKON_MAX_BODY_BYTES)")
+	idempotencyTTL := fs.Duration("idempotency-ttl", envDuration("RECKON_IDEMPOTENCY_TTL", 24*time.Hour), "how long a response stored for an Idempotency-Key is replayed (env RECKON_IDEMPOTENCY_TTL)")
+	connectorSync := fs.Duration("connector-sync-interval", envDuration("RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second), "how often the HTTP connectors are reloaded from the database (env RECKON_CONNECTOR_SYNC_INTERVAL); a request naming an unknown connector reloads them at once")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *maxBody < 1 || *idempotencyTTL <= 0 || *connectorSync <= 0 {
+		return fmt.Errorf("%w: -max-body-bytes, -idempotency-ttl and -connector-sync-interval must be positive", errUsage)
 	}
 	logger, err := cli.NewLogger(common.logFormat)
 	if err != nil {
@@ -106,8 +130,23 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
+	metrics := health.NewRegistry()
+	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
+	apiServer, err := api.New(&api.Config{
+		Pool: pool, Effects: client, Logger: logger, Registerer: metrics, MaxBodyBytes: *maxBody,
+	})
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
-	health.Register(mux, pool, migrator, health.NewRegistry())
+	health.Register(mux, pool, migrator, metrics)
+	apiServer.Register(mux)
+	go purgeIdempotencyKeys(ctx, logger, apiServer, *idempotencyTTL)
+	go syncConnectors(ctx, logger, pool, client.Registry(), *connectorSync)
 	logger.Info("server starting")
 	if err := cli.Serve(ctx, logger, "http", *addr, mux, *drain); err != nil {
 		return err

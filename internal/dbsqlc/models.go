@@ -360,6 +360,99 @@ func AllRiverJobStateValues() []RiverJobState {
 	}
 }
 
+type ReckonApiToken struct {
+	ID          uuid.UUID
+	TenantID    string
+	Name        string
+	Prefix      string
+	TokenSha256 []byte
+	Admin       bool
+	CreatedAt   time.Time
+	RevokedAt   *time.Time
+}
+
+type ReckonAuditEffect struct {
+	ID             uuid.UUID
+	TenantID       string
+	Connector      string
+	Policy         ReckonEffectPolicy
+	Tags           []string
+	State          ReckonEffectState
+	IdempotencyKey string
+	BusinessKey    *string
+	Args           json.RawMessage
+	Result         json.RawMessage
+	Error          *string
+	Attempts       int32
+	MaxAttempts    int32
+	RunID          *string
+	TurnID         *uuid.UUID
+	TurnGroup      *string
+	CompensatesID  *uuid.UUID
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	SettledAt      interface{}
+	LastActor      string
+	LastReason     string
+	LastAt         time.Time
+	Compensations  int64
+}
+
+type ReckonAuditStuck struct {
+	ID             uuid.UUID
+	TenantID       string
+	Connector      string
+	Policy         ReckonEffectPolicy
+	IdempotencyKey string
+	BusinessKey    *string
+	Args           json.RawMessage
+	Error          *string
+	Attempts       int32
+	RunID          *string
+	CreatedAt      time.Time
+	StuckSince     time.Time
+	StuckBy        string
+	StuckReason    string
+	StuckDetail    json.RawMessage
+	StuckFor       int32
+}
+
+type ReckonAuditTransition struct {
+	ID             int64
+	EffectID       uuid.UUID
+	TenantID       string
+	Connector      string
+	Policy         ReckonEffectPolicy
+	IdempotencyKey string
+	BusinessKey    *string
+	RunID          *string
+	FromState      *ReckonEffectState
+	ToState        ReckonEffectState
+	Actor          string
+	Reason         string
+	Attempt        int32
+	At             time.Time
+	Detail         json.RawMessage
+	Observation    bool
+}
+
+type ReckonConnector struct {
+	Name              string
+	Tags              []string
+	DispatchUrl       string
+	StatusUrl         *string
+	CompensateUrl     *string
+	BusinessKeyFields []string
+	TimeoutMs         int32
+	MaxAttempts       int32
+	StatusCheckLimit  int32
+	BackoffInitialMs  int32
+	BackoffMaxMs      int32
+	Unsafe            bool
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
 type ReckonEffect struct {
 	ID               uuid.UUID
 	TenantID         string
@@ -406,6 +499,17 @@ type ReckonEffectTransition struct {
 	Attempt   int32
 	At        time.Time
 	Detail    json.RawMessage
+}
+
+type ReckonIdempotencyKey struct {
+	TenantID      string
+	Key           string
+	Method        string
+	Path          string
+	RequestSha256 []byte
+	Status        *int32
+	Response      []byte
+	CreatedAt     time.Time
 }
 
 type ReckonRun struct {
@@ -459,6 +563,13 @@ type ReckonSagaTransition struct {
 	Actor     string
 	Reason    string
 	At        time.Time
+}
+
+type ReckonTenant struct {
+	ID         string
+	Name       string
+	CreatedAt  time.Time
+	DisabledAt *time.Time
 }
 
 type RiverJob struct {

@@ -19,6 +19,8 @@
 //	                         -> 200 {"reversal_id":"r-1","key":"...","of":"..."}
 //	GET  /checkpoint?name=NAME&key=KEY
 //	                         -> 204 unless armed (see Bank.Arm)
+//	POST /reckon/wires, /reckon/wires/status, /reckon/wires/compensate
+//	                         the same operations in Reckon's HTTP connector wire protocol (reckon.go)
 //
 // Invalid requests (bad JSON, missing key, non-positive amount) get 400 {"error":"..."} and perform
 // nothing.
@@ -321,6 +323,9 @@ func (b *Bank) serve(w http.ResponseWriter, r *http.Request) {
 	b.calls[r.URL.Path]++
 	b.mu.Unlock()
 
+	if b.serveReckon(w, r) {
+		return
+	}
 	switch r.URL.Path {
 	case "/wires":
 		if !allow(w, r, http.MethodPost) {

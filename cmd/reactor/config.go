@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/reckonhq/reckon/internal/cli"
+)
+
+// config is the reactor's configuration: every flag defaults to an environment variable, which
+// defaults to the value given here.
+type config struct {
+	databaseURL    string
+	logFormat      string
+	addr           string
+	id             string
+	queue          string
+	workers        int
+	dbConns        int
+	shutdown       time.Duration
+	inFlightMargin time.Duration
+	sweepInterval  time.Duration
+	syncInterval   time.Duration
+	fetchPoll      time.Duration
+	fetchCooldown  time.Duration
+}
+
+// envError collects the environment variables whose values cannot be parsed.
+type envError struct{ problems []error }
+
+func (e *envError) add(err error) { e.problems = append(e.problems, err) }
+
+func (e *envError) err() error { return errors.Join(e.problems...) }
+
+func envIntVar(fs *flag.FlagSet, errs *envError, p *int, name, env string, def int, usage string) {
+	if raw := os.Getenv(env); raw != "" {
+		v, err := strconv.Atoi(raw)
+		if err != nil {
+			errs.add(fmt.Errorf("%s=%q: not an integer", env, raw))
+		} else {
+			def = v
+		}
+	}
+	fs.IntVar(p, name, def, usage+" (env "+env+")")
+}
+
+func envDurationVar(fs *flag.FlagSet, errs *envError, p *time.Duration, name, env string, def time.Duration, usage string) {
+	if raw := os.Getenv(env); raw != "" {
+		v, err := time.ParseDuration(raw)
+		if err != nil {
+			errs.add(fmt.Errorf("%s=%q: not a duration such as 30s or 1m", env, raw))
+		} else {
+			def = v
+		}
+	}
+	fs.DurationVar(p, name, def, usage+" (env "+env+")")
+}
+
+// parseConfig reads flags over environment variables. A bad value is an error naming it.
+func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
+	c := &config{}
+	var errs envError
+	fs.StringVar(&c.databaseURL, "database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
+	fs.StringVar(&c.logFormat, "log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
+	fs.StringVar(&c.addr, "addr", cli.Env("RECKON_REACTOR_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics (env RECKON_REACTOR_ADDR)")
+	fs.StringVar(&c.id, "id", cli.Env("RECKON_REACTOR_ID", ""), "name of this reactor in the audit trail and to River; unique per process (env RECKON_REACTOR_ID; default host-pid-random)")
+	fs.StringVar(&c.queue, "queue", cli.Env("RECKON_QUEUE", "reckon"), "River queue of Reckon's jobs; every reactor and enqueuer of one deployment must agree (env RECKON_QUEUE)")
+	envIntVar(fs, &errs, &c.workers, "workers", "RECKON_WORKERS", 50, "effects worked on at once")
+	envIntVar(fs, &errs, &c.dbConns, "db-conns", "RECKON_DB_CONNS", 20, "database connections; River's listener, fetches, reads and group commits share them")
+	envDurationVar(fs, &errs, &c.shutdown, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 30*time.Second,
+		"how long work in flight may take to finish after SIGTERM; then it is cancelled, recorded as UNKNOWN and reconciled later")
+	envDurationVar(fs, &errs, &c.inFlightMargin, "in-flight-margin", "RECKON_IN_FLIGHT_MARGIN", 30*time.Second,
+		"how long past its call timeout an attempt may run before the sweeper presumes its worker dead")
+	envDurationVar(fs, &errs, &c.sweepInterval, "sweep-interval", "RECKON_SWEEP_INTERVAL", 5*time.Second,
+		"how often to look for effects whose attempt or job is gone")
+	envDurationVar(fs, &errs, &c.syncInterval, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
+		"how often to reload the HTTP connectors from the database")
+	envDurationVar(fs, &errs, &c.fetchPoll, "fetch-poll-interval", "RECKON_FETCH_POLL_INTERVAL", 0,
+		"how often River polls for jobs when no notification arrives (default River's, 1s)")
+	envDurationVar(fs, &errs, &c.fetchCooldown, "fetch-cooldown", "RECKON_FETCH_COOLDOWN", 0,
+		"shortest time between two fetches (default River's, 100ms)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	return c, c.validate()
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.workers < 1 || c.workers > 10_000:
+		return fmt.Errorf("-workers must be between 1 and 10000, got %d", c.workers)
+	case c.dbConns < 4:
+		return fmt.Errorf("-db-conns at least 4 are needed, got %d", c.dbConns)
+	case c.shutdown <= 0:
+		return fmt.Errorf("-shutdown-timeout must be positive, got %v", c.shutdown)
+	case c.inFlightMargin <= 0 || c.sweepInterval <= 0 || c.syncInterval <= 0:
+		return errors.New("-in-flight-margin, -sweep-interval and -connector-sync-interval must be positive")
+	case c.fetchPoll < 0 || c.fetchCooldown < 0:
+		return errors.New("-fetch-poll-interval and -fetch-cooldown must not be negative")
+	case c.queue == "":
+		return errors.New("-queue must not be empty")
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/api"
+	"github.com/reckonhq/reckon/internal/cli"
+)
+
+func envInt64(name string, def int64) int64 {
+	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// purgeIdempotencyKeys forgets stored Idempotency-Key responses older than ttl, at start and then
+// every ttl/24 (at most hourly), until ctx ends. Several servers may do it at once.
+func purgeIdempotencyKeys(ctx context.Context, logger *slog.Logger, server *api.Server, ttl time.Duration) {
+	interval := min(max(ttl/24, time.Second), time.Hour)
+	for {
+		n, err := server.PurgeIdempotencyKeys(ctx, time.Now().Add(-ttl))
+		if err != nil && ctx.Err() == nil {
+			logger.Warn("purge idempotency keys", slog.Any("error", err))
+		} else if n > 0 {
+			logger.Info("purged idempotency keys", slog.Int64("count", n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+// syncConnectors loads the HTTP connectors into registry now and then every interval until ctx
+// ends, so that enqueueing uses current definitions (policy, timeout).
+func syncConnectors(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, registry *effects.Registry, interval time.Duration) {
+	for {
+		result, err := httpconn.Sync(ctx, pool, registry)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("sync HTTP connectors", slog.Any("error", err))
+		case result.Changed():
+			logger.Info("HTTP connectors synced", slog.Any("added", result.Added), slog.Any("updated", result.Updated), slog.Any("removed", result.Removed))
+		}
+		for name, err := range result.Skipped {
+			logger.Warn("HTTP connector skipped", slog.String("connector", name), slog.Any("error", err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+// runTenants: server tenants create ID [-name N] | list | disable ID | enable ID.
+func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "server tenants create|list|disable|enable [ID] [flags]"
+	if len(args) == 0 {
+		return fmt.Errorf("%w: %s", errUsage, usage)
+	}
+	action, args := args[0], args[1:]
+	fs := flag.NewFlagSet("server tenants "+action, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	common.register(fs)
+	var name *string
+	switch action {
+	case "create":
+		name = fs.String("name", "", "display name of the tenant")
+	case "list", "disable", "enable":
+	default:
+		return fmt.Errorf("%w: unknown tenants action %q: %s", errUsage, action, usage)
+	}
+	id, err := parseWithID(fs, args, action != "list")
+	if err != nil {
+		return err
+	}
+	pool, err := cli.OpenPool(ctx, common.databaseURL, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	switch action {
+	case "create":
+		tenant, err := api.CreateTenant(ctx, pool, id, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "created tenant %s\n", tenant.ID)
+	case "list":
+		tenants, err := api.ListTenants(ctx, pool)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSTATUS")
+		for _, t := range tenants {
+			status := "enabled"
+			if t.DisabledAt != nil {
+				status = "disabled " + t.DisabledAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), status)
+		}
+		return tw.Flush()
+	case "disable", "enable":
+		if _, err := api.SetTenantDisabled(ctx, pool, id, action == "disable"); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%sd tenant %s\n", action, id)
+	}
+	return nil
+}
+
+// runTokens: server tokens create -tenant T [-name N] | list -tenant T | revoke ID.
+func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "server tokens create -tenant T [-name N] | list -tenant T | revoke ID"
+	if len(args) == 0 {
+		return fmt.Errorf("%w: %s", errUsage, usage)
+	}
+	action, args := args[0], args[1:]
+	fs := flag.NewFlagSet("server tokens "+action, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	common.register(fs)
+	var tenant, name *string
+	var admin *bool
+	switch action {
+	case "create":
+		tenant = fs.String("tenant", "", "tenant of the token (required)")
+		name = fs.String("name", "", "what the token is for; written to the audit trail of its actions")
+		admin = fs.Bool("admin", false, "the token may also manage the HTTP connectors, which all tenants share")
+	case "list":
+		tenant = fs.String("tenant", "", "tenant whose tokens to list (required)")
+	case "revoke":
+	default:
+		return fmt.Errorf("%w: unknown tokens action %q: %s", errUsage, action, usage)
+	}
+	rawID, err := parseWithID(fs, args, action == "revoke")
+	if err != nil {
+		return err
+	}
+	if tenant != nil && *tenant == "" {
+		return fmt.Errorf("%w: -tenant is required", errUsage)
+	}
+	var id uuid.UUID
+	if action == "revoke" {
+		if id, err = uuid.Parse(rawID); err != nil {
+			return fmt.Errorf("%w: token id %q is not a UUID", errUsage, rawID)
+		}
+	}
+	pool, err := cli.OpenPool(ctx, common.databaseURL, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	switch action {
+	case "create":
+		secret, token, err := api.CreateToken(ctx, pool, *tenant, &api.TokenOpts{Name: *name, Admin: *admin})
+		if err != nil {
+			return err
+		}
+		// The token goes to stdout alone, for scripts; the rest to stderr.
+		fmt.Fprintln(stdout, secret)
+		fmt.Fprintf(stderr, "token %s for tenant %s: shown only now, store it safely\n", token.ID, token.TenantID)
+	case "list":
+		tokens, err := api.ListTokens(ctx, pool, *tenant)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tCREATED\tSTATUS")
+		for _, t := range tokens {
+			status := "live"
+			if t.RevokedAt != nil {
+				status = "revoked " + t.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			if t.Admin {
+				status += " (admin)"
+			}
+			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\n", t.ID, t.Prefix, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), status)
+		}
+		return tw.Flush()
+	case "revoke":
+		token, err := api.RevokeToken(ctx, pool, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "revoked token %s of tenant %s\n", token.ID, token.TenantID)
+	}
+	return nil
+}
+
+// parseWithID parses flags around one positional ID argument (required when wantID, forbidden
+// otherwise). Flags may come before or after the ID.
+func parseWithID(fs *flag.FlagSet, args []string, wantID bool) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", err
+		}
+		return "", fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if !wantID {
+		if fs.NArg() > 0 {
+			return "", fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+		}
+		return "", nil
+	}
+	if fs.NArg() == 0 {
+		return "", fmt.Errorf("%w: %s needs an ID", errUsage, fs.Name())
+	}
+	id := fs.Arg(0)
+	if err := fs.Parse(fs.Args()[1:]); err != nil {
+		return "", fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return "", fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	return id, nil
+}

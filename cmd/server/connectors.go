@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/cli"
+)
+
+// connectorsUsage is the synopsis of `server connectors`.
+const connectorsUsage = `server connectors put -name NAME -dispatch-url URL [-tags write,external] [-status-url URL]
+                       [-compensate-url URL] [-business-key-fields a,b] [-timeout 30s] [-max-attempts 5]
+                       [-status-check-limit 5] [-backoff-initial 1s] [-backoff-max 5m] [-unsafe]
+server connectors put -f definition.json   (or -f - for stdin; the JSON form of docs/connectors.md)
+server connectors list [-json]
+server connectors delete -name NAME`
+
+// runConnectors manages the HTTP connectors stored in reckon_connectors (package
+// effects/httpconn): put (insert or replace, validated like a Go connector), list and delete.
+// Reactors pick changes up at their next sync.
+func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: want one of:\n%s", errUsage, connectorsUsage)
+	}
+	action, args := args[0], args[1:]
+	fs := flag.NewFlagSet("server connectors "+action, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	common.register(fs)
+	var run func(context.Context, httpconn.DBTX) error
+	switch action {
+	case "put":
+		def, file := connectorFlags(fs)
+		run = func(ctx context.Context, db httpconn.DBTX) error {
+			if *file != "" {
+				if err := readDefinition(*file, stdin, def, fs); err != nil {
+					return err
+				}
+			}
+			stored, created, err := httpconn.Put(ctx, db, def.Definition)
+			if err != nil {
+				return err
+			}
+			verb := "updated"
+			if created {
+				verb = "created"
+			}
+			fmt.Fprintf(stdout, "%s connector %s (policy %s); reactors pick it up at their next sync\n",
+				verb, stored.Name, policyOf(stored))
+			return nil
+		}
+	case "list":
+		asJSON := fs.Bool("json", false, "print a JSON array of definitions")
+		run = func(ctx context.Context, db httpconn.DBTX) error {
+			defs, err := httpconn.List(ctx, db)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if defs == nil {
+					defs = []httpconn.Definition{}
+				}
+				return enc.Encode(defs)
+			}
+			printConnectors(stdout, defs)
+			return nil
+		}
+	case "delete":
+		name := fs.String("name", "", "the connector to delete (required)")
+		run = func(ctx context.Context, db httpconn.DBTX) error {
+			if *name == "" {
+				return fmt.Errorf("%w: -name is required", errUsage)
+			}
+			if err := httpconn.Delete(ctx, db, *name); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "deleted connector %s; reactors drop it at their next sync\n", *name)
+			return nil
+		}
+	default:
+		return fmt.Errorf("%w: unknown connectors action %q; want one of:\n%s", errUsage, action, connectorsUsage)
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if _, err := cli.NewLogger(common.logFormat); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	pool, err := cli.OpenPool(ctx, common.databaseURL, 0)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	err = run(ctx, pool)
+	if errors.Is(err, httpconn.ErrInvalid) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return err
+}
+
+// definitionFlags is a Definition filled from flags.
+type definitionFlags struct {
+	httpconn.Definition
+}
+
+func connectorFlags(fs *flag.FlagSet) (*definitionFlags, *string) {
+	d := &definitionFlags{}
+	file := fs.String("f", "", "read the definition as JSON from this file (- for stdin); flags given as well override it")
+	fs.StringVar(&d.Name, "name", "", "connector name, e.g. bank.wire (required)")
+	fs.Func("tags", "comma-separated tags: read, write, idempotent, destructive, external, expensive, network", func(s string) error {
+		d.Tags = nil
+		for _, tag := range splitList(s) {
+			d.Tags = append(d.Tags, effects.Tag(tag))
+		}
+		return nil
+	})
+	fs.StringVar(&d.DispatchURL, "dispatch-url", "", "URL of the dispatch calls (required)")
+	fs.StringVar(&d.StatusURL, "status-url", "", "URL of the status checks (optional; the best way to resolve UNKNOWN)")
+	fs.StringVar(&d.CompensateURL, "compensate-url", "", "URL of the compensations (optional)")
+	fs.Func("business-key-fields", "comma-separated args fields that make the business key", func(s string) error {
+		d.BusinessKeyFields = splitList(s)
+		return nil
+	})
+	fs.DurationVar(&d.Timeout, "timeout", 0, "timeout of each call (default 30s, at most 5m)")
+	fs.IntVar(&d.MaxAttempts, "max-attempts", 0, "dispatch attempts per effect (default 5)")
+	fs.IntVar(&d.StatusCheckLimit, "status-check-limit", 0, "inconclusive status checks before STUCK (default 5)")
+	fs.DurationVar(&d.BackoffInitial, "backoff-initial", 0, "first retry delay, doubling per attempt (default 1s)")
+	fs.DurationVar(&d.BackoffMax, "backoff-max", 0, "longest retry delay (default 5m)")
+	fs.BoolVar(&d.Unsafe, "unsafe", false, "allow a non-retry-safe connector with no status check, business key or compensation")
+	return d, file
+}
+
+// readDefinition reads the JSON definition of file (or stdin for "-") into d; flags given on the
+// command line win over the file.
+func readDefinition(file string, stdin io.Reader, d *definitionFlags, fs *flag.FlagSet) error {
+	var (
+		raw []byte
+		err error
+	)
+	if file == "-" {
+		raw, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
+	} else {
+		raw, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: read %s: %v", errUsage, file, err)
+	}
+	var fromFile httpconn.Definition
+	if err := json.Unmarshal(raw, &fromFile); err != nil {
+		return fmt.Errorf("%w: %s: %v", errUsage, file, err)
+	}
+	fromFlags := d.Definition
+	d.Definition = fromFile
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "name":
+			d.Name = fromFlags.Name
+		case "tags":
+			d.Tags = fromFlags.Tags
+		case "dispatch-url":
+			d.DispatchURL = fromFlags.DispatchURL
+		case "status-url":
+			d.StatusURL = fromFlags.StatusURL
+		case "compensate-url":
+			d.CompensateURL = fromFlags.CompensateURL
+		case "business-key-fields":
+			d.BusinessKeyFields = fromFlags.BusinessKeyFields
+		case "timeout":
+			d.Timeout = fromFlags.Timeout
+		case "max-attempts":
+			d.MaxAttempts = fromFlags.MaxAttempts
+		case "status-check-limit":
+			d.StatusCheckLimit = fromFlags.StatusCheckLimit
+		case "backoff-initial":
+			d.BackoffInitial = fromFlags.BackoffInitial
+		case "backoff-max":
+			d.BackoffMax = fromFlags.BackoffMax
+		case "unsafe":
+			d.Unsafe = fromFlags.Unsafe
+		}
+	})
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func policyOf(def httpconn.Definition) effects.Policy {
+	c := def.Connector(nil)
+	return effects.PolicyOf(&c)
+}
+
+func printConnectors(w io.Writer, defs []httpconn.Definition) {
+	if len(defs) == 0 {
+		fmt.Fprintln(w, "no HTTP connectors; add one with `server connectors put`")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tPOLICY\tTAGS\tDISPATCH\tSTATUS\tCOMPENSATE\tTIMEOUT\tATTEMPTS\tUPDATED")
+	for _, d := range defs {
+		tags := make([]string, len(d.Tags))
+		for i, tag := range d.Tags {
+			tags[i] = string(tag)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%d\t%s\n", d.Name, policyOf(d), orDash(strings.Join(tags, ",")),
+			d.DispatchURL, orDash(d.StatusURL), orDash(d.CompensateURL), d.Timeout, d.MaxAttempts,
+			d.UpdatedAt.UTC().Format(time.RFC3339))
+	}
+	_ = tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,39 @@
+-- name: ConnectorUpsert :one
+-- Inserts or replaces an HTTP connector; inserted is true for a new one.
+INSERT INTO reckon_connectors (
+    name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms,
+    max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe
+) VALUES (
+    @name, @tags, @dispatch_url, @status_url, @compensate_url, @business_key_fields, @timeout_ms,
+    @max_attempts, @status_check_limit, @backoff_initial_ms, @backoff_max_ms, @unsafe
+)
+ON CONFLICT (name) DO UPDATE SET
+    tags = excluded.tags,
+    dispatch_url = excluded.dispatch_url,
+    status_url = excluded.status_url,
+    compensate_url = excluded.compensate_url,
+    business_key_fields = excluded.business_key_fields,
+    timeout_ms = excluded.timeout_ms,
+    max_attempts = excluded.max_attempts,
+    status_check_limit = excluded.status_check_limit,
+    backoff_initial_ms = excluded.backoff_initial_ms,
+    backoff_max_ms = excluded.backoff_max_ms,
+    unsafe = excluded.unsafe,
+    updated_at = now()
+RETURNING sqlc.embed(reckon_connectors), (xmax = 0)::boolean AS inserted;
+
+-- name: ConnectorGet :one
+SELECT * FROM reckon_connectors WHERE name = @name;
+
+-- name: ConnectorList :many
+-- Every HTTP connector, by name.
+SELECT * FROM reckon_connectors ORDER BY name;
+
+-- name: ConnectorDelete :one
+-- Deletes an HTTP connector and returns its name; no row when there is none.
+DELETE FROM reckon_connectors WHERE name = @name RETURNING name;
+
+-- name: ConnectorUnresolvedCount :one
+-- How many effects of the connector are PENDING or UNKNOWN: work a reactor still has to do with it.
+SELECT count(*) FROM reckon_effects
+WHERE connector = @connector AND state IN ('PENDING', 'UNKNOWN');

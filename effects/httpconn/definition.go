@@ -1,0 +1,284 @@
+package httpconn
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/reckonhq/reckon/effects"
+)
+
+// Definition describes an HTTP connector: what effects.Connector holds for a Go connector, with
+// URLs in place of functions. Its JSON form (used by the API and the CLI) has snake_case fields
+// and durations in milliseconds: see MarshalJSON.
+type Definition struct {
+	// Name identifies the connector, e.g. "bank.wire": letters, digits, '.', '_', '-' and ':',
+	// at most 200 characters, starting with a letter or digit. Required.
+	Name string
+	// Tags say what the calls do and decide the policy (effects.PolicyOf). Default none, which is
+	// the most cautious: not retry safe.
+	Tags []effects.Tag
+	// DispatchURL receives the dispatch calls: an absolute http or https URL. Required.
+	DispatchURL string
+	// StatusURL answers status checks. Optional; the best way to resolve UNKNOWN outcomes.
+	StatusURL string
+	// CompensateURL undoes a confirmed effect. Optional.
+	CompensateURL string
+	// BusinessKeyFields makes an effect's business key, when the enqueuer gives none, from these
+	// top-level fields of its args joined with ':' (strings as they are, numbers and booleans as
+	// JSON). Optional.
+	BusinessKeyFields []string
+	// Timeout bounds each call. Default 30s; 1ms to 5m.
+	Timeout time.Duration
+	// MaxAttempts bounds the dispatch attempts of one effect. Default 5.
+	MaxAttempts int
+	// StatusCheckLimit is how many inconclusive status checks an UNKNOWN effect gets before it
+	// becomes STUCK. Default 5.
+	StatusCheckLimit int
+	// BackoffInitial and BackoffMax shape the delay before a retry: BackoffInitial, doubling per
+	// attempt, at most BackoffMax. Defaults 1s and 5m; BackoffMax at most 24h.
+	BackoffInitial time.Duration
+	BackoffMax     time.Duration
+	// Unsafe allows a connector that is not retry safe and has no status check, business key or
+	// compensation: its UNKNOWN outcomes can only be resolved by a person.
+	Unsafe bool
+	// CreatedAt and UpdatedAt are set by the store (Put, Get, List) and ignored by Put.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// ErrInvalid is wrapped by every error that rejects a definition. Nothing is stored.
+var ErrInvalid = errors.New("httpconn: invalid connector definition")
+
+const (
+	defaultTimeout          = 30 * time.Second
+	defaultMaxAttempts      = 5
+	defaultStatusCheckLimit = 5
+	defaultBackoffInitial   = time.Second
+	defaultBackoffMax       = 5 * time.Minute
+	maxBackoff              = 24 * time.Hour
+	maxNameLength           = 200
+	maxURLLength            = 2048
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+
+// WithDefaults returns a copy of d with every unset setting at its default.
+func (d Definition) WithDefaults() Definition {
+	if d.Timeout == 0 {
+		d.Timeout = defaultTimeout
+	}
+	if d.MaxAttempts == 0 {
+		d.MaxAttempts = defaultMaxAttempts
+	}
+	if d.StatusCheckLimit == 0 {
+		d.StatusCheckLimit = defaultStatusCheckLimit
+	}
+	if d.BackoffInitial == 0 {
+		d.BackoffInitial = defaultBackoffInitial
+	}
+	if d.BackoffMax == 0 {
+		d.BackoffMax = max(defaultBackoffMax, d.BackoffInitial)
+	}
+	d.Tags = slices.Clone(d.Tags)
+	d.BusinessKeyFields = slices.Clone(d.BusinessKeyFields)
+	return d
+}
+
+// Validate reports what is wrong with d (with defaults applied), wrapping ErrInvalid. The rules
+// are those of a Go connector — effects.ValidateConnector on the connector d makes — plus the
+// checks of the URLs, the name and the backoff.
+func (d Definition) Validate() error {
+	d = d.WithDefaults()
+	var problems []string
+	switch {
+	case d.Name == "":
+		problems = append(problems, "name is required")
+	case len(d.Name) > maxNameLength:
+		problems = append(problems, fmt.Sprintf("name is longer than %d characters", maxNameLength))
+	case !nameRE.MatchString(d.Name):
+		problems = append(problems, fmt.Sprintf("name %q: use letters, digits, '.', '_', '-' and ':', starting with a letter or digit", d.Name))
+	}
+	if d.DispatchURL == "" {
+		problems = append(problems, "dispatch_url is required")
+	}
+	for _, u := range []struct{ field, value string }{
+		{"dispatch_url", d.DispatchURL}, {"status_url", d.StatusURL}, {"compensate_url", d.CompensateURL},
+	} {
+		if u.value != "" {
+			if err := checkURL(u.value); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", u.field, err))
+			}
+		}
+	}
+	for i, field := range d.BusinessKeyFields {
+		if field == "" {
+			problems = append(problems, fmt.Sprintf("business_key_fields[%d] is empty", i))
+		} else if slices.Contains(d.BusinessKeyFields[:i], field) {
+			problems = append(problems, fmt.Sprintf("business_key_fields: %q appears twice", field))
+		}
+	}
+	if d.BackoffInitial < time.Millisecond || d.BackoffMax < d.BackoffInitial || d.BackoffMax > maxBackoff {
+		problems = append(problems, fmt.Sprintf("backoff %v to %v: want 1ms ≤ initial ≤ max ≤ %v", d.BackoffInitial, d.BackoffMax, maxBackoff))
+	}
+	if d.MaxAttempts > 1000 {
+		problems = append(problems, fmt.Sprintf("max_attempts %d: at most 1000", d.MaxAttempts))
+	}
+	if len(problems) == 0 {
+		// The registration rules of Go connectors: tags, ranges, a way to resolve UNKNOWN.
+		if err := effects.ValidateConnector(d.Connector(nil)); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w %q: %s", ErrInvalid, d.Name, joinProblems(problems))
+	}
+	return nil
+}
+
+func joinProblems(problems []string) string {
+	var b bytes.Buffer
+	for i, p := range problems {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func checkURL(raw string) error {
+	if len(raw) > maxURLLength {
+		return fmt.Errorf("longer than %d characters", maxURLLength)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: want an absolute http or https URL", raw)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q has no host", raw)
+	}
+	if u.Fragment != "" {
+		return fmt.Errorf("%q: a fragment is never sent; remove it", raw)
+	}
+	return nil
+}
+
+// backoff returns the delay before retry number attempt.
+func (d Definition) backoff(attempt int) time.Duration {
+	delay := d.BackoffInitial
+	for i := 1; i < attempt && delay < d.BackoffMax; i++ {
+		delay *= 2
+	}
+	return min(delay, d.BackoffMax)
+}
+
+// businessKey makes the business key of args from BusinessKeyFields.
+func (d Definition) businessKey(args json.RawMessage) (string, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(args, &fields); err != nil {
+		return "", fmt.Errorf("business key: args must be a JSON object: %w", err)
+	}
+	var b bytes.Buffer
+	for i, name := range d.BusinessKeyFields {
+		raw, ok := fields[name]
+		if !ok || string(raw) == "null" {
+			return "", fmt.Errorf("business key: args have no field %q", name)
+		}
+		var s string
+		switch raw[0] {
+		case '"':
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return "", fmt.Errorf("business key: field %q: %w", name, err)
+			}
+		case '{', '[':
+			return "", fmt.Errorf("business key: field %q must be a string, number or boolean", name)
+		default:
+			s = string(raw)
+		}
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		b.WriteString(s)
+	}
+	return b.String(), nil
+}
+
+// definitionJSON is the JSON form of a Definition.
+type definitionJSON struct {
+	Name              string        `json:"name"`
+	Tags              []effects.Tag `json:"tags"`
+	DispatchURL       string        `json:"dispatch_url"`
+	StatusURL         string        `json:"status_url,omitempty"`
+	CompensateURL     string        `json:"compensate_url,omitempty"`
+	BusinessKeyFields []string      `json:"business_key_fields,omitempty"`
+	TimeoutMS         int64         `json:"timeout_ms,omitempty"`
+	MaxAttempts       int           `json:"max_attempts,omitempty"`
+	StatusCheckLimit  int           `json:"status_check_limit,omitempty"`
+	BackoffInitialMS  int64         `json:"backoff_initial_ms,omitempty"`
+	BackoffMaxMS      int64         `json:"backoff_max_ms,omitempty"`
+	Unsafe            bool          `json:"unsafe,omitempty"`
+	CreatedAt         *time.Time    `json:"created_at,omitempty"`
+	UpdatedAt         *time.Time    `json:"updated_at,omitempty"`
+}
+
+// MarshalJSON writes d as {"name","tags","dispatch_url","status_url","compensate_url",
+// "business_key_fields","timeout_ms","max_attempts","status_check_limit","backoff_initial_ms",
+// "backoff_max_ms","unsafe","created_at","updated_at"}; unset optional fields are left out.
+func (d Definition) MarshalJSON() ([]byte, error) {
+	out := definitionJSON{
+		Name: d.Name, Tags: d.Tags, DispatchURL: d.DispatchURL, StatusURL: d.StatusURL,
+		CompensateURL: d.CompensateURL, BusinessKeyFields: d.BusinessKeyFields,
+		TimeoutMS: d.Timeout.Milliseconds(), MaxAttempts: d.MaxAttempts, StatusCheckLimit: d.StatusCheckLimit,
+		BackoffInitialMS: d.BackoffInitial.Milliseconds(), BackoffMaxMS: d.BackoffMax.Milliseconds(), Unsafe: d.Unsafe,
+	}
+	if out.Tags == nil {
+		out.Tags = []effects.Tag{}
+	}
+	if !d.CreatedAt.IsZero() {
+		out.CreatedAt = &d.CreatedAt
+	}
+	if !d.UpdatedAt.IsZero() {
+		out.UpdatedAt = &d.UpdatedAt
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes. Unknown fields are an error (a misspelt
+// "status_url" must not silently drop the status check), and so are negative durations;
+// created_at and updated_at are accepted and ignored.
+func (d *Definition) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var in definitionJSON
+	if err := dec.Decode(&in); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: unexpected data after the JSON object", ErrInvalid)
+	}
+	for _, ms := range []struct {
+		field string
+		value int64
+	}{{"timeout_ms", in.TimeoutMS}, {"backoff_initial_ms", in.BackoffInitialMS}, {"backoff_max_ms", in.BackoffMaxMS}} {
+		if ms.value < 0 || ms.value > int64(maxBackoff/time.Millisecond) {
+			return fmt.Errorf("%w: %s %d out of range", ErrInvalid, ms.field, ms.value)
+		}
+	}
+	*d = Definition{
+		Name: in.Name, Tags: in.Tags, DispatchURL: in.DispatchURL, StatusURL: in.StatusURL,
+		CompensateURL: in.CompensateURL, BusinessKeyFields: in.BusinessKeyFields,
+		Timeout: time.Duration(in.TimeoutMS) * time.Millisecond, MaxAttempts: in.MaxAttempts,
+		StatusCheckLimit: in.StatusCheckLimit, BackoffInitial: time.Duration(in.BackoffInitialMS) * time.Millisecond,
+		BackoffMax: time.Duration(in.BackoffMaxMS) * time.Millisecond, Unsafe: in.Unsafe,
+	}
+	return nil
+}

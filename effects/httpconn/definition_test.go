@@ -1,0 +1,113 @@
+package httpconn_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
+)
+
+// TestValidate applies the registration rules of Go connectors plus the HTTP ones.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	write := []effects.Tag{effects.TagWrite, effects.TagExternal}
+	ok := func(d httpconn.Definition) httpconn.Definition { return d }
+	base := httpconn.Definition{Name: "bank.wire", Tags: write, DispatchURL: "https://bank.example/wires", StatusURL: "https://bank.example/status"}
+	with := func(change func(*httpconn.Definition)) httpconn.Definition {
+		d := base
+		change(&d)
+		return d
+	}
+	cases := []struct {
+		name string
+		def  httpconn.Definition
+		want string // "" for valid
+	}{
+		{"write with status check", ok(base), ""},
+		{"idempotent write without status check", with(func(d *httpconn.Definition) {
+			d.StatusURL, d.Tags = "", []effects.Tag{effects.TagWrite, effects.TagIdempotent}
+		}), ""},
+		{"read", with(func(d *httpconn.Definition) { d.StatusURL, d.Tags = "", []effects.Tag{effects.TagRead} }), ""},
+		{"write with compensation only", with(func(d *httpconn.Definition) { d.StatusURL, d.CompensateURL = "", "http://127.0.0.1:9/undo" }), ""},
+		{"write with business key only", with(func(d *httpconn.Definition) { d.StatusURL, d.BusinessKeyFields = "", []string{"account"} }), ""},
+		{"unsafe write", with(func(d *httpconn.Definition) { d.StatusURL, d.Unsafe = "", true }), ""},
+		{"write with no way to resolve UNKNOWN", with(func(d *httpconn.Definition) { d.StatusURL = "" }), "not retry safe"},
+		{"no tags and nothing else", with(func(d *httpconn.Definition) { d.StatusURL, d.Tags = "", nil }), "not retry safe"},
+		{"destructive idempotent", with(func(d *httpconn.Definition) {
+			d.StatusURL, d.Tags = "", []effects.Tag{effects.TagDestructive, effects.TagIdempotent}
+		}), "not retry safe"},
+		{"unknown tag", with(func(d *httpconn.Definition) { d.Tags = []effects.Tag{"teleport"} }), `unknown tag "teleport"`},
+		{"no name", with(func(d *httpconn.Definition) { d.Name = "" }), "name is required"},
+		{"name with a space", with(func(d *httpconn.Definition) { d.Name = "bank wire" }), "use letters, digits"},
+		{"no dispatch URL", with(func(d *httpconn.Definition) { d.DispatchURL = "" }), "dispatch_url is required"},
+		{"relative URL", with(func(d *httpconn.Definition) { d.DispatchURL = "/wires" }), "absolute http or https"},
+		{"ftp URL", with(func(d *httpconn.Definition) { d.StatusURL = "ftp://bank/status" }), "status_url"},
+		{"URL without host", with(func(d *httpconn.Definition) { d.CompensateURL = "http:///x" }), "has no host"},
+		{"URL with fragment", with(func(d *httpconn.Definition) { d.DispatchURL = "http://bank/w#x" }), "fragment"},
+		{"timeout too long", with(func(d *httpconn.Definition) { d.Timeout = time.Hour }), "out of range"},
+		{"negative attempts", with(func(d *httpconn.Definition) { d.MaxAttempts = -1 }), "MaxAttempts must be positive"},
+		{"negative status check limit", with(func(d *httpconn.Definition) { d.StatusCheckLimit = -2 }), "StatusCheckLimit must be positive"},
+		{"backoff max below initial", with(func(d *httpconn.Definition) { d.BackoffInitial, d.BackoffMax = time.Minute, time.Second }), "backoff"},
+		{"empty business key field", with(func(d *httpconn.Definition) { d.BusinessKeyFields = []string{""} }), "is empty"},
+		{"repeated business key field", with(func(d *httpconn.Definition) { d.BusinessKeyFields = []string{"a", "a"} }), "appears twice"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.def.Validate()
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, httpconn.ErrInvalid)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestValidateSameRulesAsRegistry: a definition is valid exactly when the registry accepts its
+// connector (for the rules the two share).
+func TestValidateSameRulesAsRegistry(t *testing.T) {
+	t.Parallel()
+	tagSets := [][]effects.Tag{nil, {effects.TagRead}, {effects.TagWrite}, {effects.TagWrite, effects.TagIdempotent},
+		{effects.TagDestructive, effects.TagIdempotent}, {effects.TagRead, effects.TagWrite}}
+	for _, tags := range tagSets {
+		for _, status := range []string{"", "http://127.0.0.1:1/s"} {
+			for _, unsafe := range []bool{false, true} {
+				def := httpconn.Definition{Name: "c", Tags: tags, DispatchURL: "http://127.0.0.1:1/d", StatusURL: status, Unsafe: unsafe}
+				registryErr := effects.NewRegistry().Register(def.Connector(nil))
+				require.Equal(t, registryErr == nil, def.Validate() == nil, "tags %v status %q unsafe %v: registry says %v", tags, status, unsafe, registryErr)
+			}
+		}
+	}
+}
+
+// TestDefinitionJSON: the JSON form round-trips, uses milliseconds, and refuses unknown fields.
+func TestDefinitionJSON(t *testing.T) {
+	t.Parallel()
+	def := httpconn.Definition{
+		Name: "bank.wire", Tags: []effects.Tag{effects.TagWrite}, DispatchURL: "http://b/w", StatusURL: "http://b/s",
+		BusinessKeyFields: []string{"account"}, Timeout: 1500 * time.Millisecond, MaxAttempts: 3, StatusCheckLimit: 2,
+		BackoffInitial: 10 * time.Millisecond, BackoffMax: time.Second, Unsafe: true,
+	}
+	raw, err := json.Marshal(def)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"name":"bank.wire","tags":["write"],"dispatch_url":"http://b/w","status_url":"http://b/s",
+		"business_key_fields":["account"],"timeout_ms":1500,"max_attempts":3,"status_check_limit":2,
+		"backoff_initial_ms":10,"backoff_max_ms":1000,"unsafe":true}`, string(raw))
+	var back httpconn.Definition
+	require.NoError(t, json.Unmarshal(raw, &back))
+	require.Equal(t, def, back)
+
+	err = json.Unmarshal([]byte(`{"name":"x","dispatch_url":"http://b","status_ur":"http://b/s"}`), &back)
+	require.ErrorIs(t, err, httpconn.ErrInvalid)
+	require.ErrorContains(t, err, "status_ur")
+	err = json.Unmarshal([]byte(`{"name":"x","timeout_ms":-5}`), &back)
+	require.ErrorContains(t, err, "timeout_ms -5 out of range")
+	err = json.Unmarshal([]byte(`{"name":"x","tags":"write"}`), &back)
+	require.ErrorIs(t, err, httpconn.ErrInvalid)
+}

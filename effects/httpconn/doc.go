@@ -1,0 +1,41 @@
+// Package httpconn runs connectors that are HTTP endpoints instead of Go code, so that services in
+// any language can perform effects (DESIGN.md section 8).
+//
+// # Basics
+//
+// A Definition names the connector, its tags and its URLs: dispatch (required), status check and
+// compensate (optional). Put stores it in reckon_connectors after checking it with the same rules
+// as a Go connector (effects.ValidateConnector); Sync loads the stored definitions into an
+// effects.Registry, and a reactor that calls Sync periodically picks up new, changed and deleted
+// connectors while it runs. cmd/reactor does exactly that; `server connectors put|list|delete`
+// manages the rows.
+//
+// # Wire protocol
+//
+// The reactor is the client; every call is a JSON POST over HTTP/1.1 with the headers
+// Idempotency-Key, Reckon-Effect-Id and Reckon-Attempt and the body
+// {"effect_id","idempotency_key","business_key","args","attempt"} (compensations add
+// "original":{"effect_id","result"} and carry their own idempotency key). Dispatch and compensate
+// answers map to outcomes:
+//
+//   - 200 or 201 with a JSON body → CONFIRMED with that body as the result;
+//   - 400–499 except 408, 425 and 429 → FAILED (effects.Permanent): the endpoint refused and
+//     applied nothing;
+//   - 429, 425, 503 with a Retry-After header, and a connection that could not be opened
+//     (refused, no route, unknown host) → retried later (effects.Retryable / RetryAfter): nothing
+//     was applied;
+//   - anything else — another 5xx, 408, a timeout, a reset or dropped connection, a truncated or
+//     invalid body, a redirect — → UNKNOWN, resolved by the status check.
+//
+// A status check answers 200 with {"status":"present","result":…}, {"status":"absent"},
+// {"status":"duplicate","count":n,"result":…} or {"status":"inconclusive"}; any other answer
+// counts as inconclusive.
+//
+// # Caveats
+//
+//   - 202 Accepted (asynchronous effects awaiting a callback) is not supported yet: it is
+//     recorded as UNKNOWN, so that the status check decides. See ErrAcceptedUnsupported.
+//   - The HTTP client never follows redirects and never replays a request on its own (a POST to
+//     an endpoint that moves money must not be sent twice behind the reactor's back).
+//   - Connectors are shared by every tenant, like the Go connectors a reactor registers.
+package httpconn

@@ -1,0 +1,160 @@
+package httpconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// DBTX is what the store functions run their statements on: a *pgxpool.Pool, a *pgx.Conn or a
+// pgx.Tx (to store a definition in the caller's transaction).
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Sentinel errors of the store. Test with errors.Is.
+var (
+	// ErrNotFound: no HTTP connector of that name is stored.
+	ErrNotFound = errors.New("httpconn: connector not found")
+	// ErrInUse: the connector still has PENDING or UNKNOWN effects; deleting it would leave them
+	// waiting for a connector no reactor has.
+	ErrInUse = errors.New("httpconn: connector has unresolved effects")
+)
+
+// Put validates def (Definition.Validate) and stores it with its defaults applied, replacing the
+// stored connector of the same name. It returns what was stored, with CreatedAt and UpdatedAt, and
+// whether the connector is new. An invalid definition (ErrInvalid) stores nothing. Reactors pick
+// the change up at their next Sync.
+func Put(ctx context.Context, db DBTX, def Definition) (Definition, bool, error) {
+	if err := def.Validate(); err != nil {
+		return Definition{}, false, err
+	}
+	def = def.WithDefaults()
+	row, err := dbsqlc.New(db).ConnectorUpsert(ctx, dbsqlc.ConnectorUpsertParams{
+		Name:              def.Name,
+		Tags:              tagStrings(def.Tags),
+		DispatchUrl:       def.DispatchURL,
+		StatusUrl:         nullable(def.StatusURL),
+		CompensateUrl:     nullable(def.CompensateURL),
+		BusinessKeyFields: nonNil(def.BusinessKeyFields),
+		TimeoutMs:         int32(def.Timeout.Milliseconds()),
+		MaxAttempts:       int32(def.MaxAttempts),
+		StatusCheckLimit:  int32(def.StatusCheckLimit),
+		BackoffInitialMs:  int32(def.BackoffInitial.Milliseconds()),
+		BackoffMaxMs:      int32(def.BackoffMax.Milliseconds()),
+		Unsafe:            def.Unsafe,
+	})
+	if err != nil {
+		return Definition{}, false, fmt.Errorf("httpconn: store connector %q: %w", def.Name, err)
+	}
+	return definitionOf(row.ReckonConnector), row.Inserted, nil
+}
+
+// Get returns the stored connector name, or ErrNotFound.
+func Get(ctx context.Context, db DBTX, name string) (Definition, error) {
+	row, err := dbsqlc.New(db).ConnectorGet(ctx, name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Definition{}, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return Definition{}, fmt.Errorf("httpconn: get connector %q: %w", name, err)
+	}
+	return definitionOf(row), nil
+}
+
+// List returns every stored connector, by name.
+func List(ctx context.Context, db DBTX) ([]Definition, error) {
+	rows, err := dbsqlc.New(db).ConnectorList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("httpconn: list connectors: %w", err)
+	}
+	defs := make([]Definition, len(rows))
+	for i, row := range rows {
+		defs[i] = definitionOf(row)
+	}
+	return defs, nil
+}
+
+// Delete removes the stored connector name. It refuses (ErrInUse) while effects of the connector
+// are PENDING or UNKNOWN, and returns ErrNotFound when there is no such connector; either way
+// nothing changes. Reactors drop the connector at their next Sync. Run it in a transaction (db a
+// pgx.Tx) to make the check and the delete atomic with respect to your own writes; an effect
+// enqueued concurrently by another process waits until the connector is stored again.
+func Delete(ctx context.Context, db DBTX, name string) error {
+	queries := dbsqlc.New(db)
+	unresolved, err := queries.ConnectorUnresolvedCount(ctx, name)
+	if err != nil {
+		return fmt.Errorf("httpconn: delete connector %q: %w", name, err)
+	}
+	if unresolved > 0 {
+		return fmt.Errorf("%w: %q has %d PENDING or UNKNOWN effects; let them settle (or resolve them) first", ErrInUse, name, unresolved)
+	}
+	if _, err := queries.ConnectorDelete(ctx, name); errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	} else if err != nil {
+		return fmt.Errorf("httpconn: delete connector %q: %w", name, err)
+	}
+	return nil
+}
+
+func definitionOf(row dbsqlc.ReckonConnector) Definition {
+	def := Definition{
+		Name:             row.Name,
+		DispatchURL:      row.DispatchUrl,
+		StatusURL:        deref(row.StatusUrl),
+		CompensateURL:    deref(row.CompensateUrl),
+		Timeout:          time.Duration(row.TimeoutMs) * time.Millisecond,
+		MaxAttempts:      int(row.MaxAttempts),
+		StatusCheckLimit: int(row.StatusCheckLimit),
+		BackoffInitial:   time.Duration(row.BackoffInitialMs) * time.Millisecond,
+		BackoffMax:       time.Duration(row.BackoffMaxMs) * time.Millisecond,
+		Unsafe:           row.Unsafe,
+		CreatedAt:        row.CreatedAt,
+		UpdatedAt:        row.UpdatedAt,
+	}
+	for _, tag := range row.Tags {
+		def.Tags = append(def.Tags, effects.Tag(tag))
+	}
+	if len(row.BusinessKeyFields) > 0 {
+		def.BusinessKeyFields = row.BusinessKeyFields
+	}
+	return def
+}
+
+func tagStrings(tags []effects.Tag) []string {
+	out := make([]string, len(tags))
+	for i, tag := range tags {
+		out[i] = string(tag)
+	}
+	return out
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

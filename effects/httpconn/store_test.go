@@ -1,0 +1,109 @@
+package httpconn_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestStore: Put inserts then replaces, with defaults applied; Get, List and Delete; missing
+// connectors are ErrNotFound; an invalid definition stores nothing.
+func TestStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+
+	def := definition("http://127.0.0.1:1")
+	stored, created, err := httpconn.Put(ctx, pool, def)
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, 5, stored.MaxAttempts, "defaults are stored")
+	require.Equal(t, time.Second, stored.BackoffInitial)
+	require.False(t, stored.CreatedAt.IsZero())
+
+	def.MaxAttempts, def.StatusURL = 9, ""
+	def.BusinessKeyFields = []string{"account"}
+	updated, created, err := httpconn.Put(ctx, pool, def)
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, 9, updated.MaxAttempts)
+	require.Empty(t, updated.StatusURL)
+	require.Equal(t, stored.CreatedAt, updated.CreatedAt)
+	require.False(t, updated.UpdatedAt.Before(stored.UpdatedAt))
+
+	got, err := httpconn.Get(ctx, pool, "bank.wire")
+	require.NoError(t, err)
+	require.Equal(t, updated, got)
+
+	_, _, err = httpconn.Put(ctx, pool, httpconn.Definition{Name: "aaa.first", Tags: []effects.Tag{effects.TagRead}, DispatchURL: "http://127.0.0.1:1/r"})
+	require.NoError(t, err)
+	list, err := httpconn.List(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, "aaa.first", list[0].Name)
+	require.Equal(t, got, list[1])
+
+	_, _, err = httpconn.Put(ctx, pool, httpconn.Definition{Name: "bad", Tags: []effects.Tag{effects.TagWrite}, DispatchURL: "http://127.0.0.1:1/r"})
+	require.ErrorIs(t, err, httpconn.ErrInvalid)
+	_, err = httpconn.Get(ctx, pool, "bad")
+	require.ErrorIs(t, err, httpconn.ErrNotFound)
+
+	require.NoError(t, httpconn.Delete(ctx, pool, "aaa.first"))
+	require.ErrorIs(t, httpconn.Delete(ctx, pool, "aaa.first"), httpconn.ErrNotFound)
+	list, err = httpconn.List(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+}
+
+// TestPutInCallersTransaction: Put in a transaction that rolls back stores nothing.
+func TestPutInCallersTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	errRollback := errors.New("roll back")
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, _, err := httpconn.Put(ctx, tx, definition("http://127.0.0.1:1")); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	require.ErrorIs(t, err, errRollback)
+	_, err = httpconn.Get(ctx, pool, "bank.wire")
+	require.ErrorIs(t, err, httpconn.ErrNotFound)
+}
+
+// TestDeleteInUse: a connector with PENDING effects cannot be deleted; once they settle it can.
+func TestDeleteInUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	_, _, err := httpconn.Put(ctx, pool, definition("http://127.0.0.1:1"))
+	require.NoError(t, err)
+	registry := effects.NewRegistry()
+	_, err = httpconn.Sync(ctx, pool, registry)
+	require.NoError(t, err)
+	client, err := effects.NewClient(pool, &effects.Config{Registry: registry})
+	require.NoError(t, err)
+	effect, err := client.Enqueue(ctx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "k1", Args: map[string]any{"amount": 1}}, nil)
+	require.NoError(t, err)
+
+	err = httpconn.Delete(ctx, pool, "bank.wire")
+	require.ErrorIs(t, err, httpconn.ErrInUse)
+	require.ErrorContains(t, err, "1 PENDING or UNKNOWN")
+	_, err = httpconn.Get(ctx, pool, "bank.wire")
+	require.NoError(t, err, "still stored")
+
+	_, err = client.Cancel(ctx, effect.ID, "test", "no longer wanted")
+	require.NoError(t, err)
+	require.NoError(t, httpconn.Delete(ctx, pool, "bank.wire"))
+}

@@ -1,0 +1,371 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/internal/api"
+)
+
+// TestTenantIsolation: tenant B can neither read, list, resolve nor cancel tenant A's effects —
+// each answers 404 exactly as for a missing effect — and nothing of A's changes. The same
+// idempotency key is independent per tenant.
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	tokenA, tokenB := h.token("acme", false), h.token("globex", false)
+	pending := h.enqueue(tokenA, "w-1", 10)
+	stuck := h.enqueue(tokenA, "w-2", 20)
+	h.makeStuck(stuck.ID)
+	require.Equal(t, "acme", pending.TenantID)
+	before := h.rows()
+
+	missing := uuid.New()
+	for _, id := range []uuid.UUID{pending.ID, stuck.ID, missing} {
+		r := h.do("GET", "/v1/effects/"+id.String(), tokenB, "")
+		require.Equal(t, http.StatusNotFound, r.status)
+		require.Equal(t, api.CodeNotFound, r.errorCode(t))
+		for _, to := range []string{"CONFIRMED", "FAILED", "PENDING"} {
+			r = h.do("POST", "/v1/effects/"+id.String()+"/resolve", tokenB, `{"to":"`+to+`","reason":"mine now"}`)
+			require.Equal(t, http.StatusNotFound, r.status, "resolve %s to %s: %s", id, to, r.body)
+			require.Equal(t, api.CodeNotFound, r.errorCode(t))
+		}
+		r = h.do("POST", "/v1/effects/"+id.String()+"/cancel", tokenB, `{"reason":"mine now"}`)
+		require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
+	}
+	for _, query := range []string{"", "?state=PENDING", "?state=STUCK", "?connector=bank.wire"} {
+		r := h.do("GET", "/v1/effects"+query, tokenB, "")
+		require.Equal(t, http.StatusOK, r.status)
+		require.JSONEq(t, `{"effects":[]}`, string(r.body), "B lists nothing of A's with %q", query)
+	}
+	require.Equal(t, before, h.rows(), "B changed nothing")
+	require.Equal(t, "PENDING", h.state(pending.ID))
+	require.Equal(t, "STUCK", h.state(stuck.ID))
+
+	// A sees its own.
+	r := h.do("GET", "/v1/effects/"+stuck.ID.String(), tokenA, "")
+	require.Equal(t, http.StatusOK, r.status)
+	got := r.effect(t)
+	require.Equal(t, "STUCK", got.State)
+	require.Len(t, got.History, 3)
+	r = h.do("GET", "/v1/effects", tokenA, "")
+	var list struct{ Effects []effectBody }
+	require.NoError(t, json.Unmarshal(r.body, &list))
+	require.Len(t, list.Effects, 2)
+
+	// B's own effect with A's key is B's alone.
+	mine := h.enqueue(tokenB, "w-1", 99)
+	require.NotEqual(t, pending.ID, mine.ID)
+	require.Equal(t, "globex", mine.TenantID)
+	r = h.do("GET", "/v1/effects/"+mine.ID.String(), tokenA, "")
+	require.Equal(t, http.StatusNotFound, r.status)
+}
+
+// TestIdempotencyKeyReplay: the same Idempotency-Key with the same request (even re-serialized)
+// replays the first response and records one effect; with another body it is 422 and changes
+// nothing; concurrent requests with one key record one effect; a failed request stores nothing,
+// so its key can be used again.
+func TestIdempotencyKeyReplay(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	token := h.token("acme", false)
+	body := `{"connector":"bank.wire","idempotency_key":"w-1","args":{"account":"a-1","amount":10}}`
+
+	first := h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "req-1")
+	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
+	require.Empty(t, first.header.Get("Idempotent-Replayed"))
+	reordered := `{ "args": {"amount": 10, "account": "a-1"}, "idempotency_key": "w-1", "connector": "bank.wire" }`
+	again := h.do("POST", "/v1/effects", token, reordered, "Idempotency-Key", "req-1")
+	require.Equal(t, http.StatusCreated, again.status, "the first response, status included")
+	require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+	require.Equal(t, string(first.body), string(again.body))
+	before := h.rows()
+	require.Equal(t, 1, before["effects"])
+	require.Equal(t, 1, before["idempotency_keys"])
+
+	other := h.do("POST", "/v1/effects", token, strings.Replace(body, `"amount":10`, `"amount":11`, 1), "Idempotency-Key", "req-1")
+	require.Equal(t, http.StatusUnprocessableEntity, other.status)
+	require.Equal(t, api.CodeIdempotencyKeyReused, other.errorCode(t))
+	other = h.do("POST", "/v1/effects/"+first.effect(t).ID.String()+"/cancel", token, `{"reason":"x"}`, "Idempotency-Key", "req-1")
+	require.Equal(t, http.StatusUnprocessableEntity, other.status, "another path with the key")
+	require.Equal(t, before, h.rows())
+
+	// Without the header, the effect's own key deduplicates: 200 with the same effect.
+	dedup := h.do("POST", "/v1/effects", token, body)
+	require.Equal(t, http.StatusOK, dedup.status)
+	require.True(t, *dedup.effect(t).Deduplicated)
+	require.Equal(t, first.effect(t).ID, dedup.effect(t).ID)
+
+	// Another tenant's "req-1" is its own.
+	otherTenant := h.do("POST", "/v1/effects", h.token("globex", false), body, "Idempotency-Key", "req-1")
+	require.Equal(t, http.StatusCreated, otherTenant.status)
+
+	// A failed request stores nothing: the key is free for the corrected request.
+	failed := h.do("POST", "/v1/effects", token, strings.Replace(body, "bank.wire", "bank.nope", 1), "Idempotency-Key", "req-2")
+	require.Equal(t, http.StatusUnprocessableEntity, failed.status)
+	require.Equal(t, api.CodeUnknownConnector, failed.errorCode(t))
+	fixed := h.do("POST", "/v1/effects", token, strings.Replace(body, "w-1", "w-2", 1), "Idempotency-Key", "req-2")
+	require.Equal(t, http.StatusCreated, fixed.status, "%s", fixed.body)
+
+	// Concurrent requests with one key: one effect, one stored response, the same answer to all.
+	const n = 8
+	var wg sync.WaitGroup
+	answers := make([]response, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = h.do("POST", "/v1/effects", token, strings.Replace(body, "w-1", "w-race", 1), "Idempotency-Key", "req-race")
+		}()
+	}
+	wg.Wait()
+	for _, a := range answers {
+		require.Equal(t, http.StatusCreated, a.status, "%s", a.body)
+		require.Equal(t, string(answers[0].body), string(a.body))
+	}
+	var effectsWithKey int
+	require.NoError(t, h.pool.QueryRow(context.Background(), `SELECT count(*) FROM reckon_effects WHERE idempotency_key = 'w-race'`).Scan(&effectsWithKey))
+	require.Equal(t, 1, effectsWithKey)
+}
+
+// TestBadInputsChangeNothing: malformed, oversized, unknown or unauthenticated requests get a 4xx
+// with a stable code, and no row is written (counted before and after), although each carries an
+// Idempotency-Key.
+func TestBadInputsChangeNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 4096)
+	token := h.token("acme", false)
+	revoked := h.token("acme", false)
+	tokens, err := api.ListTokens(context.Background(), h.pool, "acme")
+	require.NoError(t, err)
+	_, err = api.RevokeToken(context.Background(), h.pool, tokens[1].ID)
+	require.NoError(t, err)
+	disabled := h.token("initech", false)
+	_, err = api.SetTenantDisabled(context.Background(), h.pool, "initech", true)
+	require.NoError(t, err)
+	pending := h.enqueue(token, "w-1", 10)
+	stuck := h.enqueue(token, "w-2", 20)
+	h.makeStuck(stuck.ID)
+	before := h.rows()
+
+	ok := `{"connector":"bank.wire","idempotency_key":"new-1","args":{"amount":1}}`
+	big := `{"connector":"bank.wire","idempotency_key":"new-1","args":{"pad":"` + strings.Repeat("x", 5000) + `"}}`
+	resolvePending := "/v1/effects/" + pending.ID.String() + "/resolve"
+	resolveStuck := "/v1/effects/" + stuck.ID.String() + "/resolve"
+	for _, tc := range []struct {
+		name, method, path, token, body string
+		headers                         []string
+		status                          int
+		code                            string
+	}{
+		{"no token", "POST", "/v1/effects", "", ok, nil, 401, api.CodeUnauthenticated},
+		{"not bearer", "POST", "/v1/effects", "", ok, []string{"Authorization", "Basic YTpi"}, 401, api.CodeUnauthenticated},
+		{"unknown token", "POST", "/v1/effects", "rk_" + strings.Repeat("A", 43), ok, nil, 401, api.CodeInvalidToken},
+		{"garbage token", "GET", "/v1/effects", "hunter2", "", nil, 401, api.CodeInvalidToken},
+		{"revoked token", "POST", "/v1/effects", revoked, ok, nil, 401, api.CodeInvalidToken},
+		{"disabled tenant", "POST", "/v1/effects", disabled, ok, nil, 401, api.CodeInvalidToken},
+		{"revoked token reads", "GET", "/v1/effects/" + pending.ID.String(), revoked, "", nil, 401, api.CodeInvalidToken},
+		{"malformed JSON", "POST", "/v1/effects", token, `{"connector":"bank.wire",`, nil, 400, api.CodeInvalidJSON},
+		{"not an object", "POST", "/v1/effects", token, `[1,2]`, nil, 400, api.CodeInvalidRequest},
+		{"trailing data", "POST", "/v1/effects", token, ok + `{}`, nil, 400, api.CodeInvalidJSON},
+		{"empty body", "POST", "/v1/effects", token, "", nil, 400, api.CodeInvalidJSON},
+		{"unknown field", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","amount":1}`, nil, 400, api.CodeInvalidRequest},
+		{"wrong type", "POST", "/v1/effects", token, `{"connector":7,"idempotency_key":"k"}`, nil, 400, api.CodeInvalidRequest},
+		{"args not an object", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","args":[1]}`, nil, 400, api.CodeInvalidRequest},
+		{"no key", "POST", "/v1/effects", token, `{"connector":"bank.wire"}`, nil, 400, api.CodeInvalidRequest},
+		{"key and position", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","position":{"turn_group":"g","decision":0,"call_index":0}}`, nil, 400, api.CodeInvalidRequest},
+		{"bad position", "POST", "/v1/effects", token, `{"connector":"bank.wire","position":{"turn_group":"g","decision":-1,"call_index":0}}`, nil, 400, api.CodeInvalidRequest},
+		{"bad turn id", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","turn_id":"nope"}`, nil, 400, api.CodeInvalidRequest},
+		{"negative max attempts", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","max_attempts":-1}`, nil, 400, api.CodeInvalidRequest},
+		{"unknown connector", "POST", "/v1/effects", token, `{"connector":"bank.nope","idempotency_key":"k"}`, nil, 422, api.CodeUnknownConnector},
+		{"effect key conflict", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"w-1","args":{"account":"a-1","amount":11}}`, nil, 409, api.CodeIdempotencyConflict},
+		{"oversized body", "POST", "/v1/effects", token, big, nil, 413, api.CodeBodyTooLarge},
+		{"form body", "POST", "/v1/effects", token, ok, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, api.CodeUnsupportedMediaType},
+		{"empty idempotency key", "POST", "/v1/effects", token, ok, []string{"Idempotency-Key", " "}, 400, api.CodeInvalidIdempotency},
+		{"long idempotency key", "POST", "/v1/effects", token, ok, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, api.CodeInvalidIdempotency},
+		{"resolve to UNKNOWN", "POST", resolveStuck, token, `{"to":"UNKNOWN","reason":"r"}`, nil, 400, api.CodeInvalidState},
+		{"resolve to lower case", "POST", resolveStuck, token, `{"to":"confirmed","reason":"r"}`, nil, 400, api.CodeInvalidState},
+		{"resolve to nonsense", "POST", resolveStuck, token, `{"to":"DONE","reason":"r"}`, nil, 400, api.CodeInvalidState},
+		{"resolve without reason", "POST", resolveStuck, token, `{"to":"CONFIRMED"}`, nil, 400, api.CodeInvalidRequest},
+		{"resolve unknown field", "POST", resolveStuck, token, `{"to":"CONFIRMED","reason":"r","force":true}`, nil, 400, api.CodeInvalidRequest},
+		{"resolve PENDING to CONFIRMED", "POST", resolvePending, token, `{"to":"CONFIRMED","reason":"r"}`, nil, 409, api.CodeNotStuck},
+		{"cancel STUCK", "POST", "/v1/effects/" + stuck.ID.String() + "/cancel", token, `{"reason":"r"}`, nil, 409, api.CodeNotCancellable},
+		{"cancel with to", "POST", "/v1/effects/" + pending.ID.String() + "/cancel", token, `{"reason":"r","to":"FAILED"}`, nil, 400, api.CodeInvalidRequest},
+		{"resolve bad id", "POST", "/v1/effects/42/resolve", token, `{"to":"FAILED","reason":"r"}`, nil, 400, api.CodeInvalidParameter},
+		{"resolve missing effect", "POST", "/v1/effects/" + uuid.NewString() + "/resolve", token, `{"to":"FAILED","reason":"r"}`, nil, 404, api.CodeNotFound},
+		{"list bad state", "GET", "/v1/effects?state=DONE", token, "", nil, 400, api.CodeInvalidState},
+		{"list lower-case state", "GET", "/v1/effects?state=pending", token, "", nil, 400, api.CodeInvalidState},
+		{"list unknown parameter", "GET", "/v1/effects?status=PENDING", token, "", nil, 400, api.CodeInvalidParameter},
+		{"list bad limit", "GET", "/v1/effects?limit=0", token, "", nil, 400, api.CodeInvalidParameter},
+		{"list huge limit", "GET", "/v1/effects?limit=1001", token, "", nil, 400, api.CodeInvalidParameter},
+		{"list bad cursor", "GET", "/v1/effects?cursor=abc", token, "", nil, 400, api.CodeInvalidCursor},
+		{"get bad id", "GET", "/v1/effects/not-a-uuid", token, "", nil, 400, api.CodeInvalidParameter},
+		{"unknown route", "GET", "/v1/nothing", token, "", nil, 404, api.CodeNotFound},
+		{"wrong method", "DELETE", "/v1/effects", token, "", nil, 405, api.CodeMethodNotAllowed},
+		{"connector without admin", "POST", "/v1/connectors", token, `{"name":"x","dispatch_url":"http://127.0.0.1:1/"}`, nil, 403, api.CodeForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			headers := append([]string{"Idempotency-Key", "bad-" + tc.name}, tc.headers...)
+			r := h.do(tc.method, tc.path, tc.token, tc.body, headers...)
+			require.Equal(t, tc.status, r.status, "%s", r.body)
+			require.Equal(t, tc.code, r.errorCode(t))
+		})
+	}
+	require.Equal(t, before, h.rows(), "nothing written")
+	require.Equal(t, "PENDING", h.state(pending.ID))
+	require.Equal(t, "STUCK", h.state(stuck.ID))
+}
+
+// TestPaginationWalk: walking a filtered list page by page yields every effect exactly once, newest
+// first, even while new effects are enqueued during the walk (they are newer than the cursor).
+func TestPaginationWalk(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	token := h.token("acme", false)
+	var want []uuid.UUID
+	for i := range 23 {
+		want = append(want, h.enqueue(token, fmt.Sprintf("w-%02d", i), i+1).ID)
+	}
+	h.makeStuck(want[4])
+	h.makeStuck(want[9])
+	other := h.token("globex", false)
+	for i := range 3 {
+		h.enqueue(other, fmt.Sprintf("w-%02d", i), 1)
+	}
+
+	walk := func(query string, limit int, during func()) []uuid.UUID {
+		var got []uuid.UUID
+		cursor := ""
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 50, "the walk must end")
+			params := url.Values{"limit": {fmt.Sprint(limit)}}
+			if query != "" {
+				params.Set("state", query)
+			}
+			if cursor != "" {
+				params.Set("cursor", cursor)
+			}
+			r := h.do("GET", "/v1/effects?"+params.Encode(), token, "")
+			require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+			var page struct {
+				Effects    []effectBody
+				NextCursor string `json:"next_cursor"`
+			}
+			require.NoError(t, json.Unmarshal(r.body, &page))
+			require.LessOrEqual(t, len(page.Effects), limit)
+			for _, e := range page.Effects {
+				got = append(got, e.ID)
+			}
+			if during != nil && pages == 0 {
+				during()
+			}
+			if page.NextCursor == "" {
+				return got
+			}
+			cursor = page.NextCursor
+		}
+	}
+	newestFirst := func(ids []uuid.UUID) []uuid.UUID {
+		out := make([]uuid.UUID, len(ids))
+		for i, id := range ids {
+			out[len(ids)-1-i] = id
+		}
+		return out
+	}
+
+	got := walk("", 5, func() {
+		for i := range 3 {
+			h.enqueue(token, fmt.Sprintf("late-%d", i), 1)
+		}
+	})
+	require.Equal(t, newestFirst(want), got, "every effect once, newest first, none of the later ones")
+	require.Equal(t, []uuid.UUID{want[9], want[4]}, walk("STUCK", 1, nil))
+	require.Len(t, walk("", 1000, nil), 26)
+	require.Len(t, walk("PENDING", 7, nil), 24)
+}
+
+// TestResolveAndCancel: an operator resolves STUCK effects over the API (to CONFIRMED; to PENDING,
+// which gives the effect a new dispatch job) and cancels a PENDING one, by resolve to FAILED or
+// by /cancel; the audit trail names the token and the person, and a second decision is refused.
+func TestResolveAndCancel(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	token := h.token("acme", false)
+	confirmMe := h.enqueue(token, "w-1", 10)
+	retryMe := h.enqueue(token, "w-2", 20)
+	cancelMe := h.enqueue(token, "w-3", 30)
+	cancelMeToo := h.enqueue(token, "w-4", 40)
+	h.makeStuck(confirmMe.ID)
+	h.makeStuck(retryMe.ID)
+
+	r := h.do("POST", "/v1/effects/"+confirmMe.ID.String()+"/resolve", token,
+		`{"to":"CONFIRMED","reason":"bank confirmed wire by phone","actor":"alice"}`, "Idempotency-Key", "resolve-1")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, "CONFIRMED", r.effect(t).State)
+	replay := h.do("POST", "/v1/effects/"+confirmMe.ID.String()+"/resolve", token,
+		`{"to":"CONFIRMED","reason":"bank confirmed wire by phone","actor":"alice"}`, "Idempotency-Key", "resolve-1")
+	require.Equal(t, http.StatusOK, replay.status, "a retried decision replays its answer")
+	require.Equal(t, string(r.body), string(replay.body))
+	again := h.do("POST", "/v1/effects/"+confirmMe.ID.String()+"/resolve", token, `{"to":"FAILED","reason":"changed my mind"}`)
+	require.Equal(t, http.StatusConflict, again.status)
+	require.Equal(t, api.CodeNotStuck, again.errorCode(t))
+	history := h.do("GET", "/v1/effects/"+confirmMe.ID.String(), token, "").effect(t).History
+	last := history[len(history)-1]
+	require.Equal(t, "STUCK", last.From)
+	require.Equal(t, "CONFIRMED", last.To)
+	require.Equal(t, "operator:api:acme-ops/alice", last.Actor)
+	require.Equal(t, "bank confirmed wire by phone", last.Reason)
+
+	jobs := h.rows()["jobs"]
+	r = h.do("POST", "/v1/effects/"+retryMe.ID.String()+"/resolve", token, `{"to":"PENDING","reason":"bank never got it"}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, "PENDING", r.effect(t).State)
+	require.Equal(t, jobs+1, h.rows()["jobs"], "a new dispatch job")
+
+	r = h.do("POST", "/v1/effects/"+cancelMe.ID.String()+"/resolve", token, `{"to":"FAILED","reason":"customer withdrew"}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, "FAILED", r.effect(t).State)
+	r = h.do("POST", "/v1/effects/"+cancelMeToo.ID.String()+"/cancel", token, `{"reason":"duplicate order"}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, "FAILED", r.effect(t).State)
+	require.Equal(t, 2, h.rows()["cancelled_jobs"])
+	r = h.do("POST", "/v1/effects/"+cancelMe.ID.String()+"/cancel", token, `{"reason":"again"}`)
+	require.Equal(t, http.StatusConflict, r.status)
+	require.Equal(t, api.CodeNotCancellable, r.errorCode(t))
+}
+
+// TestPurgeIdempotencyKeys: a stored response is replayed until purged; after that the same key
+// runs the request again (here: the effect's own key deduplicates it, 200).
+func TestPurgeIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	token := h.token("acme", false)
+	body := `{"connector":"bank.wire","idempotency_key":"w-1","args":{"amount":1}}`
+	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k").status)
+
+	ctx := context.Background()
+	n, err := h.server.PurgeIdempotencyKeys(ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, n, "younger than the cutoff: kept")
+	r := h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k")
+	require.Equal(t, http.StatusCreated, r.status)
+	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+
+	n, err = h.server.PurgeIdempotencyKeys(ctx, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	r = h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k")
+	require.Equal(t, http.StatusOK, r.status, "run again: the effect deduplicates")
+	require.Empty(t, r.header.Get("Idempotent-Replayed"))
+	require.Equal(t, 1, h.rows()["effects"])
+}

@@ -1,0 +1,111 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/effects/httpconn"
+)
+
+// connectorsResponse is the answer to GET /v1/connectors.
+type connectorsResponse struct {
+	Connectors []httpconn.Definition `json:"connectors"`
+}
+
+func requireAdmin(call *Call) error {
+	if !call.Token.Admin {
+		return Errorf(http.StatusForbidden, CodeForbidden, "HTTP connectors are shared by every tenant: changing them needs an admin token (server tokens create -admin)")
+	}
+	return nil
+}
+
+// refreshAfterCommit makes this server's registry pick up a connector change once it commits.
+func (s *Server) refreshAfterCommit(call *Call) {
+	call.OnCommit(func(ctx context.Context) {
+		if err := s.config.RefreshConnectors(ctx); err != nil {
+			s.logger.WarnContext(ctx, "refresh connectors", slog.Any("error", err))
+		}
+	})
+}
+
+// putConnector: POST /v1/connectors, a definition as JSON; 201 when new, 200 when it replaced one.
+func (s *Server) putConnector(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
+	if err := requireAdmin(call); err != nil {
+		return 0, nil, err
+	}
+	if err := call.Decode(&struct{}{}); err != nil && asError(err).Code == CodeInvalidJSON {
+		return 0, nil, err // malformed JSON is malformed JSON, whatever its fields
+	}
+	var def httpconn.Definition
+	if err := def.UnmarshalJSON(call.Body); err != nil {
+		return 0, nil, badRequest(CodeInvalidConnector, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
+	}
+	stored, created, err := httpconn.Put(ctx, tx, def)
+	if errors.Is(err, httpconn.ErrInvalid) {
+		return 0, nil, badRequest(CodeInvalidConnector, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	s.refreshAfterCommit(call)
+	if created {
+		return http.StatusCreated, stored, nil
+	}
+	return http.StatusOK, stored, nil
+}
+
+// listConnectors: GET /v1/connectors, by name.
+func (s *Server) listConnectors(ctx context.Context, call *Call) (int, any, error) {
+	if len(call.Request.URL.Query()) > 0 {
+		return 0, nil, badRequest(CodeInvalidParameter, "GET /v1/connectors takes no query parameters")
+	}
+	defs, err := httpconn.List(ctx, s.pool)
+	if err != nil {
+		return 0, nil, err
+	}
+	if defs == nil {
+		defs = []httpconn.Definition{}
+	}
+	return http.StatusOK, connectorsResponse{Connectors: defs}, nil
+}
+
+// getConnector: GET /v1/connectors/{name}.
+func (s *Server) getConnector(ctx context.Context, call *Call) (int, any, error) {
+	name := call.Request.PathValue("name")
+	def, err := httpconn.Get(ctx, s.pool, name)
+	if errors.Is(err, httpconn.ErrNotFound) {
+		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no HTTP connector %q", name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, def, nil
+}
+
+// deleteConnector: DELETE /v1/connectors/{name}; refused while it has PENDING or UNKNOWN effects.
+func (s *Server) deleteConnector(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
+	if err := requireAdmin(call); err != nil {
+		return 0, nil, err
+	}
+	if len(call.Body) > 0 {
+		return 0, nil, badRequest(CodeInvalidRequest, "DELETE takes no body")
+	}
+	name := call.Request.PathValue("name")
+	err := httpconn.Delete(ctx, tx, name)
+	switch {
+	case errors.Is(err, httpconn.ErrNotFound):
+		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no HTTP connector %q", name)
+	case errors.Is(err, httpconn.ErrInUse):
+		return 0, nil, Errorf(http.StatusConflict, CodeConnectorInUse, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
+	case err != nil:
+		return 0, nil, fmt.Errorf("delete connector: %w", err)
+	}
+	s.refreshAfterCommit(call)
+	return http.StatusOK, map[string]any{"name": name, "deleted": true}, nil
+}

@@ -1,0 +1,31 @@
+// Package api is the HTTP API of cmd/server (DESIGN.md section 8): effects enqueued, inspected,
+// listed, resolved and cancelled over JSON, for callers authenticated by a bearer token of their
+// tenant.
+//
+// # Tenants and tokens
+//
+// Every request under /v1 carries "Authorization: Bearer <token>". A token belongs to one tenant
+// (reckon_tenants) and is stored only as its SHA-256 (reckon_api_tokens): CreateToken returns the
+// token once. Every query is scoped to the caller's tenant: another tenant's effect answers 404,
+// exactly like one that does not exist, and is never changed.
+//
+// # Idempotency
+//
+// A POST may carry an Idempotency-Key header. Its transaction first claims the key for the tenant
+// (a concurrent request with the same key waits), runs, stores its response and commits, all at
+// once. A later request with the same key and the same method, path and JSON body (compared after
+// canonicalization: key order and spacing do not matter) gets the stored response again, with the
+// header Idempotent-Replayed: true; with another body it gets 422 idempotency_key_reused. Only
+// successful (2xx) responses are stored: a request that failed changed nothing, and may be retried
+// with the same key.
+//
+// # Errors
+//
+// Every error is JSON, {"error":{"code":…,"message":…}}, with a stable code (see Error and the
+// Code constants). Bad input is refused before anything is written.
+//
+// # Extending
+//
+// Server.HandleQuery and Server.HandleMutation add authenticated endpoints with the same error,
+// size-limit and idempotency handling (the callbacks, sagas, sessions and connectors endpoints).
+package api

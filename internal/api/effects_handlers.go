@@ -1,0 +1,406 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/effects"
+)
+
+// Field limits of requests.
+const (
+	maxNameLen   = 200  // connector, run_id, actor
+	maxKeyLen    = 512  // idempotency_key, business_key, turn_group
+	maxReasonLen = 2000 // reason
+	maxAttempts  = 1000
+)
+
+// effectJSON is an effect on the wire.
+type effectJSON struct {
+	ID             uuid.UUID       `json:"id"`
+	TenantID       string          `json:"tenant_id"`
+	Connector      string          `json:"connector"`
+	State          effects.State   `json:"state"`
+	Policy         effects.Policy  `json:"policy"`
+	Tags           []effects.Tag   `json:"tags"`
+	Args           json.RawMessage `json:"args"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	BusinessKey    string          `json:"business_key,omitempty"`
+	Attempts       int             `json:"attempts"`
+	MaxAttempts    int             `json:"max_attempts"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	TimeoutMS      int64           `json:"timeout_ms"`
+	DeadlineAt     *time.Time      `json:"deadline_at,omitempty"`
+	RunID          string          `json:"run_id,omitempty"`
+	TurnID         *uuid.UUID      `json:"turn_id,omitempty"`
+	TurnGroup      string          `json:"turn_group,omitempty"`
+	CompensatesID  *uuid.UUID      `json:"compensates_id,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	// Deduplicated is set in answers to POST /v1/effects only.
+	Deduplicated *bool            `json:"deduplicated,omitempty"`
+	History      []transitionJSON `json:"history,omitempty"`
+}
+
+type transitionJSON struct {
+	ID      int64           `json:"id"`
+	From    effects.State   `json:"from,omitempty"`
+	To      effects.State   `json:"to"`
+	Actor   string          `json:"actor"`
+	Reason  string          `json:"reason"`
+	Attempt int             `json:"attempt"`
+	At      time.Time       `json:"at"`
+	Detail  json.RawMessage `json:"detail,omitempty"`
+}
+
+func toJSON(e *effects.Effect) *effectJSON {
+	tags := e.Tags
+	if tags == nil {
+		tags = []effects.Tag{}
+	}
+	return &effectJSON{
+		ID: e.ID, TenantID: e.TenantID, Connector: e.Connector, State: e.State, Policy: e.Policy, Tags: tags,
+		Args: e.Args, IdempotencyKey: e.IdempotencyKey, BusinessKey: e.BusinessKey, Attempts: e.Attempts,
+		MaxAttempts: e.MaxAttempts, Result: e.Result, Error: e.Error, TimeoutMS: e.Timeout.Milliseconds(),
+		DeadlineAt: e.DeadlineAt, RunID: e.RunID, TurnID: e.TurnID, TurnGroup: e.TurnGroup,
+		CompensatesID: e.CompensatesID, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+	}
+}
+
+// enqueueRequest is the body of POST /v1/effects.
+type enqueueRequest struct {
+	Connector      string          `json:"connector"`
+	Args           json.RawMessage `json:"args"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Position       *positionJSON   `json:"position"`
+	BusinessKey    string          `json:"business_key"`
+	RunID          string          `json:"run_id"`
+	TurnID         *uuid.UUID      `json:"turn_id"`
+	TurnGroup      string          `json:"turn_group"`
+	MaxAttempts    int             `json:"max_attempts"`
+}
+
+type positionJSON struct {
+	TurnGroup string `json:"turn_group"`
+	Decision  *int   `json:"decision"`
+	CallIndex *int   `json:"call_index"`
+}
+
+func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
+	spec := effects.Spec{
+		TenantID: tenant, Connector: req.Connector, IdempotencyKey: req.IdempotencyKey, BusinessKey: req.BusinessKey,
+		RunID: req.RunID, TurnID: req.TurnID, TurnGroup: req.TurnGroup, MaxAttempts: req.MaxAttempts,
+	}
+	switch {
+	case req.Connector == "":
+		return spec, badRequest(CodeInvalidRequest, "connector is required")
+	case len(req.Connector) > maxNameLen || len(req.RunID) > maxNameLen:
+		return spec, badRequest(CodeInvalidRequest, "connector and run_id are limited to %d bytes", maxNameLen)
+	case len(req.IdempotencyKey) > maxKeyLen || len(req.BusinessKey) > maxKeyLen || len(req.TurnGroup) > maxKeyLen:
+		return spec, badRequest(CodeInvalidRequest, "idempotency_key, business_key and turn_group are limited to %d bytes", maxKeyLen)
+	case req.MaxAttempts < 0 || req.MaxAttempts > maxAttempts:
+		return spec, badRequest(CodeInvalidRequest, "max_attempts must be between 1 and %d (or absent for the connector's)", maxAttempts)
+	case req.IdempotencyKey != "" && req.Position != nil:
+		return spec, badRequest(CodeInvalidRequest, "give idempotency_key or position, not both")
+	case req.IdempotencyKey == "" && req.Position == nil:
+		return spec, badRequest(CodeInvalidRequest, "idempotency_key or position is required: the effect's identity, never a hash of its args")
+	}
+	if req.Position != nil {
+		p := req.Position
+		if p.TurnGroup == "" || p.Decision == nil || p.CallIndex == nil || *p.Decision < 0 || *p.CallIndex < 0 {
+			return spec, badRequest(CodeInvalidRequest, "position needs turn_group and non-negative decision and call_index")
+		}
+		if len(p.TurnGroup) > maxKeyLen {
+			return spec, badRequest(CodeInvalidRequest, "position.turn_group is limited to %d bytes", maxKeyLen)
+		}
+		spec.Position = &effects.Position{TurnGroup: p.TurnGroup, Decision: *p.Decision, CallIndex: *p.CallIndex}
+	}
+	args := strings.TrimSpace(string(req.Args))
+	switch {
+	case args == "" || args == "null":
+		spec.Args = json.RawMessage(`{}`)
+	case strings.HasPrefix(args, "{"):
+		spec.Args = req.Args
+	default:
+		return spec, badRequest(CodeInvalidRequest, "args must be a JSON object")
+	}
+	return spec, nil
+}
+
+// createEffect: POST /v1/effects.
+func (s *Server) createEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
+	var req enqueueRequest
+	if err := call.Decode(&req); err != nil {
+		return 0, nil, err
+	}
+	spec, err := req.spec(call.Tenant())
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.requireConnector(ctx, spec.Connector); err != nil {
+		return 0, nil, err
+	}
+	effect, err := s.effects.EnqueueTx(ctx, tx, spec, &effects.EnqueueOpts{Actor: call.Actor(""), Reason: "enqueued over the API"})
+	switch {
+	case errors.Is(err, effects.ErrUnknownConnector):
+		return 0, nil, unknownConnector(spec.Connector)
+	case errors.Is(err, effects.ErrIdempotencyConflict):
+		return 0, nil, Errorf(http.StatusConflict, CodeIdempotencyConflict, "%v", err)
+	case err != nil:
+		return 0, nil, fmt.Errorf("enqueue: %w", err)
+	}
+	out := toJSON(effect)
+	dedup := effect.Deduplicated
+	out.Deduplicated = &dedup
+	if dedup {
+		return http.StatusOK, out, nil
+	}
+	return http.StatusCreated, out, nil
+}
+
+// requireConnector checks that the registry holds the connector, refreshing it once if not.
+func (s *Server) requireConnector(ctx context.Context, name string) error {
+	registry := s.effects.Registry()
+	if _, ok := registry.Get(name); ok {
+		return nil
+	}
+	if s.config.RefreshConnectors != nil {
+		if err := s.config.RefreshConnectors(ctx); err != nil {
+			return fmt.Errorf("refresh connectors: %w", err)
+		}
+		if _, ok := registry.Get(name); ok {
+			return nil
+		}
+	}
+	return unknownConnector(name)
+}
+
+func unknownConnector(name string) *Error {
+	return Errorf(http.StatusUnprocessableEntity, CodeUnknownConnector, "connector %q is not registered", name)
+}
+
+// effectOf returns the caller's effect named by the {id} path value, or 404.
+func (s *Server) effectOf(ctx context.Context, call *Call) (*effects.Effect, error) {
+	id, err := pathID(call)
+	if err != nil {
+		return nil, err
+	}
+	effect, err := s.effects.Get(ctx, id)
+	if errors.Is(err, effects.ErrNotFound) || (err == nil && effect.TenantID != call.Tenant()) {
+		// Another tenant's effect is indistinguishable from a missing one.
+		return nil, Errorf(http.StatusNotFound, CodeNotFound, "no effect %s", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return effect, nil
+}
+
+func pathID(call *Call) (uuid.UUID, error) {
+	raw := call.Request.PathValue("id")
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		return uuid.Nil, badRequest(CodeInvalidParameter, "effect id %q is not a UUID", raw)
+	}
+	return id, nil
+}
+
+// getEffect: GET /v1/effects/{id}, with the effect's history.
+func (s *Server) getEffect(ctx context.Context, call *Call) (int, any, error) {
+	effect, err := s.effectOf(ctx, call)
+	if err != nil {
+		return 0, nil, err
+	}
+	history, err := s.effects.History(ctx, effect.ID)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := toJSON(effect)
+	out.History = make([]transitionJSON, len(history))
+	for i, t := range history {
+		out.History[i] = transitionJSON{ID: t.ID, From: t.From, To: t.To, Actor: t.Actor, Reason: t.Reason, Attempt: t.Attempt, At: t.At, Detail: t.Detail}
+	}
+	return http.StatusOK, out, nil
+}
+
+// listResponse is the answer to GET /v1/effects.
+type listResponse struct {
+	Effects []*effectJSON `json:"effects"`
+	// NextCursor continues the listing; absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+var listParams = map[string]bool{"state": true, "connector": true, "run": true, "limit": true, "cursor": true}
+
+// listEffects: GET /v1/effects?state=&connector=&run=&limit=&cursor=, newest first.
+func (s *Server) listEffects(ctx context.Context, call *Call) (int, any, error) {
+	query := call.Request.URL.Query()
+	for name, values := range query {
+		if !listParams[name] {
+			return 0, nil, badRequest(CodeInvalidParameter, "unknown query parameter %q: want state, connector, run, limit or cursor", name)
+		}
+		if len(values) > 1 {
+			return 0, nil, badRequest(CodeInvalidParameter, "query parameter %q given %d times", name, len(values))
+		}
+	}
+	filter := effects.ListFilter{TenantID: call.Tenant(), Connector: query.Get("connector"), RunID: query.Get("run"), Limit: 100}
+	if raw := query.Get("state"); raw != "" {
+		state, err := effects.ParseState(raw)
+		if err != nil {
+			return 0, nil, badRequest(CodeInvalidState, "state %q: want one of PENDING, CONFIRMED, FAILED, UNKNOWN, STUCK", raw)
+		}
+		filter.State = state
+	}
+	if raw := query.Get("limit"); raw != "" {
+		limit, err := strconv.Atoi(raw)
+		if err != nil || limit < 1 || limit > 1000 {
+			return 0, nil, badRequest(CodeInvalidParameter, "limit %q: want a whole number from 1 to 1000", raw)
+		}
+		filter.Limit = limit
+	}
+	if raw := query.Get("cursor"); raw != "" {
+		cursor, err := decodeCursor(raw)
+		if err != nil {
+			return 0, nil, badRequest(CodeInvalidCursor, "cursor %q was not issued by this API", raw)
+		}
+		filter.After = cursor
+	}
+	page, next, err := s.effects.List(ctx, filter)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := listResponse{Effects: make([]*effectJSON, len(page))}
+	for i, e := range page {
+		out.Effects[i] = toJSON(e)
+	}
+	if next != nil {
+		out.NextCursor = encodeCursor(next)
+	}
+	return http.StatusOK, out, nil
+}
+
+type cursorJSON struct {
+	CreatedAt time.Time `json:"t"`
+	ID        uuid.UUID `json:"id"`
+}
+
+func encodeCursor(c *effects.Cursor) string {
+	raw, _ := json.Marshal(cursorJSON{CreatedAt: c.CreatedAt, ID: c.ID})
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+func decodeCursor(s string) (*effects.Cursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	var c cursorJSON
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, err
+	}
+	if c.CreatedAt.IsZero() || c.ID == uuid.Nil {
+		return nil, errors.New("incomplete cursor")
+	}
+	return &effects.Cursor{CreatedAt: c.CreatedAt, ID: c.ID}, nil
+}
+
+// resolveRequest is the body of POST /v1/effects/{id}/resolve and /cancel.
+type resolveRequest struct {
+	To     string `json:"to"`
+	Reason string `json:"reason"`
+	// Actor names the person deciding; the audit trail records it after the token's name.
+	Actor string `json:"actor"`
+}
+
+func (req *resolveRequest) validate() error {
+	switch {
+	case strings.TrimSpace(req.Reason) == "":
+		return badRequest(CodeInvalidRequest, "reason is required: it goes to the audit trail")
+	case len(req.Reason) > maxReasonLen:
+		return badRequest(CodeInvalidRequest, "reason is limited to %d bytes", maxReasonLen)
+	case len(req.Actor) > maxNameLen:
+		return badRequest(CodeInvalidRequest, "actor is limited to %d bytes", maxNameLen)
+	}
+	return nil
+}
+
+// resolveEffect: POST /v1/effects/{id}/resolve. From STUCK: to CONFIRMED, FAILED or PENDING. From
+// PENDING: to FAILED, which cancels an effect that was never attempted.
+func (s *Server) resolveEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
+	var req resolveRequest
+	if err := call.Decode(&req); err != nil {
+		return 0, nil, err
+	}
+	to, err := effects.ParseState(req.To)
+	if err != nil || (to != effects.StateConfirmed && to != effects.StateFailed && to != effects.StatePending) {
+		return 0, nil, badRequest(CodeInvalidState, "to %q: want CONFIRMED, FAILED or PENDING", req.To)
+	}
+	if err := req.validate(); err != nil {
+		return 0, nil, err
+	}
+	effect, err := s.effectOf(ctx, call)
+	if err != nil {
+		return 0, nil, err
+	}
+	opts := &effects.OperatorOpts{TenantID: call.Tenant()}
+	if effect.State == effects.StatePending && to == effects.StateFailed {
+		return s.cancel(ctx, tx, call, effect.ID, req)
+	}
+	resolved, err := s.effects.ResolveTx(ctx, tx, effect.ID, to, call.Actor(req.Actor), req.Reason, opts)
+	if err != nil {
+		return 0, nil, operatorError(err)
+	}
+	return http.StatusOK, toJSON(resolved), nil
+}
+
+// cancelEffect: POST /v1/effects/{id}/cancel, the same as resolving a PENDING effect to FAILED.
+func (s *Server) cancelEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
+	var req resolveRequest
+	if err := call.Decode(&req); err != nil {
+		return 0, nil, err
+	}
+	if req.To != "" {
+		return 0, nil, badRequest(CodeInvalidRequest, "cancel takes no \"to\": it always means FAILED")
+	}
+	if err := req.validate(); err != nil {
+		return 0, nil, err
+	}
+	id, err := pathID(call)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.cancel(ctx, tx, call, id, req)
+}
+
+func (s *Server) cancel(ctx context.Context, tx pgx.Tx, call *Call, id uuid.UUID, req resolveRequest) (int, any, error) {
+	cancelled, err := s.effects.CancelTx(ctx, tx, id, call.Actor(req.Actor), req.Reason, &effects.OperatorOpts{TenantID: call.Tenant()})
+	if err != nil {
+		return 0, nil, operatorError(err)
+	}
+	return http.StatusOK, toJSON(cancelled), nil
+}
+
+func operatorError(err error) error {
+	switch {
+	case errors.Is(err, effects.ErrNotFound):
+		return Errorf(http.StatusNotFound, CodeNotFound, "%v", strings.TrimPrefix(err.Error(), "effects: "))
+	case errors.Is(err, effects.ErrNotStuck):
+		return Errorf(http.StatusConflict, CodeNotStuck, "%v; only a STUCK effect can be resolved (a PENDING one can be cancelled with to=FAILED)", strings.TrimPrefix(err.Error(), "effects: "))
+	case errors.Is(err, effects.ErrNotCancellable):
+		return Errorf(http.StatusConflict, CodeNotCancellable, "%v; only a PENDING effect that was never attempted can be cancelled", strings.TrimPrefix(err.Error(), "effects: "))
+	}
+	return err
+}

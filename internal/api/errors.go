@@ -1,0 +1,69 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Error codes, stable across versions: clients branch on them.
+const (
+	CodeInvalidJSON          = "invalid_json"            // 400: the body is not one JSON object
+	CodeInvalidRequest       = "invalid_request"         // 400: a field is missing, unknown or out of range
+	CodeInvalidParameter     = "invalid_parameter"       // 400: a query parameter or path id is malformed or unknown
+	CodeInvalidState         = "invalid_state"           // 400: not a state name, or not one allowed here
+	CodeInvalidCursor        = "invalid_cursor"          // 400: a pagination cursor that this server did not issue
+	CodeInvalidIdempotency   = "invalid_idempotency_key" // 400: an empty or overlong Idempotency-Key header
+	CodeUnauthenticated      = "unauthenticated"         // 401: no bearer token
+	CodeInvalidToken         = "invalid_token"           // 401: unknown or revoked token, or disabled tenant
+	CodeForbidden            = "forbidden"               // 403: the token may not do this (an admin token is needed)
+	CodeNotFound             = "not_found"               // 404: no such resource for this tenant
+	CodeMethodNotAllowed     = "method_not_allowed"      // 405
+	CodeIdempotencyConflict  = "idempotency_conflict"    // 409: the effect's idempotency key is taken by another connector or other args
+	CodeNotStuck             = "not_stuck"               // 409: resolve of an effect that is not STUCK
+	CodeConnectorInUse       = "connector_in_use"        // 409: delete of a connector with PENDING or UNKNOWN effects
+	CodeInvalidConnector     = "invalid_connector"       // 400: a connector definition that breaks the registration rules
+	CodeNotCancellable       = "not_cancellable"         // 409: cancel of an effect that is not PENDING and unattempted
+	CodeBodyTooLarge         = "body_too_large"          // 413
+	CodeUnsupportedMediaType = "unsupported_media_type"  // 415: a Content-Type other than application/json
+	CodeIdempotencyKeyReused = "idempotency_key_reused"  // 422: Idempotency-Key already used for another request
+	CodeUnknownConnector     = "unknown_connector"       // 422: the connector is not registered
+	CodeInternal             = "internal"                // 500
+)
+
+// Error is an API error: an HTTP status, a stable code and a message for people. Handlers return
+// it (or wrap it); anything else becomes 500 internal.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(code, format string, args ...any) *Error {
+	return Errorf(http.StatusBadRequest, code, format, args...)
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// asError returns err's *Error, or nil when err is not an API error.
+func asError(err error) *Error {
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	return nil
+}

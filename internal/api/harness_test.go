@@ -1,0 +1,176 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/api"
+	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// harness is an API server on its own database, with a Go connector "bank.wire" registered in
+// its (never started) effects client: effects stay where the test puts them.
+type harness struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	bank   *fakebank.Bank
+	client *effects.Client
+	server *api.Server
+	url    string
+}
+
+func setup(t *testing.T, maxBody int64) *harness {
+	t.Helper()
+	h := &harness{t: t, pool: pgtest.NewDB(t), bank: fakebank.New(t)}
+	registry := effects.NewRegistry()
+	require.NoError(t, registry.Register(fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true}.Connector()))
+	client, err := effects.NewClient(h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+	h.client = client
+	h.server, err = api.New(&api.Config{Pool: h.pool, Effects: client, Logger: slog.New(slog.DiscardHandler), MaxBodyBytes: maxBody})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	h.server.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	h.url = srv.URL
+	return h
+}
+
+// token creates the tenant if needed and returns a new token of it.
+func (h *harness) token(tenant string, admin bool) string {
+	h.t.Helper()
+	ctx := context.Background()
+	if _, err := api.CreateTenant(ctx, h.pool, tenant, ""); err != nil {
+		require.ErrorIs(h.t, err, api.ErrTenantExists)
+	}
+	secret, _, err := api.CreateToken(ctx, h.pool, tenant, &api.TokenOpts{Name: tenant + "-ops", Admin: admin})
+	require.NoError(h.t, err)
+	return secret
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// errorCode returns the code of a JSON error answer.
+func (r response) errorCode(t *testing.T) string {
+	t.Helper()
+	var body struct {
+		Error struct{ Code, Message string }
+	}
+	require.NoError(t, json.Unmarshal(r.body, &body), "not a JSON error: %s", r.body)
+	require.NotEmpty(t, body.Error.Message)
+	return body.Error.Code
+}
+
+// effect decodes an effect answer.
+func (r response) effect(t *testing.T) effectBody {
+	t.Helper()
+	var e effectBody
+	require.NoError(t, json.Unmarshal(r.body, &e), "%s", r.body)
+	return e
+}
+
+type effectBody struct {
+	ID             uuid.UUID `json:"id"`
+	TenantID       string    `json:"tenant_id"`
+	State          string    `json:"state"`
+	Connector      string    `json:"connector"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Deduplicated   *bool     `json:"deduplicated"`
+	Args           json.RawMessage
+	History        []struct {
+		From, To, Actor, Reason string
+	}
+}
+
+// do sends a request; headers are name, value pairs. A body is sent as application/json.
+func (h *harness) do(method, path, token, body string, headers ...string) response {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
+	require.NoError(h.t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(h.t, err)
+	require.Equal(h.t, "application/json", resp.Header.Get("Content-Type"), "%s %s: %s", method, path, raw)
+	return response{status: resp.StatusCode, header: resp.Header, body: raw}
+}
+
+// enqueue enqueues an effect over the API and returns it.
+func (h *harness) enqueue(token, key string, amount int) effectBody {
+	h.t.Helper()
+	r := h.do("POST", "/v1/effects", token, fmt.Sprintf(`{"connector":"bank.wire","idempotency_key":%q,"args":{"account":"a-1","amount":%d}}`, key, amount))
+	require.Equal(h.t, http.StatusCreated, r.status, "%s", r.body)
+	return r.effect(h.t)
+}
+
+// rows counts what requests may write: effects, transitions, jobs, stored idempotency keys,
+// connectors and the effects in each state.
+func (h *harness) rows() map[string]int {
+	h.t.Helper()
+	counts := map[string]int{}
+	for name, sql := range map[string]string{
+		"effects":          `SELECT count(*) FROM reckon_effects`,
+		"transitions":      `SELECT count(*) FROM reckon_effect_transitions`,
+		"jobs":             `SELECT count(*) FROM river_job`,
+		"cancelled_jobs":   `SELECT count(*) FROM river_job WHERE state = 'cancelled'`,
+		"idempotency_keys": `SELECT count(*) FROM reckon_idempotency_keys`,
+		"connectors":       `SELECT count(*) FROM reckon_connectors`,
+		"pending":          `SELECT count(*) FROM reckon_effects WHERE state = 'PENDING'`,
+		"stuck":            `SELECT count(*) FROM reckon_effects WHERE state = 'STUCK'`,
+	} {
+		var n int
+		require.NoError(h.t, h.pool.QueryRow(context.Background(), sql).Scan(&n))
+		counts[name] = n
+	}
+	return counts
+}
+
+// makeStuck moves a PENDING effect to STUCK the way a reactor would (PENDING → UNKNOWN → STUCK),
+// through the state-machine trigger.
+func (h *harness) makeStuck(id uuid.UUID) {
+	h.t.Helper()
+	for _, to := range []string{"UNKNOWN", "STUCK"} {
+		tag, err := h.pool.Exec(context.Background(),
+			`UPDATE reckon_effects SET state = $2, transition_actor = 'test', transition_reason = 'status check inconclusive' WHERE id = $1`, id, to)
+		require.NoError(h.t, err)
+		require.EqualValues(h.t, 1, tag.RowsAffected())
+	}
+}
+
+func (h *harness) state(id uuid.UUID) string {
+	h.t.Helper()
+	var state string
+	require.NoError(h.t, h.pool.QueryRow(context.Background(), `SELECT state FROM reckon_effects WHERE id = $1`, id).Scan(&state))
+	return state
+}

@@ -1,0 +1,25 @@
+package api
+
+// routes registers the API's endpoints. It is the one place that lists them all.
+func (s *Server) routes() {
+	// Effects (DESIGN.md section 8).
+	s.HandleMutation("POST /v1/effects", s.createEffect)
+	s.HandleQuery("GET /v1/effects", s.listEffects)
+	s.HandleQuery("GET /v1/effects/{id}", s.getEffect)
+	s.HandleMutation("POST /v1/effects/{id}/resolve", s.resolveEffect)
+	s.HandleMutation("POST /v1/effects/{id}/cancel", s.cancelEffect)
+
+	// HTTP connectors (effects/httpconn), shared by every tenant: anyone reads, admin tokens write.
+	s.HandleMutation("POST /v1/connectors", s.putConnector)
+	s.HandleQuery("GET /v1/connectors", s.listConnectors)
+	s.HandleQuery("GET /v1/connectors/{name}", s.getConnector)
+	s.HandleMutation("DELETE /v1/connectors/{name}", s.deleteConnector)
+
+	// Built by other packages and added by cmd/server with HandleQuery and HandleMutation, which
+	// give them the same authentication, tenant scoping, size limits, errors and Idempotency-Key
+	// handling:
+	//
+	//	POST   /v1/callbacks/{correlation_id}   async results (pending events, DESIGN.md section 7)
+	//	POST   /v1/sagas, GET /v1/sagas/{id}    sagas (section 6)
+	//	POST   /v1/sessions/{key}/messages      inbound messages for turn aggregation (section 5)
+}

@@ -1,0 +1,464 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// DefaultMaxBodyBytes is the default limit on a request body.
+const DefaultMaxBodyBytes = 1 << 20
+
+// maxIdempotencyKeyLen bounds the Idempotency-Key header.
+const maxIdempotencyKeyLen = 255
+
+// Config configures a Server. Pool and Effects are required.
+type Config struct {
+	// Pool is the database. Required.
+	Pool *pgxpool.Pool
+	// Effects enqueues and inspects effects; its registry must hold the connectors that callers
+	// name. Required. The server does not start it.
+	Effects *effects.Client
+	// RefreshConnectors is called when a request names a connector the registry does not hold
+	// (another server may have just added it), before the request is refused, and after this
+	// server changed the HTTP connectors. Default: httpconn.Sync of Pool into the Effects client's
+	// registry.
+	RefreshConnectors func(ctx context.Context) error
+	// Logger receives request errors. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the API's metrics (reckon_api_requests_total{route,code},
+	// reckon_api_request_duration_seconds{route}). Default: none.
+	Registerer prometheus.Registerer
+	// MaxBodyBytes limits a request body; a larger one is refused with 413. Default
+	// DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
+}
+
+// Validate reports what is wrong with the configuration.
+func (c *Config) Validate() error {
+	switch {
+	case c.Pool == nil:
+		return errors.New("api: Config.Pool is required")
+	case c.Effects == nil:
+		return errors.New("api: Config.Effects is required")
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("api: Config.MaxBodyBytes must not be negative, got %d", c.MaxBodyBytes)
+	}
+	return nil
+}
+
+// Server is the API: a set of routes on an http.ServeMux. It is safe for concurrent use.
+type Server struct {
+	config   Config
+	pool     *pgxpool.Pool
+	effects  *effects.Client
+	logger   *slog.Logger
+	mux      *http.ServeMux
+	requests *prometheus.CounterVec
+	seconds  *prometheus.HistogramVec
+}
+
+// New returns a Server with the effects routes registered.
+func New(config *Config) (*Server, error) {
+	cfg := *config
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.RefreshConnectors == nil {
+		pool, registry := cfg.Pool, cfg.Effects.Registry()
+		cfg.RefreshConnectors = func(ctx context.Context) error {
+			_, err := httpconn.Sync(ctx, pool, registry)
+			return err
+		}
+	}
+	s := &Server{
+		config: cfg, pool: cfg.Pool, effects: cfg.Effects, logger: cfg.Logger, mux: http.NewServeMux(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "api", Name: "requests_total",
+			Help: "API requests answered, by route pattern and status code.",
+		}, []string{"route", "code"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "reckon", Subsystem: "api", Name: "request_duration_seconds",
+			Help: "Time to answer API requests, by route pattern.", Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{s.requests, s.seconds} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("api: metrics: %w", err)
+			}
+		}
+	}
+	s.routes()
+	return s, nil
+}
+
+// Register mounts the API's /v1/ routes on mux, next to the process's own (health, metrics).
+func (s *Server) Register(mux *http.ServeMux) { mux.Handle("/v1/", s) }
+
+// ServeHTTP answers one API request. Unknown paths and methods get JSON 404 and 405.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// The mux answers 404 or 405 in plain text; answer the same status in JSON.
+		probe := &statusProbe{header: http.Header{}}
+		s.mux.ServeHTTP(probe, r)
+		if allow := probe.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		if probe.status == http.StatusMethodNotAllowed {
+			s.writeError(w, r, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
+		s.writeError(w, r, Errorf(http.StatusNotFound, CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// statusProbe records what the mux would answer to an unroutable request.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header         { return p.header }
+func (p *statusProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *statusProbe) WriteHeader(status int)      { p.status = status }
+
+// Call is one authenticated API request.
+type Call struct {
+	// Request is the HTTP request; its body has been read into Body.
+	Request *http.Request
+	// Token is the caller's token; Token.TenantID scopes everything the call may see or change.
+	Token *Token
+	// Body is the request body (at most Config.MaxBodyBytes).
+	Body []byte
+
+	onCommit []func(ctx context.Context)
+}
+
+// OnCommit runs fn after the mutation's transaction has committed (never if it rolls back), before
+// the response is written. For effects outside the database, such as refreshing a registry.
+func (c *Call) OnCommit(fn func(ctx context.Context)) { c.onCommit = append(c.onCommit, fn) }
+
+// Tenant is the caller's tenant.
+func (c *Call) Tenant() string { return c.Token.TenantID }
+
+// Actor names the caller in the audit trail: "api:{token name or prefix}", plus "/{who}" when
+// the request names a person.
+func (c *Call) Actor(who string) string {
+	label := c.Token.Name
+	if label == "" {
+		label = c.Token.Prefix
+	}
+	actor := "api:" + label
+	if who != "" {
+		actor += "/" + who
+	}
+	return actor
+}
+
+// Decode parses Body, a JSON object, into v strictly: unknown fields, trailing data, an empty body
+// and type mismatches are a 400 error.
+func (c *Call) Decode(v any) error {
+	if len(bytes.TrimSpace(c.Body)) == 0 {
+		return badRequest(CodeInvalidJSON, "request body is empty: want a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(c.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var syntaxErr *json.SyntaxError
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
+			return badRequest(CodeInvalidJSON, "malformed JSON: %v", err)
+		case errors.As(err, &typeErr):
+			return badRequest(CodeInvalidRequest, "field %q: want %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return badRequest(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "json: "))
+		default:
+			return badRequest(CodeInvalidRequest, "%v", err)
+		}
+	}
+	if dec.More() {
+		return badRequest(CodeInvalidJSON, "trailing data after the JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest(CodeInvalidJSON, "trailing data after the JSON object")
+	}
+	return nil
+}
+
+// QueryFunc answers a request that changes nothing (GET): a status and a body to encode as JSON,
+// or an error.
+type QueryFunc func(ctx context.Context, call *Call) (int, any, error)
+
+// MutationFunc answers a request that changes something (POST, DELETE) in tx, the request's
+// transaction: committed, together with the stored Idempotency-Key response, when it returns a
+// 2xx status and no error; rolled back otherwise.
+type MutationFunc func(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error)
+
+// HandleQuery adds an authenticated read-only endpoint, e.g. "GET /v1/sagas/{id}".
+func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		defer s.observe(r, time.Now())
+		call, ok := s.begin(w, r)
+		if !ok {
+			return
+		}
+		status, body, err := fn(r.Context(), call)
+		if err != nil {
+			s.writeError(w, r, err)
+		} else {
+			s.writeJSON(w, r, status, body)
+		}
+	})
+}
+
+// HandleMutation adds an authenticated endpoint that changes something, e.g. "POST /v1/sagas",
+// with Idempotency-Key support (see the package documentation).
+func (s *Server) HandleMutation(pattern string, fn MutationFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		defer s.observe(r, time.Now())
+		call, ok := s.begin(w, r)
+		if !ok {
+			return
+		}
+		s.mutate(w, r, call, fn)
+	})
+}
+
+func (s *Server) observe(r *http.Request, start time.Time) {
+	s.seconds.WithLabelValues(r.Pattern).Observe(time.Since(start).Seconds())
+}
+
+// begin authenticates the request and reads its body within the limit. On failure it has answered.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request) (*Call, bool) {
+	token, err := s.authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="reckon"`)
+		s.writeError(w, r, err)
+		return nil, false
+	}
+	call := &Call{Request: r, Token: token}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return call, true
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mediaType, _, err := mime.ParseMediaType(ct); err != nil || mediaType != "application/json" {
+			s.writeError(w, r, Errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type %q: want application/json", ct))
+			return nil, false
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.config.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			s.writeError(w, r, Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", tooLarge.Limit))
+		} else {
+			s.writeError(w, r, badRequest(CodeInvalidJSON, "read request body: %v", err))
+		}
+		return nil, false
+	}
+	call.Body = body
+	return call, true
+}
+
+func (s *Server) authenticate(r *http.Request) (*Token, error) {
+	header := r.Header.Get("Authorization")
+	if header == "" {
+		return nil, Errorf(http.StatusUnauthorized, CodeUnauthenticated, "missing Authorization: Bearer <token>")
+	}
+	scheme, secret, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+		return nil, Errorf(http.StatusUnauthorized, CodeUnauthenticated, "Authorization header: want Bearer <token>")
+	}
+	token, err := Authenticate(r.Context(), s.pool, strings.TrimSpace(secret))
+	if errors.Is(err, ErrInvalidToken) {
+		return nil, Errorf(http.StatusUnauthorized, CodeInvalidToken, "invalid or revoked token")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return token, nil
+}
+
+// mutate runs fn in a transaction with the request's Idempotency-Key, if any: claimed first,
+// replayed when taken, and stored with the response.
+func (s *Server) mutate(w http.ResponseWriter, r *http.Request, call *Call, fn MutationFunc) {
+	ctx := r.Context()
+	key, hasKey := r.Header["Idempotency-Key"]
+	var idemKey string
+	var requestHash []byte
+	if hasKey {
+		idemKey = strings.TrimSpace(key[0])
+		if idemKey == "" || len(idemKey) > maxIdempotencyKeyLen || len(key) > 1 {
+			s.writeError(w, r, badRequest(CodeInvalidIdempotency, "Idempotency-Key: want one value of 1 to %d characters", maxIdempotencyKeyLen))
+			return
+		}
+		requestHash = hashRequest(r.Method, r.URL.Path, call.Body)
+	}
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("begin: %w", err))
+		return
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit this is a no-op
+
+	q := dbsqlc.New(tx)
+	if hasKey {
+		_, err := q.IdempotencyKeyClaim(ctx, dbsqlc.IdempotencyKeyClaimParams{
+			TenantID: call.Tenant(), Key: idemKey, Method: r.Method, Path: r.URL.Path, RequestSha256: requestHash,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			_ = tx.Rollback(ctx)
+			s.replay(w, r, call, idemKey, requestHash)
+			return
+		}
+		if err != nil {
+			s.writeError(w, r, fmt.Errorf("claim idempotency key: %w", err))
+			return
+		}
+	}
+
+	status, body, err := fn(ctx, tx, call)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	encoded, err := json.Marshal(body)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	if status < 200 || status > 299 {
+		// Not stored, not committed: only successes are.
+		_ = tx.Rollback(ctx)
+		s.writeRaw(w, r, status, encoded)
+		return
+	}
+	if hasKey {
+		status32 := int32(status)
+		if err := q.IdempotencyKeyComplete(ctx, dbsqlc.IdempotencyKeyCompleteParams{
+			TenantID: call.Tenant(), Key: idemKey, Status: &status32, Response: encoded,
+		}); err != nil {
+			s.writeError(w, r, fmt.Errorf("store idempotent response: %w", err))
+			return
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		s.writeError(w, r, fmt.Errorf("commit: %w", err))
+		return
+	}
+	for _, fn := range call.onCommit {
+		fn(ctx)
+	}
+	s.writeRaw(w, r, status, encoded)
+}
+
+// replay answers a request whose Idempotency-Key is taken: the stored response when the request is
+// the same, 422 otherwise.
+func (s *Server) replay(w http.ResponseWriter, r *http.Request, call *Call, key string, requestHash []byte) {
+	stored, err := dbsqlc.New(s.pool).IdempotencyKeyGet(r.Context(), dbsqlc.IdempotencyKeyGetParams{TenantID: call.Tenant(), Key: key})
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("read idempotency key: %w", err))
+		return
+	}
+	if !bytes.Equal(stored.RequestSha256, requestHash) {
+		s.writeError(w, r, Errorf(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused,
+			"Idempotency-Key %q was used for another request (%s %s at %s); use a new key for a new request",
+			key, stored.Method, stored.Path, stored.CreatedAt.UTC().Format(time.RFC3339)))
+		return
+	}
+	if stored.Status == nil {
+		s.writeError(w, r, fmt.Errorf("idempotency key %q committed without a response", key))
+		return
+	}
+	w.Header().Set("Idempotent-Replayed", "true")
+	s.writeRaw(w, r, int(*stored.Status), stored.Response)
+}
+
+// hashRequest identifies a request for Idempotency-Key: method, path and the body as canonical
+// JSON (object keys sorted, no insignificant space), or the raw body when it is not JSON.
+func hashRequest(method, path string, body []byte) []byte {
+	canonical := body
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err == nil && !dec.More() {
+		if out, err := json.Marshal(v); err == nil {
+			canonical = out
+		}
+	}
+	h := sha256.New()
+	h.Write([]byte(method + "\n" + path + "\n"))
+	h.Write(canonical)
+	return h.Sum(nil)
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, body any) {
+	encoded, err := json.Marshal(body)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	s.writeRaw(w, r, status, encoded)
+}
+
+func (s *Server) writeRaw(w http.ResponseWriter, r *http.Request, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	_, _ = w.Write([]byte("\n"))
+	route := r.Pattern
+	if route == "" {
+		route = "unmatched"
+	}
+	s.requests.WithLabelValues(route, fmt.Sprint(status)).Inc()
+}
+
+// writeError answers err: an *Error as it is, anything else as 500 (logged, not shown).
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	apiErr := asError(err)
+	if apiErr == nil {
+		s.logger.ErrorContext(r.Context(), "api request failed", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.Any("error", err))
+		apiErr = Errorf(http.StatusInternalServerError, CodeInternal, "internal error; the server log has the details")
+	}
+	encoded, _ := json.Marshal(errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message}})
+	s.writeRaw(w, r, apiErr.Status, encoded)
+}
+
+// PurgeIdempotencyKeys forgets the responses stored for Idempotency-Key headers before cutoff: a
+// request repeating such a key runs again. It returns how many were forgotten.
+func (s *Server) PurgeIdempotencyKeys(ctx context.Context, cutoff time.Time) (int64, error) {
+	n, err := dbsqlc.New(s.pool).IdempotencyKeyDeleteBefore(ctx, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("api: purge idempotency keys: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,195 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// Sentinel errors of the tenant and token functions. Test with errors.Is.
+var (
+	// ErrTenantExists: CreateTenant with an id that is taken.
+	ErrTenantExists = errors.New("api: tenant already exists")
+	// ErrTenantNotFound: no tenant with that id.
+	ErrTenantNotFound = errors.New("api: tenant not found")
+	// ErrTokenNotFound: no token with that id.
+	ErrTokenNotFound = errors.New("api: token not found")
+	// ErrInvalidToken: Authenticate was given a token that is unknown or revoked, or whose tenant
+	// is disabled.
+	ErrInvalidToken = errors.New("api: invalid or revoked token")
+)
+
+// TokenPrefix starts every API token.
+const TokenPrefix = "rk_"
+
+var tenantIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// Tenant is a row of reckon_tenants.
+type Tenant struct {
+	ID         string
+	Name       string
+	CreatedAt  time.Time
+	DisabledAt *time.Time
+}
+
+// Token is a row of reckon_api_tokens: everything about a token but the token itself.
+type Token struct {
+	ID       uuid.UUID
+	TenantID string
+	Name     string
+	// Prefix is the token's first characters, to tell tokens apart.
+	Prefix string
+	// Admin tokens may also manage what all tenants share: the HTTP connectors.
+	Admin     bool
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+func tenantFromRow(row dbsqlc.ReckonTenant) *Tenant {
+	return &Tenant{ID: row.ID, Name: row.Name, CreatedAt: row.CreatedAt, DisabledAt: row.DisabledAt}
+}
+
+func tokenFromRow(row dbsqlc.ReckonApiToken) *Token {
+	return &Token{ID: row.ID, TenantID: row.TenantID, Name: row.Name, Prefix: row.Prefix, Admin: row.Admin, CreatedAt: row.CreatedAt, RevokedAt: row.RevokedAt}
+}
+
+// ValidateTenantID reports whether id can name a tenant: 1 to 63 letters, digits, '.', '_' or
+// '-', starting with a letter or digit.
+func ValidateTenantID(id string) error {
+	if !tenantIDRE.MatchString(id) {
+		return fmt.Errorf("tenant id %q: want 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// CreateTenant creates a tenant. Errors: a malformed id, ErrTenantExists.
+func CreateTenant(ctx context.Context, db dbsqlc.DBTX, id, name string) (*Tenant, error) {
+	if err := ValidateTenantID(id); err != nil {
+		return nil, err
+	}
+	row, err := dbsqlc.New(db).TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: id, Name: name})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrTenantExists, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("api: create tenant %s: %w", id, err)
+	}
+	return tenantFromRow(row), nil
+}
+
+// ListTenants returns every tenant, by id.
+func ListTenants(ctx context.Context, db dbsqlc.DBTX) ([]*Tenant, error) {
+	rows, err := dbsqlc.New(db).TenantList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("api: list tenants: %w", err)
+	}
+	tenants := make([]*Tenant, len(rows))
+	for i, row := range rows {
+		tenants[i] = tenantFromRow(row)
+	}
+	return tenants, nil
+}
+
+// SetTenantDisabled disables a tenant (its tokens are refused from then on; its effects are
+// untouched) or enables it again. Errors: ErrTenantNotFound.
+func SetTenantDisabled(ctx context.Context, db dbsqlc.DBTX, id string, disabled bool) (*Tenant, error) {
+	row, err := dbsqlc.New(db).TenantSetDisabled(ctx, dbsqlc.TenantSetDisabledParams{ID: id, Disabled: disabled})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrTenantNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("api: disable tenant %s: %w", id, err)
+	}
+	return tenantFromRow(row), nil
+}
+
+// TokenOpts adjusts CreateToken. Nil means the defaults.
+type TokenOpts struct {
+	// Name says what the token is for; the audit trail of its actions names it. Default: none
+	// (the token's prefix is used).
+	Name string
+	// Admin lets the token manage the HTTP connectors, which every tenant shares. Default false.
+	Admin bool
+}
+
+// CreateToken creates a bearer token for the tenant and returns it with its record. The token is
+// returned only here: the database keeps its SHA-256. Errors: ErrTenantNotFound.
+func CreateToken(ctx context.Context, db dbsqlc.DBTX, tenantID string, opts *TokenOpts) (string, *Token, error) {
+	if opts == nil {
+		opts = &TokenOpts{}
+	}
+	q := dbsqlc.New(db)
+	if _, err := q.TenantGet(ctx, tenantID); errors.Is(err, pgx.ErrNoRows) {
+		return "", nil, fmt.Errorf("%w: %s (create it first)", ErrTenantNotFound, tenantID)
+	} else if err != nil {
+		return "", nil, fmt.Errorf("api: read tenant %s: %w", tenantID, err)
+	}
+	random := make([]byte, 32)
+	if _, err := rand.Read(random); err != nil {
+		return "", nil, fmt.Errorf("api: token randomness: %w", err)
+	}
+	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(random)
+	sum := sha256.Sum256([]byte(secret))
+	row, err := q.APITokenInsert(ctx, dbsqlc.APITokenInsertParams{
+		ID: uuid.Must(uuid.NewV7()), TenantID: tenantID, Name: opts.Name, Prefix: secret[:len(TokenPrefix)+6], TokenSha256: sum[:],
+		Admin: opts.Admin,
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("api: create token for %s: %w", tenantID, err)
+	}
+	return secret, tokenFromRow(row), nil
+}
+
+// ListTokens returns the tenant's tokens (revoked ones included), oldest first.
+func ListTokens(ctx context.Context, db dbsqlc.DBTX, tenantID string) ([]*Token, error) {
+	rows, err := dbsqlc.New(db).APITokenListByTenant(ctx, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("api: list tokens of %s: %w", tenantID, err)
+	}
+	tokens := make([]*Token, len(rows))
+	for i, row := range rows {
+		tokens[i] = tokenFromRow(row)
+	}
+	return tokens, nil
+}
+
+// RevokeToken revokes a token for good. Revoking it again changes nothing. Errors:
+// ErrTokenNotFound.
+func RevokeToken(ctx context.Context, db dbsqlc.DBTX, id uuid.UUID) (*Token, error) {
+	row, err := dbsqlc.New(db).APITokenRevoke(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrTokenNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("api: revoke token %s: %w", id, err)
+	}
+	return tokenFromRow(row), nil
+}
+
+// Authenticate returns the live token whose secret this is. Errors: ErrInvalidToken for an unknown
+// or revoked token or a disabled tenant.
+func Authenticate(ctx context.Context, db dbsqlc.DBTX, secret string) (*Token, error) {
+	if !strings.HasPrefix(secret, TokenPrefix) || len(secret) > 200 {
+		return nil, ErrInvalidToken
+	}
+	sum := sha256.Sum256([]byte(secret))
+	row, err := dbsqlc.New(db).APITokenAuthenticate(ctx, sum[:])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrInvalidToken
+	}
+	if err != nil {
+		return nil, fmt.Errorf("api: authenticate: %w", err)
+	}
+	return tokenFromRow(row), nil
+}

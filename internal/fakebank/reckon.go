@@ -1,0 +1,164 @@
+package fakebank
+
+import (
+	"net/http"
+	"strings"
+)
+
+// The bank also speaks Reckon's HTTP connector wire protocol (DESIGN.md section 8), so that it can
+// stand behind an HTTP connector (package effects/httpconn) in tests and in the demo:
+//
+//	POST /reckon/wires             dispatch: headers Idempotency-Key, Reckon-Effect-Id,
+//	                               Reckon-Attempt; body {"effect_id","idempotency_key",
+//	                               "business_key","args":{"account","amount"},"attempt"}
+//	POST /reckon/wires/status      status check, same body → {"status":…}
+//	POST /reckon/wires/compensate  compensation; the body adds "original":{"effect_id","result"},
+//	                               whose result is the wire's {"wire_id","key","amount"}
+//
+// They share the ledger and the scripts of /wires: a key scripted with PerformThenDrop drops the
+// connection after performing, whichever door the call came through. Three behaviors exist only
+// here: TooManyRequests, RequestTimeout and ServerError.
+
+// Behaviors answered only on the /reckon/ endpoints (elsewhere they answer 500).
+const (
+	// TooManyRequests performs nothing and answers 429 with "Retry-After: 0".
+	TooManyRequests Behavior = 100 + iota
+	// RequestTimeout performs nothing and answers 408.
+	RequestTimeout
+	// ServerError performs nothing and answers 500.
+	ServerError
+)
+
+// ReckonPrefix is the path prefix of the wire-protocol endpoints.
+const ReckonPrefix = "/reckon"
+
+// reckonRequest is the body of a wire-protocol call.
+type reckonRequest struct {
+	EffectID       string `json:"effect_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Args           struct {
+		Account string `json:"account"`
+		Amount  int64  `json:"amount"`
+	} `json:"args"`
+	Attempt  int `json:"attempt"`
+	Original *struct {
+		EffectID string     `json:"effect_id"`
+		Result   wireResult `json:"result"`
+	} `json:"original"`
+}
+
+// serveReckon answers the /reckon/ endpoints; it reports false for any other path.
+func (b *Bank) serveReckon(w http.ResponseWriter, r *http.Request) bool {
+	if !strings.HasPrefix(r.URL.Path, ReckonPrefix+"/") {
+		return false
+	}
+	if !allow(w, r, http.MethodPost) {
+		return true
+	}
+	var req reckonRequest
+	if err := readJSON(w, r, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+		return true
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || key != req.IdempotencyKey {
+		writeError(w, http.StatusBadRequest, "Idempotency-Key header missing or different from the body's idempotency_key")
+		return true
+	}
+	switch strings.TrimPrefix(r.URL.Path, ReckonPrefix) {
+	case "/wires":
+		b.reckonWire(w, r, key, req.Args.Amount)
+	case "/wires/status":
+		b.mu.Lock()
+		out := b.statusLocked(key)
+		b.mu.Unlock()
+		writeJSON(w, http.StatusOK, out)
+	case "/wires/compensate":
+		if req.Original == nil || req.Original.Result.Key == "" || req.Original.Result.Amount <= 0 {
+			writeError(w, http.StatusBadRequest, "original.result must be the wire's result")
+			return true
+		}
+		b.reckonCompensate(w, r, key, req.Original.Result.Key, req.Original.Result.Amount)
+	default:
+		writeError(w, http.StatusNotFound, "not found")
+	}
+	return true
+}
+
+func (b *Bank) reckonWire(w http.ResponseWriter, r *http.Request, key string, amount int64) {
+	if amount <= 0 {
+		writeError(w, http.StatusBadRequest, "amount must be positive")
+		return
+	}
+	b.mu.Lock()
+	beh := b.nextLocked(key, true)
+	var res wireResult
+	switch beh {
+	case Succeed, PerformThenDrop, PerformThenHang:
+		res = b.performWireLocked(key, amount, 1)
+	case PerformTwice, PerformTwiceThenDrop:
+		res = b.performWireLocked(key, amount, 2)
+	}
+	b.mu.Unlock()
+	if !b.respondReckonOnly(w, beh) {
+		b.respond(w, r, beh, res)
+	}
+}
+
+func (b *Bank) reckonCompensate(w http.ResponseWriter, r *http.Request, key, of string, amount int64) {
+	b.mu.Lock()
+	beh := b.nextLocked(key, false)
+	var res reversalResult
+	switch beh {
+	case Succeed, PerformThenDrop, PerformThenHang:
+		res = b.performCompLocked(key, of, amount, 1)
+	case PerformTwice:
+		res = b.performCompLocked(key, of, amount, 2)
+	}
+	b.mu.Unlock()
+	if !b.respondReckonOnly(w, beh) {
+		b.respond(w, r, beh, res)
+	}
+}
+
+// respondReckonOnly answers the behaviors that exist only on the /reckon/ endpoints.
+func (b *Bank) respondReckonOnly(w http.ResponseWriter, beh Behavior) bool {
+	switch beh {
+	case TooManyRequests:
+		w.Header().Set("Retry-After", "0")
+		writeError(w, http.StatusTooManyRequests, "slow down")
+	case RequestTimeout:
+		writeError(w, http.StatusRequestTimeout, "request timeout")
+	case ServerError:
+		writeError(w, http.StatusInternalServerError, "internal error")
+	default:
+		return false
+	}
+	return true
+}
+
+// statusLocked answers a status check for key from the scripts and the ledger.
+func (b *Bank) statusLocked(key string) statusResult {
+	sb := StatusFromLedger
+	if q := b.statusScripts[key]; len(q) > 0 {
+		sb = q[0]
+		b.statusScripts[key] = q[1:]
+	}
+	var out statusResult
+	if sb == StatusInconclusive {
+		out.Status = "inconclusive"
+		return out
+	}
+	idx := b.wires[key]
+	switch len(idx) {
+	case 0:
+		out.Status = "absent"
+	case 1:
+		res := wireResultOf(b.ledger[idx[0]])
+		out.Status, out.Result = "present", &res
+	default:
+		res := wireResultOf(b.ledger[idx[0]])
+		out.Status, out.Count, out.Result = "duplicate", len(idx), &res
+	}
+	return out
+}
