@@ -177,7 +177,9 @@ func (c *Client) Registry() *Registry { return c.registry }
 func (c *Client) ID() string { return c.config.ID }
 
 // Start runs the reactor: River's dispatch and reconcile workers and the sweeper. It returns once
-// they are running; Stop ends them.
+// they are running; Stop ends them. Cancelling ctx is a hard stop — River cancels the work in
+// flight at once — so a process that wants to drain on SIGTERM passes a context that the signal
+// does not cancel and calls Stop (cmd/reactor does).
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -96,7 +96,13 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 }
 
 func (c *config) validate() error {
+	cooldown := c.fetchCooldown
+	if cooldown == 0 {
+		cooldown = riverDefaultFetchCooldown
+	}
 	switch {
+	case c.fetchPoll > 0 && c.fetchPoll < cooldown:
+		return fmt.Errorf("-fetch-poll-interval %v must not be shorter than the fetch cooldown %v (-fetch-cooldown)", c.fetchPoll, cooldown)
 	case c.workers < 1 || c.workers > 10_000:
 		return fmt.Errorf("-workers must be between 1 and 10000, got %d", c.workers)
 	case c.dbConns < 4:
@@ -112,3 +118,6 @@ func (c *config) validate() error {
 	}
 	return nil
 }
+
+// riverDefaultFetchCooldown is River's FetchCooldown when none is set.
+const riverDefaultFetchCooldown = 100 * time.Millisecond

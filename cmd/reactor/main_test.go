@@ -266,6 +266,9 @@ func TestReactorConfig(t *testing.T) {
 	require.Contains(t, res.Stderr, "-workers must be between 1 and 10000")
 	res = proctest.Run(t, nil, reactor, "-shutdown-timeout", "-1s")
 	require.Equal(t, 2, res.ExitCode)
+	res = proctest.Run(t, nil, reactor, "-fetch-poll-interval", "50ms")
+	require.Equal(t, 2, res.ExitCode)
+	require.Contains(t, res.Stderr, "must not be shorter than the fetch cooldown 100ms")
 	res = proctest.Run(t, nil, reactor, "extra")
 	require.Equal(t, 2, res.ExitCode)
 	require.Contains(t, res.Stderr, `unexpected argument "extra"`)
@@ -318,4 +321,45 @@ func TestReactorDrainsOnSIGTERM(t *testing.T) {
 	require.Equal(t, effects.StateConfirmed, got.State, got.Error)
 	require.JSONEq(t, `{"sent":true}`, string(got.Result))
 	require.Equal(t, "PENDING → CONFIRMED", f.path(got))
+}
+
+// TestTwoReactors runs two reactor binaries (default, distinct ids) against one database under
+// load: every effect is CONFIRMED, each wire was performed exactly once, and both reactors did
+// part of the work.
+func TestTwoReactors(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.put(f.bankWire("bank.wire", 5*time.Second))
+	first, second := f.startReactor("-workers", "10"), f.startReactor("-workers", "10")
+	const n = 200
+	var all []*effects.Effect
+	for i := range n {
+		key := fmt.Sprintf("pair-%03d", i)
+		if i%20 == 5 {
+			f.bank.Script(key, fakebank.PerformThenDrop) // reconciled by whichever reactor
+		}
+		all = append(all, f.enqueue("bank.wire", key, 10))
+	}
+	require.Eventually(t, func() bool { return countSettled(t, f.pool) == n }, 90*time.Second, 100*time.Millisecond)
+	for _, enqueued := range all {
+		effect, err := f.client.Get(context.Background(), enqueued.ID)
+		require.NoError(t, err)
+		require.Equal(t, effects.StateConfirmed, effect.State, "%s: %s", effect.IdempotencyKey, effect.Error)
+		require.Equal(t, 1, f.bank.Count(effect.IdempotencyKey), "%s performed once", effect.IdempotencyKey)
+	}
+	var actors []string
+	rows, err := f.pool.Query(context.Background(),
+		`SELECT DISTINCT actor FROM reckon_effect_transitions WHERE to_state = 'CONFIRMED' AND actor LIKE 'reactor:%'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var actor string
+		require.NoError(t, rows.Scan(&actor))
+		actors = append(actors, actor)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, actors, 2, "both reactors confirmed effects: %v", actors)
+	for _, p := range []*proctest.Process{first, second} {
+		p.Signal(t, syscall.SIGTERM)
+		require.Equal(t, 0, p.Wait(t, 30*time.Second))
+	}
 }

@@ -198,7 +198,7 @@ func classify(what, name string, resp *response) (json.RawMessage, error) {
 		}
 		return json.RawMessage(bytes.TrimSpace(resp.body)), nil
 	case code == http.StatusAccepted:
-		return nil, fmt.Errorf("%s: %w", prefix, ErrAcceptedUnsupported)
+		return nil, acceptedOutcome(prefix, resp.body)
 	case code == http.StatusTooManyRequests || code == http.StatusTooEarly:
 		err := fmt.Errorf("%s: not applied: %s", prefix, snippet(resp.body))
 		if after, ok := retryAfter(resp.header); ok {
@@ -215,6 +215,14 @@ func classify(what, name string, resp *response) (json.RawMessage, error) {
 	default:
 		return nil, fmt.Errorf("%s: outcome unknown: %s", prefix, snippet(resp.body))
 	}
+}
+
+// acceptedOutcome is the outcome of a 202 Accepted answer, whose body is {"correlation_id":…}.
+// Asynchronous effects are not wired yet: it is UNKNOWN (ErrAcceptedUnsupported). With
+// effects.Accepted available, it becomes: parse the body and return
+// effects.Accepted(correlationID) (an invalid body stays UNKNOWN).
+func acceptedOutcome(prefix string, _ []byte) error {
+	return fmt.Errorf("%s: %w", prefix, ErrAcceptedUnsupported)
 }
 
 // status makes a status check call. Every answer that is not 200 with a known status is

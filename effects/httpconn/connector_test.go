@@ -168,6 +168,8 @@ func TestDispatchOutcomes(t *testing.T) {
 		{"425 too early", answer(425, nil, ``), "RETRY", 0, "425"},
 		{"429 with Retry-After", answer(429, map[string]string{"Retry-After": "7"}, ``), "RETRY", 7 * time.Second, "429"},
 		{"429 without Retry-After", answer(429, nil, ``), "RETRY", 0, "429"},
+		{"429 with a past HTTP date", answer(429, map[string]string{"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, ``), "RETRY", 0, "429"},
+		{"429 with a huge Retry-After", answer(429, map[string]string{"Retry-After": "999999"}, ``), "RETRY", time.Hour, "429"},
 		{"503 with Retry-After", answer(503, map[string]string{"Retry-After": "3"}, ``), "RETRY", 3 * time.Second, "503"},
 		{"503 without Retry-After", answer(503, nil, ``), "UNKNOWN", 0, "without Retry-After"},
 		{"500", answer(500, nil, `boom`), "UNKNOWN", 0, "boom"},

@@ -35,10 +35,10 @@ type Definition struct {
 	BusinessKeyFields []string
 	// Timeout bounds each call. Default 30s; 1ms to 5m.
 	Timeout time.Duration
-	// MaxAttempts bounds the dispatch attempts of one effect. Default 5.
+	// MaxAttempts bounds the dispatch attempts of one effect. Default 5; at most 1000.
 	MaxAttempts int
 	// StatusCheckLimit is how many inconclusive status checks an UNKNOWN effect gets before it
-	// becomes STUCK. Default 5.
+	// becomes STUCK. Default 5; at most 1000.
 	StatusCheckLimit int
 	// BackoffInitial and BackoffMax shape the delay before a retry: BackoffInitial, doubling per
 	// attempt, at most BackoffMax. Defaults 1s and 5m; BackoffMax at most 24h.
@@ -64,6 +64,7 @@ const (
 	maxBackoff              = 24 * time.Hour
 	maxNameLength           = 200
 	maxURLLength            = 2048
+	maxCount                = 1000 // bound of max_attempts and status_check_limit
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
@@ -126,8 +127,11 @@ func (d Definition) Validate() error {
 	if d.BackoffInitial < time.Millisecond || d.BackoffMax < d.BackoffInitial || d.BackoffMax > maxBackoff {
 		problems = append(problems, fmt.Sprintf("backoff %v to %v: want 1ms ≤ initial ≤ max ≤ %v", d.BackoffInitial, d.BackoffMax, maxBackoff))
 	}
-	if d.MaxAttempts > 1000 {
-		problems = append(problems, fmt.Sprintf("max_attempts %d: at most 1000", d.MaxAttempts))
+	if d.MaxAttempts > maxCount {
+		problems = append(problems, fmt.Sprintf("max_attempts %d: at most %d", d.MaxAttempts, maxCount))
+	}
+	if d.StatusCheckLimit > maxCount {
+		problems = append(problems, fmt.Sprintf("status_check_limit %d: at most %d", d.StatusCheckLimit, maxCount))
 	}
 	if len(problems) == 0 {
 		// The registration rules of Go connectors: tags, ranges, a way to resolve UNKNOWN.

@@ -50,6 +50,8 @@ func TestValidate(t *testing.T) {
 		{"URL with fragment", with(func(d *httpconn.Definition) { d.DispatchURL = "http://bank/w#x" }), "fragment"},
 		{"timeout too long", with(func(d *httpconn.Definition) { d.Timeout = time.Hour }), "out of range"},
 		{"negative attempts", with(func(d *httpconn.Definition) { d.MaxAttempts = -1 }), "MaxAttempts must be positive"},
+		{"too many attempts", with(func(d *httpconn.Definition) { d.MaxAttempts = 1001 }), "max_attempts 1001: at most 1000"},
+		{"huge status check limit", with(func(d *httpconn.Definition) { d.StatusCheckLimit = 1 << 40 }), "status_check_limit"},
 		{"negative status check limit", with(func(d *httpconn.Definition) { d.StatusCheckLimit = -2 }), "StatusCheckLimit must be positive"},
 		{"backoff max below initial", with(func(d *httpconn.Definition) { d.BackoffInitial, d.BackoffMax = time.Minute, time.Second }), "backoff"},
 		{"empty business key field", with(func(d *httpconn.Definition) { d.BusinessKeyFields = []string{""} }), "is empty"},

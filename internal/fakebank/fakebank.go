@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -170,7 +171,28 @@ func New(tb testing.TB) *Bank {
 // NewServer starts a bank without a testing.TB (for benchmarks and demos); the caller must Close
 // it.
 func NewServer() *Bank {
-	b := &Bank{
+	b := newBank()
+	b.srv = httptest.NewServer(http.HandlerFunc(b.serve))
+	return b
+}
+
+// NewServerOn starts a bank listening on addr, e.g. "127.0.0.1:9091" (for demos that need a
+// stable address); the caller must Close it.
+func NewServerOn(addr string) (*Bank, error) {
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("fakebank: listen on %s: %w", addr, err)
+	}
+	b := newBank()
+	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
+	_ = b.srv.Listener.Close()
+	b.srv.Listener = listener
+	b.srv.Start()
+	return b, nil
+}
+
+func newBank() *Bank {
+	return &Bank{
 		closing:       make(chan struct{}),
 		performed:     make(chan Entry, performedBuffer),
 		wires:         make(map[string][]int),
@@ -181,8 +203,6 @@ func NewServer() *Bank {
 		armedKeys:     make(map[[2]string][]chan string),
 		calls:         make(map[string]int),
 	}
-	b.srv = httptest.NewServer(http.HandlerFunc(b.serve))
-	return b
 }
 
 // URL returns the bank's base URL, e.g. http://127.0.0.1:port.
