@@ -23,13 +23,10 @@ const (
 	HeaderIdempotencyKey = "Idempotency-Key"
 	HeaderEffectID       = "Reckon-Effect-Id"
 	HeaderAttempt        = "Reckon-Attempt"
+	// HeaderCorrelationID carries the effect's self-routing correlation id ({run}:{effect id}),
+	// the id an asynchronous endpoint names when it calls POST /v1/callbacks/{correlation_id}.
+	HeaderCorrelationID = "Reckon-Correlation-Id"
 )
-
-// ErrAcceptedUnsupported is the error of a dispatch answered 202 Accepted: asynchronous effects
-// (awaiting a callback) are not supported by HTTP connectors yet, so the outcome is recorded as
-// UNKNOWN and the status check decides what happened. It is not wrapped with Permanent or
-// Retryable.
-var ErrAcceptedUnsupported = errors.New("httpconn: 202 Accepted (asynchronous effect) is not supported yet; outcome unknown")
 
 // maxResponse bounds the response bodies read; a longer one counts as invalid (UNKNOWN).
 const maxResponse = 1 << 20
@@ -47,6 +44,9 @@ type Request struct {
 	BusinessKey    *string         `json:"business_key"` // null when the effect has none
 	Args           json.RawMessage `json:"args"`
 	Attempt        int             `json:"attempt"`
+	// CorrelationID is the id under which an endpoint that answers 202 Accepted reports the
+	// outcome later: POST /v1/callbacks/{correlation_id}.
+	CorrelationID string `json:"correlation_id"`
 	// Original is set on compensate calls: the effect being undone.
 	Original *RequestOriginal `json:"original,omitempty"`
 }
@@ -106,7 +106,8 @@ func (d Definition) Connector(client *http.Client) effects.Connector {
 }
 
 func requestOf(call effects.Call, original *effects.Original) Request {
-	req := Request{EffectID: call.EffectID, IdempotencyKey: call.IdempotencyKey, Args: call.Args, Attempt: call.Attempt}
+	req := Request{EffectID: call.EffectID, IdempotencyKey: call.IdempotencyKey, Args: call.Args, Attempt: call.Attempt,
+		CorrelationID: call.CorrelationID}
 	if call.BusinessKey != "" {
 		req.BusinessKey = &call.BusinessKey
 	}
@@ -158,6 +159,9 @@ func (c *caller) post(ctx context.Context, url string, body Request, call effect
 	req.Header.Set(HeaderIdempotencyKey, body.IdempotencyKey)
 	req.Header.Set(HeaderEffectID, call.EffectID.String())
 	req.Header.Set(HeaderAttempt, strconv.Itoa(call.Attempt))
+	if call.CorrelationID != "" {
+		req.Header.Set(HeaderCorrelationID, call.CorrelationID)
+	}
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -183,10 +187,10 @@ func (c *caller) perform(ctx context.Context, what, url string, body Request, ca
 		}
 		return nil, fmt.Errorf("%s %s: outcome unknown: %w", what, c.name, err)
 	}
-	return classify(what, c.name, resp)
+	return classify(what, c.name, resp, call)
 }
 
-func classify(what, name string, resp *response) (json.RawMessage, error) {
+func classify(what, name string, resp *response, call effects.Call) (json.RawMessage, error) {
 	prefix := fmt.Sprintf("%s %s: %s", what, name, resp.statusText)
 	switch code := resp.status; {
 	case code == http.StatusOK || code == http.StatusCreated:
@@ -198,7 +202,7 @@ func classify(what, name string, resp *response) (json.RawMessage, error) {
 		}
 		return json.RawMessage(bytes.TrimSpace(resp.body)), nil
 	case code == http.StatusAccepted:
-		return nil, acceptedOutcome(prefix, resp.body)
+		return nil, acceptedOutcome(prefix, resp, call)
 	case code == http.StatusTooManyRequests || code == http.StatusTooEarly:
 		err := fmt.Errorf("%s: not applied: %s", prefix, snippet(resp.body))
 		if after, ok := retryAfter(resp.header); ok {
@@ -217,12 +221,31 @@ func classify(what, name string, resp *response) (json.RawMessage, error) {
 	}
 }
 
-// acceptedOutcome is the outcome of a 202 Accepted answer, whose body is {"correlation_id":…}.
-// Asynchronous effects are not wired yet: it is UNKNOWN (ErrAcceptedUnsupported). With
-// effects.Accepted available, it becomes: parse the body and return
-// effects.Accepted(correlationID) (an invalid body stays UNKNOWN).
-func acceptedOutcome(prefix string, _ []byte) error {
-	return fmt.Errorf("%s: %w", prefix, ErrAcceptedUnsupported)
+// acceptedOutcome is the outcome of a 202 Accepted answer: the upstream took the call and will
+// report its outcome with a callback. The body may name the correlation id the callback will use
+// ({"correlation_id":…}); an empty body, or one without it, means the id Reckon sent
+// (Reckon-Correlation-Id). A body that was cut or is not JSON leaves the outcome unknown: the
+// upstream accepted something, but we cannot tell under which id.
+func acceptedOutcome(prefix string, resp *response, call effects.Call) error {
+	if resp.readErr != nil {
+		return fmt.Errorf("%s but the body was cut: %v", prefix, resp.readErr)
+	}
+	id := call.CorrelationID
+	if body := bytes.TrimSpace(resp.body); len(body) > 0 {
+		var answer struct {
+			CorrelationID string `json:"correlation_id"`
+		}
+		if err := json.Unmarshal(body, &answer); err != nil {
+			return fmt.Errorf("%s with an invalid JSON body: outcome unknown: %v", prefix, err)
+		}
+		if answer.CorrelationID != "" {
+			id = answer.CorrelationID
+		}
+	}
+	if id == "" {
+		return fmt.Errorf("%s without a correlation id: outcome unknown", prefix)
+	}
+	return effects.Accepted(id)
 }
 
 // status makes a status check call. Every answer that is not 200 with a known status is

@@ -87,9 +87,12 @@ func truncated(w http.ResponseWriter, r *http.Request) {
 	_ = conn.Close()
 }
 
+// testEffectID is the effect of testCall.
+var testEffectID = uuid.New()
+
 func testCall() effects.Call {
 	return effects.Call{
-		EffectID: uuid.New(), TenantID: "t1", Connector: "bank.wire", IdempotencyKey: "run-1/d-0/bank.wire/0",
+		EffectID: testEffectID, CorrelationID: "run-1:" + testEffectID.String(), TenantID: "t1", Connector: "bank.wire", IdempotencyKey: "run-1/d-0/bank.wire/0",
 		BusinessKey: "acc-1:100", Args: json.RawMessage(`{"account":"acc-1","amount":100}`), Attempt: 2,
 	}
 }
@@ -107,6 +110,10 @@ func outcomeOf(err error) string {
 	switch {
 	case err == nil:
 		return "CONFIRMED"
+	case effects.IsAccepted(err):
+		var accepted *effects.AcceptedError
+		errors.As(err, &accepted)
+		return "ACCEPTED " + accepted.CorrelationID
 	case effects.IsPermanent(err):
 		return "FAILED"
 	case effects.IsRetryable(err):
@@ -132,6 +139,7 @@ func TestDispatchRequest(t *testing.T) {
 	require.Equal(t, call.IdempotencyKey, got[0].header.Get("Idempotency-Key"))
 	require.Equal(t, call.EffectID.String(), got[0].header.Get("Reckon-Effect-Id"))
 	require.Equal(t, "2", got[0].header.Get("Reckon-Attempt"))
+	require.Equal(t, call.CorrelationID, got[0].header.Get("Reckon-Correlation-Id"))
 	require.Equal(t, "application/json", got[0].header.Get("Content-Type"))
 	body := got[0].body
 	require.Equal(t, call.EffectID, body.EffectID)
@@ -140,6 +148,7 @@ func TestDispatchRequest(t *testing.T) {
 	require.Equal(t, "acc-1:100", *body.BusinessKey)
 	require.JSONEq(t, string(call.Args), string(body.Args))
 	require.Equal(t, 2, body.Attempt)
+	require.Equal(t, call.CorrelationID, body.CorrelationID)
 	require.Nil(t, body.Original)
 }
 
@@ -158,7 +167,10 @@ func TestDispatchOutcomes(t *testing.T) {
 		{"200 with invalid JSON", answer(200, nil, `{"ok":`), "UNKNOWN", 0, "truncated or invalid JSON"},
 		{"200 with empty body", answer(200, nil, ``), "UNKNOWN", 0, "truncated or invalid JSON"},
 		{"200 truncated mid-body", truncated, "UNKNOWN", 0, "body was cut"},
-		{"202 accepted", answer(202, nil, `{"correlation_id":"r:1"}`), "UNKNOWN", 0, "not supported yet"},
+		{"202 accepted with its own id", answer(202, nil, `{"correlation_id":"r:1"}`), "ACCEPTED r:1", 0, ""},
+		{"202 accepted, empty body", answer(202, nil, ``), "ACCEPTED run-1:" + testEffectID.String(), 0, ""},
+		{"202 accepted, body without id", answer(202, nil, `{"status":"queued"}`), "ACCEPTED run-1:" + testEffectID.String(), 0, ""},
+		{"202 with invalid JSON", answer(202, nil, `{"corr`), "UNKNOWN", 0, "invalid JSON body"},
 		{"204 no content", answer(204, nil, ``), "UNKNOWN", 0, "outcome unknown"},
 		{"400", answer(400, nil, `{"error":"bad account"}`), "FAILED", 0, "bad account"},
 		{"404", answer(404, nil, ``), "FAILED", 0, "404"},

@@ -27,14 +27,18 @@
 //   - anything else — another 5xx, 408, a timeout, a reset or dropped connection, a truncated or
 //     invalid body, a redirect — → UNKNOWN, resolved by the status check.
 //
+// 202 Accepted means the endpoint took the call and will report its outcome later with POST
+// /v1/callbacks/{correlation_id}: the effect stays PENDING, awaiting the callback until its
+// deadline (effects.Accepted). The correlation id is the one the body names
+// ({"correlation_id":…}), else the one Reckon sent in the Reckon-Correlation-Id header and the
+// body's correlation_id field.
+//
 // A status check answers 200 with {"status":"present","result":…}, {"status":"absent"},
 // {"status":"duplicate","count":n,"result":…} or {"status":"inconclusive"}; any other answer
 // counts as inconclusive.
 //
 // # Caveats
 //
-//   - 202 Accepted (asynchronous effects awaiting a callback) is not supported yet: it is
-//     recorded as UNKNOWN, so that the status check decides. See ErrAcceptedUnsupported.
 //   - The HTTP client never follows redirects and never replays a request on its own (a POST to
 //     an endpoint that moves money must not be sent twice behind the reactor's back).
 //   - Connectors are shared by every tenant, like the Go connectors a reactor registers.
