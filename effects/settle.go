@@ -74,7 +74,9 @@ func (c *Client) settle(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, t tr
 
 // observeFencedOut records, outside any transaction that failed, what a fenced-out writer saw.
 func (c *Client) observeFencedOut(ctx context.Context, effectID uuid.UUID, connector, actor, what string, detail map[string]any) {
-	c.metrics.fenced.WithLabelValues(connector).Inc()
+	// Counted once the observation is written (or has failed to be), so that whoever sees the
+	// count also finds the audit row.
+	defer c.metrics.fenced.WithLabelValues(connector).Inc()
 	raw, _ := marshalDetail(detail)
 	err := c.queries.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
 		EffectID: effectID, Actor: actor, Reason: "fenced out: " + what, Detail: raw,
