@@ -24,6 +24,8 @@ const (
 	CodeConnectorInUse       = "connector_in_use"        // 409: delete of a connector with PENDING or UNKNOWN effects
 	CodeInvalidConnector     = "invalid_connector"       // 400: a connector definition that breaks the registration rules
 	CodeNotCancellable       = "not_cancellable"         // 409: cancel of an effect that is not PENDING and unattempted
+	CodeCallbackConflict     = "callback_conflict"       // 409: a callback reporting another outcome than the recorded one
+	CodeEffectStuck          = "effect_stuck"            // 409: a callback for a STUCK effect (an operator resolves it)
 	CodeBodyTooLarge         = "body_too_large"          // 413
 	CodeUnsupportedMediaType = "unsupported_media_type"  // 415: a Content-Type other than application/json
 	CodeIdempotencyKeyReused = "idempotency_key_reused"  // 422: Idempotency-Key already used for another request
