@@ -27,7 +27,7 @@ const sagasUsage = `server sagas define -f definition.json [-skip-connector-chec
 server sagas list [-json]`
 
 // newSagaClient is the server's saga client: on the effects client that enqueues (never started
-// here), with the stored definitions loaded now, whenever a request names one it has not loaded,
+// here), with the stored definitions loaded now (when the schema allows), whenever a request names one it has not loaded,
 // and every interval by syncSagas.
 func newSagaClient(ctx context.Context, pool *pgxpool.Pool, client *effects.Client, logger *slog.Logger) (*saga.Client, error) {
 	sagas, err := saga.NewClient(pool, &saga.Config{Effects: client, Logger: logger})
@@ -35,8 +35,10 @@ func newSagaClient(ctx context.Context, pool *pgxpool.Pool, client *effects.Clie
 		return nil, err
 	}
 	sagadef.Install(sagas)
+	// The server starts on an unmigrated database too (it reports not ready): a failed first load
+	// is retried by syncSagas and on demand.
 	if _, err := sagadef.Sync(ctx, pool, sagas); err != nil {
-		return nil, fmt.Errorf("load saga definitions: %w", err)
+		logger.Warn("load saga definitions; retrying later", slog.Any("error", err))
 	}
 	return sagas, nil
 }
