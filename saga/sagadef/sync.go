@@ -31,14 +31,16 @@ var syncStates sync.Map // *saga.Client → *syncState
 // change and are never deleted, so a registered one stays as it is. A name already registered by
 // other code is skipped and reported. Concurrent calls on one client are serialized.
 func Sync(ctx context.Context, db DBTX, client *saga.Client) (SyncResult, error) {
-	value, _ := syncStates.LoadOrStore(client, &syncState{synced: map[string]bool{}})
-	state := value.(*syncState)
-	state.mu.Lock()
-	defer state.mu.Unlock()
+	// Read before taking the lock: a caller holding a connection (a settle hook's transaction)
+	// never waits for the lock while the holder waits for a connection.
 	defs, err := List(ctx, db)
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("sagadef: sync: %w", err)
 	}
+	value, _ := syncStates.LoadOrStore(client, &syncState{synced: map[string]bool{}})
+	state := value.(*syncState)
+	state.mu.Lock()
+	defer state.mu.Unlock()
 	var result SyncResult
 	for _, def := range defs {
 		if state.synced[def.Name] {
