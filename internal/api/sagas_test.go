@@ -201,9 +201,17 @@ func TestSagasAPI(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.status, "start keys are per tenant")
 	other := r.saga(t)
 
-	r = h.do("POST", "/v1/sagas", acme, `{"definition":"doomed","input":{"account":"a-2","amount":12}}`)
+	doomedStart := `{"definition":"doomed","input":{"account":"a-2","amount":12}}`
+	r = h.do("POST", "/v1/sagas", acme, doomedStart, "Idempotency-Key", "req-9")
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 	doomed := r.saga(t)
+	replay := h.do("POST", "/v1/sagas", acme, doomedStart, "Idempotency-Key", "req-9")
+	require.Equal(t, http.StatusCreated, replay.status)
+	require.Equal(t, "true", replay.header.Get("Idempotent-Replayed"))
+	require.Equal(t, doomed.ID, replay.saga(t).ID, "the stored response, not a second saga")
+	r = h.do("POST", "/v1/sagas", acme, strings.Replace(doomedStart, "12", "13", 1), "Idempotency-Key", "req-9")
+	require.Equal(t, http.StatusUnprocessableEntity, r.status)
+	require.Equal(t, "idempotency_key_reused", r.errorCode(t))
 
 	done := h.awaitSaga(acme, ok.ID)
 	require.Equal(t, "COMPLETED", done.State)
