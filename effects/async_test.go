@@ -625,3 +625,29 @@ func TestAsyncCallbackForStuckEffect(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, effects.StateConfirmed, resolved.State)
 }
+
+// TestCallbackForTenant: CallbackFor resolves only the tenant's own effects; another tenant's
+// correlation id is ErrUnknownCorrelation, like an unknown one, and leaves no trace.
+func TestCallbackForTenant(t *testing.T) {
+	t.Parallel()
+	h := setupAsync(t)
+	h.start()
+	ctx := context.Background()
+	effect := h.awaitAccepted(h.enqueueJob("jobs.run", "tenant-cb", func(s *effects.Spec) { s.TenantID = "acme" }).ID)
+	before := len(h.reasons(effect.ID))
+
+	_, err := h.client.CallbackFor(ctx, "globex", effect.CorrelationID, json.RawMessage(`{"ok":true}`), "")
+	require.ErrorIs(t, err, effects.ErrUnknownCorrelation)
+	_, err = h.client.CallbackFor(ctx, "", effect.CorrelationID, json.RawMessage(`{"ok":true}`), "")
+	require.ErrorIs(t, err, effects.ErrUnknownCorrelation, "empty means the default tenant, not any")
+	require.Len(t, h.reasons(effect.ID), before, "nothing recorded for another tenant's callback")
+	stored, err := h.client.Get(ctx, effect.ID)
+	require.NoError(t, err)
+	require.Equal(t, effects.StatePending, stored.State)
+
+	done, err := h.client.CallbackFor(ctx, "acme", effect.CorrelationID, json.RawMessage(`{"ok":true}`), "")
+	require.NoError(t, err)
+	require.Equal(t, effects.StateConfirmed, done.State)
+	_, err = h.client.CallbackFor(ctx, "globex", effect.CorrelationID, nil, "boom")
+	require.ErrorIs(t, err, effects.ErrUnknownCorrelation, "not a conflict either: invisible")
+}

@@ -287,6 +287,21 @@ func (c *Client) cancelUpstream(ctx context.Context, row dbsqlc.ReckonEffect, co
 // return the effect; nothing else changes. Bad input (a result that is not JSON, or both a result
 // and an error) changes nothing.
 func (c *Client) Callback(ctx context.Context, correlationID string, result json.RawMessage, errMsg string) (*Effect, error) {
+	return c.callback(ctx, "", correlationID, result, errMsg)
+}
+
+// CallbackFor is Callback on behalf of a tenant, for callbacks arriving over a multi-tenant API:
+// a correlation id naming another tenant's effect is ErrUnknownCorrelation, exactly like one that
+// names no effect, and nothing is recorded. An empty tenantID means DefaultTenant.
+func (c *Client) CallbackFor(ctx context.Context, tenantID, correlationID string, result json.RawMessage, errMsg string) (*Effect, error) {
+	if tenantID == "" {
+		tenantID = DefaultTenant
+	}
+	return c.callback(ctx, tenantID, correlationID, result, errMsg)
+}
+
+// callback is Callback limited to tenant's effects; "" means any tenant.
+func (c *Client) callback(ctx context.Context, tenant, correlationID string, result json.RawMessage, errMsg string) (*Effect, error) {
 	switch {
 	case correlationID == "":
 		return nil, fmt.Errorf("%w: empty", ErrUnknownCorrelation)
@@ -308,6 +323,10 @@ func (c *Client) Callback(ctx context.Context, correlationID string, result json
 		row, err := c.lockByCorrelation(ctx, tx, correlationID)
 		if err != nil {
 			return err
+		}
+		if tenant != "" && row.TenantID != tenant {
+			// Indistinguishable from an unknown id: another tenant's effects are invisible.
+			return fmt.Errorf("%w: %q", ErrUnknownCorrelation, correlationID)
 		}
 		from = State(row.State)
 		q := dbsqlc.New(tx)

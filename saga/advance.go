@@ -64,7 +64,7 @@ func (c *Client) begin(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor strin
 	if err != nil {
 		return nil, fmt.Errorf("saga: lock %s: %w", id, err)
 	}
-	def, err := c.definition(row.Name)
+	def, err := c.lookup(ctx, tx, row.Name)
 	if err != nil {
 		return nil, fmt.Errorf("saga %s: %w", row.ID, err)
 	}

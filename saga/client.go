@@ -32,8 +32,9 @@ type Client struct {
 	logger  *slog.Logger
 	metrics *metrics
 
-	mu   sync.RWMutex
-	defs map[string]*Definition
+	mu      sync.RWMutex
+	defs    map[string]*Definition
+	unknown func(ctx context.Context, tx pgx.Tx, name string) error
 }
 
 // Config configures a Client. Effects is required.
@@ -106,6 +107,41 @@ func (c *Client) MustRegister(def Definition) {
 	}
 }
 
+// Registered reports whether a definition of that name is registered.
+func (c *Client) Registered(name string) bool {
+	_, err := c.definition(name)
+	return err == nil
+}
+
+// OnUnknownDefinition sets fn to be called, in the transaction at hand, when a saga names a
+// definition that is not registered — a start (StartTx) or a reactor advancing a saga — before
+// the name is refused with ErrUnknownDefinition. fn may Register it, e.g. from definitions stored
+// in the database (package saga/sagadef); the lookup is then tried again. An error of fn is
+// returned (a database error aborts tx). Set it before starting the effects client.
+func (c *Client) OnUnknownDefinition(fn func(ctx context.Context, tx pgx.Tx, name string) error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unknown = fn
+}
+
+// lookup is definition with the OnUnknownDefinition fallback.
+func (c *Client) lookup(ctx context.Context, tx pgx.Tx, name string) (*Definition, error) {
+	def, err := c.definition(name)
+	if err == nil {
+		return def, nil
+	}
+	c.mu.RLock()
+	fn := c.unknown
+	c.mu.RUnlock()
+	if fn == nil {
+		return nil, err
+	}
+	if ferr := fn(ctx, tx, name); ferr != nil {
+		return nil, fmt.Errorf("saga: load definition %q: %w", name, ferr)
+	}
+	return c.definition(name)
+}
+
 func (c *Client) definition(name string) (*Definition, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -139,7 +175,7 @@ type StartOpts struct {
 // step's Effect failing or being refused by effects (a bad spec, an unknown connector) change
 // nothing; a database error aborts tx, which the caller must roll back.
 func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any, opts *StartOpts) (*Saga, error) {
-	def, err := c.definition(name)
+	def, err := c.lookup(ctx, tx, name)
 	if err != nil {
 		return nil, err
 	}

@@ -127,6 +127,10 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	if err := startEngines(client); err != nil {
 		return err
 	}
+	sagas, err := newSagaSync(ctx, pool, client, logger, metrics) // sagas.go
+	if err != nil {
+		return err
+	}
 	// Not ctx: River treats the cancellation of Start's context as a hard stop that cancels the
 	// jobs in flight at once. SIGTERM ends ctx; Stop below drains gracefully instead.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
@@ -138,11 +142,17 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		defer close(syncDone)
 		connectors.run(syncCtx, cfg.syncInterval)
 	}()
+	sagaSyncDone := make(chan struct{})
+	go func() {
+		defer close(sagaSyncDone)
+		sagas.run(syncCtx, cfg.syncInterval)
+	}()
 
 	serveErr := serveHealth(ctx, logger, cfg, pool, migrator, metrics)
 	logger.Info("reactor stopping: draining work in flight", slog.Duration("shutdown_timeout", cfg.shutdown))
 	stopSync()
 	<-syncDone
+	<-sagaSyncDone
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdown)
 	defer cancel()
 	if err := client.Stop(stopCtx); err != nil {

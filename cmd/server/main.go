@@ -9,6 +9,7 @@
 //	server tokens create -tenant T [-name N]     print a new API token for T (shown once)
 //	server tokens list -tenant T | revoke ID     list or revoke API tokens
 //	server connectors put|list|delete   manage the HTTP connectors (docs/connectors.md)
+//	server sagas define -f F | list     manage the saga definitions (docs/api.md)
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
 // RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_IDEMPOTENCY_TTL,
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTokens(ctx, args[1:], stdout, stderr)
 	case "connectors":
 		err = runConnectors(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "sagas":
+		err = runSagas(ctx, args[1:], os.Stdin, stdout, stderr)
 	default:
 		err = runServe(ctx, args, stderr)
 	}
@@ -109,7 +112,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	drain := fs.Duration("shutdown-timeout", 10*time.Second, "how long requests in flight may take to finish after SIGTERM")
 	maxBody := fs.Int64("max-body-bytes", envInt64("RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes), "largest request body accepted (env RECKON_MAX_BODY_BYTES)")
 	idempotencyTTL := fs.Duration("idempotency-ttl", envDuration("RECKON_IDEMPOTENCY_TTL", 24*time.Hour), "how long a response stored for an Idempotency-Key is replayed (env RECKON_IDEMPOTENCY_TTL)")
-	connectorSync := fs.Duration("connector-sync-interval", envDuration("RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second), "how often the HTTP connectors are reloaded from the database (env RECKON_CONNECTOR_SYNC_INTERVAL); a request naming an unknown connector reloads them at once")
+	connectorSync := fs.Duration("connector-sync-interval", envDuration("RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second), "how often the HTTP connectors and saga definitions are reloaded from the database (env RECKON_CONNECTOR_SYNC_INTERVAL); a request naming an unknown one reloads them at once")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -136,8 +139,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
+	sagas, err := newSagaClient(ctx, pool, client, logger)
+	if err != nil {
+		return err
+	}
 	apiServer, err := api.New(&api.Config{
-		Pool: pool, Effects: client, Logger: logger, Registerer: metrics, MaxBodyBytes: *maxBody,
+		Pool: pool, Effects: client, Sagas: sagas, Logger: logger, Registerer: metrics, MaxBodyBytes: *maxBody,
 	})
 	if err != nil {
 		return err
@@ -147,6 +154,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	apiServer.Register(mux)
 	go purgeIdempotencyKeys(ctx, logger, apiServer, *idempotencyTTL)
 	go syncConnectors(ctx, logger, pool, client.Registry(), *connectorSync)
+	go syncSagas(ctx, logger, pool, sagas, *connectorSync)
 	logger.Info("server starting")
 	if err := cli.Serve(ctx, logger, "http", *addr, mux, *drain); err != nil {
 		return err

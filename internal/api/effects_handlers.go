@@ -42,6 +42,7 @@ type effectJSON struct {
 	Error          string          `json:"error,omitempty"`
 	TimeoutMS      int64           `json:"timeout_ms"`
 	DeadlineAt     *time.Time      `json:"deadline_at,omitempty"`
+	CorrelationID  string          `json:"correlation_id,omitempty"`
 	RunID          string          `json:"run_id,omitempty"`
 	TurnID         *uuid.UUID      `json:"turn_id,omitempty"`
 	TurnGroup      string          `json:"turn_group,omitempty"`
@@ -73,7 +74,7 @@ func toJSON(e *effects.Effect) *effectJSON {
 		ID: e.ID, TenantID: e.TenantID, Connector: e.Connector, State: e.State, Policy: e.Policy, Tags: tags,
 		Args: e.Args, IdempotencyKey: e.IdempotencyKey, BusinessKey: e.BusinessKey, Attempts: e.Attempts,
 		MaxAttempts: e.MaxAttempts, Result: e.Result, Error: e.Error, TimeoutMS: e.Timeout.Milliseconds(),
-		DeadlineAt: e.DeadlineAt, RunID: e.RunID, TurnID: e.TurnID, TurnGroup: e.TurnGroup,
+		DeadlineAt: e.DeadlineAt, CorrelationID: e.CorrelationID, RunID: e.RunID, TurnID: e.TurnID, TurnGroup: e.TurnGroup,
 		CompensatesID: e.CompensatesID, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 }

@@ -24,11 +24,18 @@ const (
 	CodeConnectorInUse       = "connector_in_use"        // 409: delete of a connector with PENDING or UNKNOWN effects
 	CodeInvalidConnector     = "invalid_connector"       // 400: a connector definition that breaks the registration rules
 	CodeNotCancellable       = "not_cancellable"         // 409: cancel of an effect that is not PENDING and unattempted
+	CodeCallbackConflict     = "callback_conflict"       // 409: a callback reporting another outcome than the recorded one
+	CodeEffectStuck          = "effect_stuck"            // 409: a callback for a STUCK effect (an operator resolves it)
 	CodeBodyTooLarge         = "body_too_large"          // 413
 	CodeUnsupportedMediaType = "unsupported_media_type"  // 415: a Content-Type other than application/json
 	CodeIdempotencyKeyReused = "idempotency_key_reused"  // 422: Idempotency-Key already used for another request
 	CodeUnknownConnector     = "unknown_connector"       // 422: the connector is not registered
+	CodeInvalidDefinition    = "invalid_saga_definition" // 400: a saga definition that breaks the rules of package saga/sagadef
+	CodeDefinitionExists     = "saga_definition_exists"  // 409: another saga definition of that name is stored (they never change)
+	CodeUnknownDefinition    = "unknown_saga_definition" // 422: no saga definition of that name
+	CodeStartKeyConflict     = "start_key_conflict"      // 409: the saga start_key belongs to a saga of another definition or input
 	CodeInternal             = "internal"                // 500
+	CodeNotImplemented       = "not_implemented"         // 501: a feature this server was not configured with
 )
 
 // Error is an API error: an HTTP status, a stable code and a message for people. Handlers return

@@ -96,6 +96,7 @@ type effectBody struct {
 	State          string    `json:"state"`
 	Connector      string    `json:"connector"`
 	IdempotencyKey string    `json:"idempotency_key"`
+	CorrelationID  string    `json:"correlation_id"`
 	Deduplicated   *bool     `json:"deduplicated"`
 	Args           json.RawMessage
 	History        []struct {

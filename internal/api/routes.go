@@ -9,17 +9,27 @@ func (s *Server) routes() {
 	s.HandleMutation("POST /v1/effects/{id}/resolve", s.resolveEffect)
 	s.HandleMutation("POST /v1/effects/{id}/cancel", s.cancelEffect)
 
+	// Async effects and runs (DESIGN.md section 7).
+	s.HandleMutation("POST /v1/callbacks/{correlation_id}", s.callback)
+	s.HandleQuery("GET /v1/runs/{id}", s.getRun)
+
 	// HTTP connectors (effects/httpconn), shared by every tenant: anyone reads, admin tokens write.
 	s.HandleMutation("POST /v1/connectors", s.putConnector)
 	s.HandleQuery("GET /v1/connectors", s.listConnectors)
 	s.HandleQuery("GET /v1/connectors/{name}", s.getConnector)
 	s.HandleMutation("DELETE /v1/connectors/{name}", s.deleteConnector)
 
+	// Sagas (section 6): definitions shared by every tenant (admin tokens write), sagas per tenant.
+	s.HandleMutation("POST /v1/saga-definitions", s.putSagaDefinition)
+	s.HandleQuery("GET /v1/saga-definitions", s.listSagaDefinitions)
+	s.HandleQuery("GET /v1/saga-definitions/{name}", s.getSagaDefinition)
+	s.HandleMutation("POST /v1/sagas", s.startSaga)
+	s.HandleQuery("GET /v1/sagas", s.listSagas)
+	s.HandleQuery("GET /v1/sagas/{id}", s.getSaga)
+
 	// Built by other packages and added by cmd/server with HandleQuery and HandleMutation, which
 	// give them the same authentication, tenant scoping, size limits, errors and Idempotency-Key
 	// handling:
 	//
-	//	POST   /v1/callbacks/{correlation_id}   async results (pending events, DESIGN.md section 7)
-	//	POST   /v1/sagas, GET /v1/sagas/{id}    sagas (section 6)
 	//	POST   /v1/sessions/{key}/messages      inbound messages for turn aggregation (section 5)
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/saga"
+	"github.com/reckonhq/reckon/saga/sagadef"
 )
 
 // DefaultMaxBodyBytes is the default limit on a request body.
@@ -41,6 +43,13 @@ type Config struct {
 	// server changed the HTTP connectors. Default: httpconn.Sync of Pool into the Effects client's
 	// registry.
 	RefreshConnectors func(ctx context.Context) error
+	// Sagas starts and inspects sagas (POST/GET /v1/sagas). Its effects client must be Effects.
+	// Optional: without it the saga endpoints answer 501.
+	Sagas *saga.Client
+	// RefreshSagas is called when a request names a saga definition the Sagas client does not
+	// have, before the request is refused, and after this server stored a definition. Default:
+	// sagadef.Sync of Pool into Sagas.
+	RefreshSagas func(ctx context.Context) error
 	// Logger receives request errors. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the API's metrics (reckon_api_requests_total{route,code},
@@ -86,6 +95,13 @@ func New(config *Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.RefreshSagas == nil && cfg.Sagas != nil {
+		pool, sagas := cfg.Pool, cfg.Sagas
+		cfg.RefreshSagas = func(ctx context.Context) error {
+			_, err := sagadef.Sync(ctx, pool, sagas)
+			return err
+		}
 	}
 	if cfg.RefreshConnectors == nil {
 		pool, registry := cfg.Pool, cfg.Effects.Registry()

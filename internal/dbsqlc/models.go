@@ -539,6 +539,13 @@ type ReckonSaga struct {
 	UpdatedAt   time.Time
 }
 
+type ReckonSagaDefinition struct {
+	Name                 string
+	Steps                json.RawMessage
+	CompensationAttempts int32
+	CreatedAt            time.Time
+}
+
 type ReckonSagaStep struct {
 	SagaID                 uuid.UUID
 	Idx                    int32

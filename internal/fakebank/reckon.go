@@ -15,6 +15,10 @@ import (
 //	POST /reckon/wires/compensate  compensation; the body adds "original":{"effect_id","result"},
 //	                               whose result is the wire's {"wire_id","key","amount"}
 //
+// A saga step of a declarative definition (package saga/sagadef) sends args
+// {"input":{"account","amount"},"results":{…}}: the bank reads account and amount from "input"
+// when args has no amount of its own.
+//
 // They share the ledger and the scripts of /wires: a key scripted with PerformThenDrop drops the
 // connection after performing, whichever door the call came through. Three behaviors exist only
 // here: TooManyRequests, RequestTimeout and ServerError.
@@ -39,6 +43,10 @@ type reckonRequest struct {
 	Args           struct {
 		Account string `json:"account"`
 		Amount  int64  `json:"amount"`
+		Input   *struct {
+			Account string `json:"account"`
+			Amount  int64  `json:"amount"`
+		} `json:"input"`
 	} `json:"args"`
 	Attempt  int `json:"attempt"`
 	Original *struct {
@@ -64,6 +72,9 @@ func (b *Bank) serveReckon(w http.ResponseWriter, r *http.Request) bool {
 	if key == "" || key != req.IdempotencyKey {
 		writeError(w, http.StatusBadRequest, "Idempotency-Key header missing or different from the body's idempotency_key")
 		return true
+	}
+	if req.Args.Amount == 0 && req.Args.Input != nil {
+		req.Args.Account, req.Args.Amount = req.Args.Input.Account, req.Args.Input.Amount
 	}
 	switch strings.TrimPrefix(r.URL.Path, ReckonPrefix) {
 	case "/wires":

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/cli"
+	"github.com/reckonhq/reckon/saga"
+	"github.com/reckonhq/reckon/saga/sagadef"
+)
+
+// sagasUsage is the synopsis of `server sagas`.
+const sagasUsage = `server sagas define -f definition.json [-skip-connector-check]   (or -f - for stdin; docs/api.md)
+server sagas list [-json]`
+
+// newSagaClient is the server's saga client: on the effects client that enqueues (never started
+// here), with the stored definitions loaded now (when the schema allows), whenever a request names one it has not loaded,
+// and every interval by syncSagas.
+func newSagaClient(ctx context.Context, pool *pgxpool.Pool, client *effects.Client, logger *slog.Logger) (*saga.Client, error) {
+	sagas, err := saga.NewClient(pool, &saga.Config{Effects: client, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	sagadef.Install(sagas)
+	// The server starts on an unmigrated database too (it reports not ready): a failed first load
+	// is retried by syncSagas and on demand.
+	if _, err := sagadef.Sync(ctx, pool, sagas); err != nil {
+		logger.Warn("load saga definitions; retrying later", slog.Any("error", err))
+	}
+	return sagas, nil
+}
+
+// syncSagas loads new saga definitions every interval until ctx ends.
+func syncSagas(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, sagas *saga.Client, interval time.Duration) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+		result, err := sagadef.Sync(ctx, pool, sagas)
+		if err != nil && ctx.Err() == nil {
+			logger.Warn("sync saga definitions", slog.Any("error", err))
+		}
+		if len(result.Added) > 0 {
+			logger.Info("saga definitions loaded", slog.Any("added", result.Added))
+		}
+		for name, err := range result.Skipped {
+			logger.Warn("saga definition skipped", slog.String("definition", name), slog.Any("error", err))
+		}
+	}
+}
+
+// runSagas manages the saga definitions stored in reckon_saga_definitions (package
+// saga/sagadef): define (validated; definitions never change) and list.
+func runSagas(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: want one of:\n%s", errUsage, sagasUsage)
+	}
+	action, args := args[0], args[1:]
+	fs := flag.NewFlagSet("server sagas "+action, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var common commonFlags
+	common.register(fs)
+	var run func(context.Context, *pgxpool.Pool) error
+	switch action {
+	case "define":
+		file := fs.String("f", "", "read the definition as JSON from this file (- for stdin) (required)")
+		skipCheck := fs.Bool("skip-connector-check", false, "do not check that the connectors are stored HTTP connectors (for Go connectors of your own reactors)")
+		run = func(ctx context.Context, pool *pgxpool.Pool) error {
+			if *file == "" {
+				return fmt.Errorf("%w: -f is required", errUsage)
+			}
+			raw, err := readFile(*file, stdin)
+			if err != nil {
+				return err
+			}
+			def, err := sagadef.Parse(raw)
+			if err != nil {
+				return err
+			}
+			var registry *effects.Registry
+			if !*skipCheck {
+				registry = effects.NewRegistry()
+				if _, err := httpconn.Sync(ctx, pool, registry); err != nil {
+					return err
+				}
+			}
+			stored, created, err := sagadef.Put(ctx, pool, def, registry)
+			if err != nil {
+				return err
+			}
+			verb := "unchanged (already stored)"
+			if created {
+				verb = "stored"
+			}
+			fmt.Fprintf(stdout, "saga definition %s (%d steps) %s\n", stored.Name, len(stored.Steps), verb)
+			return nil
+		}
+	case "list":
+		asJSON := fs.Bool("json", false, "print a JSON array of definitions")
+		run = func(ctx context.Context, pool *pgxpool.Pool) error {
+			defs, err := sagadef.List(ctx, pool)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(defs)
+			}
+			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tSTEPS\tCREATED")
+			for _, d := range defs {
+				steps := make([]string, len(d.Steps))
+				for i, s := range d.Steps {
+					steps[i] = s.Name + "(" + s.Connector + ")"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\n", d.Name, strings.Join(steps, " → "), d.CreatedAt.Format(time.RFC3339))
+			}
+			return w.Flush()
+		}
+	default:
+		return fmt.Errorf("%w: unknown sagas action %q; want one of:\n%s", errUsage, action, sagasUsage)
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if _, err := cli.NewLogger(common.logFormat); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	pool, err := cli.OpenPool(ctx, common.databaseURL, 0)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	err = run(ctx, pool)
+	if errors.Is(err, sagadef.ErrInvalid) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return err
+}
+
+func readFile(file string, stdin io.Reader) ([]byte, error) {
+	var (
+		raw []byte
+		err error
+	)
+	if file == "-" {
+		raw, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
+	} else {
+		raw, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %v", errUsage, file, err)
+	}
+	return raw, nil
+}

@@ -1,0 +1,126 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/effects"
+)
+
+// Limits of callbacks.
+const (
+	maxCorrelationIDLen = 512
+	maxCallbackErrorLen = 4000
+)
+
+// callbackRequest is the body of POST /v1/callbacks/{correlation_id}: exactly one of result and
+// error. A present "result" (even null) reports success.
+type callbackRequest struct {
+	Result json.RawMessage `json:"result"`
+	Error  *string         `json:"error"`
+}
+
+// callback: POST /v1/callbacks/{correlation_id}, the async result of an accepted effect of the
+// caller's tenant (DESIGN.md section 7). 200 when applied or repeated; 404 for an unknown
+// correlation id (or another tenant's); 409 when it conflicts with the recorded outcome or the
+// effect is STUCK (recorded in the effect's audit trail all the same).
+func (s *Server) callback(ctx context.Context, _ pgx.Tx, call *Call) (int, any, error) {
+	id := call.Request.PathValue("correlation_id")
+	if id == "" || len(id) > maxCorrelationIDLen {
+		return 0, nil, badRequest(CodeInvalidParameter, "correlation id: want 1 to %d bytes", maxCorrelationIDLen)
+	}
+	var req callbackRequest
+	if err := call.Decode(&req); err != nil {
+		return 0, nil, err
+	}
+	var result json.RawMessage
+	var errMsg string
+	switch {
+	case req.Result != nil && req.Error != nil:
+		return 0, nil, badRequest(CodeInvalidRequest, `give "result" or "error", not both`)
+	case req.Result == nil && req.Error == nil:
+		return 0, nil, badRequest(CodeInvalidRequest, `give "result" (success) or "error" (failure)`)
+	case req.Error != nil:
+		errMsg = strings.TrimSpace(*req.Error)
+		if errMsg == "" {
+			return 0, nil, badRequest(CodeInvalidRequest, `"error" must say what went wrong`)
+		}
+		if len(errMsg) > maxCallbackErrorLen {
+			return 0, nil, badRequest(CodeInvalidRequest, `"error" is limited to %d bytes`, maxCallbackErrorLen)
+		}
+	case !bytes.Equal(bytes.TrimSpace(req.Result), []byte("null")):
+		result = req.Result
+	}
+	// The callback runs in a transaction of its own, not the request's: a refused callback is
+	// still recorded in the effect's audit trail. It is idempotent by itself.
+	effect, err := s.effects.CallbackFor(ctx, call.Tenant(), id, result, errMsg)
+	switch {
+	case errors.Is(err, effects.ErrUnknownCorrelation):
+		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no effect awaits correlation id %q", id)
+	case errors.Is(err, effects.ErrCallbackConflict):
+		return 0, nil, Errorf(http.StatusConflict, CodeCallbackConflict, "effect %s is already %s with another outcome; the callback is recorded in its history", effect.ID, effect.State)
+	case errors.Is(err, effects.ErrCallbackStuck):
+		return 0, nil, Errorf(http.StatusConflict, CodeEffectStuck, "effect %s is STUCK: an operator resolves it (POST /v1/effects/%s/resolve); the callback is recorded in its history", effect.ID, effect.ID)
+	case err != nil:
+		return 0, nil, fmt.Errorf("callback %q: %w", id, err)
+	}
+	return http.StatusOK, toJSON(effect), nil
+}
+
+// runJSON is a run on the wire.
+type runJSON struct {
+	ID                     string         `json:"id"`
+	TenantID               string         `json:"tenant_id"`
+	MaxSteps               int            `json:"max_steps,omitempty"`
+	MaxConsecutiveFailures int            `json:"max_consecutive_failures,omitempty"`
+	Steps                  int            `json:"steps"`
+	ConsecutiveFailures    int            `json:"consecutive_failures"`
+	Failures               int            `json:"failures"`
+	Effects                map[string]int `json:"effects"`
+	Unresolved             int            `json:"unresolved"`
+	// Settled is the completion gate: no effect of the run is PENDING or UNKNOWN.
+	Settled      bool       `json:"settled"`
+	Halted       string     `json:"halted,omitempty"`
+	CancelledAt  *time.Time `json:"cancelled_at,omitempty"`
+	CancelledBy  string     `json:"cancelled_by,omitempty"`
+	CancelReason string     `json:"cancel_reason,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+}
+
+// getRun: GET /v1/runs/{id}, a run's status with its guardrails and effects by state.
+func (s *Server) getRun(ctx context.Context, call *Call) (int, any, error) {
+	if len(call.Request.URL.Query()) > 0 {
+		return 0, nil, badRequest(CodeInvalidParameter, "GET /v1/runs/{id} takes no query parameters")
+	}
+	id := call.Request.PathValue("id")
+	run, err := s.effects.GetRun(ctx, id)
+	if errors.Is(err, effects.ErrRunNotFound) || (err == nil && run.TenantID != call.Tenant()) {
+		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no run %q", id)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out := runJSON{
+		ID: run.ID, TenantID: run.TenantID, MaxSteps: run.MaxSteps, MaxConsecutiveFailures: run.MaxConsecutiveFailures,
+		Steps: run.Steps, ConsecutiveFailures: run.ConsecutiveFailures, Failures: run.Failures,
+		Effects: map[string]int{}, Unresolved: run.Unresolved(), Settled: run.Unresolved() == 0,
+		CancelledAt: run.CancelledAt, CancelledBy: run.CancelledBy, CancelReason: run.CancelReason,
+		CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt,
+	}
+	for state, n := range run.Effects {
+		out.Effects[string(state)] = n
+	}
+	if run.Halted != nil {
+		out.Halted = strings.TrimPrefix(run.Halted.Error(), "effects: ")
+	}
+	return http.StatusOK, out, nil
+}

@@ -1,0 +1,317 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/saga"
+	"github.com/reckonhq/reckon/saga/sagadef"
+)
+
+// Sagas over HTTP (DESIGN.md section 6): definitions stored as data (package saga/sagadef),
+// shared by every tenant like connectors; sagas started and inspected per tenant.
+
+func (s *Server) requireSagas() error {
+	if s.config.Sagas == nil {
+		return Errorf(http.StatusNotImplemented, CodeNotImplemented, "this server runs no saga client")
+	}
+	return nil
+}
+
+// definitionsResponse is the answer to GET /v1/saga-definitions.
+type definitionsResponse struct {
+	Definitions []sagadef.Definition `json:"definitions"`
+}
+
+// putSagaDefinition: POST /v1/saga-definitions; 201 when new, 200 when the same definition is
+// stored already, 409 when another one of that name is.
+func (s *Server) putSagaDefinition(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
+	if !call.Token.Admin {
+		return 0, nil, Errorf(http.StatusForbidden, CodeForbidden, "saga definitions are shared by every tenant: storing one needs an admin token (server tokens create -admin)")
+	}
+	if err := s.requireSagas(); err != nil {
+		return 0, nil, err
+	}
+	if err := call.Decode(&struct{}{}); err != nil && asError(err).Code == CodeInvalidJSON {
+		return 0, nil, err
+	}
+	def, err := sagadef.Parse(call.Body)
+	if err != nil {
+		return 0, nil, badRequest(CodeInvalidDefinition, "%s", strings.TrimPrefix(err.Error(), "sagadef: "))
+	}
+	registry := s.effects.Registry()
+	if def.Validate(registry) != nil {
+		// Another server may have just added a connector it names.
+		if err := s.config.RefreshConnectors(ctx); err != nil {
+			return 0, nil, fmt.Errorf("refresh connectors: %w", err)
+		}
+	}
+	stored, created, err := sagadef.Put(ctx, tx, def, registry)
+	switch {
+	case errors.Is(err, sagadef.ErrInvalid):
+		return 0, nil, badRequest(CodeInvalidDefinition, "%s", strings.TrimPrefix(err.Error(), "sagadef: "))
+	case errors.Is(err, sagadef.ErrExists):
+		return 0, nil, Errorf(http.StatusConflict, CodeDefinitionExists, "%s", strings.TrimPrefix(err.Error(), "sagadef: "))
+	case err != nil:
+		return 0, nil, err
+	}
+	call.OnCommit(func(ctx context.Context) {
+		if err := s.config.RefreshSagas(ctx); err != nil {
+			s.logger.WarnContext(ctx, "refresh saga definitions", slog.Any("error", err))
+		}
+	})
+	if created {
+		return http.StatusCreated, stored, nil
+	}
+	return http.StatusOK, stored, nil
+}
+
+// listSagaDefinitions: GET /v1/saga-definitions, by name.
+func (s *Server) listSagaDefinitions(ctx context.Context, call *Call) (int, any, error) {
+	if len(call.Request.URL.Query()) > 0 {
+		return 0, nil, badRequest(CodeInvalidParameter, "GET /v1/saga-definitions takes no query parameters")
+	}
+	defs, err := sagadef.List(ctx, s.pool)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, definitionsResponse{Definitions: defs}, nil
+}
+
+// getSagaDefinition: GET /v1/saga-definitions/{name}.
+func (s *Server) getSagaDefinition(ctx context.Context, call *Call) (int, any, error) {
+	name := call.Request.PathValue("name")
+	def, err := sagadef.Get(ctx, s.pool, name)
+	if errors.Is(err, sagadef.ErrNotFound) {
+		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no saga definition %q", name)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, def, nil
+}
+
+// sagaJSON is a saga on the wire.
+type sagaJSON struct {
+	ID          uuid.UUID       `json:"id"`
+	TenantID    string          `json:"tenant_id"`
+	Definition  string          `json:"definition"`
+	StartKey    string          `json:"start_key,omitempty"`
+	Input       json.RawMessage `json:"input"`
+	State       saga.State      `json:"state"`
+	CurrentStep int             `json:"current_step"`
+	StepCount   int             `json:"step_count"`
+	Error       string          `json:"error,omitempty"`
+	StuckReason string          `json:"stuck_reason,omitempty"`
+	Steps       []sagaStepJSON  `json:"steps"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	// Deduplicated is set in answers to POST /v1/sagas only.
+	Deduplicated *bool                `json:"deduplicated,omitempty"`
+	History      []sagaTransitionJSON `json:"history,omitempty"`
+}
+
+type sagaStepJSON struct {
+	Index                int             `json:"index"`
+	Name                 string          `json:"name"`
+	State                saga.StepState  `json:"state"`
+	EffectID             uuid.UUID       `json:"effect_id"`
+	Result               json.RawMessage `json:"result,omitempty"`
+	Error                string          `json:"error,omitempty"`
+	CompensationEffectID *uuid.UUID      `json:"compensation_effect_id,omitempty"`
+	CompensationAttempts int             `json:"compensation_attempts,omitempty"`
+	CompensationResult   json.RawMessage `json:"compensation_result,omitempty"`
+}
+
+type sagaTransitionJSON struct {
+	From   saga.State `json:"from,omitempty"`
+	To     saga.State `json:"to"`
+	Step   int        `json:"step"`
+	Actor  string     `json:"actor"`
+	Reason string     `json:"reason"`
+	At     time.Time  `json:"at"`
+}
+
+func sagaToJSON(sg *saga.Saga) *sagaJSON {
+	out := &sagaJSON{
+		ID: sg.ID, TenantID: sg.TenantID, Definition: sg.Name, StartKey: sg.StartKey, Input: sg.Input, State: sg.State,
+		CurrentStep: sg.CurrentStep, StepCount: sg.StepCount, Error: sg.Error, StuckReason: sg.StuckReason,
+		Steps: make([]sagaStepJSON, len(sg.Steps)), CreatedAt: sg.CreatedAt, UpdatedAt: sg.UpdatedAt,
+	}
+	for i, st := range sg.Steps {
+		out.Steps[i] = sagaStepJSON{
+			Index: st.Index, Name: st.Name, State: st.State, EffectID: st.EffectID, Result: st.Result, Error: st.Error,
+			CompensationEffectID: st.CompensationEffectID, CompensationAttempts: st.CompensationAttempts,
+			CompensationResult: st.CompensationResult,
+		}
+	}
+	return out
+}
+
+// startRequest is the body of POST /v1/sagas.
+type startRequest struct {
+	Definition string          `json:"definition"`
+	Input      json.RawMessage `json:"input"`
+	StartKey   string          `json:"start_key"`
+}
+
+// startSaga: POST /v1/sagas; 201 for a new saga, 200 for the existing one of the same start_key.
+func (s *Server) startSaga(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
+	if err := s.requireSagas(); err != nil {
+		return 0, nil, err
+	}
+	var req startRequest
+	if err := call.Decode(&req); err != nil {
+		return 0, nil, err
+	}
+	input := strings.TrimSpace(string(req.Input))
+	switch {
+	case req.Definition == "":
+		return 0, nil, badRequest(CodeInvalidRequest, "definition is required: the name of a saga definition")
+	case len(req.Definition) > maxNameLen:
+		return 0, nil, badRequest(CodeInvalidRequest, "definition is limited to %d bytes", maxNameLen)
+	case len(req.StartKey) > maxKeyLen:
+		return 0, nil, badRequest(CodeInvalidRequest, "start_key is limited to %d bytes", maxKeyLen)
+	case input == "" || input == "null":
+		req.Input = json.RawMessage(`{}`)
+	case !strings.HasPrefix(input, "{"):
+		return 0, nil, badRequest(CodeInvalidRequest, "input must be a JSON object")
+	}
+	opts := &saga.StartOpts{TenantID: call.Tenant(), Key: req.StartKey, Actor: call.Actor(""), Reason: "started over the API"}
+	started, err := s.config.Sagas.StartTx(ctx, tx, req.Definition, req.Input, opts)
+	switch {
+	case errors.Is(err, saga.ErrUnknownDefinition):
+		if err := s.config.RefreshSagas(ctx); err != nil {
+			return 0, nil, fmt.Errorf("refresh saga definitions: %w", err)
+		}
+		started, err = s.config.Sagas.StartTx(ctx, tx, req.Definition, req.Input, opts)
+	case errors.Is(err, effects.ErrUnknownConnector):
+		// The first step's connector may have just been added by another server. Nothing was
+		// written: connectors are resolved before any insert.
+		if err := s.config.RefreshConnectors(ctx); err != nil {
+			return 0, nil, fmt.Errorf("refresh connectors: %w", err)
+		}
+		started, err = s.config.Sagas.StartTx(ctx, tx, req.Definition, req.Input, opts)
+	}
+	switch {
+	case errors.Is(err, saga.ErrUnknownDefinition):
+		return 0, nil, Errorf(http.StatusUnprocessableEntity, CodeUnknownDefinition, "no saga definition %q (POST /v1/saga-definitions stores one)", req.Definition)
+	case errors.Is(err, effects.ErrUnknownConnector):
+		return 0, nil, Errorf(http.StatusUnprocessableEntity, CodeUnknownConnector, "%s", strings.TrimPrefix(err.Error(), "saga "))
+	case errors.Is(err, saga.ErrStartKeyConflict):
+		return 0, nil, Errorf(http.StatusConflict, CodeStartKeyConflict, "%s", strings.TrimPrefix(err.Error(), "saga: "))
+	case err != nil:
+		return 0, nil, fmt.Errorf("start saga: %w", err)
+	}
+	out := sagaToJSON(started)
+	dedup := started.Deduplicated
+	out.Deduplicated = &dedup
+	if dedup {
+		return http.StatusOK, out, nil
+	}
+	return http.StatusCreated, out, nil
+}
+
+// getSaga: GET /v1/sagas/{id}, with its steps and history.
+func (s *Server) getSaga(ctx context.Context, call *Call) (int, any, error) {
+	if err := s.requireSagas(); err != nil {
+		return 0, nil, err
+	}
+	raw := call.Request.PathValue("id")
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		return 0, nil, badRequest(CodeInvalidParameter, "saga id %q is not a UUID", raw)
+	}
+	sg, err := s.config.Sagas.Get(ctx, id)
+	if errors.Is(err, saga.ErrNotFound) || (err == nil && sg.TenantID != call.Tenant()) {
+		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no saga %s", id)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	history, err := s.config.Sagas.History(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := sagaToJSON(sg)
+	out.History = make([]sagaTransitionJSON, len(history))
+	for i, t := range history {
+		out.History[i] = sagaTransitionJSON{From: t.From, To: t.To, Step: t.Step, Actor: t.Actor, Reason: t.Reason, At: t.At}
+	}
+	return http.StatusOK, out, nil
+}
+
+// sagaListResponse is the answer to GET /v1/sagas.
+type sagaListResponse struct {
+	Sagas      []*sagaJSON `json:"sagas"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+var sagaListParams = map[string]bool{"state": true, "definition": true, "limit": true, "cursor": true}
+
+var sagaStates = map[saga.State]bool{
+	saga.StateRunning: true, saga.StateCompleted: true, saga.StateCompensating: true,
+	saga.StateCompensated: true, saga.StateStuck: true,
+}
+
+// listSagas: GET /v1/sagas?state=&definition=&limit=&cursor=, newest first.
+func (s *Server) listSagas(ctx context.Context, call *Call) (int, any, error) {
+	if err := s.requireSagas(); err != nil {
+		return 0, nil, err
+	}
+	query := call.Request.URL.Query()
+	for name, values := range query {
+		if !sagaListParams[name] {
+			return 0, nil, badRequest(CodeInvalidParameter, "unknown query parameter %q: want state, definition, limit or cursor", name)
+		}
+		if len(values) > 1 {
+			return 0, nil, badRequest(CodeInvalidParameter, "query parameter %q given %d times", name, len(values))
+		}
+	}
+	filter := saga.ListFilter{TenantID: call.Tenant(), Name: query.Get("definition"), Limit: 100}
+	if raw := query.Get("state"); raw != "" {
+		if !sagaStates[saga.State(raw)] {
+			return 0, nil, badRequest(CodeInvalidState, "state %q: want one of RUNNING, COMPLETED, COMPENSATING, COMPENSATED, STUCK", raw)
+		}
+		filter.State = saga.State(raw)
+	}
+	if raw := query.Get("limit"); raw != "" {
+		limit, err := strconv.Atoi(raw)
+		if err != nil || limit < 1 || limit > 1000 {
+			return 0, nil, badRequest(CodeInvalidParameter, "limit %q: want a whole number from 1 to 1000", raw)
+		}
+		filter.Limit = limit
+	}
+	if raw := query.Get("cursor"); raw != "" {
+		cursor, err := decodeCursor(raw)
+		if err != nil {
+			return 0, nil, badRequest(CodeInvalidCursor, "cursor %q was not issued by this API", raw)
+		}
+		filter.After = &saga.Cursor{CreatedAt: cursor.CreatedAt, ID: cursor.ID}
+	}
+	page, next, err := s.config.Sagas.List(ctx, filter)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := sagaListResponse{Sagas: make([]*sagaJSON, len(page))}
+	for i, sg := range page {
+		out.Sagas[i] = sagaToJSON(sg)
+	}
+	if next != nil {
+		raw, _ := json.Marshal(cursorJSON{CreatedAt: next.CreatedAt, ID: next.ID})
+		out.NextCursor = base64.RawURLEncoding.EncodeToString(raw)
+	}
+	return http.StatusOK, out, nil
+}
