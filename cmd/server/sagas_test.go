@@ -97,16 +97,12 @@ func TestCallbackEndToEnd(t *testing.T) {
 	id := r.body["id"].(string)
 	correlationID := "run-42:" + id
 
-	// The dispatch's outcome is recorded: accepted and awaiting the callback (PENDING with the
-	// correlation id) once HTTP connectors map 202 to effects.Accepted; until then 202 counts as
-	// an unknown outcome (UNKNOWN, reconciled by inconclusive status checks). Either way only the
-	// callback can settle it. After the 202 mapping lands, this is the one line to tighten (to
-	// PENDING only).
+	// The dispatch's outcome is recorded: accepted (202) and awaiting the callback, PENDING with
+	// the correlation id the upstream named. Only the callback can settle it.
 	require.Eventually(t, func() bool {
 		e := api.do("GET", "/v1/effects/"+id, token, "")
 		state, _ := e.body["state"].(string)
-		awaiting := state == "PENDING" && e.body["correlation_id"] == correlationID
-		return awaiting || state == "UNKNOWN"
+		return state == "PENDING" && e.body["correlation_id"] == correlationID
 	}, 60*time.Second, 50*time.Millisecond)
 	require.Equal(t, 1, up.count(id))
 	run := api.do("GET", "/v1/runs/run-42", token, "")
