@@ -66,6 +66,11 @@ type Config struct {
 	// River's.
 	FetchCooldown     time.Duration
 	FetchPollInterval time.Duration
+	// AddWorkers, if set, is called by NewClient with the River workers bundle before the River
+	// client is created, so that packages built on effects (turns, saga) run their own jobs on the
+	// same River client, queue (Queue) and worker pool (Workers). An error fails NewClient.
+	// Default: nil (effects' workers only).
+	AddWorkers func(workers *river.Workers) error
 }
 
 func (c *Config) setDefaults() {
@@ -136,6 +141,11 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err := river.AddWorkerSafely(workers, &reconcileWorker{client: c}); err != nil {
 		return nil, err
 	}
+	if cfg.AddWorkers != nil {
+		if err := cfg.AddWorkers(workers); err != nil {
+			return nil, fmt.Errorf("effects: add workers: %w", err)
+		}
+	}
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		ID:                c.config.ID,
 		Logger:            c.logger,
@@ -155,6 +165,12 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	c.notifier = newNotifier(pool, c.logger)
 	return c, nil
 }
+
+// River returns the client's River client, for packages that insert jobs of workers added with
+// Config.AddWorkers in a caller's transaction (InsertTx). Jobs must go to Config.Queue
+// (InsertOpts.Queue) to be worked. The River client is started and stopped by Start and Stop;
+// callers must not start or stop it themselves.
+func (c *Client) River() *river.Client[pgx.Tx] { return c.river }
 
 // Registry returns the client's connector registry.
 func (c *Client) Registry() *Registry { return c.registry }
