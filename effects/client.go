@@ -172,6 +172,10 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 // callers must not start or stop it themselves.
 func (c *Client) River() *river.Client[pgx.Tx] { return c.river }
 
+// Queue returns the River queue the client's workers work (Config.Queue): the queue of jobs
+// inserted through River for workers added with Config.AddWorkers.
+func (c *Client) Queue() string { return c.config.Queue }
+
 // Registry returns the client's connector registry.
 func (c *Client) Registry() *Registry { return c.registry }
 
