@@ -103,8 +103,13 @@ func runChild(mode string) int {
 	return fail("child", fmt.Errorf("unknown mode %q", mode))
 }
 
-// contend runs n goroutines that each submit one message (id prefix-i) to session and then run the
-// session's turn. A turn that finds nothing to do (another took the message) is fine.
+// contendRounds is how many messages each contender submits, one after the other.
+const contendRounds = 3
+
+// contend runs n goroutines that each, contendRounds times, submit a message (id prefix-i-round) to
+// session and then run the session's turn. A run that finds nothing to do (another turn took the
+// message) is fine. A goroutine's next message is submitted after the turn that took its previous
+// one completed, so each goroutine's messages land in different turns.
 func contend(ctx context.Context, tc *turns.Client, session, prefix string, n int) []error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -114,11 +119,13 @@ func contend(ctx context.Context, tc *turns.Client, session, prefix string, n in
 		go func() {
 			defer wg.Done()
 			err := func() error {
-				if _, err := tc.Submit(ctx, turns.Inbound{SessionKey: session, MessageID: fmt.Sprintf("%s-%d", prefix, i)}); err != nil {
-					return err
-				}
-				if _, err := tc.RunTurn(ctx, session); err != nil && !errors.Is(err, turns.ErrNoTurn) {
-					return err
+				for round := range contendRounds {
+					if _, err := tc.Submit(ctx, turns.Inbound{SessionKey: session, MessageID: fmt.Sprintf("%s-%d-%d", prefix, i, round)}); err != nil {
+						return err
+					}
+					if _, err := tc.RunTurn(ctx, session); err != nil && !errors.Is(err, turns.ErrNoTurn) {
+						return err
+					}
 				}
 				return nil
 			}()

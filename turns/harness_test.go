@@ -110,7 +110,13 @@ type harness struct {
 // bank, and attached clients with config (Handler required). River is not started: see start.
 func setup(t *testing.T, config turns.Config) *harness {
 	t.Helper()
-	h := &harness{t: t, pool: pgtest.NewDB(t), bank: newBank(), metrics: prometheus.NewRegistry()}
+	return setupOn(t, pgtest.NewDB(t), config)
+}
+
+// setupOn is setup on a given pool.
+func setupOn(t *testing.T, pool *pgxpool.Pool, config turns.Config) *harness {
+	t.Helper()
+	h := &harness{t: t, pool: pool, bank: newBank(), metrics: prometheus.NewRegistry()}
 	_, err := h.pool.Exec(context.Background(), appSchema)
 	require.NoError(t, err)
 	registry := effects.NewRegistry()

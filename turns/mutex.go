@@ -27,17 +27,69 @@ const scheduleLockNamespace int32 = 0x52434b51 // "RCKQ"
 // dedicated connection of the pool. Only one Lock per session key exists at a time across every
 // process on the database. If the holder dies, its connection closes and Postgres frees the lock
 // at once: there is no TTL to guess.
+//
+// Acquirers of one session in one process first queue in the process, so that at most one pool
+// connection per session waits for the database lock: waiters never starve the holder (or its
+// handler) of pool connections.
 type Mutex struct {
 	pool *pgxpool.Pool
+
+	mu    sync.Mutex
+	gates map[string]*gate
+}
+
+// gate is the in-process queue of one session key: a one-slot semaphore with a reference count.
+type gate struct {
+	slot chan struct{}
+	refs int
 }
 
 // NewMutex returns the session mutex on pool's database.
-func NewMutex(pool *pgxpool.Pool) *Mutex { return &Mutex{pool: pool} }
+func NewMutex(pool *pgxpool.Pool) *Mutex { return &Mutex{pool: pool, gates: map[string]*gate{}} }
+
+// enter waits for the session's in-process slot until deadline.
+func (m *Mutex) enter(ctx context.Context, sessionKey string, deadline time.Time) (bool, error) {
+	m.mu.Lock()
+	g := m.gates[sessionKey]
+	if g == nil {
+		g = &gate{slot: make(chan struct{}, 1)}
+		m.gates[sessionKey] = g
+	}
+	g.refs++
+	m.mu.Unlock()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case g.slot <- struct{}{}:
+		return true, nil
+	case <-timer.C:
+		m.leave(sessionKey, false)
+		return false, nil
+	case <-ctx.Done():
+		m.leave(sessionKey, false)
+		return false, ctx.Err()
+	}
+}
+
+// leave gives up the session's slot (if held) and the reference to its gate.
+func (m *Mutex) leave(sessionKey string, held bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gates[sessionKey]
+	if held {
+		<-g.slot
+	}
+	g.refs--
+	if g.refs == 0 {
+		delete(m.gates, sessionKey)
+	}
+}
 
 // Lock is a held session mutex. Statements run on Conn (or in transactions from Begin) are made
 // while the lock is held; if the connection dies, they cannot commit, and the lock is gone: that
 // fences a holder that lost its lock. Release the lock when done.
 type Lock struct {
+	mutex      *Mutex
 	sessionKey string
 	conn       *pgxpool.Conn
 	acquiredAt time.Time
@@ -58,6 +110,23 @@ func (m *Mutex) Acquire(ctx context.Context, sessionKey string, timeout time.Dur
 		return nil, fmt.Errorf("turns: acquire %q: timeout must be positive, got %v", sessionKey, timeout)
 	}
 	deadline := time.Now().Add(timeout)
+	entered, err := m.enter(ctx, sessionKey, deadline)
+	if err != nil {
+		return nil, fmt.Errorf("turns: acquire %q: %w", sessionKey, err)
+	}
+	if !entered {
+		return nil, fmt.Errorf("%w: %q: held by another turn of this process for more than %v", ErrSessionBusy, sessionKey, timeout)
+	}
+	lock, err := m.acquire(ctx, sessionKey, timeout, deadline)
+	if err != nil {
+		m.leave(sessionKey, true)
+		return nil, err
+	}
+	lock.mutex = m
+	return lock, nil
+}
+
+func (m *Mutex) acquire(ctx context.Context, sessionKey string, timeout time.Duration, deadline time.Time) (*Lock, error) {
 	acquireCtx, cancel := context.WithDeadline(ctx, deadline)
 	conn, err := m.pool.Acquire(acquireCtx)
 	cancel()
@@ -115,6 +184,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return nil
 	}
 	l.released = true
+	defer l.mutex.leave(l.sessionKey, true)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	var unlocked bool

@@ -3,6 +3,7 @@ package turns_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,7 +64,8 @@ func TestMutexFreedWhenHolderConnectionDies(t *testing.T) {
 
 	_, err = pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
 	require.NoError(t, err)
-	lock, err := mutex.Acquire(ctx, session, 5*time.Second)
+	// Another process: this one's waiters queue behind held until it is released.
+	lock, err := turns.NewMutex(pool).Acquire(ctx, session, 5*time.Second)
 	require.NoError(t, err, "Postgres freed the dead connection's lock")
 	require.NoError(t, lock.Release(ctx))
 	require.Error(t, held.Release(ctx), "the dead holder learns it lost the lock")
@@ -97,10 +99,14 @@ func TestHolders(t *testing.T) {
 		done <- err
 	}()
 	<-inHandler
+	var once sync.Once
+	release := func() { once.Do(func() { close(finish) }) }
+	t.Cleanup(release) // a failing assertion must not leave the handler holding a connection
 
+	// A waiter with a mutex of its own, as another process would be.
 	waiting := make(chan error, 1)
 	go func() {
-		lock, err := h.tc.Mutex().Acquire(ctx, session, 30*time.Second)
+		lock, err := turns.NewMutex(h.pool).Acquire(ctx, session, 30*time.Second)
 		if err == nil {
 			err = lock.Release(ctx)
 		}
@@ -123,7 +129,7 @@ func TestHolders(t *testing.T) {
 	require.False(t, holders[1].Granted)
 	require.Nil(t, holders[1].TurnID)
 
-	close(finish)
+	release()
 	require.NoError(t, <-done)
 	require.NoError(t, <-waiting)
 	holders, err := h.tc.Holders(ctx)
