@@ -3,7 +3,7 @@ package turns_test
 import (
 	"context"
 	"os"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"

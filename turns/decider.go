@@ -54,7 +54,9 @@ type Decider interface {
 type DeciderFunc func(ctx context.Context, in DecisionInput) (Decision, error)
 
 // Decide calls f.
-func (f DeciderFunc) Decide(ctx context.Context, in DecisionInput) (Decision, error) { return f(ctx, in) }
+func (f DeciderFunc) Decide(ctx context.Context, in DecisionInput) (Decision, error) {
+	return f(ctx, in)
+}
 
 // DefaultDecision is seed 002's conservative default: QUEUE once the turn reached a commit point
 // or executed a side effect, otherwise SUPERSEDE.

@@ -133,7 +133,6 @@ func (h *harness) start() {
 	require.NoError(h.t, h.ec.Start(context.Background()))
 }
 
-
 // newSession returns a session key of its own on channel.
 func newSession(channel string) string {
 	return turns.SessionKey("acme", "agent-1", "user-"+uuid.NewString()[:8], channel)
