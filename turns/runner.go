@@ -107,6 +107,7 @@ func (c *Client) open(ctx context.Context, lock *Lock, respectWindow bool) (dbsq
 	sessionKey := lock.SessionKey()
 	var started dbsqlc.ReckonTurn
 	var notDue *notDueError
+	nothing := false
 	err := pgx.BeginFunc(ctx, lock.Conn(), func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		if err := q.TurnScheduleLock(ctx, dbsqlc.TurnScheduleLockParams{Namespace: scheduleLockNamespace, SessionKey: sessionKey}); err != nil {
@@ -157,7 +158,8 @@ func (c *Client) open(ctx context.Context, lock *Lock, respectWindow bool) (dbsq
 			retry = true
 		}
 		if !hasAcc {
-			return ErrNoTurn
+			nothing = true
+			return nil // commit what was ended
 		}
 		if respectWindow && !retry {
 			due, err := q.TurnDueAt(ctx, acc.ID)
@@ -186,10 +188,10 @@ func (c *Client) open(ctx context.Context, lock *Lock, respectWindow bool) (dbsq
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrNoTurn) {
-			return started, ErrNoTurn
-		}
 		return started, fmt.Errorf("turns: open turn of %q: %w", sessionKey, err)
+	}
+	if nothing {
+		return started, ErrNoTurn
 	}
 	if notDue != nil {
 		return started, notDue
