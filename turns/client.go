@@ -60,11 +60,14 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// ID names this process in reckon_turns.holder. Default: host name, pid and a random suffix.
 	ID string
+
+	defaultDecider bool
 }
 
 func (c *Config) setDefaults() {
 	if c.Decider == nil {
 		c.Decider = DefaultDecider
+		c.defaultDecider = true
 	}
 	policies := DefaultPolicies()
 	for channel, p := range c.Policies {

@@ -221,7 +221,7 @@ func (t *Turn) decideLocked(ctx context.Context, point string) (Decision, error)
 	}
 	in := DecisionInput{Turn: *recordFromRow(row), New: fresh, InterruptPoint: point}
 	decider, name := t.client.config.Decider, "application"
-	if decider == DefaultDecider {
+	if t.client.config.defaultDecider {
 		name = "default"
 	}
 	decision, err := decider.Decide(ctx, in)
