@@ -2,7 +2,7 @@ package turns_test
 
 import (
 	"context"
-		"sync/atomic"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"

@@ -25,10 +25,20 @@ func (turnArgs) Kind() string { return "reckon_turn" }
 // busySnooze is how long a job waits before trying a busy session again.
 const busySnooze = time.Second
 
+// precisionLimit is River's scheduler interval: a job inserted as scheduled becomes available only
+// when the leader's scheduler next runs (every 5s), while a snoozed job due sooner stays available
+// and is fetched as soon as it is due.
+const precisionLimit = 5 * time.Second
+
 func (c *Client) jobOpts(ec *effects.Client, due time.Time) *river.InsertOpts {
+	scheduledAt := due
+	if time.Until(due) < precisionLimit {
+		// Available now: the job snoozes itself until the window closes, which is precise.
+		scheduledAt = time.Time{}
+	}
 	return &river.InsertOpts{
 		Queue:       ec.Queue(),
-		ScheduledAt: due,
+		ScheduledAt: scheduledAt,
 		MaxAttempts: c.config.MaxAttempts + 5,
 		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
 			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
