@@ -58,6 +58,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the client's Prometheus metrics. Default: none (not exported).
 	Registerer prometheus.Registerer
+	// RecoverInterval is how often a started effects client's leader runs Recover, which takes
+	// over turns whose holder died or failed. Negative: never (call Recover yourself). Default 30s.
+	RecoverInterval time.Duration
 	// ID names this process in reckon_turns.holder. Default: host name, pid and a random suffix.
 	ID string
 
@@ -82,6 +85,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 5
+	}
+	if c.RecoverInterval == 0 {
+		c.RecoverInterval = 30 * time.Second
 	}
 	if c.TurnTimeout == 0 {
 		c.TurnTimeout = 5 * time.Minute
@@ -154,10 +160,13 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	return &Client{config: cfg, pool: pool, queries: dbsqlc.New(pool), mutex: NewMutex(pool), logger: cfg.Logger, metrics: m}, nil
 }
 
-// AddWorkers adds the turn worker (River job kind "reckon_turn") to workers; pass it as
-// effects.Config.AddWorkers.
+// AddWorkers adds the turn workers (River job kinds "reckon_turn" and "reckon_turn_recover") to
+// workers; pass it as effects.Config.AddWorkers.
 func (c *Client) AddWorkers(workers *river.Workers) error {
 	if err := river.AddWorkerSafely(workers, &turnWorker{client: c}); err != nil {
+		return fmt.Errorf("turns: add worker: %w", err)
+	}
+	if err := river.AddWorkerSafely(workers, &recoverWorker{client: c}); err != nil {
 		return fmt.Errorf("turns: add worker: %w", err)
 	}
 	c.mu.Lock()
@@ -177,8 +186,14 @@ func (c *Client) Attach(ec *effects.Client) error {
 	if !c.workersAdded {
 		return errors.New("turns: Attach: the effects client was not created with this client's AddWorkers (effects.Config.AddWorkers)")
 	}
-	if c.effects != nil && c.effects != ec {
-		return errors.New("turns: Attach: already attached to another effects client")
+	if c.effects != nil {
+		if c.effects != ec {
+			return errors.New("turns: Attach: already attached to another effects client")
+		}
+		return nil
+	}
+	if err := c.schedulePeriodicRecover(ec); err != nil {
+		return err
 	}
 	c.effects = ec
 	return nil

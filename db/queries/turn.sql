@@ -108,3 +108,17 @@ RETURNING *;
 
 -- name: TurnDecisionListByTurn :many
 SELECT * FROM reckon_turn_decisions WHERE turn_id = @turn_id ORDER BY id;
+
+-- name: TurnListAbandonedSessions :many
+-- Sessions with a PROCESSING or COMMITTING turn whose holder does not hold the session mutex any
+-- more: it died (its connection closed) or its handler or commit failed.
+SELECT DISTINCT t.session_key FROM reckon_turns t
+WHERE t.status IN ('PROCESSING', 'COMMITTING')
+  AND NOT EXISTS (
+      SELECT 1 FROM pg_locks l
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid = t.holder_pid
+        AND l.classid::bigint = (sqlc.arg(namespace)::integer::bigint & 4294967295)
+        AND l.objid::bigint = (hashtext(t.session_key)::bigint & 4294967295)
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  )
+LIMIT sqlc.arg(max_sessions);

@@ -433,6 +433,46 @@ func (q *Queries) TurnInsert(ctx context.Context, arg TurnInsertParams) (ReckonT
 	return i, err
 }
 
+const turnListAbandonedSessions = `-- name: TurnListAbandonedSessions :many
+SELECT DISTINCT t.session_key FROM reckon_turns t
+WHERE t.status IN ('PROCESSING', 'COMMITTING')
+  AND NOT EXISTS (
+      SELECT 1 FROM pg_locks l
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid = t.holder_pid
+        AND l.classid::bigint = ($1::integer::bigint & 4294967295)
+        AND l.objid::bigint = (hashtext(t.session_key)::bigint & 4294967295)
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  )
+LIMIT $2
+`
+
+type TurnListAbandonedSessionsParams struct {
+	Namespace   int32
+	MaxSessions int32
+}
+
+// Sessions with a PROCESSING or COMMITTING turn whose holder does not hold the session mutex any
+// more: it died (its connection closed) or its handler or commit failed.
+func (q *Queries) TurnListAbandonedSessions(ctx context.Context, arg TurnListAbandonedSessionsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, turnListAbandonedSessions, arg.Namespace, arg.MaxSessions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var session_key string
+		if err := rows.Scan(&session_key); err != nil {
+			return nil, err
+		}
+		items = append(items, session_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const turnListBySession = `-- name: TurnListBySession :many
 SELECT id, session_key, seq, turn_group, status, channel, message_ids, beat_key, first_at, last_at, window_ms, aggregation_reason, attempt, commit_point_reached, side_effects_executed, holder, holder_pid, superseded_by, status_reason, created_at, started_at, completed_at FROM reckon_turns WHERE session_key = $1 ORDER BY seq
 `
