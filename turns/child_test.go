@@ -148,7 +148,9 @@ func probeHandler(pool *pgxpool.Pool) turns.HandlerFunc {
 		if _, err := pool.Exec(ctx, `INSERT INTO probe (session_key) VALUES ($1) ON CONFLICT DO NOTHING`, turn.SessionKey); err != nil {
 			return err
 		}
-		if _, err := pool.Exec(ctx, `UPDATE probe SET inflight = inflight + 1, max_seen = greatest(max_seen, inflight + 1), runs = runs + 1 WHERE session_key = $1`, turn.SessionKey); err != nil {
+		if _, err := pool.Exec(ctx, `UPDATE probe SET inflight = inflight + 1, max_seen = greatest(max_seen, inflight + 1), runs = runs + 1,
+			max_processing = greatest(max_processing, (SELECT count(*) FROM reckon_turns WHERE session_key = $1 AND status IN ('PROCESSING', 'COMMITTING')))
+			WHERE session_key = $1`, turn.SessionKey); err != nil {
 			return err
 		}
 		// Stay inside a little so that an overlapping handler would be seen.

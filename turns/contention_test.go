@@ -75,9 +75,10 @@ func TestContentionAcrossGoroutinesAndProcesses(t *testing.T) {
 	for _, r := range records {
 		require.Equal(t, turns.StatusComplete, r.Status, "turn %d", r.Seq)
 	}
-	var maxSeen, runs int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT max_seen, runs FROM probe WHERE session_key = $1`, session).Scan(&maxSeen, &runs))
+	var maxSeen, runs, maxProcessing int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max_seen, runs, max_processing FROM probe WHERE session_key = $1`, session).Scan(&maxSeen, &runs, &maxProcessing))
 	require.Equal(t, 1, maxSeen, "never two handlers of the session at once")
+	require.Equal(t, 1, maxProcessing, "never two PROCESSING turns of the session")
 	require.Equal(t, len(records), runs, "one handler run per turn")
 	require.Equal(t, len(records), h.count(`SELECT count(*) FROM app_notes`), "every turn committed its mutation once")
 	require.GreaterOrEqual(t, len(records), contendRounds, "each contender's messages are in different turns")

@@ -95,7 +95,7 @@ func clients(pool *pgxpool.Pool, registry *effects.Registry, config turns.Config
 }
 
 const appSchema = `CREATE TABLE app_notes (turn_id uuid NOT NULL, note text NOT NULL);
-CREATE TABLE probe (session_key text PRIMARY KEY, inflight integer NOT NULL DEFAULT 0, max_seen integer NOT NULL DEFAULT 0, runs integer NOT NULL DEFAULT 0)`
+CREATE TABLE probe (session_key text PRIMARY KEY, inflight integer NOT NULL DEFAULT 0, max_seen integer NOT NULL DEFAULT 0, runs integer NOT NULL DEFAULT 0, max_processing integer NOT NULL DEFAULT 0)`
 
 type harness struct {
 	t       *testing.T
