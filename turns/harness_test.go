@@ -98,7 +98,7 @@ const appSchema = `CREATE TABLE app_notes (turn_id uuid NOT NULL, note text NOT 
 CREATE TABLE probe (session_key text PRIMARY KEY, inflight integer NOT NULL DEFAULT 0, max_seen integer NOT NULL DEFAULT 0, runs integer NOT NULL DEFAULT 0, max_processing integer NOT NULL DEFAULT 0)`
 
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	pool    *pgxpool.Pool
 	bank    *bank
 	tc      *turns.Client
@@ -108,13 +108,13 @@ type harness struct {
 
 // setup gives a test its own database (with the application tables app_notes and probe), a
 // bank, and attached clients with config (Handler required). River is not started: see start.
-func setup(t *testing.T, config turns.Config) *harness {
+func setup(t testing.TB, config turns.Config) *harness {
 	t.Helper()
 	return setupOn(t, pgtest.NewDB(t), config)
 }
 
 // setupOn is setup on a given pool.
-func setupOn(t *testing.T, pool *pgxpool.Pool, config turns.Config) *harness {
+func setupOn(t testing.TB, pool *pgxpool.Pool, config turns.Config) *harness {
 	t.Helper()
 	h := &harness{t: t, pool: pool, bank: newBank(), metrics: prometheus.NewRegistry()}
 	_, err := h.pool.Exec(context.Background(), appSchema)
