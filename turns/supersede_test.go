@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -317,4 +318,51 @@ func idsOf(t *testing.T, h *harness, inboxIDs any) []string {
 	require.NoError(t, h.pool.QueryRow(context.Background(),
 		`SELECT array_agg(message_id ORDER BY received_at) FROM reckon_messages WHERE id = ANY($1)`, inboxIDs).Scan(&ids))
 	return ids
+}
+
+// End to end on a started reactor: the aggregation job runs the first turn, a message arriving
+// before its irreversible effect supersedes it, and the job of the next turn processes both
+// messages in the same turn group and enqueues the refund once.
+func TestSupersedeThroughReactor(t *testing.T) {
+	t.Parallel()
+	p := newPausing()
+	p.after = func(ctx context.Context, turn *turns.Turn) error {
+		if _, err := turn.BeforeIrreversible(ctx); err != nil {
+			return err
+		}
+		return turn.Enqueue(refundSpec(turn, 0, 100))
+	}
+	later := make(chan []turns.Message, 1)
+	p.later = func(ctx context.Context, turn *turns.Turn) error {
+		later <- turn.Messages()
+		if _, err := turn.BeforeIrreversible(ctx); err != nil {
+			return err
+		}
+		return turn.Enqueue(refundSpec(turn, 0, 100))
+	}
+	h := setup(t, turns.Config{Handler: p, Policies: map[string]turns.ChannelPolicy{"chat": {Mode: turns.AggregationFixed, Window: 100 * time.Millisecond}}})
+	h.start()
+	session := newSession("chat")
+	h.submit(session, "m1")
+	<-p.paused
+	h.submit(session, "m2")
+	close(p.resume)
+	select {
+	case messages := <-later:
+		require.Len(t, messages, 2)
+		require.Equal(t, "m1", messages[0].MessageID)
+		require.Equal(t, "m2", messages[1].MessageID)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the superseding turn never ran")
+	}
+	require.Eventually(t, func() bool {
+		records := h.turnsOf(session)
+		return len(records) == 2 && records[1].Status == turns.StatusComplete
+	}, 30*time.Second, 10*time.Millisecond)
+	records := h.turnsOf(session)
+	require.Equal(t, turns.StatusSuperseded, records[0].Status)
+	require.Equal(t, records[0].Group, records[1].Group)
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects WHERE turn_group = $1`, records[0].Group.String()))
+	require.Eventually(t, func() bool { return h.bank.count(records[0].Group.String()+"/d-0/bank.refund/0") == 1 },
+		30*time.Second, 10*time.Millisecond, "the reactor performed the refund once")
 }
