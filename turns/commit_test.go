@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -174,4 +175,42 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 	_, err = unattached.Submit(ctx, turns.Inbound{SessionKey: newSession("web")})
 	require.ErrorIs(t, err, turns.ErrNotAttached)
 	require.Error(t, unattached.Attach(h.ec), "the effects client was not created with its AddWorkers")
+}
+
+// A turn refuses bad staging with a clear error and stages nothing; methods after the handler
+// returned report ErrTurnEnded.
+func TestTurnRejectsBadStaging(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var kept *turns.Turn
+	var errs []error
+	h := setup(t, turns.Config{Handler: turns.HandlerFunc(func(ctx context.Context, turn *turns.Turn) error {
+		kept = turn
+		errs = append(errs,
+			turn.Stage(nil),
+			turn.Enqueue(effects.Spec{Connector: "bank.refund"}),
+			turn.Enqueue(effects.Spec{Connector: "no.such", Position: turn.Position(0, 0)}),
+		)
+		_, err := turn.Do(ctx, effects.Spec{Connector: "no.such", Position: turn.Position(0, 0)})
+		errs = append(errs, err)
+		return nil
+	})})
+	session := newSession("web")
+	h.submit(session, "m1")
+	result, err := h.tc.RunTurn(ctx, session)
+	require.NoError(t, err)
+	require.Equal(t, turns.StatusComplete, result.Turn.Status)
+	require.Empty(t, result.Effects)
+	require.ErrorContains(t, errs[0], "nil function")
+	require.ErrorContains(t, errs[1], "IdempotencyKey or a Position")
+	require.ErrorIs(t, errs[2], effects.ErrUnknownConnector)
+	require.ErrorIs(t, errs[3], effects.ErrUnknownConnector)
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_effects`))
+
+	require.ErrorIs(t, kept.Stage(func(context.Context, pgx.Tx) error { return nil }), turns.ErrTurnEnded)
+	require.ErrorIs(t, kept.Enqueue(refundSpec(kept, 0, 1)), turns.ErrTurnEnded)
+	_, err = kept.BeforeIrreversible(ctx)
+	require.ErrorIs(t, err, turns.ErrTurnEnded)
+	_, err = kept.HasPendingMessages(ctx)
+	require.ErrorIs(t, err, turns.ErrTurnEnded)
 }
