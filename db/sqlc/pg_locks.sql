@@ -1,5 +1,5 @@
--- Postgres's pg_locks view and pg_database as our queries see them (sqlc only: sqlc's catalog lacks it). Never
--- applied to a database: at run time the query reads pg_catalog.pg_locks.
+-- Postgres's pg_locks view and pg_database catalog as our queries see them, for sqlc only (its
+-- catalog lacks them). Never applied: at run time the queries read pg_catalog's own.
 CREATE TABLE pg_locks (
     locktype text,
     database oid,
