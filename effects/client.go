@@ -72,6 +72,11 @@ type Config struct {
 	// AsyncTimeout is how long an effect accepted upstream (Accepted) awaits its callback when
 	// neither its Spec nor its Connector says. Default DefaultAsyncTimeout.
 	AsyncTimeout time.Duration
+	// AddWorkers, if set, is called by NewClient with the River workers bundle before the River
+	// client is created, so that packages built on effects (turns, saga) run their own jobs on the
+	// same River client, queue (Queue) and worker pool (Workers). An error fails NewClient.
+	// Default: nil (effects' workers only).
+	AddWorkers func(workers *river.Workers) error
 }
 
 func (c *Config) setDefaults() {
@@ -150,6 +155,11 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err := river.AddWorkerSafely(workers, &deadlineWorker{client: c}); err != nil {
 		return nil, err
 	}
+	if cfg.AddWorkers != nil {
+		if err := cfg.AddWorkers(workers); err != nil {
+			return nil, fmt.Errorf("effects: add workers: %w", err)
+		}
+	}
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		ID:                c.config.ID,
 		Logger:            c.logger,
@@ -169,6 +179,16 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	c.notifier = newNotifier(pool, c.logger)
 	return c, nil
 }
+
+// River returns the client's River client, for packages that insert jobs of workers added with
+// Config.AddWorkers in a caller's transaction (InsertTx). Jobs must go to Config.Queue
+// (InsertOpts.Queue) to be worked. The River client is started and stopped by Start and Stop;
+// callers must not start or stop it themselves.
+func (c *Client) River() *river.Client[pgx.Tx] { return c.river }
+
+// Queue returns the River queue the client's workers work (Config.Queue): the queue of jobs
+// inserted through River for workers added with Config.AddWorkers.
+func (c *Client) Queue() string { return c.config.Queue }
 
 // Registry returns the client's connector registry.
 func (c *Client) Registry() *Registry { return c.registry }

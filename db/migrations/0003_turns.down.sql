@@ -1,3 +1,4 @@
--- Placeholder on branch saga only, so that 0004_sagas applies on this branch (versions must have
--- no gaps). The turns branch owns this version: at merge, take its file and drop this one.
-SELECT 1;
+DROP TABLE IF EXISTS reckon_turn_decisions;
+DROP TABLE IF EXISTS reckon_messages;
+DROP TABLE IF EXISTS reckon_turns;
+DROP TYPE IF EXISTS reckon_turn_status;

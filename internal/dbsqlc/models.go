@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type ReckonEffectPolicy string
@@ -284,6 +285,76 @@ func AllReckonSagaStepStateValues() []ReckonSagaStepState {
 	}
 }
 
+type ReckonTurnStatus string
+
+const (
+	ReckonTurnStatusACCUMULATING ReckonTurnStatus = "ACCUMULATING"
+	ReckonTurnStatusPROCESSING   ReckonTurnStatus = "PROCESSING"
+	ReckonTurnStatusCOMMITTING   ReckonTurnStatus = "COMMITTING"
+	ReckonTurnStatusCOMPLETE     ReckonTurnStatus = "COMPLETE"
+	ReckonTurnStatusSUPERSEDED   ReckonTurnStatus = "SUPERSEDED"
+	ReckonTurnStatusFAILED       ReckonTurnStatus = "FAILED"
+)
+
+func (e *ReckonTurnStatus) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = ReckonTurnStatus(s)
+	case string:
+		*e = ReckonTurnStatus(s)
+	default:
+		return fmt.Errorf("unsupported scan type for ReckonTurnStatus: %T", src)
+	}
+	return nil
+}
+
+type NullReckonTurnStatus struct {
+	ReckonTurnStatus ReckonTurnStatus
+	Valid            bool // Valid is true if ReckonTurnStatus is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullReckonTurnStatus) Scan(value interface{}) error {
+	if value == nil {
+		ns.ReckonTurnStatus, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.ReckonTurnStatus.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullReckonTurnStatus) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.ReckonTurnStatus), nil
+}
+
+func (e ReckonTurnStatus) Valid() bool {
+	switch e {
+	case ReckonTurnStatusACCUMULATING,
+		ReckonTurnStatusPROCESSING,
+		ReckonTurnStatusCOMMITTING,
+		ReckonTurnStatusCOMPLETE,
+		ReckonTurnStatusSUPERSEDED,
+		ReckonTurnStatusFAILED:
+		return true
+	}
+	return false
+}
+
+func AllReckonTurnStatusValues() []ReckonTurnStatus {
+	return []ReckonTurnStatus{
+		ReckonTurnStatusACCUMULATING,
+		ReckonTurnStatusPROCESSING,
+		ReckonTurnStatusCOMMITTING,
+		ReckonTurnStatusCOMPLETE,
+		ReckonTurnStatusSUPERSEDED,
+		ReckonTurnStatusFAILED,
+	}
+}
+
 type RiverJobState string
 
 const (
@@ -358,6 +429,22 @@ func AllRiverJobStateValues() []RiverJobState {
 		RiverJobStateRunning,
 		RiverJobStateScheduled,
 	}
+}
+
+type PgDatabase struct {
+	Oid     pgtype.Uint32
+	Datname *string
+}
+
+type PgLock struct {
+	Locktype *string
+	Database pgtype.Uint32
+	Classid  pgtype.Uint32
+	Objid    pgtype.Uint32
+	Objsubid *int16
+	Pid      *int32
+	Mode     *string
+	Granted  *bool
 }
 
 type ReckonApiToken struct {
@@ -512,6 +599,17 @@ type ReckonIdempotencyKey struct {
 	CreatedAt     time.Time
 }
 
+type ReckonMessage struct {
+	ID         uuid.UUID
+	SessionKey string
+	MessageID  string
+	Channel    string
+	Content    json.RawMessage
+	ReceivedAt time.Time
+	TurnID     *uuid.UUID
+	CreatedAt  time.Time
+}
+
 type ReckonRun struct {
 	ID                     string
 	TenantID               string
@@ -577,6 +675,42 @@ type ReckonTenant struct {
 	Name       string
 	CreatedAt  time.Time
 	DisabledAt *time.Time
+}
+
+type ReckonTurn struct {
+	ID                  uuid.UUID
+	SessionKey          string
+	Seq                 int64
+	TurnGroup           uuid.UUID
+	Status              ReckonTurnStatus
+	Channel             string
+	MessageIds          []uuid.UUID
+	BeatKey             *string
+	FirstAt             time.Time
+	LastAt              time.Time
+	WindowMs            int32
+	AggregationReason   *string
+	Attempt             int32
+	CommitPointReached  bool
+	SideEffectsExecuted int32
+	Holder              *string
+	HolderPid           *int32
+	SupersededBy        *uuid.UUID
+	StatusReason        *string
+	CreatedAt           time.Time
+	StartedAt           *time.Time
+	CompletedAt         *time.Time
+}
+
+type ReckonTurnDecision struct {
+	ID         int64
+	TurnID     uuid.UUID
+	SessionKey string
+	Action     string
+	Reason     string
+	Decider    string
+	MessageIds []uuid.UUID
+	DecidedAt  time.Time
 }
 
 type RiverJob struct {

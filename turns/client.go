@@ -1,0 +1,437 @@
+package turns
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// Handler processes one logical turn. It reads turn.Messages, stages its database mutations
+// (Turn.Stage) and effects (Turn.Enqueue), and calls Turn.BeforeIrreversible before anything
+// irreversible. Returning nil commits everything staged, atomically with the turn's move to
+// COMPLETE; returning an error commits nothing, and the turn is attempted again later (up to
+// Config.MaxAttempts). A handler that gets ErrSuperseded returns it.
+type Handler interface {
+	HandleTurn(ctx context.Context, turn *Turn) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, turn *Turn) error
+
+// HandleTurn calls f.
+func (f HandlerFunc) HandleTurn(ctx context.Context, turn *Turn) error { return f(ctx, turn) }
+
+// Config configures a Client. Handler is required; every other field has a default.
+type Config struct {
+	// Handler processes the turns. Required.
+	Handler Handler
+	// Decider chooses what a turn does about messages that arrive while it runs. Default
+	// DefaultDecider (seed 002's conservative default).
+	Decider Decider
+	// Policies gives the aggregation policy per channel (the session key's last part), over
+	// DefaultPolicies. Channels in neither use DefaultPolicy.
+	Policies map[string]ChannelPolicy
+	// AcquireTimeout bounds the wait for the session mutex. Default 10s.
+	AcquireTimeout time.Duration
+	// MaxAttempts bounds the attempts at one set of messages: a turn whose handler or commit
+	// failed (or whose holder died) that many times becomes FAILED. Default 5.
+	MaxAttempts int
+	// TurnTimeout bounds a turn run by a River job (handler and commit). Default 5m.
+	TurnTimeout time.Duration
+	// Logger receives the client's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the client's Prometheus metrics. Default: none (not exported).
+	Registerer prometheus.Registerer
+	// RecoverInterval is how often a started effects client's leader runs Recover, which takes
+	// over turns whose holder died or failed. Negative: never (call Recover yourself). Default 30s.
+	RecoverInterval time.Duration
+	// ID names this process in reckon_turns.holder. Default: host name, pid and a random suffix.
+	ID string
+
+	defaultDecider bool
+}
+
+func (c *Config) setDefaults() {
+	if c.Decider == nil {
+		c.Decider = DefaultDecider
+		c.defaultDecider = true
+	}
+	policies := DefaultPolicies()
+	for channel, p := range c.Policies {
+		policies[channel] = p
+	}
+	for channel, p := range policies {
+		policies[channel] = p.withDefaults()
+	}
+	c.Policies = policies
+	if c.AcquireTimeout == 0 {
+		c.AcquireTimeout = 10 * time.Second
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 5
+	}
+	if c.RecoverInterval == 0 {
+		c.RecoverInterval = 30 * time.Second
+	}
+	if c.TurnTimeout == 0 {
+		c.TurnTimeout = 5 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		suffix := make([]byte, 3)
+		_, _ = rand.Read(suffix)
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(suffix))
+	}
+}
+
+// Validate reports what is wrong with the configuration.
+func (c *Config) Validate() error {
+	switch {
+	case c.Handler == nil:
+		return errors.New("turns: Config.Handler is required")
+	case c.AcquireTimeout < 0 || c.TurnTimeout < 0:
+		return errors.New("turns: Config.AcquireTimeout and TurnTimeout must not be negative")
+	case c.MaxAttempts < 1 || c.MaxAttempts > 1000:
+		return fmt.Errorf("turns: Config.MaxAttempts must be between 1 and 1000, got %d", c.MaxAttempts)
+	}
+	for channel, p := range c.Policies {
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("channel %q: %w", channel, err)
+		}
+	}
+	return nil
+}
+
+// Client submits inbound messages and runs logical turns. It is safe for concurrent use.
+//
+// It runs its aggregation jobs on an effects.Client's River client: create the Client, pass
+// AddWorkers as effects.Config.AddWorkers, then Attach the effects client:
+//
+//	tc, err := turns.NewClient(pool, &turns.Config{Handler: handler})
+//	ec, err := effects.NewClient(pool, &effects.Config{Registry: registry, AddWorkers: tc.AddWorkers})
+//	err = tc.Attach(ec)
+//	err = ec.Start(ctx) // runs the turns too
+type Client struct {
+	config  Config
+	pool    *pgxpool.Pool
+	queries *dbsqlc.Queries
+	mutex   *Mutex
+	logger  *slog.Logger
+	metrics *metrics
+
+	mu           sync.RWMutex
+	effects      *effects.Client
+	workersAdded bool
+}
+
+// NewClient returns a Client on pool; it must be attached to an effects client before use.
+func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
+	if config == nil {
+		config = &Config{}
+	}
+	cfg := *config
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{config: cfg, pool: pool, queries: dbsqlc.New(pool), mutex: NewMutex(pool), logger: cfg.Logger, metrics: m}, nil
+}
+
+// AddWorkers adds the turn workers (River job kinds "reckon_turn" and "reckon_turn_recover") to
+// workers; pass it as effects.Config.AddWorkers.
+func (c *Client) AddWorkers(workers *river.Workers) error {
+	if err := river.AddWorkerSafely(workers, &turnWorker{client: c}); err != nil {
+		return fmt.Errorf("turns: add worker: %w", err)
+	}
+	if err := river.AddWorkerSafely(workers, &recoverWorker{client: c}); err != nil {
+		return fmt.Errorf("turns: add worker: %w", err)
+	}
+	c.mu.Lock()
+	c.workersAdded = true
+	c.mu.Unlock()
+	return nil
+}
+
+// Attach gives the client the effects client whose River client runs its jobs (created with
+// AddWorkers) and which enqueues the turns' effects. Call it once, before any other use.
+func (c *Client) Attach(ec *effects.Client) error {
+	if ec == nil {
+		return errors.New("turns: Attach: nil effects client")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.workersAdded {
+		return errors.New("turns: Attach: the effects client was not created with this client's AddWorkers (effects.Config.AddWorkers)")
+	}
+	if c.effects != nil {
+		if c.effects != ec {
+			return errors.New("turns: Attach: already attached to another effects client")
+		}
+		return nil
+	}
+	if err := c.schedulePeriodicRecover(ec); err != nil {
+		return err
+	}
+	c.effects = ec
+	return nil
+}
+
+func (c *Client) effectsClient() (*effects.Client, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.effects == nil {
+		return nil, ErrNotAttached
+	}
+	return c.effects, nil
+}
+
+// Mutex returns the session mutex the client's turns hold.
+func (c *Client) Mutex() *Mutex { return c.mutex }
+
+// ID returns the name this client writes into reckon_turns.holder.
+func (c *Client) ID() string { return c.config.ID }
+
+// policy returns the aggregation policy of a channel.
+func (c *Client) policy(channel string) ChannelPolicy {
+	if p, ok := c.config.Policies[channel]; ok {
+		return p
+	}
+	return DefaultPolicy
+}
+
+// Inbound is a message to submit.
+type Inbound struct {
+	// SessionKey is tenant:agent:interlocutor:channel. Required.
+	SessionKey string
+	// MessageID is the caller's id of the message (the channel's), unique per session: a second
+	// submit of the same id does nothing. Default: a new UUID.
+	MessageID string
+	// Content is the message: a json.RawMessage, []byte of JSON, or any value encoding/json
+	// marshals. Default {}.
+	Content any
+}
+
+// SubmitTx records an inbound message in tx, the caller's transaction, adds it to the session's
+// accumulating turn (opening one if none), and schedules that turn for when its aggregation
+// window closes after this message (a River job, one per accumulating turn while scheduled). All
+// of it exists once tx commits and none of it if tx rolls back.
+//
+// A message id the session already has returns the recorded message with Deduplicated set and
+// changes nothing. A bad session key or content changes nothing; a database error aborts tx.
+func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, in Inbound) (*Message, error) {
+	ec, err := c.effectsClient()
+	if err != nil {
+		return nil, err
+	}
+	session, err := ParseSessionKey(in.SessionKey)
+	if err != nil {
+		return nil, err
+	}
+	content, err := marshalContent(in.Content)
+	if err != nil {
+		return nil, fmt.Errorf("turns: submit to %q: content: %w", in.SessionKey, err)
+	}
+	messageID := in.MessageID
+	if messageID == "" {
+		messageID = uuid.NewString()
+	}
+	q := dbsqlc.New(tx)
+	if err := q.TurnScheduleLock(ctx, dbsqlc.TurnScheduleLockParams{Namespace: scheduleLockNamespace, SessionKey: in.SessionKey}); err != nil {
+		return nil, fmt.Errorf("turns: submit to %q: lock session: %w", in.SessionKey, err)
+	}
+	row, err := q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
+		ID: uuid.Must(uuid.NewV7()), SessionKey: in.SessionKey, MessageID: messageID, Channel: session.Channel, Content: content,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		existing, err := q.MessageGetByMessageID(ctx, dbsqlc.MessageGetByMessageIDParams{SessionKey: in.SessionKey, MessageID: messageID})
+		if err != nil {
+			return nil, fmt.Errorf("turns: submit to %q: read message %q: %w", in.SessionKey, messageID, err)
+		}
+		m := messageFromRow(existing)
+		m.Deduplicated = true
+		return &m, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("turns: submit to %q: insert message: %w", in.SessionKey, err)
+	}
+
+	policy := c.policy(session.Channel)
+	turn, err := q.TurnGetAccumulating(ctx, in.SessionKey)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		turn, err = q.TurnInsert(ctx, dbsqlc.TurnInsertParams{
+			ID: uuid.Must(uuid.NewV7()), SessionKey: in.SessionKey, TurnGroup: uuid.New(), Channel: session.Channel,
+			MessageIds: []uuid.UUID{row.ID}, FirstAt: row.ReceivedAt, LastAt: row.ReceivedAt,
+			WindowMs: int32(policy.WindowFor([]time.Time{row.ReceivedAt}) / time.Millisecond), Attempt: 1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("turns: submit to %q: open turn: %w", in.SessionKey, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("turns: submit to %q: read accumulating turn: %w", in.SessionKey, err)
+	default:
+		previous, err := q.MessageListByTurn(ctx, &turn.ID)
+		if err != nil {
+			return nil, fmt.Errorf("turns: submit to %q: read turn messages: %w", in.SessionKey, err)
+		}
+		arrivals := make([]time.Time, 0, len(previous)+1)
+		for _, m := range previous {
+			arrivals = append(arrivals, m.ReceivedAt)
+		}
+		arrivals = append(arrivals, row.ReceivedAt)
+		turn, err = q.TurnAddMessages(ctx, dbsqlc.TurnAddMessagesParams{
+			ID: turn.ID, MessageIds: []uuid.UUID{row.ID}, FirstAt: row.ReceivedAt, LastAt: row.ReceivedAt,
+			WindowMs: int32(policy.WindowFor(arrivals) / time.Millisecond),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("turns: submit to %q: add message to turn: %w", in.SessionKey, err)
+		}
+	}
+	if err := q.MessageAssign(ctx, dbsqlc.MessageAssignParams{ID: row.ID, TurnID: &turn.ID}); err != nil {
+		return nil, fmt.Errorf("turns: submit to %q: assign message: %w", in.SessionKey, err)
+	}
+	row.TurnID = &turn.ID
+	due := turn.LastAt.Add(time.Duration(turn.WindowMs) * time.Millisecond)
+	if _, err := ec.River().InsertTx(ctx, tx, turnArgs{SessionKey: in.SessionKey, TurnID: turn.ID}, c.jobOpts(ec, due)); err != nil {
+		return nil, fmt.Errorf("turns: submit to %q: schedule turn: %w", in.SessionKey, err)
+	}
+	m := messageFromRow(row)
+	return &m, nil
+}
+
+// Submit is SubmitTx in a transaction of its own.
+func (c *Client) Submit(ctx context.Context, in Inbound) (*Message, error) {
+	var m *Message
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		m, err = c.SubmitTx(ctx, tx, in)
+		return err
+	})
+	return m, err
+}
+
+// Get returns a turn by id.
+func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Record, error) {
+	row, err := c.queries.TurnGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	} else if err != nil {
+		return nil, fmt.Errorf("turns: get %s: %w", id, err)
+	}
+	return recordFromRow(row), nil
+}
+
+// List returns a session's turns in order.
+func (c *Client) List(ctx context.Context, sessionKey string) ([]*Record, error) {
+	rows, err := c.queries.TurnListBySession(ctx, sessionKey)
+	if err != nil {
+		return nil, fmt.Errorf("turns: list %q: %w", sessionKey, err)
+	}
+	records := make([]*Record, len(rows))
+	for i, row := range rows {
+		records[i] = recordFromRow(row)
+	}
+	return records, nil
+}
+
+// Messages returns a turn's messages in the order received.
+func (c *Client) Messages(ctx context.Context, turnID uuid.UUID) ([]Message, error) {
+	rows, err := c.queries.MessageListByTurn(ctx, &turnID)
+	if err != nil {
+		return nil, fmt.Errorf("turns: messages of %s: %w", turnID, err)
+	}
+	return messagesFromRows(rows), nil
+}
+
+// Decisions returns the supersede decisions a turn took, in order.
+func (c *Client) Decisions(ctx context.Context, turnID uuid.UUID) ([]DecisionRecord, error) {
+	rows, err := c.queries.TurnDecisionListByTurn(ctx, turnID)
+	if err != nil {
+		return nil, fmt.Errorf("turns: decisions of %s: %w", turnID, err)
+	}
+	records := make([]DecisionRecord, len(rows))
+	for i, row := range rows {
+		records[i] = DecisionRecord{
+			ID: row.ID, TurnID: row.TurnID, SessionKey: row.SessionKey, Action: Action(row.Action), Reason: row.Reason,
+			Decider: row.Decider, MessageIDs: row.MessageIds, DecidedAt: row.DecidedAt,
+		}
+	}
+	return records, nil
+}
+
+// Holder is a session-mutex lock seen in pg_locks: a holder (Granted) or a waiter.
+type Holder struct {
+	// PID is the backend pid of the connection.
+	PID     int
+	Granted bool
+	// TurnID, SessionKey, Status, Holder and StartedAt describe the in-flight turn the connection
+	// runs; nil/empty for a lock held without a turn (a direct Mutex user) or awaited.
+	TurnID     *uuid.UUID
+	SessionKey string
+	Status     Status
+	Holder     string
+	StartedAt  *time.Time
+}
+
+// Holders lists who holds and who awaits session locks on this database, from pg_locks joined
+// with the in-flight turns.
+func (c *Client) Holders(ctx context.Context) ([]Holder, error) {
+	rows, err := c.queries.TurnHolders(ctx, LockNamespace)
+	if err != nil {
+		return nil, fmt.Errorf("turns: holders: %w", err)
+	}
+	holders := make([]Holder, len(rows))
+	for i, row := range rows {
+		holders[i] = Holder{
+			PID: int(row.Pid), Granted: deref(row.Granted), TurnID: row.TurnID, SessionKey: deref(row.SessionKey),
+			Holder: deref(row.Holder), StartedAt: row.StartedAt,
+		}
+		if row.Status != nil {
+			holders[i].Status = Status(*row.Status)
+		}
+	}
+	return holders, nil
+}
+
+func marshalContent(content any) (json.RawMessage, error) {
+	var raw []byte
+	switch v := content.(type) {
+	case nil:
+		return json.RawMessage(`{}`), nil
+	case json.RawMessage:
+		raw = v
+	case []byte:
+		raw = v
+	default:
+		var err error
+		if raw, err = json.Marshal(v); err != nil {
+			return nil, err
+		}
+	}
+	if !json.Valid(raw) {
+		return nil, errors.New("not valid JSON")
+	}
+	return raw, nil
+}

@@ -1,0 +1,25 @@
+package turns
+
+import "errors"
+
+// Sentinel errors. Test with errors.Is.
+var (
+	// ErrSessionBusy: the session mutex was not acquired within the timeout; another turn of the
+	// session is running. Nothing was changed; try again later.
+	ErrSessionBusy = errors.New("turns: session busy")
+	// ErrSuperseded: a supersede decision stopped the turn. A handler that gets it from
+	// BeforeIrreversible (or Do) returns it: nothing the turn staged is committed, and a later turn
+	// of the same turn group processes its messages together with the new ones.
+	ErrSuperseded = errors.New("turns: turn superseded")
+	// ErrTurnEnded: the turn was used after its handler returned or after it was superseded.
+	ErrTurnEnded = errors.New("turns: turn has ended")
+	// ErrNoTurn: the session has no accumulating or abandoned turn to process.
+	ErrNoTurn = errors.New("turns: nothing to process for the session")
+	// ErrNotFound: no turn with that id.
+	ErrNotFound = errors.New("turns: turn not found")
+	// ErrInvalidSessionKey: a session key is not tenant:agent:interlocutor:channel with four
+	// non-empty parts.
+	ErrInvalidSessionKey = errors.New("turns: invalid session key")
+	// ErrNotAttached: the client was used before Attach gave it its effects client.
+	ErrNotAttached = errors.New("turns: client not attached to an effects client (call Attach)")
+)

@@ -1,0 +1,91 @@
+package turns
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/reckonhq/reckon/effects"
+)
+
+// turnArgs schedules the processing of one accumulating turn when its aggregation window closes.
+// Unique by args while available, scheduled, pending or running: one job per accumulating turn,
+// and a session has at most one accumulating turn.
+type turnArgs struct {
+	SessionKey string    `json:"session_key"`
+	TurnID     uuid.UUID `json:"turn_id"`
+}
+
+func (turnArgs) Kind() string { return "reckon_turn" }
+
+// busySnooze is how long a job waits before trying a busy session again.
+const busySnooze = time.Second
+
+// precisionLimit is River's scheduler interval: a job inserted as scheduled becomes available only
+// when the leader's scheduler next runs (every 5s), while a snoozed job due sooner stays available
+// and is fetched as soon as it is due.
+const precisionLimit = 5 * time.Second
+
+func (c *Client) jobOpts(ec *effects.Client, due time.Time) *river.InsertOpts {
+	scheduledAt := due
+	if time.Until(due) < precisionLimit {
+		// Available now: the job snoozes itself until the window closes, which is precise.
+		scheduledAt = time.Time{}
+	}
+	return &river.InsertOpts{
+		Queue:       ec.Queue(),
+		ScheduledAt: scheduledAt,
+		MaxAttempts: c.config.MaxAttempts + 5,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+		}},
+	}
+}
+
+type turnWorker struct {
+	river.WorkerDefaults[turnArgs]
+	client *Client
+}
+
+func (w *turnWorker) Timeout(*river.Job[turnArgs]) time.Duration { return w.client.config.TurnTimeout }
+
+// Work processes the job's turn once its window closed: the session's accumulating turn, after
+// taking over abandoned ones. A turn that is already past (absorbed, superseded, complete) leaves
+// nothing to do.
+func (w *turnWorker) Work(ctx context.Context, job *river.Job[turnArgs]) error {
+	c := w.client
+	row, err := c.queries.TurnGet(ctx, job.Args.TurnID)
+	if err == nil {
+		switch Status(row.Status) {
+		case StatusComplete, StatusSuperseded, StatusFailed:
+			return nil
+		case StatusAccumulating:
+			due, err := c.queries.TurnDueAt(ctx, row.ID)
+			if err != nil {
+				return err
+			}
+			if due.DueAt.After(due.Now) {
+				return river.JobSnooze(due.DueAt.Sub(due.Now))
+			}
+		}
+	} else if isNoRows(err) {
+		return nil // absorbed into another turn
+	} else {
+		return err
+	}
+	_, err = c.process(ctx, job.Args.SessionKey, true)
+	var notDue *notDueError
+	switch {
+	case err == nil, errors.Is(err, ErrNoTurn):
+		return nil
+	case errors.As(err, &notDue):
+		return river.JobSnooze(max(time.Until(notDue.due), 10*time.Millisecond))
+	case errors.Is(err, ErrSessionBusy):
+		return river.JobSnooze(busySnooze)
+	}
+	return err
+}
