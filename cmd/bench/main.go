@@ -224,7 +224,8 @@ func (b *bench) runScenario(ctx context.Context, name string) error {
 }
 
 // reset empties the queues and effect tables between scenarios. The bench database is thrown
-// away afterwards, so the audit table's guard against TRUNCATE is bypassed for this session.
+// away afterwards, so the audit table's guard against TRUNCATE is bypassed for this session; CASCADE
+// empties the tables that point at effects (saga steps, turns).
 func (b *bench) reset(ctx context.Context) error {
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
@@ -232,7 +233,7 @@ func (b *bench) reset(ctx context.Context) error {
 	}
 	defer conn.Release()
 	_, err = conn.Exec(ctx, `SET session_replication_role = replica;
-		TRUNCATE river_job, reckon_effects, reckon_effect_transitions;
+		TRUNCATE river_job, reckon_effects, reckon_effect_transitions CASCADE;
 		DROP TABLE IF EXISTS bench_peer;
 		SET session_replication_role = DEFAULT`)
 	// No ANALYZE here: statistics of empty tables would tell the planner they stay empty while a

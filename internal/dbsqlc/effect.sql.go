@@ -1279,8 +1279,11 @@ WITH settled AS (
             unnest($8::jsonb[]) AS detail
     ) AS u
     -- Owned effects never come here (their owner's hook runs in a transaction of their own); an
-    -- owned row is left alone, as if fenced out.
-    WHERE e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id AND e.owner IS NULL
+    -- owned row is left alone, as if fenced out. ` + "`" + `e.id = ANY (ids)` + "`" + ` repeats the join for the
+    -- planner: it bounds the effects read to the batch whatever the statistics say (without it, an
+    -- unanalyzed table once made each batch scan every PENDING effect for every outcome).
+    WHERE e.id = ANY ($1::uuid[])
+      AND e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id AND e.owner IS NULL
     RETURNING e.id, e.connector, e.policy, e.state, u.job_id
 ),
 completed AS ( -- runs whether or not it is referenced, as every data-modifying CTE does
