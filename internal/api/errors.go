@@ -34,6 +34,9 @@ const (
 	CodeDefinitionExists     = "saga_definition_exists"  // 409: another saga definition of that name is stored (they never change)
 	CodeUnknownDefinition    = "unknown_saga_definition" // 422: no saga definition of that name
 	CodeStartKeyConflict     = "start_key_conflict"      // 409: the saga start_key belongs to a saga of another definition or input
+	CodeResolveEffect        = "resolve_effect"          // 409: resolve of a saga held by a STUCK effect (resolve the effect)
+	CodeSessionForbidden     = "session_tenant_mismatch" // 403: a session key whose tenant segment is not the caller's tenant
+	CodeInvalidSessionKey    = "invalid_session_key"     // 400: not tenant:agent:interlocutor:channel
 	CodeInternal             = "internal"                // 500
 	CodeNotImplemented       = "not_implemented"         // 501: a feature this server was not configured with
 )

@@ -26,6 +26,7 @@ func (s *Server) routes() {
 	s.HandleMutation("POST /v1/sagas", s.startSaga)
 	s.HandleQuery("GET /v1/sagas", s.listSagas)
 	s.HandleQuery("GET /v1/sagas/{id}", s.getSaga)
+	s.HandleMutation("POST /v1/sagas/{id}/resolve", s.resolveSaga)
 
 	// Built by other packages and added by cmd/server with HandleQuery and HandleMutation, which
 	// give them the same authentication, tenant scoping, size limits, errors and Idempotency-Key
