@@ -608,6 +608,7 @@ type ReckonMessage struct {
 	ReceivedAt time.Time
 	TurnID     *uuid.UUID
 	CreatedAt  time.Time
+	SentAt     *time.Time
 }
 
 type ReckonRun struct {

@@ -1,0 +1,1 @@
+ALTER TABLE reckon_messages DROP COLUMN IF EXISTS sent_at;
