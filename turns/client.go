@@ -353,6 +353,18 @@ func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Record, error) {
 	return recordFromRow(row), nil
 }
 
+// GetTx returns a turn by id as tx sees it, e.g. the turn a message joined in SubmitTx before tx
+// commits.
+func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Record, error) {
+	row, err := dbsqlc.New(tx).TurnGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	} else if err != nil {
+		return nil, fmt.Errorf("turns: get %s: %w", id, err)
+	}
+	return recordFromRow(row), nil
+}
+
 // List returns a session's turns in order.
 func (c *Client) List(ctx context.Context, sessionKey string) ([]*Record, error) {
 	rows, err := c.queries.TurnListBySession(ctx, sessionKey)

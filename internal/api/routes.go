@@ -28,9 +28,7 @@ func (s *Server) routes() {
 	s.HandleQuery("GET /v1/sagas/{id}", s.getSaga)
 	s.HandleMutation("POST /v1/sagas/{id}/resolve", s.resolveSaga)
 
-	// Built by other packages and added by cmd/server with HandleQuery and HandleMutation, which
-	// give them the same authentication, tenant scoping, size limits, errors and Idempotency-Key
-	// handling:
-	//
-	//	POST   /v1/sessions/{key}/messages      inbound messages for turn aggregation (section 5)
+	// Sessions and turns (section 5), per tenant: the session key's tenant segment is the caller's.
+	s.HandleMutation("POST /v1/sessions/{key}/messages", s.postMessage)
+	s.HandleQuery("GET /v1/sessions/{key}/turns", s.listTurns)
 }

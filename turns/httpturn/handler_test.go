@@ -121,7 +121,9 @@ func (h *harness) count(sql string, args ...any) int {
 	return n
 }
 
-func newSession() string { return turns.SessionKey("acme", "agent-1", "user-"+uuid.NewString()[:8], "web") }
+func newSession() string {
+	return turns.SessionKey("acme", "agent-1", "user-"+uuid.NewString()[:8], "web")
+}
 
 // The endpoint gets the logical turn; the effects it answers are committed with the turn at their
 // journal positions of the turn group, with their business keys.
