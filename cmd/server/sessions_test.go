@@ -110,7 +110,7 @@ func TestSessionsEndToEnd(t *testing.T) {
 		"dispatch_url":"`+base+`/wires","status_url":"`+base+`/wires/status","timeout_ms":1000,"backoff_initial_ms":20,"backoff_max_ms":200}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
 
-	session, refused := "acme:support-bot:user-7:web", "acme:support-bot:user-8:web"
+	session, refused := "acme:support-bot:user-7:whatsapp", "acme:support-bot:user-8:web"
 	handler := newTurnEndpoint(t, session, refused)
 	reactor := proctest.Start(t, env, proctest.Binary(t, "reactor"), "-addr", "127.0.0.1:0", "-connector-sync-interval", "200ms",
 		"-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms", "-sweep-interval", "200ms", "-in-flight-margin", "2s",
