@@ -714,6 +714,14 @@ type ReckonTurnDecision struct {
 	DecidedAt  time.Time
 }
 
+type ReckonTurnHandler struct {
+	TenantID  string
+	Url       string
+	TimeoutMs int32
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
 type RiverJob struct {
 	ID          int64
 	State       RiverJobState

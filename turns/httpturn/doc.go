@@ -27,6 +27,8 @@
 // effect naming a connector this reactor does not know is attempted again (the registry may
 // not have loaded it yet).
 //
-// A Handler without a URL is not ready (turns.Readier): turns wait, ACCUMULATING with their
-// messages, until a reactor with a URL takes them.
+// Where turns go: a tenant's own handler, stored in reckon_turn_handlers (Put, Get, Delete; the
+// API's PUT /v1/turn-handlers/{tenant}) and found by Config.Lookup = StoreLookup, else
+// Config.URL (the reactor's -turn-handler-url). For a tenant with neither the Handler is not
+// ready (turns.Readier): its turns wait, ACCUMULATING with their messages, until one is set.
 package httpturn

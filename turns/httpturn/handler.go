@@ -29,8 +29,11 @@ const maxAbsorbRounds = 5
 
 // Config configures a Handler.
 type Config struct {
-	// URL is the handler endpoint. Empty: the Handler is not ready (turns wait).
+	// URL is the handler endpoint of the tenants Lookup finds none for. Empty: their turns wait
+	// (the Handler is not ready for them).
 	URL string
+	// Lookup finds a tenant's own handler (ok false: none; use URL), e.g. StoreLookup. Optional.
+	Lookup func(ctx context.Context, tenant string) (target Target, ok bool, err error)
 	// Registry holds the connectors the endpoint may name: the effects client's registry. Required.
 	Registry *effects.Registry
 	// Client makes the calls. Default: a client without its own timeout (Timeout applies).
@@ -78,12 +81,36 @@ func ValidateURL(raw string) error {
 	return nil
 }
 
-// Ready implements turns.Readier: not ready without a URL.
-func (h *Handler) Ready(_ context.Context, sessionKey string) error {
-	if h.config.URL == "" {
-		return fmt.Errorf("%w: no HTTP turn handler URL is configured (reactor -turn-handler-url, env RECKON_TURN_HANDLER_URL); session %s waits", turns.ErrNotReady, sessionKey)
+// Ready implements turns.Readier: not ready for a tenant without a handler (neither its own from
+// Lookup nor Config.URL), or when Lookup fails.
+func (h *Handler) Ready(ctx context.Context, sessionKey string) error {
+	session, err := turns.ParseSessionKey(sessionKey)
+	if err != nil {
+		return err
 	}
-	return nil
+	_, err = h.target(ctx, session.Tenant)
+	return err
+}
+
+// target is where the tenant's turns go.
+func (h *Handler) target(ctx context.Context, tenant string) (Target, error) {
+	if h.config.Lookup != nil {
+		target, ok, err := h.config.Lookup(ctx, tenant)
+		if err != nil {
+			return Target{}, fmt.Errorf("%w: look up the turn handler of tenant %q: %w", turns.ErrNotReady, tenant, err)
+		}
+		if ok {
+			if target.Timeout <= 0 {
+				target.Timeout = h.config.Timeout
+			}
+			return target, nil
+		}
+	}
+	if h.config.URL == "" {
+		return Target{}, fmt.Errorf("%w: no HTTP turn handler for tenant %q (PUT /v1/turn-handlers/%s, or reactor -turn-handler-url / RECKON_TURN_HANDLER_URL)",
+			turns.ErrNotReady, tenant, tenant)
+	}
+	return Target{URL: h.config.URL, Timeout: h.config.Timeout}, nil
 }
 
 // Request is the JSON body POSTed to the handler URL.
@@ -124,11 +151,12 @@ type Effect struct {
 
 // HandleTurn implements turns.Handler.
 func (h *Handler) HandleTurn(ctx context.Context, turn *turns.Turn) error {
-	if err := h.Ready(ctx, turn.SessionKey); err != nil {
-		return err
+	target, err := h.target(ctx, turn.Tenant)
+	if err != nil {
+		return err // attempted again
 	}
 	for round := 0; ; round++ {
-		answer, err := h.call(ctx, turn)
+		answer, err := h.call(ctx, turn, target)
 		if err != nil {
 			return err
 		}
@@ -155,7 +183,7 @@ func (h *Handler) HandleTurn(ctx context.Context, turn *turns.Turn) error {
 }
 
 // call POSTs the turn and decodes a 2xx answer; it classifies failures as turns expects.
-func (h *Handler) call(ctx context.Context, turn *turns.Turn) (*Response, error) {
+func (h *Handler) call(ctx context.Context, turn *turns.Turn, target Target) (*Response, error) {
 	messages := turn.Messages()
 	req := Request{
 		SessionKey: turn.SessionKey, Tenant: turn.Tenant, Channel: turn.Channel, TurnID: turn.ID, TurnGroup: turn.Group,
@@ -168,9 +196,9 @@ func (h *Handler) call(ctx context.Context, turn *turns.Turn) (*Response, error)
 	if err != nil {
 		return nil, turns.Permanent(fmt.Errorf("httpturn: encode turn: %w", err))
 	}
-	callCtx, cancel := context.WithTimeout(ctx, h.config.Timeout)
+	callCtx, cancel := context.WithTimeout(ctx, target.Timeout)
 	defer cancel()
-	httpReq, err := http.NewRequestWithContext(callCtx, http.MethodPost, h.config.URL, bytes.NewReader(body))
+	httpReq, err := http.NewRequestWithContext(callCtx, http.MethodPost, target.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, turns.Permanent(fmt.Errorf("httpturn: request: %w", err))
 	}
@@ -180,7 +208,7 @@ func (h *Handler) call(ctx context.Context, turn *turns.Turn) (*Response, error)
 	httpReq.Header.Set("Reckon-Attempt", strconv.Itoa(turn.Attempt))
 	resp, err := h.config.Client.Do(httpReq)
 	if err != nil {
-		return nil, fmt.Errorf("httpturn: call %s: %w", h.config.URL, err) // attempted again
+		return nil, fmt.Errorf("httpturn: call %s: %w", target.URL, err) // attempted again
 	}
 	defer resp.Body.Close()
 	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
