@@ -37,6 +37,7 @@ const (
 	CodeResolveEffect        = "resolve_effect"          // 409: resolve of a saga held by a STUCK effect (resolve the effect)
 	CodeSessionForbidden     = "session_tenant_mismatch" // 403: a session key whose tenant segment is not the caller's tenant
 	CodeInvalidSessionKey    = "invalid_session_key"     // 400: not tenant:agent:interlocutor:channel
+	CodeInvalidTurnHandler   = "invalid_turn_handler"    // 400: a turn handler URL or timeout that cannot be stored
 	CodeInternal             = "internal"                // 500
 	CodeNotImplemented       = "not_implemented"         // 501: a feature this server was not configured with
 )

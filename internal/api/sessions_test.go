@@ -186,3 +186,54 @@ func TestSessionsNotConfigured(t *testing.T) {
 	require.Equal(t, http.StatusNotImplemented, r.status)
 	require.Equal(t, "not_implemented", r.errorCode(t))
 }
+
+// TestTurnHandlersAPI: admin tokens set, replace and delete a tenant's turn handler; tenants read
+// their own only; bad input is a 400 that stores nothing.
+func TestTurnHandlersAPI(t *testing.T) {
+	t.Parallel()
+	h, _ := setupSessions(t)
+	admin, acme, globex := h.token("ops", true), h.token("acme", false), h.token("globex", false)
+	path := "/v1/turn-handlers/acme"
+
+	r := h.do("PUT", path, acme, `{"url":"http://127.0.0.1:7000/turns"}`)
+	require.Equal(t, http.StatusForbidden, r.status)
+	require.Equal(t, "forbidden", r.errorCode(t))
+	for body, code := range map[string]string{
+		`{"url":"ftp://bot/turns"}`:                        "invalid_turn_handler",
+		`{"url":""}`:                                       "invalid_turn_handler",
+		`{"url":"http://bot/turns","timeout_ms":-1}`:       "invalid_turn_handler",
+		`{"url":"http://bot/turns","timeout_ms":86400000}`: "invalid_turn_handler",
+		`{"url":"http://bot/turns","retries":3}`:           "invalid_request",
+		`{"url":`:                                          "invalid_json",
+	} {
+		r := h.do("PUT", path, admin, body)
+		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", body, r.body)
+		require.Equal(t, code, r.errorCode(t), "%s", body)
+	}
+	require.Equal(t, http.StatusNotFound, h.do("GET", path, acme, "").status, "nothing stored")
+	r = h.do("PUT", "/v1/turn-handlers/nobody", admin, `{"url":"http://bot/turns"}`)
+	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
+
+	r = h.do("PUT", path, admin, `{"url":"http://127.0.0.1:7000/turns"}`)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	r = h.do("PUT", path, admin, `{"url":"https://bot.acme.example/turns","timeout_ms":5000}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var got struct {
+		Tenant    string `json:"tenant"`
+		URL       string `json:"url"`
+		TimeoutMs int64  `json:"timeout_ms"`
+	}
+	r = h.do("GET", path, acme, "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.NoError(t, json.Unmarshal(r.body, &got))
+	require.Equal(t, "acme", got.Tenant)
+	require.Equal(t, "https://bot.acme.example/turns", got.URL)
+	require.EqualValues(t, 5000, got.TimeoutMs)
+	require.Equal(t, http.StatusNotFound, h.do("GET", path, globex, "").status, "another tenant's")
+	require.Equal(t, http.StatusOK, h.do("GET", path, admin, "").status)
+
+	require.Equal(t, http.StatusForbidden, h.do("DELETE", path, acme, "").status)
+	require.Equal(t, http.StatusOK, h.do("DELETE", path, admin, "").status)
+	require.Equal(t, http.StatusNotFound, h.do("DELETE", path, admin, "").status)
+	require.Equal(t, http.StatusNotFound, h.do("GET", path, acme, "").status)
+}
