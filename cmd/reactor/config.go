@@ -90,11 +90,11 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 	envDurationVar(fs, &errs, &c.fetchCooldown, "fetch-cooldown", "RECKON_FETCH_COOLDOWN", 0,
 		"shortest time between two fetches (default River's, 100ms)")
 	fs.StringVar(&c.turnHandlerURL, "turn-handler-url", cli.Env("RECKON_TURN_HANDLER_URL", ""),
-		"URL of your HTTP turn handler: each logical turn is POSTed there and the effects it answers are committed with the turn (docs/turns.md); empty: this reactor leaves turns waiting for one that has it (env RECKON_TURN_HANDLER_URL)")
+		"URL of the HTTP turn handler of the tenants without their own (PUT /v1/turn-handlers/{tenant}): each logical turn is POSTed there and the effects it answers are committed with the turn (docs/turns.md); empty: their turns wait (env RECKON_TURN_HANDLER_URL)")
 	envDurationVar(fs, &errs, &c.turnHandlerTimeout, "turn-handler-timeout", "RECKON_TURN_HANDLER_TIMEOUT", 30*time.Second,
 		"how long one call to the turn handler may take; a timeout attempts the turn again")
 	envDurationVar(fs, &errs, &c.turnNotReadyDelay, "turn-not-ready-delay", "RECKON_TURN_NOT_READY_DELAY", 30*time.Second,
-		"without -turn-handler-url: how long a turn job this reactor fetched waits before it is offered again")
+		"how long the turn job of a tenant without a turn handler waits before it is offered again")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

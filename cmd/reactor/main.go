@@ -19,9 +19,9 @@
 // RECKON_LOG_FORMAT.
 //
 // It runs the logical turns of sessions (package turns) with an HTTP turn handler (package
-// turns/httpturn): each turn is POSTed to -turn-handler-url and the effects answered are
-// committed with the turn. Without a URL it leaves turns waiting, with their messages, and says so
-// in its log. `reactor -h` lists them with their defaults.
+// turns/httpturn): each turn is POSTed to its tenant's handler (PUT /v1/turn-handlers/{tenant})
+// or else to -turn-handler-url, and the effects answered are committed with the turn. A tenant
+// with neither: its turns wait, with their messages, and the log says so. `reactor -h` lists them with their defaults.
 package main
 
 import (

@@ -244,7 +244,8 @@ func TestSessionsEndToEnd(t *testing.T) {
 }
 
 // TestTurnsWaitWithoutTurnHandler: a reactor without -turn-handler-url says so, and leaves the turn
-// ACCUMULATING with its message (its job waits); a reactor with a handler then runs it.
+// of a tenant without a handler ACCUMULATING with its message (its job waits, asking again); once
+// an admin sets the tenant's handler over the API, the same reactor runs the turn there.
 func TestTurnsWaitWithoutTurnHandler(t *testing.T) {
 	t.Parallel()
 	server := proctest.Binary(t, "server")
@@ -254,39 +255,44 @@ func TestTurnsWaitWithoutTurnHandler(t *testing.T) {
 	res := proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	token := strings.TrimSpace(res.Stdout)
+	res = proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme", "-admin", "-name", "ops")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	admin := strings.TrimSpace(res.Stdout)
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
-	reactorArgs := []string{"-addr", "127.0.0.1:0", "-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms", "-turn-not-ready-delay", "300ms"}
-	idle := proctest.Start(t, env, proctest.Binary(t, "reactor"), reactorArgs...)
-	idle.Addr(t)
-	require.True(t, strings.Contains(idle.Stderr(), `"msg":"no HTTP turn handler: this reactor runs no turns;`), idle.Stderr())
+	reactor := proctest.Start(t, env, proctest.Binary(t, "reactor"), "-addr", "127.0.0.1:0", "-fetch-poll-interval", "50ms",
+		"-fetch-cooldown", "10ms", "-turn-not-ready-delay", "300ms")
+	reactor.Addr(t)
+	require.True(t, strings.Contains(reactor.Stderr(), `"msg":"no default HTTP turn handler:`), reactor.Stderr())
 
 	path := "/v1/sessions/" + url.PathEscape("acme:bot:user-1:email")
 	r := api.do("POST", path+"/messages", token, `{"message_id":"m1","content":{"subject":"hello"}}`)
 	require.Equal(t, http.StatusAccepted, r.status, r.raw)
 	require.Eventually(t, func() bool {
-		return idle.Logged("turn handler not ready for the session: the turn waits with its messages") &&
-			strings.Count(idle.Stderr(), "turn handler not ready") >= 2 // asked again after the delay
-	}, 30*time.Second, 50*time.Millisecond, idle.Stderr())
+		return reactor.Logged("turn handler not ready for the session: the turn waits with its messages") &&
+			strings.Count(reactor.Stderr(), "turn handler not ready") >= 2 // asked again after the delay
+	}, 30*time.Second, 50*time.Millisecond, reactor.Stderr())
 	r = api.do("GET", path+"/turns", token, "")
 	turn := r.body["turns"].([]any)[0].(map[string]any)
 	require.Equal(t, "ACCUMULATING", turn["status"])
+	require.EqualValues(t, 1, turn["attempt"], "no attempt spent")
 	require.Len(t, turn["messages"], 1)
-	idle.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, idle.Wait(t, 40*time.Second), idle.Stderr())
 
 	handler := newTurnEndpoint(t, "", "")
-	worker := proctest.Start(t, env, proctest.Binary(t, "reactor"), append(reactorArgs, "-turn-handler-url", handler.srv.URL)...)
-	worker.Addr(t)
+	r = api.do("PUT", "/v1/turn-handlers/acme", admin, `{"url":"`+handler.srv.URL+`/turns","timeout_ms":10000}`)
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	require.Eventually(t, func() bool {
 		r := api.do("GET", path+"/turns", token, "")
 		turn := r.body["turns"].([]any)[0].(map[string]any)
 		return turn["status"] == "COMPLETE"
-	}, 60*time.Second, 50*time.Millisecond, worker.Stderr())
+	}, 60*time.Second, 50*time.Millisecond, reactor.Stderr())
+	handler.mu.Lock()
 	require.Len(t, handler.seen, 1)
 	require.Equal(t, "m1", handler.seen[0].Messages[0].MessageID)
+	handler.mu.Unlock()
+
 	srv.Signal(t, syscall.SIGTERM)
-	worker.Signal(t, syscall.SIGTERM)
+	reactor.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())
-	require.Equal(t, 0, worker.Wait(t, 40*time.Second), worker.Stderr())
+	require.Equal(t, 0, reactor.Wait(t, 40*time.Second), reactor.Stderr())
 }
