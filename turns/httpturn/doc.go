@@ -18,7 +18,9 @@
 // the same effect. When any answered effect's connector is irreversible (effects.PolicyOf), the
 // handler first calls Turn.BeforeIrreversible, so that messages that arrived meanwhile are
 // decided on (by default: the turn is superseded and its messages run again, with the new ones,
-// in the next turn of the same group). All the effects are committed with the turn, or none.
+// in the next turn of the same group; after an ABSORB decision of an application decider the
+// endpoint is asked again with every message). All the effects are committed with the turn, or
+// none.
 //
 // Outcomes: 2xx with a valid body commits the turn; 400–499 except 408, 425 and 429 fails the
 // turn for good (FAILED, with the status and the start of the body as its reason); any other
