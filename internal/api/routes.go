@@ -31,6 +31,8 @@ func (s *Server) routes() {
 	// Sessions and turns (section 5), per tenant: the session key's tenant segment is the caller's.
 	s.HandleMutation("POST /v1/sessions/{key}/messages", s.postMessage)
 	s.HandleQuery("GET /v1/sessions/{key}/turns", s.listTurns)
+
+	// Where a tenant's turns go (turns/httpturn): admin tokens write, tenants read their own.
 	s.HandleMutation("PUT /v1/turn-handlers/{tenant}", s.putTurnHandler)
 	s.HandleQuery("GET /v1/turn-handlers/{tenant}", s.getTurnHandler)
 	s.HandleMutation("DELETE /v1/turn-handlers/{tenant}", s.deleteTurnHandler)
