@@ -61,6 +61,9 @@ type Config struct {
 	// RecoverInterval is how often a started effects client's leader runs Recover, which takes
 	// over turns whose holder died or failed. Negative: never (call Recover yourself). Default 30s.
 	RecoverInterval time.Duration
+	// NotReadyDelay is how long a turn job waits before asking a Readier handler again after it
+	// answered not ready. Default 30s.
+	NotReadyDelay time.Duration
 	// ID names this process in reckon_turns.holder. Default: host name, pid and a random suffix.
 	ID string
 
@@ -89,6 +92,9 @@ func (c *Config) setDefaults() {
 	if c.RecoverInterval == 0 {
 		c.RecoverInterval = 30 * time.Second
 	}
+	if c.NotReadyDelay == 0 {
+		c.NotReadyDelay = 30 * time.Second
+	}
 	if c.TurnTimeout == 0 {
 		c.TurnTimeout = 5 * time.Minute
 	}
@@ -108,8 +114,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Handler == nil:
 		return errors.New("turns: Config.Handler is required")
-	case c.AcquireTimeout < 0 || c.TurnTimeout < 0:
-		return errors.New("turns: Config.AcquireTimeout and TurnTimeout must not be negative")
+	case c.AcquireTimeout < 0 || c.TurnTimeout < 0 || c.NotReadyDelay < 0:
+		return errors.New("turns: Config.AcquireTimeout, TurnTimeout and NotReadyDelay must not be negative")
 	case c.MaxAttempts < 1 || c.MaxAttempts > 1000:
 		return fmt.Errorf("turns: Config.MaxAttempts must be between 1 and 1000, got %d", c.MaxAttempts)
 	}
@@ -232,6 +238,9 @@ type Inbound struct {
 	// Content is the message: a json.RawMessage, []byte of JSON, or any value encoding/json
 	// marshals. Default {}.
 	Content any
+	// SentAt is the sender's time of the message, when the caller knows it; recorded for the
+	// handler (Message.SentAt). Aggregation windows run on the time the message is received.
+	SentAt *time.Time
 }
 
 // SubmitTx records an inbound message in tx, the caller's transaction, adds it to the session's
@@ -264,6 +273,7 @@ func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, in Inbound) (*Message,
 	}
 	row, err := q.MessageInsert(ctx, dbsqlc.MessageInsertParams{
 		ID: uuid.Must(uuid.NewV7()), SessionKey: in.SessionKey, MessageID: messageID, Channel: session.Channel, Content: content,
+		SentAt: in.SentAt,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		existing, err := q.MessageGetByMessageID(ctx, dbsqlc.MessageGetByMessageIDParams{SessionKey: in.SessionKey, MessageID: messageID})
@@ -335,6 +345,18 @@ func (c *Client) Submit(ctx context.Context, in Inbound) (*Message, error) {
 // Get returns a turn by id.
 func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Record, error) {
 	row, err := c.queries.TurnGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	} else if err != nil {
+		return nil, fmt.Errorf("turns: get %s: %w", id, err)
+	}
+	return recordFromRow(row), nil
+}
+
+// GetTx returns a turn by id as tx sees it, e.g. the turn a message joined in SubmitTx before tx
+// commits.
+func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Record, error) {
+	row, err := dbsqlc.New(tx).TurnGet(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	} else if err != nil {

@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/turns"
 )
 
-// A commit whose staged mutation fails leaves no mutation, no effect, no job and no change to the
-// turn; the next run attempts the messages again in the same turn group.
+// A commit whose staged mutation fails leaves no mutation, no effect, no saga, no job and no change
+// to the turn; the next run attempts the messages again in the same turn group.
 func TestFailingStagedMutationCommitsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -21,6 +22,7 @@ func TestFailingStagedMutationCommitsNothing(t *testing.T) {
 	fail.Store(true)
 	var before *turns.Record
 	var h *harness
+	var sagas *saga.Client
 	h = setup(t, turns.Config{Handler: turns.HandlerFunc(func(ctx context.Context, turn *turns.Turn) error {
 		var err error
 		if before, err = h.tc.Get(ctx, turn.ID); err != nil {
@@ -35,9 +37,10 @@ func TestFailingStagedMutationCommitsNothing(t *testing.T) {
 		if err := turn.Enqueue(refundSpec(turn, 0, 250)); err != nil {
 			return err
 		}
-		// Caller work through the commit transaction, as a saga start would be.
+		// A real saga start in the commit transaction.
 		if err := turn.Stage(func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `INSERT INTO app_notes (turn_id, note) VALUES ($1, 'saga started')`, turn.ID)
+			_, err := sagas.StartTx(ctx, tx, "turn-followup", map[string]string{"turn": turn.ID.String()},
+				&saga.StartOpts{TenantID: turn.Tenant, Key: "followup/" + turn.Group.String()})
 			return err
 		}); err != nil {
 			return err
@@ -50,14 +53,25 @@ func TestFailingStagedMutationCommitsNothing(t *testing.T) {
 			return nil
 		})
 	})})
+	var err error
+	sagas, err = saga.NewClient(h.pool, &saga.Config{Effects: h.ec})
+	require.NoError(t, err)
+	require.NoError(t, sagas.Register(saga.Definition{Name: "turn-followup", Steps: []saga.Step{{
+		Name: "refund",
+		Effect: func(in saga.Input) (effects.Spec, error) {
+			return effects.Spec{Connector: "bank.refund", Args: map[string]int{"amount": 1}}, nil
+		},
+		Undo: saga.NoUndo(),
+	}}}))
 	session := newSession("web")
 	h.submit(session, "m1")
 
-	_, err := h.tc.RunTurn(ctx, session)
+	_, err = h.tc.RunTurn(ctx, session)
 	require.ErrorContains(t, err, "staged mutation 3")
 	require.ErrorContains(t, err, "not-null")
 	require.Equal(t, 0, h.count(`SELECT count(*) FROM app_notes`), "no mutation")
-	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_effects`), "no effect")
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_effects`), "no effect (neither the turn's nor the saga's first step)")
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_sagas`), "no saga")
 	require.Equal(t, 0, h.count(`SELECT count(*) FROM river_job WHERE kind <> 'reckon_turn'`), "no job")
 	after, err := h.tc.Get(ctx, before.ID)
 	require.NoError(t, err)
@@ -72,9 +86,13 @@ func TestFailingStagedMutationCommitsNothing(t *testing.T) {
 	require.Equal(t, turns.StatusComplete, result.Turn.Status)
 	require.Equal(t, before.Group, result.Turn.Group)
 	require.Equal(t, 2, result.Turn.Attempt)
-	require.Equal(t, 2, h.count(`SELECT count(*) FROM app_notes WHERE turn_id = $1`, result.Turn.ID))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM app_notes WHERE turn_id = $1`, result.Turn.ID))
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects WHERE turn_id = $1`, result.Turn.ID))
-	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind <> 'reckon_turn'`), "its dispatch job")
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_sagas WHERE name = 'turn-followup' AND start_key = $1 AND state = 'RUNNING'`,
+		"followup/"+before.Group.String()), "the saga, started with the turn")
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects e JOIN reckon_saga_steps s ON s.effect_id = e.id WHERE e.owner = 'saga'`),
+		"the saga's first step")
+	require.Equal(t, 2, h.count(`SELECT count(*) FROM river_job WHERE kind <> 'reckon_turn'`), "the dispatch jobs of the turn's effect and the saga's step")
 	require.True(t, result.Turn.CommitPointReached)
 	require.NotNil(t, result.Turn.CompletedAt)
 }

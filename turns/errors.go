@@ -20,6 +20,13 @@ var (
 	// ErrInvalidSessionKey: a session key is not tenant:agent:interlocutor:channel with four
 	// non-empty parts.
 	ErrInvalidSessionKey = errors.New("turns: invalid session key")
+	// ErrTurnFailed: the turn ended FAILED at once, without further attempts, because its handler
+	// returned a Permanent error. Nothing it staged was committed; its messages stay recorded.
+	ErrTurnFailed = errors.New("turns: turn failed for good")
+	// ErrNotReady: the handler (a Readier) cannot process the session's turns now, e.g. no HTTP
+	// turn handler is configured for its tenant. Nothing was changed: the turn stays ACCUMULATING
+	// with its messages, and its job tries again after Config.NotReadyDelay.
+	ErrNotReady = errors.New("turns: handler not ready for the session")
 	// ErrNotAttached: the client was used before Attach gave it its effects client.
 	ErrNotAttached = errors.New("turns: client not attached to an effects client (call Attach)")
 )

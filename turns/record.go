@@ -99,6 +99,8 @@ type Message struct {
 	Channel    string
 	Content    json.RawMessage
 	ReceivedAt time.Time
+	// SentAt is the sender's time of the message, when the submitter gave it (Inbound.SentAt).
+	SentAt *time.Time
 	// TurnID is the turn that holds the message.
 	TurnID *uuid.UUID
 	// Deduplicated is set by Submit when the session already had a message with this MessageID:
@@ -109,7 +111,7 @@ type Message struct {
 func messageFromRow(row dbsqlc.ReckonMessage) Message {
 	return Message{
 		ID: row.ID, SessionKey: row.SessionKey, MessageID: row.MessageID, Channel: row.Channel,
-		Content: row.Content, ReceivedAt: row.ReceivedAt, TurnID: row.TurnID,
+		Content: row.Content, ReceivedAt: row.ReceivedAt, SentAt: row.SentAt, TurnID: row.TurnID,
 	}
 }
 

@@ -31,7 +31,7 @@ func (c *Client) Recover(ctx context.Context) (int, error) {
 	for _, session := range sessions {
 		_, err := c.process(ctx, session, true)
 		switch {
-		case errors.Is(err, ErrNoTurn), errors.Is(err, ErrSessionBusy):
+		case errors.Is(err, ErrNoTurn), errors.Is(err, ErrSessionBusy), errors.Is(err, ErrNotReady):
 			continue
 		case ctx.Err() != nil:
 			return ran, ctx.Err()

@@ -32,7 +32,9 @@ func (e *notDueError) Error() string { return "turns: aggregation window open un
 // RunTurn processes the session's accumulating turn now, without waiting for its aggregation
 // window: it acquires the session mutex (ErrSessionBusy after Config.AcquireTimeout), takes over
 // turns whose holder died or failed (a new attempt of their messages in the same turn group),
-// runs the handler and commits. ErrNoTurn when there is nothing to process. On a handler or
+// runs the handler and commits. ErrNoTurn when there is nothing to process; ErrNotReady (nothing
+// changed) when the handler is a Readier that is not ready for the session; ErrTurnFailed, with
+// the FAILED turn in the Result, when the handler returned a Permanent error. On another handler or
 // commit error nothing the turn staged is committed and the turn stays PROCESSING, to be taken
 // over by the next run of the session.
 func (c *Client) RunTurn(ctx context.Context, sessionKey string) (*Result, error) {
@@ -46,6 +48,14 @@ func (c *Client) process(ctx context.Context, sessionKey string, respectWindow b
 	ec, err := c.effectsClient()
 	if err != nil {
 		return nil, err
+	}
+	if readier, ok := c.config.Handler.(Readier); ok {
+		if err := readier.Ready(ctx, sessionKey); err != nil {
+			if !errors.Is(err, ErrNotReady) {
+				err = fmt.Errorf("%w: %w", ErrNotReady, err)
+			}
+			return nil, err
+		}
 	}
 	started := time.Now()
 	lock, err := c.mutex.Acquire(ctx, sessionKey, c.config.AcquireTimeout)
@@ -86,6 +96,9 @@ func (c *Client) process(ctx context.Context, sessionKey string, respectWindow b
 			return nil, err
 		}
 		return &Result{Turn: ended}, nil
+	}
+	if handlerErr != nil && IsPermanent(handlerErr) {
+		return c.fail(ctx, lock, row.ID, handlerErr)
 	}
 	if handlerErr != nil {
 		c.metrics.failures.Inc()
@@ -241,6 +254,30 @@ func (c *Client) supersedeTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, sessi
 		return err
 	}
 	return q.TurnInherit(ctx, dbsqlc.TurnInheritParams{ID: acc.ID, TurnGroup: from.TurnGroup, Attempt: 1})
+}
+
+// fail ends a turn whose handler returned a Permanent error: FAILED with the error as its reason,
+// nothing staged committed. The run returns ErrTurnFailed.
+func (c *Client) fail(ctx context.Context, lock *Lock, id uuid.UUID, handlerErr error) (*Result, error) {
+	reason := "handler failed permanently: " + handlerErr.Error()
+	if len(reason) > 2000 {
+		reason = reason[:2000]
+	}
+	if err := dbsqlc.New(lock.Conn()).TurnEnd(ctx, dbsqlc.TurnEndParams{
+		ID: id, Status: dbsqlc.ReckonTurnStatusFAILED, StatusReason: &reason,
+	}); err != nil {
+		// Left PROCESSING: the next run takes it over as an attempt.
+		c.metrics.failures.Inc()
+		return nil, fmt.Errorf("turns: turn %s: record permanent failure: %w", id, err)
+	}
+	c.metrics.ended.WithLabelValues(string(StatusFailed)).Inc()
+	c.logger.ErrorContext(ctx, "turn failed permanently; nothing committed", slog.String("turn_id", id.String()),
+		slog.String("session_key", lock.SessionKey()), slog.String("error", handlerErr.Error()))
+	ended, err := c.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Turn: ended}, fmt.Errorf("%w: turn %s: %w", ErrTurnFailed, id, handlerErr)
 }
 
 // callHandler runs the handler, turning a panic into an error.

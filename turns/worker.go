@@ -3,6 +3,7 @@ package turns
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -86,6 +87,13 @@ func (w *turnWorker) Work(ctx context.Context, job *river.Job[turnArgs]) error {
 		return river.JobSnooze(max(time.Until(notDue.due), 10*time.Millisecond))
 	case errors.Is(err, ErrSessionBusy):
 		return river.JobSnooze(busySnooze)
+	case errors.Is(err, ErrNotReady):
+		c.logger.WarnContext(ctx, "turn handler not ready for the session: the turn waits with its messages",
+			slog.String("session_key", job.Args.SessionKey), slog.String("turn_id", job.Args.TurnID.String()),
+			slog.Duration("retry_in", c.config.NotReadyDelay), slog.String("error", err.Error()))
+		return river.JobSnooze(c.config.NotReadyDelay)
+	case errors.Is(err, ErrTurnFailed):
+		return nil // recorded FAILED; attempting again cannot help
 	}
 	return err
 }

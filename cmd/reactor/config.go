@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reckonhq/reckon/internal/cli"
+	"github.com/reckonhq/reckon/turns/httpturn"
 )
 
 // config is the reactor's configuration: every flag defaults to an environment variable, which
@@ -27,6 +28,11 @@ type config struct {
 	syncInterval   time.Duration
 	fetchPoll      time.Duration
 	fetchCooldown  time.Duration
+	// turnHandlerURL is where the HTTP turn handler POSTs turns; empty: turns wait for a reactor
+	// that has one.
+	turnHandlerURL     string
+	turnHandlerTimeout time.Duration
+	turnNotReadyDelay  time.Duration
 }
 
 // envError collects the environment variables whose values cannot be parsed.
@@ -83,6 +89,12 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 		"how often River polls for jobs when no notification arrives (default River's, 1s)")
 	envDurationVar(fs, &errs, &c.fetchCooldown, "fetch-cooldown", "RECKON_FETCH_COOLDOWN", 0,
 		"shortest time between two fetches (default River's, 100ms)")
+	fs.StringVar(&c.turnHandlerURL, "turn-handler-url", cli.Env("RECKON_TURN_HANDLER_URL", ""),
+		"URL of the HTTP turn handler of the tenants without their own (PUT /v1/turn-handlers/{tenant}): each logical turn is POSTed there and the effects it answers are committed with the turn (docs/turns.md); empty: their turns wait (env RECKON_TURN_HANDLER_URL)")
+	envDurationVar(fs, &errs, &c.turnHandlerTimeout, "turn-handler-timeout", "RECKON_TURN_HANDLER_TIMEOUT", 30*time.Second,
+		"how long one call to the turn handler may take; a timeout attempts the turn again")
+	envDurationVar(fs, &errs, &c.turnNotReadyDelay, "turn-not-ready-delay", "RECKON_TURN_NOT_READY_DELAY", 30*time.Second,
+		"how long the turn job of a tenant without a turn handler waits before it is offered again")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -115,6 +127,13 @@ func (c *config) validate() error {
 		return errors.New("-fetch-poll-interval and -fetch-cooldown must not be negative")
 	case c.queue == "":
 		return errors.New("-queue must not be empty")
+	case c.turnHandlerTimeout <= 0 || c.turnNotReadyDelay <= 0:
+		return errors.New("-turn-handler-timeout and -turn-not-ready-delay must be positive")
+	}
+	if c.turnHandlerURL != "" {
+		if err := httpturn.ValidateURL(c.turnHandlerURL); err != nil {
+			return fmt.Errorf("-turn-handler-url: %w", err)
+		}
 	}
 	return nil
 }

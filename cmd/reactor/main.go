@@ -15,7 +15,13 @@
 // RECKON_REACTOR_ADDR, RECKON_REACTOR_ID, RECKON_QUEUE, RECKON_WORKERS, RECKON_DB_CONNS,
 // RECKON_SHUTDOWN_TIMEOUT, RECKON_IN_FLIGHT_MARGIN, RECKON_SWEEP_INTERVAL,
 // RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_FETCH_POLL_INTERVAL, RECKON_FETCH_COOLDOWN,
-// RECKON_LOG_FORMAT. `reactor -h` lists them with their defaults.
+// RECKON_TURN_HANDLER_URL, RECKON_TURN_HANDLER_TIMEOUT, RECKON_TURN_NOT_READY_DELAY,
+// RECKON_LOG_FORMAT.
+//
+// It runs the logical turns of sessions (package turns) with an HTTP turn handler (package
+// turns/httpturn): each turn is POSTed to its tenant's handler (PUT /v1/turn-handlers/{tenant})
+// or else to -turn-handler-url, and the effects answered are committed with the turn. A tenant
+// with neither: its turns wait, with their messages, and the log says so. `reactor -h` lists them with their defaults.
 package main
 
 import (
@@ -120,8 +126,16 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		FetchCooldown:     cfg.fetchCooldown,
 	}
 	addEngines(effectsConfig)
+	sessions, err := newTurnsClient(pool, cfg, registry, logger, metrics) // turns.go
+	if err != nil {
+		return err
+	}
+	effectsConfig.AddWorkers = sessions.AddWorkers
 	client, err := effects.NewClient(pool, effectsConfig)
 	if err != nil {
+		return err
+	}
+	if err := sessions.Attach(client); err != nil {
 		return err
 	}
 	if err := startEngines(client); err != nil {

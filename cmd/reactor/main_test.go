@@ -272,6 +272,13 @@ func TestReactorConfig(t *testing.T) {
 	res = proctest.Run(t, nil, reactor, "extra")
 	require.Equal(t, 2, res.ExitCode)
 	require.Contains(t, res.Stderr, `unexpected argument "extra"`)
+	res = proctest.Run(t, []string{"RECKON_TURN_HANDLER_URL=bot.example/turns"}, reactor)
+	require.Equal(t, 2, res.ExitCode)
+	require.Contains(t, res.Stderr, "-turn-handler-url")
+	require.Contains(t, res.Stderr, "want an absolute http:// or https:// URL")
+	res = proctest.Run(t, nil, reactor, "-turn-handler-timeout", "0s")
+	require.Equal(t, 2, res.ExitCode)
+	require.Contains(t, res.Stderr, "-turn-handler-timeout and -turn-not-ready-delay must be positive")
 
 	// Environment values reach the reactor: its id appears in its logs.
 	f := setup(t)

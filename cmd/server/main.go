@@ -134,8 +134,15 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	metrics := health.NewRegistry()
-	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger})
+	sessions, err := newTurnsClient(pool, logger) // turns.go
 	if err != nil {
+		return err
+	}
+	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, AddWorkers: sessions.AddWorkers})
+	if err != nil {
+		return err
+	}
+	if err := sessions.Attach(client); err != nil {
 		return err
 	}
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
@@ -144,7 +151,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	apiServer, err := api.New(&api.Config{
-		Pool: pool, Effects: client, Sagas: sagas, Logger: logger, Registerer: metrics, MaxBodyBytes: *maxBody,
+		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Logger: logger, Registerer: metrics, MaxBodyBytes: *maxBody,
 	})
 	if err != nil {
 		return err

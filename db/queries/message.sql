@@ -1,7 +1,7 @@
 -- name: MessageInsert :one
 -- Records an inbound message; nothing when the session already has a message with that id.
-INSERT INTO reckon_messages (id, session_key, message_id, channel, content, received_at)
-VALUES (@id, @session_key, @message_id, @channel, @content, clock_timestamp())
+INSERT INTO reckon_messages (id, session_key, message_id, channel, content, sent_at, received_at)
+VALUES (@id, @session_key, @message_id, @channel, @content, sqlc.narg('sent_at'), clock_timestamp())
 ON CONFLICT (session_key, message_id) DO NOTHING
 RETURNING *;
 

@@ -20,7 +20,7 @@ const (
 	CodeNotFound             = "not_found"               // 404: no such resource for this tenant
 	CodeMethodNotAllowed     = "method_not_allowed"      // 405
 	CodeIdempotencyConflict  = "idempotency_conflict"    // 409: the effect's idempotency key is taken by another connector or other args
-	CodeNotStuck             = "not_stuck"               // 409: resolve of an effect that is not STUCK
+	CodeNotStuck             = "not_stuck"               // 409: resolve of an effect or a saga that is not STUCK
 	CodeConnectorInUse       = "connector_in_use"        // 409: delete of a connector with PENDING or UNKNOWN effects
 	CodeInvalidConnector     = "invalid_connector"       // 400: a connector definition that breaks the registration rules
 	CodeNotCancellable       = "not_cancellable"         // 409: cancel of an effect that is not PENDING and unattempted
@@ -34,6 +34,10 @@ const (
 	CodeDefinitionExists     = "saga_definition_exists"  // 409: another saga definition of that name is stored (they never change)
 	CodeUnknownDefinition    = "unknown_saga_definition" // 422: no saga definition of that name
 	CodeStartKeyConflict     = "start_key_conflict"      // 409: the saga start_key belongs to a saga of another definition or input
+	CodeResolveEffect        = "resolve_effect"          // 409: resolve of a saga held by a STUCK effect (resolve the effect)
+	CodeSessionForbidden     = "session_tenant_mismatch" // 403: a session key whose tenant segment is not the caller's tenant
+	CodeInvalidSessionKey    = "invalid_session_key"     // 400: not tenant:agent:interlocutor:channel
+	CodeInvalidTurnHandler   = "invalid_turn_handler"    // 400: a turn handler URL or timeout that cannot be stored
 	CodeInternal             = "internal"                // 500
 	CodeNotImplemented       = "not_implemented"         // 501: a feature this server was not configured with
 )

@@ -26,10 +26,14 @@ func (s *Server) routes() {
 	s.HandleMutation("POST /v1/sagas", s.startSaga)
 	s.HandleQuery("GET /v1/sagas", s.listSagas)
 	s.HandleQuery("GET /v1/sagas/{id}", s.getSaga)
+	s.HandleMutation("POST /v1/sagas/{id}/resolve", s.resolveSaga)
 
-	// Built by other packages and added by cmd/server with HandleQuery and HandleMutation, which
-	// give them the same authentication, tenant scoping, size limits, errors and Idempotency-Key
-	// handling:
-	//
-	//	POST   /v1/sessions/{key}/messages      inbound messages for turn aggregation (section 5)
+	// Sessions and turns (section 5), per tenant: the session key's tenant segment is the caller's.
+	s.HandleMutation("POST /v1/sessions/{key}/messages", s.postMessage)
+	s.HandleQuery("GET /v1/sessions/{key}/turns", s.listTurns)
+
+	// Where a tenant's turns go (turns/httpturn): admin tokens write, tenants read their own.
+	s.HandleMutation("PUT /v1/turn-handlers/{tenant}", s.putTurnHandler)
+	s.HandleQuery("GET /v1/turn-handlers/{tenant}", s.getTurnHandler)
+	s.HandleMutation("DELETE /v1/turn-handlers/{tenant}", s.deleteTurnHandler)
 }

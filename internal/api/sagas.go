@@ -315,3 +315,59 @@ func (s *Server) listSagas(ctx context.Context, call *Call) (int, any, error) {
 	}
 	return http.StatusOK, out, nil
 }
+
+// resolveSagaRequest is the body of POST /v1/sagas/{id}/resolve.
+type resolveSagaRequest struct {
+	Action string `json:"action"`
+	Reason string `json:"reason"`
+	Actor  string `json:"actor"`
+}
+
+// resolveSaga: POST /v1/sagas/{id}/resolve, an operator's decision on a saga STUCK on a
+// compensation (saga.Client.Resolve): retry_compensation or mark_compensated. 200 with the saga;
+// 409 not_stuck when it is not STUCK, 409 resolve_effect when a STUCK effect holds it (resolve
+// that effect instead).
+func (s *Server) resolveSaga(ctx context.Context, _ pgx.Tx, call *Call) (int, any, error) {
+	if err := s.requireSagas(); err != nil {
+		return 0, nil, err
+	}
+	raw := call.Request.PathValue("id")
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		return 0, nil, badRequest(CodeInvalidParameter, "saga id %q is not a UUID", raw)
+	}
+	var req resolveSagaRequest
+	if err := call.Decode(&req); err != nil {
+		return 0, nil, err
+	}
+	decision := saga.Decision(req.Action)
+	switch {
+	case decision != saga.RetryCompensation && decision != saga.MarkCompensated:
+		return 0, nil, badRequest(CodeInvalidRequest, "action %q: want %q or %q", req.Action, saga.RetryCompensation, saga.MarkCompensated)
+	case strings.TrimSpace(req.Reason) == "":
+		return 0, nil, badRequest(CodeInvalidRequest, "reason is required: it goes to the saga's history")
+	case len(req.Reason) > maxReasonLen || len(req.Actor) > maxNameLen:
+		return 0, nil, badRequest(CodeInvalidRequest, "reason is limited to %d bytes and actor to %d", maxReasonLen, maxNameLen)
+	}
+	sg, err := s.config.Sagas.Get(ctx, id)
+	if errors.Is(err, saga.ErrNotFound) || (err == nil && sg.TenantID != call.Tenant()) {
+		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no saga %s", id)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	// saga.Client.Resolve runs in a transaction of its own (it locks the saga); the request's
+	// transaction keeps the Idempotency-Key response only.
+	resolved, err := s.config.Sagas.Resolve(ctx, id, decision, call.Actor(req.Actor), req.Reason)
+	switch {
+	case errors.Is(err, saga.ErrNotFound):
+		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no saga %s", id)
+	case errors.Is(err, saga.ErrNotStuck):
+		return 0, nil, Errorf(http.StatusConflict, CodeNotStuck, "%s", strings.TrimPrefix(err.Error(), "saga: "))
+	case errors.Is(err, saga.ErrResolveEffect):
+		return 0, nil, Errorf(http.StatusConflict, CodeResolveEffect, "%s (POST /v1/effects/{id}/resolve)", strings.TrimPrefix(err.Error(), "saga: "))
+	case err != nil:
+		return 0, nil, fmt.Errorf("resolve saga %s: %w", id, err)
+	}
+	return http.StatusOK, sagaToJSON(resolved), nil
+}

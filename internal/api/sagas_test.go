@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,8 +26,8 @@ import (
 
 // setupSagas is an API server with a saga client whose effects client runs: the fake bank behind
 // the HTTP connector "bank.wire" (which compensates), and "always.fails", a Go connector whose
-// every call fails.
-func setupSagas(t *testing.T) *harness {
+// every call fails, and the extra connectors.
+func setupSagas(t *testing.T, extra ...effects.Connector) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{t: t, pool: pgtest.NewDB(t), bank: fakebank.New(t)}
@@ -44,6 +45,9 @@ func setupSagas(t *testing.T) *harness {
 			return nil, effects.Permanent(errors.New("refused by policy"))
 		},
 	}))
+	for _, c := range extra {
+		require.NoError(t, registry.Register(c))
+	}
 	_, err = httpconn.Sync(ctx, h.pool, registry)
 	require.NoError(t, err)
 	client, err := effects.NewClient(h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
@@ -272,4 +276,83 @@ func TestSagasNotConfigured(t *testing.T) {
 	require.Equal(t, http.StatusNotImplemented, r.status)
 	require.Equal(t, "not_implemented", r.errorCode(t))
 	require.Equal(t, http.StatusNotImplemented, h.do("POST", "/v1/saga-definitions", token, transferDef).status)
+}
+
+// TestResolveSagaAPI: a saga STUCK because its compensation keeps failing is resolved by an
+// operator over HTTP: bad requests and other tenants change nothing; retry_compensation, once the
+// upstream is fixed, compensates it to COMPENSATED, with the operator in its history.
+func TestResolveSagaAPI(t *testing.T) {
+	t.Parallel()
+	var undoBroken atomic.Bool
+	undoBroken.Store(true)
+	var undone atomic.Int32
+	h := setupSagas(t, effects.Connector{
+		Name: "hold.funds", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent},
+		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
+			return json.RawMessage(`{"held":true}`), nil
+		},
+		Compensate: func(context.Context, effects.Call, effects.Original) (json.RawMessage, error) {
+			if undoBroken.Load() {
+				return nil, effects.Permanent(errors.New("release refused: ledger locked"))
+			}
+			undone.Add(1)
+			return json.RawMessage(`{"released":true}`), nil
+		},
+	})
+	admin, acme, globex := h.token("acme", true), h.token("acme", false), h.token("globex", false)
+	r := h.do("POST", "/v1/saga-definitions", admin, `{"name":"hold-then-fail","compensation_attempts":1,"steps":[
+		{"name":"hold","connector":"hold.funds","undo":"connector"},
+		{"name":"refused","connector":"always.fails","undo":"none"}]}`)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	r = h.do("POST", "/v1/sagas", acme, `{"definition":"hold-then-fail","input":{"amount":5}}`)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	id := r.saga(t).ID
+	stuck := h.awaitSaga(acme, id)
+	require.Equal(t, "STUCK", stuck.State, "the compensation of the hold failed")
+	require.Equal(t, "COMPENSATION_STUCK", stuck.Steps[0].State)
+
+	path := "/v1/sagas/" + id.String() + "/resolve"
+	sagaRows := func() []any {
+		var state string
+		var transitions, effects int
+		require.NoError(t, h.pool.QueryRow(context.Background(), `SELECT state::text,
+			(SELECT count(*) FROM reckon_saga_transitions WHERE saga_id = $1), (SELECT count(*) FROM reckon_effects)
+			FROM reckon_sagas WHERE id = $1`, id).Scan(&state, &transitions, &effects))
+		return []any{state, transitions, effects}
+	}
+	before := sagaRows()
+	for body, code := range map[string]string{
+		`{"action":"retry","reason":"x"}`:                       "invalid_request",
+		`{"action":"retry_compensation"}`:                       "invalid_request",
+		`{"action":"retry_compensation","reason":"x","to":"y"}`: "invalid_request",
+		`{"action":"retry_compensation","reason":`:              "invalid_json",
+	} {
+		r := h.do("POST", path, acme, body)
+		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", body, r.body)
+		require.Equal(t, code, r.errorCode(t), "%s", body)
+	}
+	good := `{"action":"retry_compensation","reason":"ledger unlocked","actor":"alice"}`
+	r = h.do("POST", path, globex, good)
+	require.Equal(t, http.StatusNotFound, r.status, "another tenant's saga")
+	require.Equal(t, "not_found", r.errorCode(t))
+	require.Equal(t, http.StatusNotFound, h.do("POST", "/v1/sagas/"+uuid.NewString()+"/resolve", acme, good).status)
+	require.Equal(t, "invalid_parameter", h.do("POST", "/v1/sagas/nope/resolve", acme, good).errorCode(t))
+	require.Equal(t, before, sagaRows(), "refused resolves change nothing")
+
+	undoBroken.Store(false)
+	r = h.do("POST", path, acme, good)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, id, r.saga(t).ID)
+	done := h.awaitSaga(acme, id)
+	require.Equal(t, "COMPENSATED", done.State)
+	require.Equal(t, "COMPENSATED", done.Steps[0].State)
+	require.EqualValues(t, 1, undone.Load(), "one successful compensation")
+	var actor string
+	require.NoError(t, h.pool.QueryRow(context.Background(),
+		`SELECT actor FROM reckon_saga_transitions WHERE saga_id = $1 AND from_state = 'STUCK'`, id).Scan(&actor))
+	require.Equal(t, "operator:api:acme-ops/alice", actor)
+
+	r = h.do("POST", path, acme, good)
+	require.Equal(t, http.StatusConflict, r.status, "no longer STUCK")
+	require.Equal(t, "not_stuck", r.errorCode(t))
 }

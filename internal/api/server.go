@@ -23,6 +23,7 @@ import (
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
+	"github.com/reckonhq/reckon/turns"
 )
 
 // DefaultMaxBodyBytes is the default limit on a request body.
@@ -50,6 +51,10 @@ type Config struct {
 	// have, before the request is refused, and after this server stored a definition. Default:
 	// sagadef.Sync of Pool into Sagas.
 	RefreshSagas func(ctx context.Context) error
+	// Turns submits inbound messages (POST /v1/sessions/{key}/messages) and lists a session's turns;
+	// its effects client must be Effects. It needs no started River client: the reactors run the
+	// turns. Optional: without it the session endpoints answer 501.
+	Turns *turns.Client
 	// Logger receives request errors. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the API's metrics (reckon_api_requests_total{route,code},

@@ -8,6 +8,7 @@ package dbsqlc
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -27,7 +28,7 @@ func (q *Queries) MessageAssign(ctx context.Context, arg MessageAssignParams) er
 }
 
 const messageGetByMessageID = `-- name: MessageGetByMessageID :one
-SELECT id, session_key, message_id, channel, content, received_at, turn_id, created_at FROM reckon_messages WHERE session_key = $1 AND message_id = $2
+SELECT id, session_key, message_id, channel, content, received_at, turn_id, created_at, sent_at FROM reckon_messages WHERE session_key = $1 AND message_id = $2
 `
 
 type MessageGetByMessageIDParams struct {
@@ -47,15 +48,16 @@ func (q *Queries) MessageGetByMessageID(ctx context.Context, arg MessageGetByMes
 		&i.ReceivedAt,
 		&i.TurnID,
 		&i.CreatedAt,
+		&i.SentAt,
 	)
 	return i, err
 }
 
 const messageInsert = `-- name: MessageInsert :one
-INSERT INTO reckon_messages (id, session_key, message_id, channel, content, received_at)
-VALUES ($1, $2, $3, $4, $5, clock_timestamp())
+INSERT INTO reckon_messages (id, session_key, message_id, channel, content, sent_at, received_at)
+VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp())
 ON CONFLICT (session_key, message_id) DO NOTHING
-RETURNING id, session_key, message_id, channel, content, received_at, turn_id, created_at
+RETURNING id, session_key, message_id, channel, content, received_at, turn_id, created_at, sent_at
 `
 
 type MessageInsertParams struct {
@@ -64,6 +66,7 @@ type MessageInsertParams struct {
 	MessageID  string
 	Channel    string
 	Content    json.RawMessage
+	SentAt     *time.Time
 }
 
 // Records an inbound message; nothing when the session already has a message with that id.
@@ -74,6 +77,7 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (R
 		arg.MessageID,
 		arg.Channel,
 		arg.Content,
+		arg.SentAt,
 	)
 	var i ReckonMessage
 	err := row.Scan(
@@ -85,12 +89,13 @@ func (q *Queries) MessageInsert(ctx context.Context, arg MessageInsertParams) (R
 		&i.ReceivedAt,
 		&i.TurnID,
 		&i.CreatedAt,
+		&i.SentAt,
 	)
 	return i, err
 }
 
 const messageListByTurn = `-- name: MessageListByTurn :many
-SELECT id, session_key, message_id, channel, content, received_at, turn_id, created_at FROM reckon_messages WHERE turn_id = $1 ORDER BY received_at, id
+SELECT id, session_key, message_id, channel, content, received_at, turn_id, created_at, sent_at FROM reckon_messages WHERE turn_id = $1 ORDER BY received_at, id
 `
 
 func (q *Queries) MessageListByTurn(ctx context.Context, turnID *uuid.UUID) ([]ReckonMessage, error) {
@@ -111,6 +116,7 @@ func (q *Queries) MessageListByTurn(ctx context.Context, turnID *uuid.UUID) ([]R
 			&i.ReceivedAt,
 			&i.TurnID,
 			&i.CreatedAt,
+			&i.SentAt,
 		); err != nil {
 			return nil, err
 		}
@@ -123,7 +129,7 @@ func (q *Queries) MessageListByTurn(ctx context.Context, turnID *uuid.UUID) ([]R
 }
 
 const messageListPending = `-- name: MessageListPending :many
-SELECT m.id, m.session_key, m.message_id, m.channel, m.content, m.received_at, m.turn_id, m.created_at FROM reckon_messages m JOIN reckon_turns t ON t.id = m.turn_id
+SELECT m.id, m.session_key, m.message_id, m.channel, m.content, m.received_at, m.turn_id, m.created_at, m.sent_at FROM reckon_messages m JOIN reckon_turns t ON t.id = m.turn_id
 WHERE t.session_key = $1 AND t.status = 'ACCUMULATING'
 ORDER BY m.received_at, m.id
 `
@@ -147,6 +153,7 @@ func (q *Queries) MessageListPending(ctx context.Context, sessionKey string) ([]
 			&i.ReceivedAt,
 			&i.TurnID,
 			&i.CreatedAt,
+			&i.SentAt,
 		); err != nil {
 			return nil, err
 		}

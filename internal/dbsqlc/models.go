@@ -608,6 +608,7 @@ type ReckonMessage struct {
 	ReceivedAt time.Time
 	TurnID     *uuid.UUID
 	CreatedAt  time.Time
+	SentAt     *time.Time
 }
 
 type ReckonRun struct {
@@ -711,6 +712,14 @@ type ReckonTurnDecision struct {
 	Decider    string
 	MessageIds []uuid.UUID
 	DecidedAt  time.Time
+}
+
+type ReckonTurnHandler struct {
+	TenantID  string
+	Url       string
+	TimeoutMs int32
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 type RiverJob struct {
