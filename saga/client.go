@@ -227,7 +227,29 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 	if err != nil {
 		return nil, fmt.Errorf("saga %s: step 0 (%s): %w", name, def.Steps[0].Name, err)
 	}
-	effect, err := c.effects.EnqueueTx(ctx, tx, spec, &effects.EnqueueOpts{Actor: actor, Reason: fmt.Sprintf("saga %s step 0 (%s)", name, def.Steps[0].Name)})
+	// A savepoint: a start that fails past this point — above all one that loses a race for its
+	// start key — leaves nothing behind in tx, not even the first step's effect.
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("saga %s: savepoint: %w", name, err)
+	}
+	s, err := c.startInSavepoint(ctx, sp, def, name, id, tenant, startKey, data, spec, actor, reason, opts.Key)
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		return nil, err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("saga %s: release savepoint: %w", name, err)
+	}
+	c.metrics.started.WithLabelValues(name).Inc()
+	return s, nil
+}
+
+// startInSavepoint writes a new saga and its first step's effect in sp.
+func (c *Client) startInSavepoint(ctx context.Context, sp pgx.Tx, def *Definition, name string, id uuid.UUID, tenant string,
+	startKey *string, data json.RawMessage, spec effects.Spec, actor, reason, key string) (*Saga, error) {
+	q := dbsqlc.New(sp)
+	effect, err := c.effects.EnqueueTx(ctx, sp, spec, &effects.EnqueueOpts{Actor: actor, Reason: fmt.Sprintf("saga %s step 0 (%s)", name, def.Steps[0].Name)})
 	if err != nil {
 		return nil, fmt.Errorf("saga %s: step 0 (%s): %w", name, def.Steps[0].Name, err)
 	}
@@ -235,7 +257,7 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 		ID: id, TenantID: tenant, Name: name, StartKey: startKey, Input: data, StepCount: int32(len(def.Steps)),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: key %q was taken concurrently; roll back and start again", ErrStartKeyConflict, opts.Key)
+		return nil, fmt.Errorf("%w: key %q was taken concurrently; start again", ErrStartKeyConflict, key)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("saga %s: insert: %w", name, err)
@@ -248,7 +270,6 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 	}); err != nil {
 		return nil, fmt.Errorf("saga %s: record start: %w", name, err)
 	}
-	c.metrics.started.WithLabelValues(name).Inc()
 	return c.load(ctx, q, row)
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -350,4 +352,42 @@ func TestCancelledStepCompensates(t *testing.T) {
 	require.Equal(t, saga.StepFailed, got.Steps[0].State)
 	require.Contains(t, got.Error, "cancelled: customer called it off")
 	require.Empty(t, h.bank.Ledger())
+}
+
+// Two transactions start a saga under one start key at once: the one that loses the race gets
+// ErrStartKeyConflict and, as documented, its transaction holds nothing of the start — no saga,
+// and above all no first-step effect that would be dispatched for no saga — so committing it is
+// safe.
+func TestConcurrentStartKeyLeavesNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	ctx := context.Background()
+	tx1, err := h.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx1.Rollback(ctx) }()
+	_, err = h.sagas.StartTx(ctx, tx1, "order", order{Account: "k", Amount: 3}, &saga.StartOpts{Key: "order-7"})
+	require.NoError(t, err)
+
+	second := make(chan error, 1)
+	go func() {
+		second <- pgx.BeginFunc(ctx, h.pool, func(tx2 pgx.Tx) error {
+			_, err := h.sagas.StartTx(ctx, tx2, "order", order{Account: "k", Amount: 3}, &saga.StartOpts{Key: "order-7"})
+			if !errors.Is(err, saga.ErrStartKeyConflict) {
+				return fmt.Errorf("second start: want ErrStartKeyConflict, got %v", err)
+			}
+			return nil // commit what is left in tx2: nothing
+		})
+	}()
+	// The second start waits on the first's uncommitted start key.
+	require.Eventually(t, func() bool {
+		return h.count(`SELECT count(*) FROM pg_locks WHERE NOT granted`) > 0
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, tx1.Commit(ctx))
+	require.NoError(t, <-second)
+
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_sagas`))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects`))
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_effects e
+		WHERE NOT EXISTS (SELECT 1 FROM reckon_saga_steps s WHERE s.effect_id = e.id)`), "no orphan step effect")
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch'`))
 }
