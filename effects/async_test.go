@@ -651,3 +651,44 @@ func TestCallbackForTenant(t *testing.T) {
 	_, err = h.client.CallbackFor(ctx, "globex", effect.CorrelationID, nil, "boom")
 	require.ErrorIs(t, err, effects.ErrUnknownCorrelation, "not a conflict either: invisible")
 }
+
+// Correlation ids are unique per tenant: two tenants whose upstreams number their jobs alike both
+// await their callbacks, each tenant's callback resolves its own effect, and a callback that names
+// no tenant refuses to guess.
+func TestCorrelationIDsArePerTenant(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	require.NoError(t, h.registry.Register(effects.Connector{
+		Name: "job.submit", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent}, Timeout: time.Second,
+		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
+			return nil, effects.Accepted("upstream-job-42") // each tenant's upstream numbers its own jobs
+		},
+	}))
+	h.start()
+	ctx := context.Background()
+	awaiting := func(tenant string) *effects.Effect {
+		e, err := h.client.Enqueue(ctx, effects.Spec{TenantID: tenant, Connector: "job.submit", IdempotencyKey: "k", Args: map[string]any{}}, nil)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			got := h.mustGet(e.ID)
+			return got.State != effects.StatePending || got.CorrelationID != ""
+		}, 10*time.Second, 20*time.Millisecond)
+		got := h.mustGet(e.ID)
+		require.Equal(t, effects.StatePending, got.State, "awaiting its callback: %s", got.Error)
+		require.Equal(t, "upstream-job-42", got.CorrelationID)
+		return got
+	}
+	acme, globex := awaiting("acme"), awaiting("globex")
+
+	_, err := h.client.Callback(ctx, "upstream-job-42", json.RawMessage(`{"n":0}`), "")
+	require.ErrorIs(t, err, effects.ErrUnknownCorrelation, "ambiguous without a tenant")
+	got, err := h.client.CallbackFor(ctx, "globex", "upstream-job-42", json.RawMessage(`{"n":2}`), "")
+	require.NoError(t, err)
+	require.Equal(t, globex.ID, got.ID)
+	require.Equal(t, effects.StateConfirmed, got.State)
+	require.Equal(t, effects.StatePending, h.mustGet(acme.ID).State, "another tenant's callback touched nothing")
+	got, err = h.client.CallbackFor(ctx, "acme", "upstream-job-42", nil, "job failed")
+	require.NoError(t, err)
+	require.Equal(t, acme.ID, got.ID)
+	require.Equal(t, effects.StateFailed, got.State)
+}

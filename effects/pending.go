@@ -140,9 +140,15 @@ func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.Recko
 	}
 	q := dbsqlc.New(tx)
 	if correlationID != own {
-		other, err := q.EffectGetByCorrelationIDForUpdate(ctx, &correlationID)
+		others, err := q.EffectListByCorrelationIDForUpdate(ctx, dbsqlc.EffectListByCorrelationIDForUpdateParams{
+			CorrelationID: &correlationID, TenantID: row.TenantID,
+		})
+		if err == nil && len(others) == 0 {
+			err = pgx.ErrNoRows
+		}
 		switch {
-		case err == nil && other.ID != row.ID:
+		case err == nil && others[0].ID != row.ID:
+			other := others[0]
 			reconcileJob, err := c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector)
 			if err != nil {
 				return row, false, err
@@ -320,7 +326,7 @@ func (c *Client) callback(ctx context.Context, tenant, correlationID string, res
 		outcomeErr error
 	)
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		row, err := c.lockByCorrelation(ctx, tx, correlationID)
+		row, err := c.lockByCorrelation(ctx, tx, tenant, correlationID)
 		if err != nil {
 			return err
 		}
@@ -409,14 +415,19 @@ func (c *Client) callback(ctx context.Context, tenant, correlationID string, res
 
 // lockByCorrelation finds and locks the effect a callback names: by the correlation id recorded
 // at acceptance, else by the self-routing id (an acceptance not yet recorded).
-func (c *Client) lockByCorrelation(ctx context.Context, tx pgx.Tx, correlationID string) (dbsqlc.ReckonEffect, error) {
+func (c *Client) lockByCorrelation(ctx context.Context, tx pgx.Tx, tenant, correlationID string) (dbsqlc.ReckonEffect, error) {
 	q := dbsqlc.New(tx)
-	row, err := q.EffectGetByCorrelationIDForUpdate(ctx, &correlationID)
-	if err == nil {
-		return row, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	var row dbsqlc.ReckonEffect
+	rows, err := q.EffectListByCorrelationIDForUpdate(ctx, dbsqlc.EffectListByCorrelationIDForUpdateParams{
+		CorrelationID: &correlationID, TenantID: tenant,
+	})
+	switch {
+	case err != nil:
 		return row, fmt.Errorf("effects: look up correlation id: %w", err)
+	case len(rows) == 1:
+		return rows[0], nil
+	case len(rows) > 1:
+		return row, fmt.Errorf("%w: %q is held by effects of several tenants: use CallbackFor", ErrUnknownCorrelation, correlationID)
 	}
 	run, id, err := ParseCorrelationID(correlationID)
 	if err != nil {

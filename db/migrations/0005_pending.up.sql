@@ -12,8 +12,9 @@ ALTER TABLE reckon_effects
     -- only marking the outcome unknown.
     ADD COLUMN async_hard_timeout boolean NOT NULL DEFAULT false;
 
--- Callbacks find their effect by correlation id. Only accepted effects carry one.
-CREATE UNIQUE INDEX reckon_effects_correlation_idx ON reckon_effects (correlation_id)
+-- Callbacks find their effect by correlation id. Only accepted effects carry one. Unique per
+-- tenant: an upstream's own ids of one tenant never collide with another tenant's.
+CREATE UNIQUE INDEX reckon_effects_correlation_idx ON reckon_effects (tenant_id, correlation_id)
     WHERE correlation_id IS NOT NULL;
 
 -- A run groups the effects an agent run (or any unit of work) enqueues, by reckon_effects.run_id.

@@ -241,8 +241,14 @@ WHERE id = @id
            ELSE job_id IS NOT DISTINCT FROM sqlc.narg(job_id)::bigint END
 RETURNING *;
 
--- name: EffectGetByCorrelationIDForUpdate :one
-SELECT * FROM reckon_effects WHERE correlation_id = @correlation_id FOR UPDATE;
+-- name: EffectListByCorrelationIDForUpdate :many
+-- The effects holding a correlation id: of one tenant (at most one), or of any tenant when the
+-- tenant is '' (more than one means the id is ambiguous). At most two are returned.
+SELECT * FROM reckon_effects
+WHERE correlation_id = @correlation_id AND (@tenant_id::text = '' OR tenant_id = @tenant_id::text)
+ORDER BY id
+LIMIT 2
+FOR UPDATE;
 
 -- name: EffectSetAsyncOptions :exec
 -- Stores a spec's per-call async options on a just-inserted effect.

@@ -141,50 +141,6 @@ func (q *Queries) EffectCountUnresolved(ctx context.Context) ([]EffectCountUnres
 	return items, nil
 }
 
-const effectGetByCorrelationIDForUpdate = `-- name: EffectGetByCorrelationIDForUpdate :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE correlation_id = $1 FOR UPDATE
-`
-
-func (q *Queries) EffectGetByCorrelationIDForUpdate(ctx context.Context, correlationID *string) (ReckonEffect, error) {
-	row := q.db.QueryRow(ctx, effectGetByCorrelationIDForUpdate, correlationID)
-	var i ReckonEffect
-	err := row.Scan(
-		&i.ID,
-		&i.TenantID,
-		&i.Connector,
-		&i.Args,
-		&i.IdempotencyKey,
-		&i.BusinessKey,
-		&i.Policy,
-		&i.Tags,
-		&i.State,
-		&i.Attempts,
-		&i.MaxAttempts,
-		&i.LeaseOwner,
-		&i.LeaseToken,
-		&i.LeaseExpiresAt,
-		&i.Result,
-		&i.Error,
-		&i.DeadlineAt,
-		&i.RunID,
-		&i.TurnID,
-		&i.TurnGroup,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.TransitionActor,
-		&i.TransitionReason,
-		&i.TransitionDetail,
-		&i.JobID,
-		&i.TimeoutMs,
-		&i.CompensatesID,
-		&i.Owner,
-		&i.CorrelationID,
-		&i.AsyncTimeoutMs,
-		&i.AsyncHardTimeout,
-	)
-	return i, err
-}
-
 const effectGetByID = `-- name: EffectGetByID :one
 SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE id = $1
 `
@@ -597,6 +553,74 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 		arg.CursorID,
 		arg.MaxRows,
 	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReckonEffect
+	for rows.Next() {
+		var i ReckonEffect
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Connector,
+			&i.Args,
+			&i.IdempotencyKey,
+			&i.BusinessKey,
+			&i.Policy,
+			&i.Tags,
+			&i.State,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LeaseOwner,
+			&i.LeaseToken,
+			&i.LeaseExpiresAt,
+			&i.Result,
+			&i.Error,
+			&i.DeadlineAt,
+			&i.RunID,
+			&i.TurnID,
+			&i.TurnGroup,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.TransitionActor,
+			&i.TransitionReason,
+			&i.TransitionDetail,
+			&i.JobID,
+			&i.TimeoutMs,
+			&i.CompensatesID,
+			&i.Owner,
+			&i.CorrelationID,
+			&i.AsyncTimeoutMs,
+			&i.AsyncHardTimeout,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const effectListByCorrelationIDForUpdate = `-- name: EffectListByCorrelationIDForUpdate :many
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects
+WHERE correlation_id = $1 AND ($2::text = '' OR tenant_id = $2::text)
+ORDER BY id
+LIMIT 2
+FOR UPDATE
+`
+
+type EffectListByCorrelationIDForUpdateParams struct {
+	CorrelationID *string
+	TenantID      string
+}
+
+// The effects holding a correlation id: of one tenant (at most one), or of any tenant when the
+// tenant is ” (more than one means the id is ambiguous). At most two are returned.
+func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg EffectListByCorrelationIDForUpdateParams) ([]ReckonEffect, error) {
+	rows, err := q.db.Query(ctx, effectListByCorrelationIDForUpdate, arg.CorrelationID, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
