@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
@@ -255,6 +257,35 @@ func (c *Client) Stop(ctx context.Context) error {
 }
 
 // withTx runs fn in a transaction on the pool: committed if fn returns nil, rolled back otherwise.
+// A transaction that Postgres aborts as a deadlock victim or for a serialization failure is run
+// again from the start, a few times: fn must only write through tx (and may be run more than once).
+// Otherwise an outcome already obtained from an upstream — a deadlock between a settle hook and an
+// operator action, say — would be handed back to River as a failed run, and a re-run job of a
+// non-idempotent effect can only declare its outcome unknown.
 func (c *Client) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, c.pool, fn)
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = pgx.BeginFunc(ctx, c.pool, fn)
+		if attempt == txAttempts || !transient(err) {
+			return err
+		}
+		c.logger.WarnContext(ctx, "transaction aborted by Postgres; running it again",
+			slog.Int("attempt", attempt), slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt*attempt) * 10 * time.Millisecond):
+		}
+	}
+}
+
+// txAttempts bounds how often withTx runs a transaction that Postgres keeps aborting.
+const txAttempts = 5
+
+// transient reports whether err is Postgres aborting a transaction that may succeed if run again:
+// a deadlock victim or a serialization failure.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) &&
+		(pgErr.Code == pgerrcode.DeadlockDetected || pgErr.Code == pgerrcode.SerializationFailure)
 }

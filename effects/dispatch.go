@@ -69,7 +69,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 	if job.Attempt > 1 && !Policy(row.Policy).RetrySafe() {
 		return c.recordInterrupted(ctx, job, row, f, actor)
 	}
-	if job.Attempt == 1 && row.Attempts > 0 && row.RunID != nil {
+	if job.Attempt == 1 && row.Attempts > 0 && row.RunID != nil && row.CompensatesID == nil {
 		if stopped, err := c.stopCancelledRetry(ctx, job, row, f, actor); stopped || err != nil { // run.go
 			return err
 		}

@@ -3,12 +3,14 @@ package effects_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
@@ -21,6 +23,8 @@ type hookRecorder struct {
 	mu       sync.Mutex
 	calls    []effects.State
 	failNext int
+	// transient makes the failures look like Postgres aborting the transaction (a deadlock).
+	transient bool
 }
 
 func (r *hookRecorder) hook(ctx context.Context, tx pgx.Tx, e *effects.Effect) error {
@@ -40,6 +44,9 @@ func (r *hookRecorder) hook(ctx context.Context, tx pgx.Tx, e *effects.Effect) e
 		return err
 	}
 	if fail {
+		if r.transient {
+			return fmt.Errorf("enqueue the next step: %w", &pgconn.PgError{Code: "40P01", Message: "deadlock detected"})
+		}
 		return errors.New("hook says no")
 	}
 	return nil
@@ -109,6 +116,26 @@ func TestSettleHookRunsInTheSettlingTransaction(t *testing.T) {
 	require.Equal(t, effects.StateConfirmed, plain.State)
 	require.Empty(t, h.hookLog(plain.ID))
 	require.Len(t, rec.seen(), 3)
+}
+
+// A settling transaction that Postgres aborts — a deadlock between the hook's writes and an
+// operator's, say — is run again at once: the connector's definite answer is recorded as it was
+// given, not handed back to River, whose re-run of a non-idempotent effect could only declare the
+// outcome unknown.
+func TestTransientAbortOfTheSettlingTransactionIsRetried(t *testing.T) {
+	t.Parallel()
+	h, rec := setupHooked(t)
+	h.wire(fakebank.ConnectorOptions{Compensate: true}) // no status check: an UNKNOWN outcome would end STUCK
+	h.start()
+	rec.mu.Lock()
+	rec.failNext, rec.transient = 2, true
+	rec.mu.Unlock()
+	done := h.wait(h.enqueueOwned("bank.wire", "hook-deadlock", 30).ID)
+	require.Equal(t, effects.StateConfirmed, done.State)
+	require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, h.path(done.ID))
+	require.Equal(t, []string{"CONFIRMED/CONFIRMED"}, h.hookLog(done.ID))
+	require.Len(t, rec.seen(), 3, "two aborted runs of the transaction, then the one that committed")
+	require.Equal(t, 1, h.bank.Count("hook-deadlock"), "performed once")
 }
 
 // FAILED and STUCK run the hook too, and so does an operator's Resolve, whose error then comes back

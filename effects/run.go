@@ -382,6 +382,12 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string) (*RunC
 	)
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
+		// Lock order: the run's effects before the run, as a settling effect's transaction locks
+		// them (the effect, then — enqueueing a saga's next step — its run). The list is read
+		// again below, after the run is cancelled, for effects enqueued meanwhile.
+		if _, err := q.EffectListPendingByRunForUpdate(ctx, &id); err != nil {
+			return fmt.Errorf("effects: effects of run %q: %w", id, err)
+		}
 		if _, err := q.RunGetForUpdate(ctx, id); errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %q", ErrRunNotFound, id)
 		} else if err != nil {
@@ -503,8 +509,8 @@ func (c *Client) cancelAwaiting(ctx context.Context, row dbsqlc.ReckonEffect, jo
 // effect's run was cancelled: FAILED when the status check found it absent, else STUCK (nothing
 // says whether it happened; a person decides).
 func (c *Client) holdCancelledRun(ctx context.Context, row dbsqlc.ReckonEffect, t *transition) {
-	if row.RunID == nil {
-		return
+	if row.RunID == nil || row.CompensatesID != nil {
+		return // a compensation goes on: it undoes what the run did
 	}
 	run, err := c.queries.RunGet(ctx, *row.RunID)
 	if err != nil || run.CancelledAt == nil {

@@ -211,9 +211,10 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 			t.to, t.reason = StateFailed, fmt.Sprintf("retry budget spent: %d attempts, none applied", attempt)
 			break
 		}
+		// A cancelled run is not tried again — but a compensation is: it undoes what the run did.
 		if cancelled, err := c.runCancelledTx(ctx, tx, row.RunID); err != nil {
 			return settled, 0, false, err
-		} else if cancelled { // run.go
+		} else if cancelled && row.CompensatesID == nil { // run.go
 			t.to, t.reason = StateFailed, "retryable failure, none applied, and the run was cancelled: not tried again"
 			break
 		}

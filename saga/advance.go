@@ -175,6 +175,9 @@ func (a *advance) compensate(ctx context.Context, k int, scheduledAt time.Time, 
 			spec, err = checkSpec(spec, a.saga.TenantID, CompensationKey(a.saga.ID, k, n, false))
 		}
 		if err == nil {
+			// An undo never joins a run: a run's guardrails and its cancellation stop what the
+			// run does, never what undoes it (compensations are retried until CONFIRMED).
+			spec.RunID = ""
 			effect, err = a.c.effects.EnqueueTx(ctx, a.tx, spec, &effects.EnqueueOpts{Actor: actor, Reason: reason, ScheduledAt: scheduledAt})
 		}
 	}

@@ -266,10 +266,11 @@ SELECT id FROM reckon_effects WHERE run_id = @run_id AND state IN ('PENDING', 'U
 
 -- name: EffectListPendingByRunForUpdate :many
 -- The PENDING effects of a run with the state of their job, locked for the caller's transaction.
+-- Compensations are left out: cancelling a run never stops what undoes it.
 SELECT sqlc.embed(e), coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
-WHERE e.run_id = @run_id AND e.state = 'PENDING'
+WHERE e.run_id = @run_id AND e.state = 'PENDING' AND e.compensates_id IS NULL
 ORDER BY e.created_at, e.id
 FOR UPDATE OF e;
 

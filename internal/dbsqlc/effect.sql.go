@@ -853,7 +853,7 @@ const effectListPendingByRunForUpdate = `-- name: EffectListPendingByRunForUpdat
 SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
-WHERE e.run_id = $1 AND e.state = 'PENDING'
+WHERE e.run_id = $1 AND e.state = 'PENDING' AND e.compensates_id IS NULL
 ORDER BY e.created_at, e.id
 FOR UPDATE OF e
 `
@@ -865,6 +865,7 @@ type EffectListPendingByRunForUpdateRow struct {
 }
 
 // The PENDING effects of a run with the state of their job, locked for the caller's transaction.
+// Compensations are left out: cancelling a run never stops what undoes it.
 func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, runID *string) ([]EffectListPendingByRunForUpdateRow, error) {
 	rows, err := q.db.Query(ctx, effectListPendingByRunForUpdate, runID)
 	if err != nil {
