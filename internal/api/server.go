@@ -261,15 +261,15 @@ type MutationFunc func(ctx context.Context, tx pgx.Tx, call *Call) (int, any, er
 func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		defer s.observe(r, time.Now())
+		call, ok := s.begin(w, r)
+		if !ok {
+			return
+		}
 		release, ok := s.enter(w, r)
 		if !ok {
 			return
 		}
 		defer release()
-		call, ok := s.begin(w, r)
-		if !ok {
-			return
-		}
 		status, body, err := fn(r.Context(), call)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -284,15 +284,15 @@ func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
 func (s *Server) HandleMutation(pattern string, fn MutationFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		defer s.observe(r, time.Now())
+		call, ok := s.begin(w, r)
+		if !ok {
+			return
+		}
 		release, ok := s.enter(w, r)
 		if !ok {
 			return
 		}
 		defer release()
-		call, ok := s.begin(w, r)
-		if !ok {
-			return
-		}
 		s.mutate(w, r, call, fn)
 	})
 }
@@ -311,20 +311,21 @@ type ActionFunc func(ctx context.Context, call *Call) (int, any, error)
 func (s *Server) HandleAction(pattern string, fn ActionFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		defer s.observe(r, time.Now())
+		call, ok := s.begin(w, r)
+		if !ok {
+			return
+		}
 		release, ok := s.enter(w, r)
 		if !ok {
 			return
 		}
 		defer release()
-		call, ok := s.begin(w, r)
-		if !ok {
-			return
-		}
 		s.act(w, r, call, fn)
 	})
 }
 
-// enter waits for one of the Config.MaxConcurrentRequests slots. When the request ends first (the
+// enter waits for one of the Config.MaxConcurrentRequests slots, once the request is authenticated
+// and its body read (a slow client holds no slot). When the request ends first (the
 // client went away or the server is stopping) it answers 503 and reports false.
 func (s *Server) enter(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	select {
