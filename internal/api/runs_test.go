@@ -22,7 +22,9 @@ func TestEnqueueRunRefusals(t *testing.T) {
 		return `{"connector":"bank.wire","idempotency_key":"` + key + `","run_id":"` + run + `","args":{"account":"a-1","amount":1}}`
 	}
 	message := func(r response) string {
-		var body struct{ Error struct{ Code, Message string } }
+		var body struct {
+			Error struct{ Code, Message string }
+		}
 		require.NoError(t, json.Unmarshal(r.body, &body))
 		return body.Error.Message
 	}
