@@ -21,8 +21,8 @@ import (
 )
 
 // setupPool is setup with the server (and its effects client) on a pool of only conns
-// connections; h.pool stays the test's own.
-func setupPool(t *testing.T, conns int32) *harness {
+// connections and at most slots requests at once (0: the default); h.pool stays the test's own.
+func setupPool(t *testing.T, conns int32, slots int) *harness {
 	t.Helper()
 	h := setup(t, 0)
 	config, err := pgxpool.ParseConfig(h.pool.Config().ConnString())
@@ -36,7 +36,7 @@ func setupPool(t *testing.T, conns int32) *harness {
 	client, err := effects.NewClient(small, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
-	server, err := api.New(&api.Config{Pool: small, Effects: client, Logger: slog.New(slog.DiscardHandler)})
+	server, err := api.New(&api.Config{Pool: small, Effects: client, Logger: slog.New(slog.DiscardHandler), MaxConcurrentRequests: slots})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	server.Register(mux)
@@ -52,7 +52,7 @@ func setupPool(t *testing.T, conns int32) *harness {
 // while asking the pool for a second connection: with as many requests as connections, none ever
 // got it.
 func TestConcurrentRequestsSmallPool(t *testing.T) {
-	h := setupPool(t, 4)
+	h := setupPool(t, 4, 0)
 	acme := h.token("acme", false)
 	stuck := make([]effectBody, 10)
 	for i := range stuck {
@@ -115,4 +115,51 @@ func TestConcurrentRequestsSmallPool(t *testing.T) {
 	for _, e := range stuck {
 		require.Equal(t, "CONFIRMED", h.state(e.ID))
 	}
+}
+
+// TestMaxConcurrentRequests: with one slot, a request waits while another is being answered (here
+// held on a row lock) and gets no answer before it gives up; once the slot is free it is served.
+func TestMaxConcurrentRequests(t *testing.T) {
+	h := setupPool(t, 4, 1)
+	acme := h.token("acme", false)
+	e := h.enqueue(acme, "held", 10)
+	h.makeStuck(e.ID)
+
+	ctx := context.Background()
+	lock, err := h.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer lock.Rollback(ctx) //nolint:errcheck // released below
+	_, err = lock.Exec(ctx, `SELECT 1 FROM reckon_effects WHERE id = $1 FOR UPDATE`, e.ID)
+	require.NoError(t, err)
+
+	resolved := make(chan response, 1)
+	go func() {
+		resolved <- h.do("POST", "/v1/effects/"+e.ID.String()+"/resolve", acme, `{"to":"CONFIRMED","reason":"bank statement"}`)
+	}()
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, h.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting))
+		return waiting == 1
+	}, 10*time.Second, 10*time.Millisecond, "the resolve holds the only slot, waiting for the row lock")
+
+	// A read gives up while waiting for the slot: nothing answered it.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(short, http.MethodGet, h.url+"/v1/effects/"+e.ID.String(), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+acme)
+	_, err = http.DefaultClient.Do(req)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	select {
+	case r := <-resolved:
+		t.Fatalf("the resolve finished while the row was locked: %d %s", r.status, r.body)
+	default:
+	}
+
+	require.NoError(t, lock.Rollback(ctx))
+	r := <-resolved
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	r = h.do("GET", "/v1/effects/"+e.ID.String(), acme, "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, "CONFIRMED", r.effect(t).State)
 }
