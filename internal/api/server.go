@@ -41,14 +41,15 @@ type Config struct {
 	Effects *effects.Client
 	// RefreshConnectors is called when a request names a connector the registry does not hold
 	// (another server may have just added it), before the request is refused, and after this
-	// server changed the HTTP connectors. Default: httpconn.Sync of Pool into the Effects client's
+	// server changed the HTTP connectors; never while the request holds a transaction. Default: httpconn.Sync of Pool into the Effects client's
 	// registry.
 	RefreshConnectors func(ctx context.Context) error
 	// Sagas starts and inspects sagas (POST/GET /v1/sagas). Its effects client must be Effects.
 	// Optional: without it the saga endpoints answer 501.
 	Sagas *saga.Client
 	// RefreshSagas is called when a request names a saga definition the Sagas client does not
-	// have, before the request is refused, and after this server stored a definition. Default:
+	// have, before the request is refused, and after this server stored a definition; never while
+	// the request holds a transaction. Default:
 	// sagadef.Sync of Pool into Sagas.
 	RefreshSagas func(ctx context.Context) error
 	// Turns submits inbound messages (POST /v1/sessions/{key}/messages) and lists a session's turns;
