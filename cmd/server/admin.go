@@ -21,18 +21,36 @@ import (
 	"github.com/reckonhq/reckon/internal/cli"
 )
 
-func envInt64(name string, def int64) int64 {
-	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil {
-		return v
+// envError collects the environment variables whose values cannot be parsed: the server refuses
+// to start (exit status 2) naming each, rather than run on a default the operator did not choose.
+type envError struct{ problems []error }
+
+func (e *envError) add(err error) { e.problems = append(e.problems, err) }
+
+func (e *envError) err() error { return errors.Join(e.problems...) }
+
+func envInt64Var(fs *flag.FlagSet, errs *envError, name, env string, def int64, usage string) *int64 {
+	if raw := os.Getenv(env); raw != "" {
+		v, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			errs.add(fmt.Errorf("%s=%q: not an integer", env, raw))
+		} else {
+			def = v
+		}
 	}
-	return def
+	return fs.Int64(name, def, usage+" (env "+env+")")
 }
 
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
-		return v
+func envDurationVar(fs *flag.FlagSet, errs *envError, name, env string, def time.Duration, usage string) *time.Duration {
+	if raw := os.Getenv(env); raw != "" {
+		v, err := time.ParseDuration(raw)
+		if err != nil {
+			errs.add(fmt.Errorf("%s=%q: not a duration such as 30s or 1m", env, raw))
+		} else {
+			def = v
+		}
 	}
-	return def
+	return fs.Duration(name, def, usage+" (env "+env+")")
 }
 
 // purgeIdempotencyKeys forgets stored Idempotency-Key responses older than ttl, at start and then

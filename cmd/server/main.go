@@ -13,7 +13,8 @@
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
 // RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_IDEMPOTENCY_TTL,
-// RECKON_CONNECTOR_SYNC_INTERVAL. The API is documented in docs/api.md.
+// RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_DB_CONNS, RECKON_SHUTDOWN_TIMEOUT; a value that cannot be
+// parsed is refused (exit status 2). The API is documented in docs/api.md.
 package main
 
 import (
@@ -109,21 +110,34 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	var common commonFlags
 	common.register(fs)
 	addr := fs.String("addr", cli.Env("RECKON_SERVER_ADDR", "127.0.0.1:8080"), "address to listen on (env RECKON_SERVER_ADDR)")
-	drain := fs.Duration("shutdown-timeout", 10*time.Second, "how long requests in flight may take to finish after SIGTERM")
-	maxBody := fs.Int64("max-body-bytes", envInt64("RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes), "largest request body accepted (env RECKON_MAX_BODY_BYTES)")
-	idempotencyTTL := fs.Duration("idempotency-ttl", envDuration("RECKON_IDEMPOTENCY_TTL", 24*time.Hour), "how long a response stored for an Idempotency-Key is replayed (env RECKON_IDEMPOTENCY_TTL)")
-	connectorSync := fs.Duration("connector-sync-interval", envDuration("RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second), "how often the HTTP connectors and saga definitions are reloaded from the database (env RECKON_CONNECTOR_SYNC_INTERVAL); a request naming an unknown one reloads them at once")
+	var envErrs envError
+	drain := envDurationVar(fs, &envErrs, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 10*time.Second,
+		"how long requests in flight may take to finish after SIGTERM; those still running then are cancelled")
+	dbConns := envInt64Var(fs, &envErrs, "db-conns", "RECKON_DB_CONNS", 20,
+		"database connections; at most half of them serve API requests at once, the rest keep health checks and reloads going")
+	maxBody := envInt64Var(fs, &envErrs, "max-body-bytes", "RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes, "largest request body accepted")
+	idempotencyTTL := envDurationVar(fs, &envErrs, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", 24*time.Hour, "how long a response stored for an Idempotency-Key is replayed")
+	connectorSync := envDurationVar(fs, &envErrs, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
+		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *maxBody < 1 || *idempotencyTTL <= 0 || *connectorSync <= 0 {
+	if err := envErrs.err(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	switch {
+	case *maxBody < 1 || *idempotencyTTL <= 0 || *connectorSync <= 0:
 		return fmt.Errorf("%w: -max-body-bytes, -idempotency-ttl and -connector-sync-interval must be positive", errUsage)
+	case *drain <= 0:
+		return fmt.Errorf("%w: -shutdown-timeout must be positive, got %s", errUsage, *drain)
+	case *dbConns < 2 || *dbConns > 10000:
+		return fmt.Errorf("%w: -db-conns must be between 2 and 10000, got %d", errUsage, *dbConns)
 	}
 	logger, err := cli.NewLogger(common.logFormat)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	pool, err := cli.OpenPool(ctx, common.databaseURL, 0)
+	pool, err := cli.OpenPool(ctx, common.databaseURL, int(*dbConns))
 	if err != nil {
 		return err
 	}
@@ -163,7 +177,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	go syncConnectors(ctx, logger, pool, client.Registry(), *connectorSync)
 	go syncSagas(ctx, logger, pool, sagas, *connectorSync)
 	logger.Info("server starting")
-	if err := cli.Serve(ctx, logger, "http", *addr, mux, *drain); err != nil {
+	if err := serve(ctx, logger, *addr, mux, *drain); err != nil {
 		return err
 	}
 	logger.Info("server stopped")

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/reckonhq/reckon/effects"
 )
 
@@ -32,7 +30,7 @@ type callbackRequest struct {
 // caller's tenant (DESIGN.md section 7). 200 when applied or repeated; 404 for an unknown
 // correlation id (or another tenant's); 409 when it conflicts with the recorded outcome or the
 // effect is STUCK (recorded in the effect's audit trail all the same).
-func (s *Server) callback(ctx context.Context, _ pgx.Tx, call *Call) (int, any, error) {
+func (s *Server) callback(ctx context.Context, call *Call) (int, any, error) {
 	id := call.Request.PathValue("correlation_id")
 	if id == "" || len(id) > maxCorrelationIDLen {
 		return 0, nil, badRequest(CodeInvalidParameter, "correlation id: want 1 to %d bytes", maxCorrelationIDLen)
@@ -59,8 +57,8 @@ func (s *Server) callback(ctx context.Context, _ pgx.Tx, call *Call) (int, any, 
 	case !bytes.Equal(bytes.TrimSpace(req.Result), []byte("null")):
 		result = req.Result
 	}
-	// The callback runs in a transaction of its own, not the request's: a refused callback is
-	// still recorded in the effect's audit trail. It is idempotent by itself.
+	// The callback runs in a transaction of its own (HandleAction: the request holds none): a
+	// refused callback is still recorded in the effect's audit trail. It is idempotent by itself.
 	effect, err := s.effects.CallbackFor(ctx, call.Tenant(), id, result, errMsg)
 	switch {
 	case errors.Is(err, effects.ErrUnknownCorrelation):

@@ -18,7 +18,16 @@
 // canonicalization: key order and spacing do not matter) gets the stored response again, with the
 // header Idempotent-Replayed: true; with another body it gets 422 idempotency_key_reused. Only
 // successful (2xx) responses are stored: a request that failed changed nothing, and may be retried
-// with the same key.
+// with the same key. Callbacks and saga resolves (HandleAction) run in transactions of their own:
+// their response is stored after them.
+//
+// # Connections
+//
+// A request never holds two of the pool's connections at once: a mutation works through the
+// request's transaction only; a reload of connectors or saga definitions it needs is done after
+// rolling that transaction back, and the mutation then runs again; callbacks and saga resolves
+// hold no request transaction. Config.MaxConcurrentRequests (default half the pool) bounds the
+// requests answered at once, so health checks and reloads always find a connection.
 //
 // # Errors
 //
@@ -27,6 +36,7 @@
 //
 // # Extending
 //
-// Server.HandleQuery and Server.HandleMutation add authenticated endpoints with the same error,
-// size-limit and idempotency handling (the callbacks, sagas, sessions and connectors endpoints).
+// Server.HandleQuery, Server.HandleMutation and Server.HandleAction add authenticated endpoints
+// with the same error, size-limit and idempotency handling (the callbacks, sagas, sessions and
+// connectors endpoints). A MutationFunc must not ask the pool for a connection: it has tx.
 package api

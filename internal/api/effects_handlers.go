@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
 // Field limits of requests.
@@ -149,10 +150,13 @@ func (s *Server) createEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := s.requireConnector(ctx, spec.Connector); err != nil {
+	if err := s.requireConnector(call, spec.Connector); err != nil {
 		return 0, nil, err
 	}
 	effect, err := s.effects.EnqueueTx(ctx, tx, spec, &effects.EnqueueOpts{Actor: call.Actor(""), Reason: "enqueued over the API"})
+	if apiErr := enqueueError(err); apiErr != nil {
+		return 0, nil, apiErr
+	}
 	switch {
 	case errors.Is(err, effects.ErrUnknownConnector):
 		return 0, nil, unknownConnector(spec.Connector)
@@ -170,19 +174,30 @@ func (s *Server) createEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 	return http.StatusCreated, out, nil
 }
 
-// requireConnector checks that the registry holds the connector, refreshing it once if not.
-func (s *Server) requireConnector(ctx context.Context, name string) error {
-	registry := s.effects.Registry()
-	if _, ok := registry.Get(name); ok {
+// enqueueError maps the refusals of an enqueue (effects' run guardrails) to API errors; nil for
+// any other error. A run id of another tenant is refused without saying whose it is.
+func enqueueError(err error) *Error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, effects.ErrRunCancelled):
+		return Errorf(http.StatusConflict, CodeRunCancelled, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
+	case errors.Is(err, effects.ErrRunMaxSteps), errors.Is(err, effects.ErrRunMaxFailures):
+		return Errorf(http.StatusConflict, CodeRunHalted, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
+	case errors.Is(err, effects.ErrRunNotFound):
+		return Errorf(http.StatusUnprocessableEntity, CodeRunConflict, "the run id is not available to this tenant: use another run_id; nothing was enqueued")
+	}
+	return nil
+}
+
+// requireConnector checks that the registry holds the connector; if not, it asks mutate to reload
+// the connectors (outside the request's transaction) and run the handler again, once.
+func (s *Server) requireConnector(call *Call, name string) error {
+	if _, ok := s.effects.Registry().Get(name); ok {
 		return nil
 	}
-	if s.config.RefreshConnectors != nil {
-		if err := s.config.RefreshConnectors(ctx); err != nil {
-			return fmt.Errorf("refresh connectors: %w", err)
-		}
-		if _, ok := registry.Get(name); ok {
-			return nil
-		}
+	if err := call.refreshFirst("connectors", s.config.RefreshConnectors); err != nil {
+		return err
 	}
 	return unknownConnector(name)
 }
@@ -352,15 +367,25 @@ func (s *Server) resolveEffect(ctx context.Context, tx pgx.Tx, call *Call) (int,
 	if err := req.validate(); err != nil {
 		return 0, nil, err
 	}
-	effect, err := s.effectOf(ctx, call)
+	id, err := pathID(call)
 	if err != nil {
 		return 0, nil, err
 	}
-	opts := &effects.OperatorOpts{TenantID: call.Tenant()}
-	if effect.State == effects.StatePending && to == effects.StateFailed {
-		return s.cancel(ctx, tx, call, effect.ID, req)
+	// Read through the request's transaction: it holds this request's connection, and asking the
+	// pool for a second one while holding it can deadlock a busy server.
+	row, err := dbsqlc.New(tx).EffectGetByID(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && row.TenantID != call.Tenant()) {
+		// Another tenant's effect is indistinguishable from a missing one.
+		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no effect %s", id)
 	}
-	resolved, err := s.effects.ResolveTx(ctx, tx, effect.ID, to, call.Actor(req.Actor), req.Reason, opts)
+	if err != nil {
+		return 0, nil, fmt.Errorf("get effect %s: %w", id, err)
+	}
+	opts := &effects.OperatorOpts{TenantID: call.Tenant()}
+	if effects.State(row.State) == effects.StatePending && to == effects.StateFailed {
+		return s.cancel(ctx, tx, call, id, req)
+	}
+	resolved, err := s.effects.ResolveTx(ctx, tx, id, to, call.Actor(req.Actor), req.Reason, opts)
 	if err != nil {
 		return 0, nil, operatorError(err)
 	}

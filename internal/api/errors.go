@@ -38,8 +38,12 @@ const (
 	CodeSessionForbidden     = "session_tenant_mismatch" // 403: a session key whose tenant segment is not the caller's tenant
 	CodeInvalidSessionKey    = "invalid_session_key"     // 400: not tenant:agent:interlocutor:channel
 	CodeInvalidTurnHandler   = "invalid_turn_handler"    // 400: a turn handler URL or timeout that cannot be stored
+	CodeRunHalted            = "run_halted"              // 409: the run refuses effects: its max_steps or max_consecutive_failures is reached
+	CodeRunCancelled         = "run_cancelled"           // 409: the run was cancelled: it refuses effects
+	CodeRunConflict          = "run_conflict"            // 422: the run id is not available to this tenant
 	CodeInternal             = "internal"                // 500
 	CodeNotImplemented       = "not_implemented"         // 501: a feature this server was not configured with
+	CodeUnavailable          = "unavailable"             // 503: the request ended while waiting for the busy server, or it is stopping
 )
 
 // Error is an API error: an HTTP status, a stable code and a message for people. Handlers return

@@ -10,7 +10,7 @@ func (s *Server) routes() {
 	s.HandleMutation("POST /v1/effects/{id}/cancel", s.cancelEffect)
 
 	// Async effects and runs (DESIGN.md section 7).
-	s.HandleMutation("POST /v1/callbacks/{correlation_id}", s.callback)
+	s.HandleAction("POST /v1/callbacks/{correlation_id}", s.callback)
 	s.HandleQuery("GET /v1/runs/{id}", s.getRun)
 
 	// HTTP connectors (effects/httpconn), shared by every tenant: anyone reads, admin tokens write.
@@ -26,7 +26,7 @@ func (s *Server) routes() {
 	s.HandleMutation("POST /v1/sagas", s.startSaga)
 	s.HandleQuery("GET /v1/sagas", s.listSagas)
 	s.HandleQuery("GET /v1/sagas/{id}", s.getSaga)
-	s.HandleMutation("POST /v1/sagas/{id}/resolve", s.resolveSaga)
+	s.HandleAction("POST /v1/sagas/{id}/resolve", s.resolveSaga)
 
 	// Sessions and turns (section 5), per tenant: the session key's tenant segment is the caller's.
 	s.HandleMutation("POST /v1/sessions/{key}/messages", s.postMessage)

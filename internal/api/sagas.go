@@ -53,9 +53,10 @@ func (s *Server) putSagaDefinition(ctx context.Context, tx pgx.Tx, call *Call) (
 	}
 	registry := s.effects.Registry()
 	if def.Validate(registry) != nil {
-		// Another server may have just added a connector it names.
-		if err := s.config.RefreshConnectors(ctx); err != nil {
-			return 0, nil, fmt.Errorf("refresh connectors: %w", err)
+		// Another server may have just added a connector it names: reload them (outside this
+		// transaction) and run again.
+		if err := call.refreshFirst("connectors", s.config.RefreshConnectors); err != nil {
+			return 0, nil, err
 		}
 	}
 	stored, created, err := sagadef.Put(ctx, tx, def, registry)
@@ -191,19 +192,20 @@ func (s *Server) startSaga(ctx context.Context, tx pgx.Tx, call *Call) (int, any
 	}
 	opts := &saga.StartOpts{TenantID: call.Tenant(), Key: req.StartKey, Actor: call.Actor(""), Reason: "started over the API"}
 	started, err := s.config.Sagas.StartTx(ctx, tx, req.Definition, req.Input, opts)
+	// The definition, or the first step's connector, may have just been added by another server:
+	// reload (outside this transaction, which is rolled back) and run again, once.
 	switch {
 	case errors.Is(err, saga.ErrUnknownDefinition):
-		if err := s.config.RefreshSagas(ctx); err != nil {
-			return 0, nil, fmt.Errorf("refresh saga definitions: %w", err)
+		if rerr := call.refreshFirst("saga definitions", s.config.RefreshSagas); rerr != nil {
+			return 0, nil, rerr
 		}
-		started, err = s.config.Sagas.StartTx(ctx, tx, req.Definition, req.Input, opts)
 	case errors.Is(err, effects.ErrUnknownConnector):
-		// The first step's connector may have just been added by another server. Nothing was
-		// written: connectors are resolved before any insert.
-		if err := s.config.RefreshConnectors(ctx); err != nil {
-			return 0, nil, fmt.Errorf("refresh connectors: %w", err)
+		if rerr := call.refreshFirst("connectors", s.config.RefreshConnectors); rerr != nil {
+			return 0, nil, rerr
 		}
-		started, err = s.config.Sagas.StartTx(ctx, tx, req.Definition, req.Input, opts)
+	}
+	if apiErr := enqueueError(err); apiErr != nil {
+		return 0, nil, apiErr
 	}
 	switch {
 	case errors.Is(err, saga.ErrUnknownDefinition):
@@ -327,7 +329,7 @@ type resolveSagaRequest struct {
 // compensation (saga.Client.Resolve): retry_compensation or mark_compensated. 200 with the saga;
 // 409 not_stuck when it is not STUCK, 409 resolve_effect when a STUCK effect holds it (resolve
 // that effect instead).
-func (s *Server) resolveSaga(ctx context.Context, _ pgx.Tx, call *Call) (int, any, error) {
+func (s *Server) resolveSaga(ctx context.Context, call *Call) (int, any, error) {
 	if err := s.requireSagas(); err != nil {
 		return 0, nil, err
 	}
@@ -356,8 +358,8 @@ func (s *Server) resolveSaga(ctx context.Context, _ pgx.Tx, call *Call) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	// saga.Client.Resolve runs in a transaction of its own (it locks the saga); the request's
-	// transaction keeps the Idempotency-Key response only.
+	// saga.Client.Resolve runs in a transaction of its own (it locks the saga): HandleAction, the
+	// request holds no connection meanwhile.
 	resolved, err := s.config.Sagas.Resolve(ctx, id, decision, call.Actor(req.Actor), req.Reason)
 	switch {
 	case errors.Is(err, saga.ErrNotFound):

@@ -41,14 +41,15 @@ type Config struct {
 	Effects *effects.Client
 	// RefreshConnectors is called when a request names a connector the registry does not hold
 	// (another server may have just added it), before the request is refused, and after this
-	// server changed the HTTP connectors. Default: httpconn.Sync of Pool into the Effects client's
+	// server changed the HTTP connectors; never while the request holds a transaction. Default: httpconn.Sync of Pool into the Effects client's
 	// registry.
 	RefreshConnectors func(ctx context.Context) error
 	// Sagas starts and inspects sagas (POST/GET /v1/sagas). Its effects client must be Effects.
 	// Optional: without it the saga endpoints answer 501.
 	Sagas *saga.Client
 	// RefreshSagas is called when a request names a saga definition the Sagas client does not
-	// have, before the request is refused, and after this server stored a definition. Default:
+	// have, before the request is refused, and after this server stored a definition; never while
+	// the request holds a transaction. Default:
 	// sagadef.Sync of Pool into Sagas.
 	RefreshSagas func(ctx context.Context) error
 	// Turns submits inbound messages (POST /v1/sessions/{key}/messages) and lists a session's turns;
@@ -63,6 +64,11 @@ type Config struct {
 	// MaxBodyBytes limits a request body; a larger one is refused with 413. Default
 	// DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
+	// MaxConcurrentRequests bounds the API requests answered at once; more wait their turn (until
+	// the client gives up). Handlers hold at most one of Pool's connections at a time, but the bound
+	// keeps the pool from being exhausted by requests alone: health checks and the background
+	// reloads still get a connection. Default: half of Pool's MaxConns, at least 1.
+	MaxConcurrentRequests int
 }
 
 // Validate reports what is wrong with the configuration.
@@ -74,6 +80,8 @@ func (c *Config) Validate() error {
 		return errors.New("api: Config.Effects is required")
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("api: Config.MaxBodyBytes must not be negative, got %d", c.MaxBodyBytes)
+	case c.MaxConcurrentRequests < 0:
+		return fmt.Errorf("api: Config.MaxConcurrentRequests must not be negative, got %d", c.MaxConcurrentRequests)
 	}
 	return nil
 }
@@ -87,6 +95,8 @@ type Server struct {
 	mux      *http.ServeMux
 	requests *prometheus.CounterVec
 	seconds  *prometheus.HistogramVec
+	// slots bounds the requests answered at once (Config.MaxConcurrentRequests).
+	slots chan struct{}
 }
 
 // New returns a Server with the effects routes registered.
@@ -100,6 +110,9 @@ func New(config *Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxConcurrentRequests == 0 {
+		cfg.MaxConcurrentRequests = max(1, int(cfg.Pool.Config().MaxConns)/2)
 	}
 	if cfg.RefreshSagas == nil && cfg.Sagas != nil {
 		pool, sagas := cfg.Pool, cfg.Sagas
@@ -117,6 +130,7 @@ func New(config *Config) (*Server, error) {
 	}
 	s := &Server{
 		config: cfg, pool: cfg.Pool, effects: cfg.Effects, logger: cfg.Logger, mux: http.NewServeMux(),
+		slots: make(chan struct{}, cfg.MaxConcurrentRequests),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "api", Name: "requests_total",
 			Help: "API requests answered, by route pattern and status code.",
@@ -179,6 +193,8 @@ type Call struct {
 	Body []byte
 
 	onCommit []func(ctx context.Context)
+	// refreshed lists the reloads (refreshFirst) done for this call.
+	refreshed map[string]bool
 }
 
 // OnCommit runs fn after the mutation's transaction has committed (never if it rolls back), before
@@ -250,6 +266,11 @@ func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
 		if !ok {
 			return
 		}
+		release, ok := s.enter(w, r)
+		if !ok {
+			return
+		}
+		defer release()
 		status, body, err := fn(r.Context(), call)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -268,8 +289,53 @@ func (s *Server) HandleMutation(pattern string, fn MutationFunc) {
 		if !ok {
 			return
 		}
+		release, ok := s.enter(w, r)
+		if !ok {
+			return
+		}
+		defer release()
 		s.mutate(w, r, call, fn)
 	})
+}
+
+// ActionFunc answers a request that changes something (POST) in transactions of its own, for an
+// operation that must not run in the request's transaction (it commits even when it refuses, or
+// locks what it changes in a transaction of its own) and that is idempotent by itself. No
+// database connection is held while it runs.
+type ActionFunc func(ctx context.Context, call *Call) (int, any, error)
+
+// HandleAction adds an authenticated endpoint that changes something in transactions of its own,
+// e.g. "POST /v1/callbacks/{correlation_id}". An Idempotency-Key is honoured as for HandleMutation
+// with one difference: the response is stored after fn has run, not claimed before, so two
+// concurrent first requests with one key may both run fn (which is why fn must be idempotent);
+// the later one then answers with the stored response (or 422 when its request differs).
+func (s *Server) HandleAction(pattern string, fn ActionFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		defer s.observe(r, time.Now())
+		call, ok := s.begin(w, r)
+		if !ok {
+			return
+		}
+		release, ok := s.enter(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+		s.act(w, r, call, fn)
+	})
+}
+
+// enter waits for one of the Config.MaxConcurrentRequests slots, once the request is authenticated
+// and its body read (a slow client holds no slot). When the request ends first (the
+// client went away or the server is stopping) it answers 503 and reports false.
+func (s *Server) enter(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	select {
+	case s.slots <- struct{}{}:
+		return func() { <-s.slots }, true
+	case <-r.Context().Done():
+		s.writeError(w, r, Errorf(http.StatusServiceUnavailable, CodeUnavailable, "the server is busy or stopping; retry later"))
+		return nil, false
+	}
 }
 
 func (s *Server) observe(r *http.Request, start time.Time) {
@@ -327,26 +393,72 @@ func (s *Server) authenticate(r *http.Request) (*Token, error) {
 	return token, nil
 }
 
+// refreshNeeded is returned by Call.refreshFirst: mutate rolls the request's transaction back,
+// reloads (with no connection held, so that a reload never waits for a second connection of the
+// pool while this request holds one) and runs the handler again.
+type refreshNeeded struct {
+	what    string
+	refresh func(ctx context.Context) error
+}
+
+func (e *refreshNeeded) Error() string { return "api: reload " + e.what + " first" }
+
+// refreshFirst asks for a reload of what (by refresh) before the handler runs again, unless this
+// call did it already: then it returns nil and the handler answers with what it has.
+func (c *Call) refreshFirst(what string, refresh func(ctx context.Context) error) error {
+	if c.refreshed[what] || refresh == nil {
+		return nil
+	}
+	return &refreshNeeded{what: what, refresh: refresh}
+}
+
+// idempotencyKey reads the request's Idempotency-Key header. On a bad one it has answered.
+func (s *Server) idempotencyKey(w http.ResponseWriter, r *http.Request, call *Call) (key string, requestHash []byte, hasKey, ok bool) {
+	values, hasKey := r.Header["Idempotency-Key"]
+	if !hasKey {
+		return "", nil, false, true
+	}
+	key = strings.TrimSpace(values[0])
+	if key == "" || len(key) > maxIdempotencyKeyLen || len(values) > 1 {
+		s.writeError(w, r, badRequest(CodeInvalidIdempotency, "Idempotency-Key: want one value of 1 to %d characters", maxIdempotencyKeyLen))
+		return "", nil, true, false
+	}
+	return key, hashRequest(r.Method, r.URL.Path, call.Body), true, true
+}
+
 // mutate runs fn in a transaction with the request's Idempotency-Key, if any: claimed first,
-// replayed when taken, and stored with the response.
+// replayed when taken, and stored with the response. When fn asks for a reload (refreshFirst), the
+// transaction is rolled back, the reload done with no connection held, and fn run again in a new
+// transaction.
 func (s *Server) mutate(w http.ResponseWriter, r *http.Request, call *Call, fn MutationFunc) {
-	ctx := r.Context()
-	key, hasKey := r.Header["Idempotency-Key"]
-	var idemKey string
-	var requestHash []byte
-	if hasKey {
-		idemKey = strings.TrimSpace(key[0])
-		if idemKey == "" || len(idemKey) > maxIdempotencyKeyLen || len(key) > 1 {
-			s.writeError(w, r, badRequest(CodeInvalidIdempotency, "Idempotency-Key: want one value of 1 to %d characters", maxIdempotencyKeyLen))
+	key, requestHash, hasKey, ok := s.idempotencyKey(w, r, call)
+	if !ok {
+		return
+	}
+	for {
+		retry := s.mutateOnce(w, r, call, fn, key, requestHash, hasKey)
+		if retry == nil {
 			return
 		}
-		requestHash = hashRequest(r.Method, r.URL.Path, call.Body)
+		if err := retry.refresh(r.Context()); err != nil {
+			s.writeError(w, r, fmt.Errorf("reload %s: %w", retry.what, err))
+			return
+		}
+		if call.refreshed == nil {
+			call.refreshed = map[string]bool{}
+		}
+		call.refreshed[retry.what] = true
+		call.onCommit = nil
 	}
+}
 
+// mutateOnce is one attempt of mutate. It has answered unless it returns a reload to do first.
+func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, fn MutationFunc, idemKey string, requestHash []byte, hasKey bool) *refreshNeeded {
+	ctx := r.Context()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("begin: %w", err))
-		return
+		return nil
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit this is a no-op
 
@@ -358,15 +470,74 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request, call *Call, fn M
 		if errors.Is(err, pgx.ErrNoRows) {
 			_ = tx.Rollback(ctx)
 			s.replay(w, r, call, idemKey, requestHash)
-			return
+			return nil
 		}
 		if err != nil {
 			s.writeError(w, r, fmt.Errorf("claim idempotency key: %w", err))
-			return
+			return nil
 		}
 	}
 
 	status, body, err := fn(ctx, tx, call)
+	var retry *refreshNeeded
+	if errors.As(err, &retry) {
+		return retry // rolled back by the deferred Rollback before the reload
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return nil
+	}
+	encoded, err := json.Marshal(body)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("encode response: %w", err))
+		return nil
+	}
+	if status < 200 || status > 299 {
+		// Not stored, not committed: only successes are.
+		_ = tx.Rollback(ctx)
+		s.writeRaw(w, r, status, encoded)
+		return nil
+	}
+	if hasKey {
+		status32 := int32(status)
+		if err := q.IdempotencyKeyComplete(ctx, dbsqlc.IdempotencyKeyCompleteParams{
+			TenantID: call.Tenant(), Key: idemKey, Status: &status32, Response: encoded,
+		}); err != nil {
+			s.writeError(w, r, fmt.Errorf("store idempotent response: %w", err))
+			return nil
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		s.writeError(w, r, fmt.Errorf("commit: %w", err))
+		return nil
+	}
+	for _, fn := range call.onCommit {
+		fn(ctx)
+	}
+	s.writeRaw(w, r, status, encoded)
+	return nil
+}
+
+// act runs fn with no transaction of the request's; with an Idempotency-Key, a stored response is
+// replayed instead, and a successful response is stored after fn.
+func (s *Server) act(w http.ResponseWriter, r *http.Request, call *Call, fn ActionFunc) {
+	ctx := r.Context()
+	idemKey, requestHash, hasKey, ok := s.idempotencyKey(w, r, call)
+	if !ok {
+		return
+	}
+	if hasKey {
+		stored, err := dbsqlc.New(s.pool).IdempotencyKeyGet(ctx, dbsqlc.IdempotencyKeyGetParams{TenantID: call.Tenant(), Key: idemKey})
+		switch {
+		case err == nil && stored.Status != nil:
+			s.replay(w, r, call, idemKey, requestHash)
+			return
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			s.writeError(w, r, fmt.Errorf("read idempotency key: %w", err))
+			return
+		}
+	}
+	status, body, err := fn(ctx, call)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -376,29 +547,49 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request, call *Call, fn M
 		s.writeError(w, r, fmt.Errorf("encode response: %w", err))
 		return
 	}
-	if status < 200 || status > 299 {
-		// Not stored, not committed: only successes are.
-		_ = tx.Rollback(ctx)
-		s.writeRaw(w, r, status, encoded)
-		return
-	}
-	if hasKey {
-		status32 := int32(status)
-		if err := q.IdempotencyKeyComplete(ctx, dbsqlc.IdempotencyKeyCompleteParams{
-			TenantID: call.Tenant(), Key: idemKey, Status: &status32, Response: encoded,
-		}); err != nil {
-			s.writeError(w, r, fmt.Errorf("store idempotent response: %w", err))
+	if hasKey && status >= 200 && status <= 299 {
+		stored, err := s.storeResponse(ctx, r, call, idemKey, requestHash, status, encoded)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if !stored {
+			// Another request took the key meanwhile: answer as it did (or 422).
+			s.replay(w, r, call, idemKey, requestHash)
 			return
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		s.writeError(w, r, fmt.Errorf("commit: %w", err))
-		return
-	}
-	for _, fn := range call.onCommit {
-		fn(ctx)
-	}
 	s.writeRaw(w, r, status, encoded)
+}
+
+// storeResponse claims idemKey and stores the response in one transaction; false when the key is
+// taken already.
+func (s *Server) storeResponse(ctx context.Context, r *http.Request, call *Call, key string, requestHash []byte, status int, encoded []byte) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit this is a no-op
+	q := dbsqlc.New(tx)
+	_, err = q.IdempotencyKeyClaim(ctx, dbsqlc.IdempotencyKeyClaimParams{
+		TenantID: call.Tenant(), Key: key, Method: r.Method, Path: r.URL.Path, RequestSha256: requestHash,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	status32 := int32(status)
+	if err := q.IdempotencyKeyComplete(ctx, dbsqlc.IdempotencyKeyCompleteParams{
+		TenantID: call.Tenant(), Key: key, Status: &status32, Response: encoded,
+	}); err != nil {
+		return false, fmt.Errorf("store idempotent response: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return true, nil
 }
 
 // replay answers a request whose Idempotency-Key is taken: the stored response when the request is
