@@ -58,8 +58,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the client's Prometheus metrics. Default: none (not exported).
 	Registerer prometheus.Registerer
-	// RecoverInterval is how often a started effects client's leader runs Recover, which takes
-	// over turns whose holder died or failed. Negative: never (call Recover yourself). Default 30s.
+	// RecoverInterval is how often Recover, which takes over turns whose holder died or failed,
+	// runs: in every process whose started River client runs the turn workers (a ticker of
+	// the client's own, from the first turn job it works) and, as a River periodic job, on the
+	// leader. Negative: never (call Recover yourself). Default 30s.
 	RecoverInterval time.Duration
 	// NotReadyDelay is how long a turn job waits before asking a Readier handler again after it
 	// answered not ready. Default 30s.
@@ -147,6 +149,9 @@ type Client struct {
 	mu           sync.RWMutex
 	effects      *effects.Client
 	workersAdded bool
+
+	loopMu      sync.Mutex // guards loopRunning
+	loopRunning bool       // the recovery ticker runs (recover.go)
 }
 
 // NewClient returns a Client on pool; it must be attached to an effects client before use.
