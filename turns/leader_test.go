@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -111,4 +112,41 @@ func TestTurnJobFollowsItsRetryTurn(t *testing.T) {
 	require.Equal(t, 3, list[2].Attempt)
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_turn' AND state = 'completed'`),
 		"the one turn job carried the turn to completion")
+}
+
+// Recover is safe to run concurrently (every turns process runs it): a call that finds an
+// abandoned session's mutex held — by another recoverer that took it and has not started the turn
+// yet, modelled here by another connection holding the session's lock — skips the session at once instead of waiting
+// (Config.AcquireTimeout is a minute here), and a later call runs the turn once.
+func TestRecoverSkipsHeldSessionsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	var runs atomic.Int64
+	h := setup(t, turns.Config{AcquireTimeout: time.Minute, RecoverInterval: -1, Handler: flakyHandler(&runs, 1)})
+	session := newSession("email")
+	h.submit(session, "m1")
+	_, err := h.tc.RunTurn(ctx, session)
+	require.Error(t, err, "the first attempt fails and leaves its turn abandoned")
+
+	// On a connection of its own: a pooled one might be the failed attempt's, whose pid the
+	// turn records as its holder.
+	other, err := pgx.Connect(ctx, h.pool.Config().ConnString())
+	require.NoError(t, err)
+	defer other.Close(ctx)
+	_, err = other.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, turns.LockNamespace, session)
+	require.NoError(t, err)
+	boundCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ran, err := h.tc.Recover(boundCtx)
+	require.NoError(t, err, "Recover skips the held session instead of waiting for it")
+	require.Zero(t, ran)
+	require.Equal(t, int64(1), runs.Load())
+	_, err = other.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, turns.LockNamespace, session)
+	require.NoError(t, err)
+
+	ran, err = h.tc.Recover(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, ran)
+	require.Equal(t, int64(2), runs.Load(), "the recovered attempt ran once")
+	list := h.turnsOf(session)
+	require.Equal(t, turns.StatusComplete, list[len(list)-1].Status)
 }
