@@ -141,7 +141,7 @@ func (c *Client) schedulePeriodicRecover(ec *effects.Client) error {
 	if c.config.RecoverInterval < 0 {
 		return nil
 	}
-	queue := ec.Queue()
+	queue := c.queue(ec)
 	_, err := ec.River().PeriodicJobs().AddSafely(river.NewPeriodicJob(
 		river.PeriodicInterval(c.config.RecoverInterval),
 		func() (river.JobArgs, *river.InsertOpts) {

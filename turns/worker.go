@@ -38,7 +38,7 @@ func (c *Client) jobOpts(ec *effects.Client, due time.Time) *river.InsertOpts {
 		scheduledAt = time.Time{}
 	}
 	return &river.InsertOpts{
-		Queue:       ec.Queue(),
+		Queue:       c.queue(ec),
 		ScheduledAt: scheduledAt,
 		MaxAttempts: c.config.MaxAttempts + 5,
 		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
