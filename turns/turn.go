@@ -135,7 +135,9 @@ func (t *Turn) HasPendingMessages(ctx context.Context) (bool, error) {
 //
 //   - SUPERSEDE: the turn ends; its messages move to the session's next turn, which inherits the
 //     turn group. Returns ErrSuperseded: return it from the handler.
-//   - ABSORB: the new messages join this turn (Messages includes them); go on with them.
+//   - ABSORB: the messages the decider was shown join this turn (Messages includes them); go on
+//     with them. Messages that arrived while it deliberated stay in the next turn, still pending:
+//     the next BeforeIrreversible asks about them.
 //   - QUEUE: go on; the new messages form the next turn.
 //   - FORCE_COMPLETE: go on without asking again in this turn.
 func (t *Turn) BeforeIrreversible(ctx context.Context) (Decision, error) {
