@@ -110,8 +110,10 @@ func TestTurnJobFollowsItsRetryTurn(t *testing.T) {
 	require.Equal(t, turns.StatusSuperseded, list[0].Status)
 	require.Equal(t, turns.StatusSuperseded, list[1].Status)
 	require.Equal(t, 3, list[2].Attempt)
-	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_turn' AND state = 'completed'`),
-		"the one turn job carried the turn to completion")
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_turn'`))
+	require.Eventually(t, func() bool {
+		return h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_turn' AND state = 'completed'`) == 1
+	}, 30*time.Second, 50*time.Millisecond, "the one turn job carried the turn to completion")
 }
 
 // Recover is safe to run concurrently (every turns process runs it): a call that finds an
