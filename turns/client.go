@@ -58,14 +58,25 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the client's Prometheus metrics. Default: none (not exported).
 	Registerer prometheus.Registerer
-	// RecoverInterval is how often a started effects client's leader runs Recover, which takes
-	// over turns whose holder died or failed. Negative: never (call Recover yourself). Default 30s.
+	// RecoverInterval is how often Recover, which takes over turns whose holder died or failed,
+	// runs: in every process whose started River client runs the turn workers (a ticker of
+	// the client's own, from the first turn job it works) and, as a River periodic job, on the
+	// leader. Negative: never (call Recover yourself). Default 30s.
 	RecoverInterval time.Duration
 	// NotReadyDelay is how long a turn job waits before asking a Readier handler again after it
 	// answered not ready. Default 30s.
 	NotReadyDelay time.Duration
 	// ID names this process in reckon_turns.holder. Default: host name, pid and a random suffix.
 	ID string
+	// Queue is the River queue of the turn jobs (aggregation windows and the periodic recovery).
+	// Default: the attached effects client's queue (effects.Config.Queue), which every River
+	// client on that queue then must be able to work: a reactor without the turn workers fetches
+	// turn jobs it cannot run. Another queue keeps them to the processes that attach a turns
+	// client: Attach adds it to the effects client's River client, with QueueWorkers workers.
+	Queue string
+	// QueueWorkers is how many turn jobs run at once per process on Queue, when Queue is not the
+	// effects client's queue (otherwise they share effects.Config.Workers). Default 10.
+	QueueWorkers int
 
 	defaultDecider bool
 }
@@ -98,6 +109,9 @@ func (c *Config) setDefaults() {
 	if c.TurnTimeout == 0 {
 		c.TurnTimeout = 5 * time.Minute
 	}
+	if c.QueueWorkers == 0 {
+		c.QueueWorkers = 10
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -118,6 +132,8 @@ func (c *Config) Validate() error {
 		return errors.New("turns: Config.AcquireTimeout, TurnTimeout and NotReadyDelay must not be negative")
 	case c.MaxAttempts < 1 || c.MaxAttempts > 1000:
 		return fmt.Errorf("turns: Config.MaxAttempts must be between 1 and 1000, got %d", c.MaxAttempts)
+	case c.QueueWorkers < 1 || c.QueueWorkers > 10000:
+		return fmt.Errorf("turns: Config.QueueWorkers must be between 1 and 10000, got %d", c.QueueWorkers)
 	}
 	for channel, p := range c.Policies {
 		if err := p.Validate(); err != nil {
@@ -147,6 +163,9 @@ type Client struct {
 	mu           sync.RWMutex
 	effects      *effects.Client
 	workersAdded bool
+
+	loopMu      sync.Mutex // guards loopRunning
+	loopRunning bool       // the recovery ticker runs (recover.go)
 }
 
 // NewClient returns a Client on pool; it must be attached to an effects client before use.
@@ -167,7 +186,8 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 }
 
 // AddWorkers adds the turn workers (River job kinds "reckon_turn" and "reckon_turn_recover") to
-// workers; pass it as effects.Config.AddWorkers.
+// workers; pass it as effects.Config.AddWorkers. Every River client that works the turn jobs'
+// queue (Config.Queue, by default the effects client's) must have them.
 func (c *Client) AddWorkers(workers *river.Workers) error {
 	if err := river.AddWorkerSafely(workers, &turnWorker{client: c}); err != nil {
 		return fmt.Errorf("turns: add worker: %w", err)
@@ -198,11 +218,24 @@ func (c *Client) Attach(ec *effects.Client) error {
 		}
 		return nil
 	}
+	if queue := c.config.Queue; queue != "" && queue != ec.Queue() {
+		if err := ec.River().Queues().Add(queue, river.QueueConfig{MaxWorkers: c.config.QueueWorkers}); err != nil {
+			return fmt.Errorf("turns: Attach: add queue %q: %w", queue, err)
+		}
+	}
 	if err := c.schedulePeriodicRecover(ec); err != nil {
 		return err
 	}
 	c.effects = ec
 	return nil
+}
+
+// queue returns the River queue of the turn jobs.
+func (c *Client) queue(ec *effects.Client) string {
+	if c.config.Queue != "" {
+		return c.config.Queue
+	}
+	return ec.Queue()
 }
 
 func (c *Client) effectsClient() (*effects.Client, error) {

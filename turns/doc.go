@@ -31,7 +31,9 @@
 //
 //   - A handler or commit error commits nothing and leaves the turn PROCESSING; it is taken over
 //     (a new attempt of its messages in the same turn group) by the session's next run, by the
-//     River retry of its job, or by Recover (periodically, Config.RecoverInterval). After
+//     River retry of its job (which keeps running the session while the retry turn it led to is
+//     unfinished), or by Recover, which runs every Config.RecoverInterval in each process whose
+//     River client runs the turn workers, leader or not, and skips sessions held meanwhile. After
 //     Config.MaxAttempts attempts the turn is FAILED and keeps its messages.
 //   - If the holder's process dies, its connection closes, Postgres frees the lock at once and
 //     rolls back its open commit; the next holder takes the turn over the same way.

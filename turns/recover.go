@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -15,12 +16,22 @@ import (
 // recoverBatch bounds the sessions one Recover call takes over.
 const recoverBatch = 100
 
+// recoverAcquireTimeout is how long Recover waits for a session's mutex: a session someone holds
+// is being run (or recovered) by them, so Recover moves on at once. That is what makes Recover
+// safe to run concurrently in every process.
+const recoverAcquireTimeout = 100 * time.Millisecond
+
 // Recover takes over the turns whose holder is gone — its process died (Postgres freed its lock)
 // or its handler or commit failed — and runs them again now (see RunTurn), session by session, at
-// most 100 sessions per call. It returns how many turns it ran; sessions that are busy meanwhile
-// are skipped. The errors of failing turns are joined into the returned error. An attached client
-// calls it every Config.RecoverInterval through a River periodic job (on the leader), so that an
-// abandoned turn does not wait for the session's next message.
+// most 100 sessions per call, each bounded by Config.TurnTimeout. It returns how many turns it
+// ran; sessions whose mutex is held meanwhile are skipped at once, so concurrent Recover calls (in
+// one process or many) share the work instead of queueing on it. The errors of failing turns are
+// joined into the returned error.
+//
+// A started client runs it every Config.RecoverInterval in each process whose River client runs
+// the turn workers (from the first turn job the process works, until its River client stops), and
+// also through a River periodic job on the elected leader: an abandoned turn does not wait for the
+// session's next message, whichever River client on the database leads.
 func (c *Client) Recover(ctx context.Context) (int, error) {
 	sessions, err := c.queries.TurnListAbandonedSessions(ctx, dbsqlc.TurnListAbandonedSessionsParams{Namespace: LockNamespace, MaxSessions: recoverBatch})
 	if err != nil {
@@ -29,7 +40,9 @@ func (c *Client) Recover(ctx context.Context) (int, error) {
 	ran := 0
 	var errs []error
 	for _, session := range sessions {
-		_, err := c.process(ctx, session, true)
+		turnCtx, cancel := context.WithTimeout(ctx, c.config.TurnTimeout)
+		_, err := c.process(turnCtx, session, true, recoverAcquireTimeout)
+		cancel()
 		switch {
 		case errors.Is(err, ErrNoTurn), errors.Is(err, ErrSessionBusy), errors.Is(err, ErrNotReady):
 			continue
@@ -51,6 +64,58 @@ func (c *Client) Recover(ctx context.Context) (int, error) {
 	return ran, errors.Join(errs...)
 }
 
+// ensureRecoverLoop starts this process's recovery ticker unless it runs. It is called from the
+// turn workers, i.e. once the attached effects client's River client is started (which makes
+// reading its Stopped channel safe); the ticker ends when that River client stops, and the next
+// job after a restart starts it again.
+func (c *Client) ensureRecoverLoop() {
+	if c.config.RecoverInterval < 0 {
+		return
+	}
+	ec, err := c.effectsClient()
+	if err != nil {
+		return
+	}
+	c.loopMu.Lock()
+	defer c.loopMu.Unlock()
+	if c.loopRunning {
+		return
+	}
+	c.loopRunning = true
+	go c.recoverLoop(ec.River().Stopped())
+}
+
+func (c *Client) recoverLoop(stopped <-chan struct{}) {
+	defer func() {
+		c.loopMu.Lock()
+		c.loopRunning = false
+		c.loopMu.Unlock()
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stopped:
+			cancel() // a turn recovery in flight is cancelled; its turn is recovered later
+		case <-ctx.Done():
+		}
+	}()
+	ticker := time.NewTicker(c.config.RecoverInterval)
+	defer ticker.Stop()
+	c.logger.DebugContext(ctx, "turn recovery ticker started", slog.Duration("interval", c.config.RecoverInterval))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if _, err := c.Recover(ctx); err != nil && ctx.Err() == nil {
+			// The failed turns stay abandoned for the next round.
+			c.logger.WarnContext(ctx, "recover abandoned turns", slog.String("error", err.Error()))
+		}
+	}
+}
+
 // recoverArgs is the periodic job that runs Recover.
 type recoverArgs struct{}
 
@@ -62,6 +127,7 @@ type recoverWorker struct {
 }
 
 func (w *recoverWorker) Work(ctx context.Context, _ *river.Job[recoverArgs]) error {
+	w.client.ensureRecoverLoop()
 	_, err := w.client.Recover(ctx)
 	if err != nil {
 		// The failed turns stay abandoned for the next round; the job itself is done.
@@ -75,7 +141,7 @@ func (c *Client) schedulePeriodicRecover(ec *effects.Client) error {
 	if c.config.RecoverInterval < 0 {
 		return nil
 	}
-	queue := ec.Queue()
+	queue := c.queue(ec)
 	_, err := ec.River().PeriodicJobs().AddSafely(river.NewPeriodicJob(
 		river.PeriodicInterval(c.config.RecoverInterval),
 		func() (river.JobArgs, *river.InsertOpts) {

@@ -41,10 +41,10 @@ func (c *Client) RunTurn(ctx context.Context, sessionKey string) (*Result, error
 	if _, err := ParseSessionKey(sessionKey); err != nil {
 		return nil, err
 	}
-	return c.process(ctx, sessionKey, false)
+	return c.process(ctx, sessionKey, false, c.config.AcquireTimeout)
 }
 
-func (c *Client) process(ctx context.Context, sessionKey string, respectWindow bool) (*Result, error) {
+func (c *Client) process(ctx context.Context, sessionKey string, respectWindow bool, acquireTimeout time.Duration) (*Result, error) {
 	ec, err := c.effectsClient()
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func (c *Client) process(ctx context.Context, sessionKey string, respectWindow b
 		}
 	}
 	started := time.Now()
-	lock, err := c.mutex.Acquire(ctx, sessionKey, c.config.AcquireTimeout)
+	lock, err := c.mutex.Acquire(ctx, sessionKey, acquireTimeout)
 	if err != nil {
 		if errors.Is(err, ErrSessionBusy) {
 			c.metrics.wait.WithLabelValues("busy").Observe(time.Since(started).Seconds())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -134,7 +135,9 @@ func (t *Turn) HasPendingMessages(ctx context.Context) (bool, error) {
 //
 //   - SUPERSEDE: the turn ends; its messages move to the session's next turn, which inherits the
 //     turn group. Returns ErrSuperseded: return it from the handler.
-//   - ABSORB: the new messages join this turn (Messages includes them); go on with them.
+//   - ABSORB: the messages the decider was shown join this turn (Messages includes them); go on
+//     with them. Messages that arrived while it deliberated stay in the next turn, still pending:
+//     the next BeforeIrreversible asks about them.
 //   - QUEUE: go on; the new messages form the next turn.
 //   - FORCE_COMPLETE: go on without asking again in this turn.
 func (t *Turn) BeforeIrreversible(ctx context.Context) (Decision, error) {
@@ -247,7 +250,7 @@ func (t *Turn) decideLocked(ctx context.Context, point string) (Decision, error)
 		case ActionSupersede:
 			return t.client.supersedeTx(ctx, tx, t.ID, t.SessionKey, "superseded: "+decision.Reason)
 		case ActionAbsorb:
-			return t.absorbTx(ctx, tx)
+			return t.absorbTx(ctx, tx, fresh)
 		}
 		return nil
 	})
@@ -277,8 +280,10 @@ func (t *Turn) decideLocked(ctx context.Context, point string) (Decision, error)
 	return decision, nil
 }
 
-// absorbTx moves the messages of the session's accumulating turn into t and drops that turn.
-func (t *Turn) absorbTx(ctx context.Context, tx pgx.Tx) error {
+// absorbTx moves exactly the decided messages (fresh) from the session's accumulating turn into
+// t. The accumulating turn keeps the messages that arrived while the decider deliberated, or
+// earlier ones a QUEUE decision left there; it is dropped when nothing is left in it.
+func (t *Turn) absorbTx(ctx context.Context, tx pgx.Tx, fresh []Message) error {
 	q := dbsqlc.New(tx)
 	if err := q.TurnScheduleLock(ctx, dbsqlc.TurnScheduleLockParams{Namespace: scheduleLockNamespace, SessionKey: t.SessionKey}); err != nil {
 		return err
@@ -287,15 +292,27 @@ func (t *Turn) absorbTx(ctx context.Context, tx pgx.Tx) error {
 	if err != nil {
 		return fmt.Errorf("read accumulating turn: %w", err)
 	}
-	if err := q.MessageMove(ctx, dbsqlc.MessageMoveParams{FromTurnID: &acc.ID, ToTurnID: &t.ID}); err != nil {
-		return err
+	ids := make([]uuid.UUID, len(fresh))
+	firstAt, lastAt := fresh[0].ReceivedAt, fresh[0].ReceivedAt
+	for i, m := range fresh {
+		ids[i] = m.ID
+		firstAt, lastAt = minTime(firstAt, m.ReceivedAt), maxTime(lastAt, m.ReceivedAt)
+	}
+	moved, err := q.MessageMoveByID(ctx, dbsqlc.MessageMoveByIDParams{FromTurnID: &acc.ID, ToTurnID: &t.ID, Ids: ids})
+	if err != nil {
+		return fmt.Errorf("move absorbed messages: %w", err)
+	}
+	if len(moved) != len(ids) {
+		// Only a turn holding the session mutex moves messages out of the accumulating turn, and
+		// this one holds it: the decided messages cannot have gone elsewhere.
+		return fmt.Errorf("absorb: %d of the %d decided messages are no longer pending", len(ids)-len(moved), len(ids))
 	}
 	current, err := q.TurnGet(ctx, t.ID)
 	if err != nil {
 		return err
 	}
 	merged, err := q.TurnAddMessages(ctx, dbsqlc.TurnAddMessagesParams{
-		ID: t.ID, MessageIds: acc.MessageIds, FirstAt: acc.FirstAt, LastAt: acc.LastAt, WindowMs: current.WindowMs,
+		ID: t.ID, MessageIds: ids, FirstAt: firstAt, LastAt: lastAt, WindowMs: current.WindowMs,
 	})
 	if err != nil {
 		return err
@@ -303,7 +320,28 @@ func (t *Turn) absorbTx(ctx context.Context, tx pgx.Tx) error {
 	if err := q.TurnSetBeatKey(ctx, dbsqlc.TurnSetBeatKeyParams{ID: t.ID, BeatKey: ptrTo(beatKey(merged.MessageIds))}); err != nil {
 		return err
 	}
+	rest, err := q.TurnRemoveMessages(ctx, dbsqlc.TurnRemoveMessagesParams{ID: acc.ID, MessageIds: ids})
+	if err != nil {
+		return fmt.Errorf("remove absorbed messages from turn %s: %w", acc.ID, err)
+	}
+	if len(rest.MessageIds) > 0 {
+		return nil // the rest waits for its own job, as scheduled
+	}
 	return q.TurnDelete(ctx, acc.ID)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // end marks the turn over for its handler and returns what it staged.

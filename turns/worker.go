@@ -38,7 +38,7 @@ func (c *Client) jobOpts(ec *effects.Client, due time.Time) *river.InsertOpts {
 		scheduledAt = time.Time{}
 	}
 	return &river.InsertOpts{
-		Queue:       ec.Queue(),
+		Queue:       c.queue(ec),
 		ScheduledAt: scheduledAt,
 		MaxAttempts: c.config.MaxAttempts + 5,
 		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
@@ -55,15 +55,29 @@ type turnWorker struct {
 func (w *turnWorker) Timeout(*river.Job[turnArgs]) time.Duration { return w.client.config.TurnTimeout }
 
 // Work processes the job's turn once its window closed: the session's accumulating turn, after
-// taking over abandoned ones. A turn that is already past (absorbed, superseded, complete) leaves
-// nothing to do.
+// taking over abandoned ones. A turn that is already past (absorbed, complete, failed, or
+// superseded by a turn that is itself past or accumulating with a job of its own) leaves nothing
+// to do; a turn superseded by an in-flight turn (the retry of a failed attempt) runs the session
+// again until that turn is done.
 func (w *turnWorker) Work(ctx context.Context, job *river.Job[turnArgs]) error {
 	c := w.client
+	c.ensureRecoverLoop()
 	row, err := c.queries.TurnGet(ctx, job.Args.TurnID)
 	if err == nil {
 		switch Status(row.Status) {
-		case StatusComplete, StatusSuperseded, StatusFailed:
+		case StatusComplete, StatusFailed:
 			return nil
+		case StatusSuperseded:
+			unfinished, err := c.retryUnfinished(ctx, row.SupersededBy)
+			if err != nil {
+				return err
+			}
+			if !unfinished {
+				return nil
+			}
+			// Its messages moved to a turn that is in flight without a job of its own (a retry
+			// turn whose attempt failed): run the session again rather than leave that turn to a
+			// recovery that may not come.
 		case StatusAccumulating:
 			due, err := c.queries.TurnDueAt(ctx, row.ID)
 			if err != nil {
@@ -78,7 +92,7 @@ func (w *turnWorker) Work(ctx context.Context, job *river.Job[turnArgs]) error {
 	} else {
 		return err
 	}
-	_, err = c.process(ctx, job.Args.SessionKey, true)
+	_, err = c.process(ctx, job.Args.SessionKey, true, c.config.AcquireTimeout)
 	var notDue *notDueError
 	switch {
 	case err == nil, errors.Is(err, ErrNoTurn):
@@ -96,4 +110,27 @@ func (w *turnWorker) Work(ctx context.Context, job *river.Job[turnArgs]) error {
 		return nil // recorded FAILED; attempting again cannot help
 	}
 	return err
+}
+
+// retryUnfinished follows a superseded turn's successors and reports whether the last one is in
+// flight (PROCESSING or COMMITTING): a retry turn opened by a failed attempt has no job of its own.
+// An accumulating successor has its own job; a complete or failed one is done.
+func (c *Client) retryUnfinished(ctx context.Context, next *uuid.UUID) (bool, error) {
+	for hops := 0; next != nil && hops < 1000; hops++ {
+		row, err := c.queries.TurnGet(ctx, *next)
+		if isNoRows(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		switch Status(row.Status) {
+		case StatusProcessing, StatusCommitting:
+			return true, nil
+		case StatusSuperseded:
+			next = row.SupersededBy
+		default:
+			return false, nil
+		}
+	}
+	return false, nil
 }

@@ -23,3 +23,10 @@ SELECT * FROM reckon_messages WHERE turn_id = @turn_id ORDER BY received_at, id;
 SELECT m.* FROM reckon_messages m JOIN reckon_turns t ON t.id = m.turn_id
 WHERE t.session_key = @session_key AND t.status = 'ACCUMULATING'
 ORDER BY m.received_at, m.id;
+
+-- name: MessageMoveByID :many
+-- Moves the given messages from one turn to another; returns the ids of those it moved (the ones
+-- that were in from_turn_id).
+UPDATE reckon_messages SET turn_id = @to_turn_id
+WHERE turn_id = @from_turn_id AND id = ANY(sqlc.arg(ids)::uuid[])
+RETURNING id;

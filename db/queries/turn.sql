@@ -122,3 +122,13 @@ WHERE t.status IN ('PROCESSING', 'COMMITTING')
         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   )
 LIMIT sqlc.arg(max_sessions);
+
+-- name: TurnRemoveMessages :one
+-- Removes messages that moved away from a turn's message ids and narrows its first/last message
+-- times to the messages it keeps.
+UPDATE reckon_turns t SET
+    message_ids = coalesce((SELECT array_agg(m ORDER BY m) FROM unnest(t.message_ids) m WHERE m <> ALL(sqlc.arg(message_ids)::uuid[])), '{}'),
+    first_at = coalesce((SELECT min(received_at) FROM reckon_messages WHERE turn_id = t.id), t.first_at),
+    last_at = coalesce((SELECT max(received_at) FROM reckon_messages WHERE turn_id = t.id), t.last_at)
+WHERE t.id = @id
+RETURNING *;

@@ -179,3 +179,37 @@ func (q *Queries) MessageMove(ctx context.Context, arg MessageMoveParams) error 
 	_, err := q.db.Exec(ctx, messageMove, arg.ToTurnID, arg.FromTurnID)
 	return err
 }
+
+const messageMoveByID = `-- name: MessageMoveByID :many
+UPDATE reckon_messages SET turn_id = $1
+WHERE turn_id = $2 AND id = ANY($3::uuid[])
+RETURNING id
+`
+
+type MessageMoveByIDParams struct {
+	ToTurnID   *uuid.UUID
+	FromTurnID *uuid.UUID
+	Ids        []uuid.UUID
+}
+
+// Moves the given messages from one turn to another; returns the ids of those it moved (the ones
+// that were in from_turn_id).
+func (q *Queries) MessageMoveByID(ctx context.Context, arg MessageMoveByIDParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, messageMoveByID, arg.ToTurnID, arg.FromTurnID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -645,6 +645,52 @@ func (q *Queries) TurnRecordSideEffect(ctx context.Context, arg TurnRecordSideEf
 	return i, err
 }
 
+const turnRemoveMessages = `-- name: TurnRemoveMessages :one
+UPDATE reckon_turns t SET
+    message_ids = coalesce((SELECT array_agg(m ORDER BY m) FROM unnest(t.message_ids) m WHERE m <> ALL($1::uuid[])), '{}'),
+    first_at = coalesce((SELECT min(received_at) FROM reckon_messages WHERE turn_id = t.id), t.first_at),
+    last_at = coalesce((SELECT max(received_at) FROM reckon_messages WHERE turn_id = t.id), t.last_at)
+WHERE t.id = $2
+RETURNING id, session_key, seq, turn_group, status, channel, message_ids, beat_key, first_at, last_at, window_ms, aggregation_reason, attempt, commit_point_reached, side_effects_executed, holder, holder_pid, superseded_by, status_reason, created_at, started_at, completed_at
+`
+
+type TurnRemoveMessagesParams struct {
+	MessageIds []uuid.UUID
+	ID         uuid.UUID
+}
+
+// Removes messages that moved away from a turn's message ids and narrows its first/last message
+// times to the messages it keeps.
+func (q *Queries) TurnRemoveMessages(ctx context.Context, arg TurnRemoveMessagesParams) (ReckonTurn, error) {
+	row := q.db.QueryRow(ctx, turnRemoveMessages, arg.MessageIds, arg.ID)
+	var i ReckonTurn
+	err := row.Scan(
+		&i.ID,
+		&i.SessionKey,
+		&i.Seq,
+		&i.TurnGroup,
+		&i.Status,
+		&i.Channel,
+		&i.MessageIds,
+		&i.BeatKey,
+		&i.FirstAt,
+		&i.LastAt,
+		&i.WindowMs,
+		&i.AggregationReason,
+		&i.Attempt,
+		&i.CommitPointReached,
+		&i.SideEffectsExecuted,
+		&i.Holder,
+		&i.HolderPid,
+		&i.SupersededBy,
+		&i.StatusReason,
+		&i.CreatedAt,
+		&i.StartedAt,
+		&i.CompletedAt,
+	)
+	return i, err
+}
+
 const turnScheduleLock = `-- name: TurnScheduleLock :exec
 SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text))
 `
