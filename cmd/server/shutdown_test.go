@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -111,6 +112,18 @@ func TestServerSIGTERMUnderLoad(t *testing.T) {
 		_, err = fmt.Fprintf(conn, "POST /v1/callbacks/run:x HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"result\":", addr, token)
 		require.NoError(t, err)
 	}
+	// A request answered on a connection dialled after theirs proves the server accepted them (it
+	// accepts in order): a SIGTERM before that would find them still in the listener's backlog,
+	// and nothing to drain.
+	probe, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	body := `{"result":{}}`
+	_, err = fmt.Fprintf(probe, "POST /v1/callbacks/run:probe HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", addr, token, len(body), body)
+	require.NoError(t, err)
+	status, err := bufio.NewReader(probe).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, status, "404")
+	probe.Close()
 	// More callbacks in flight as SIGTERM arrives: each is answered or refused, none hangs.
 	done := make(chan []error, 1)
 	go func() { done <- callbacks(40) }()
