@@ -240,3 +240,15 @@ func (b *bench) reset(ctx context.Context) error {
 	// scenario fills them. Freshly truncated tables are estimated from their actual size instead.
 	return err
 }
+
+// analyze gives the planner the statistics a live database has (autovacuum keeps them), once a
+// throughput scenario has filled its queue and before its workers start. Every scenario gets it,
+// inside its timed span: without it, plans on a freshly filled table are a matter of luck (a
+// nested loop over every PENDING effect per batch was seen).
+func (b *bench) analyze(ctx context.Context) error {
+	_, err := b.pool.Exec(ctx, `ANALYZE river_job, reckon_effects, reckon_effect_transitions`)
+	if err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
+	return nil
+}

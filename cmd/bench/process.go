@@ -184,6 +184,9 @@ func (b *bench) scale(ctx context.Context) error {
 		if err := b.enqueueEffects(ctx, client, "bench.full", "scale", b.o.n); err != nil {
 			return err
 		}
+		if err := b.analyze(ctx); err != nil {
+			return err
+		}
 		start := time.Now()
 		procs, err := b.startReactors(k)
 		if err == nil {

@@ -97,6 +97,9 @@ func (b *bench) river(ctx context.Context) error {
 		}
 	}
 	b.progress("river: %d jobs inserted in %v", b.o.n, time.Since(start).Round(time.Millisecond))
+	if err := b.analyze(ctx); err != nil {
+		return err
+	}
 	client, err := b.riverClient(ctx, workers, "bench_river")
 	if err != nil {
 		return err
@@ -145,6 +148,12 @@ func (b *bench) peer(ctx context.Context) error {
 		}
 	}
 	b.progress("peer: %d rows and jobs inserted in %v", b.o.n, time.Since(start).Round(time.Millisecond))
+	if _, err := b.pool.Exec(ctx, `ANALYZE bench_peer`); err != nil {
+		return err
+	}
+	if err := b.analyze(ctx); err != nil {
+		return err
+	}
 	worker, err := b.riverClient(ctx, workers, "bench_peer")
 	if err != nil {
 		return err
@@ -216,6 +225,9 @@ func (b *bench) reckon(ctx context.Context) error {
 			return err
 		}
 		b.progress("%s: %d effects enqueued in %v", run.name, b.o.n, time.Since(start).Round(time.Millisecond))
+		if err := b.analyze(ctx); err != nil {
+			return err
+		}
 		if err := client.Start(ctx); err != nil {
 			return err
 		}
