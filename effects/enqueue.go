@@ -2,10 +2,8 @@ package effects
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // EnqueueOpts adjusts an enqueue. Nil means the defaults.
@@ -83,7 +82,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		resolved[i] = res
 		k := [2]string{res.tenantID, res.idempotencyKey}
 		if j, ok := first[k]; ok {
-			if resolved[j].connector.Name != res.connector.Name || !jsonEqual(resolved[j].args, res.args) {
+			if resolved[j].connector.Name != res.connector.Name || !jsonx.Equal(resolved[j].args, res.args) {
 				return nil, fmt.Errorf("%w: key %q appears twice in the batch with different args", ErrIdempotencyConflict, res.idempotencyKey)
 			}
 			continue
@@ -225,12 +224,3 @@ func (c *Client) existingFor(ctx context.Context, tx pgx.Tx, r *resolvedSpec) (*
 }
 
 func timeoutMS(c *Connector) int32 { return int32(c.Timeout / time.Millisecond) }
-
-// jsonEqual compares two JSON documents by value, as jsonb does.
-func jsonEqual(a, b []byte) bool {
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
-}

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // Pending events (DESIGN.md section 7): a connector's upstream may accept an effect and finish it
@@ -455,5 +456,5 @@ func sameResult(recorded, reported json.RawMessage) bool {
 	if isNull(recorded) || isNull(reported) {
 		return isNull(recorded) && isNull(reported)
 	}
-	return jsonEqual(recorded, reported)
+	return jsonx.Equal(recorded, reported)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // Spec describes an effect to enqueue.
@@ -85,7 +87,7 @@ func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 	if res.tenantID == "" {
 		res.tenantID = DefaultTenant
 	}
-	res.args, err = marshalArgs(spec.Args)
+	res.args, err = jsonx.Marshal(spec.Args)
 	if err != nil {
 		return nil, fmt.Errorf("effects: %s args: %w", spec.Connector, err)
 	}
@@ -119,25 +121,4 @@ func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 		res.maxAttempts = spec.MaxAttempts
 	}
 	return res, nil
-}
-
-func marshalArgs(args any) (json.RawMessage, error) {
-	var raw []byte
-	switch a := args.(type) {
-	case nil:
-		return json.RawMessage(`{}`), nil
-	case json.RawMessage:
-		raw = a
-	case []byte:
-		raw = a
-	default:
-		var err error
-		if raw, err = json.Marshal(a); err != nil {
-			return nil, err
-		}
-	}
-	if !json.Valid(raw) {
-		return nil, errors.New("not valid JSON")
-	}
-	return raw, nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // Owner is the effects owner (effects.Spec.Owner) of every saga effect: steps and compensations.
@@ -179,7 +179,7 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 	if err != nil {
 		return nil, err
 	}
-	data, err := marshalInput(input)
+	data, err := jsonx.Marshal(input)
 	if err != nil {
 		return nil, fmt.Errorf("saga %s: input: %w", name, err)
 	}
@@ -204,7 +204,7 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 		existing, err := q.SagaGetByStartKey(ctx, dbsqlc.SagaGetByStartKeyParams{TenantID: tenant, StartKey: startKey})
 		switch {
 		case err == nil:
-			if existing.Name != name || !jsonEqual(existing.Input, data) {
+			if existing.Name != name || !jsonx.Equal(existing.Input, data) {
 				return nil, fmt.Errorf("%w: key %q belongs to saga %s (%s)", ErrStartKeyConflict, opts.Key, existing.ID, existing.Name)
 			}
 			s, err := c.load(ctx, q, existing)
@@ -390,33 +390,4 @@ func (c *Client) List(ctx context.Context, filter ListFilter) ([]*Saga, *Cursor,
 		next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	return out, next, nil
-}
-
-func marshalInput(input any) (json.RawMessage, error) {
-	var raw []byte
-	switch v := input.(type) {
-	case nil:
-		return json.RawMessage(`{}`), nil
-	case json.RawMessage:
-		raw = v
-	case []byte:
-		raw = v
-	default:
-		var err error
-		if raw, err = json.Marshal(v); err != nil {
-			return nil, err
-		}
-	}
-	if !json.Valid(raw) {
-		return nil, errors.New("not valid JSON")
-	}
-	return raw, nil
-}
-
-func jsonEqual(a, b []byte) bool {
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // Handler processes one logical turn. It reads turn.Messages, stages its database mutations
@@ -292,7 +292,7 @@ func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, in Inbound) (*Message,
 	if err != nil {
 		return nil, err
 	}
-	content, err := marshalContent(in.Content)
+	content, err := jsonx.Marshal(in.Content)
 	if err != nil {
 		return nil, fmt.Errorf("turns: submit to %q: content: %w", in.SessionKey, err)
 	}
@@ -468,25 +468,4 @@ func (c *Client) Holders(ctx context.Context) ([]Holder, error) {
 		}
 	}
 	return holders, nil
-}
-
-func marshalContent(content any) (json.RawMessage, error) {
-	var raw []byte
-	switch v := content.(type) {
-	case nil:
-		return json.RawMessage(`{}`), nil
-	case json.RawMessage:
-		raw = v
-	case []byte:
-		raw = v
-	default:
-		var err error
-		if raw, err = json.Marshal(v); err != nil {
-			return nil, err
-		}
-	}
-	if !json.Valid(raw) {
-		return nil, errors.New("not valid JSON")
-	}
-	return raw, nil
 }
