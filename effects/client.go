@@ -59,8 +59,14 @@ type Config struct {
 	// ID names this process in the audit trail and to River. Default: host name, pid and a random
 	// suffix.
 	ID string
-	// Workers is how many effects a started client works on at once. Default 50.
+	// Workers is how many dispatch jobs (and other jobs) a started client works on at once.
+	// Default 50. A dispatch job carries one effect, or up to DispatchBatch effects enqueued
+	// together, which it calls concurrently: up to Workers × DispatchBatch calls may be in flight.
 	Workers int
+	// DispatchBatch is how many effects enqueued in one EnqueueManyTx share a dispatch job.
+	// Default 32; 1 gives every effect a job of its own. An effect enqueued alone always has a job
+	// of its own.
+	DispatchBatch int
 	// InFlightMargin is how long past its call timeout an attempt may run before the sweeper
 	// presumes its worker dead and makes the effect UNKNOWN. Default 30s.
 	InFlightMargin time.Duration
@@ -97,6 +103,9 @@ func (c *Config) setDefaults() {
 	if c.Workers == 0 {
 		c.Workers = 50
 	}
+	if c.DispatchBatch == 0 {
+		c.DispatchBatch = 32
+	}
 	if c.InFlightMargin == 0 {
 		c.InFlightMargin = 30 * time.Second
 	}
@@ -115,6 +124,8 @@ func (c *Config) Validate() error {
 		return errors.New("effects: Config.Registry is required")
 	case c.Workers < 1 || c.Workers > 10_000:
 		return fmt.Errorf("effects: Config.Workers must be between 1 and 10000, got %d", c.Workers)
+	case c.DispatchBatch < 1 || c.DispatchBatch > 1000:
+		return fmt.Errorf("effects: Config.DispatchBatch must be between 1 and 1000, got %d", c.DispatchBatch)
 	case c.InFlightMargin < 0 || c.SweepInterval < 0:
 		return errors.New("effects: Config.InFlightMargin and SweepInterval must not be negative")
 	case c.AsyncTimeout < 0 || c.AsyncTimeout > maxAsyncTimeout:

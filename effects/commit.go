@@ -29,9 +29,10 @@ const (
 )
 
 type outcomeWrite struct {
-	effectID uuid.UUID
-	jobID    int64
-	to       State
+	effectID    uuid.UUID
+	jobID       int64
+	completeJob bool // false for a batch job, which carries other effects
+	to          State
 	result   json.RawMessage
 	errMsg   string
 	actor    string
@@ -116,6 +117,7 @@ func (m *committer) commit(batch []*outcomeWrite) (map[uuid.UUID]struct{}, error
 	for _, w := range batch {
 		params.Ids = append(params.Ids, w.effectID)
 		params.JobIds = append(params.JobIds, w.jobID)
+		params.CompleteJobs = append(params.CompleteJobs, w.completeJob)
 		params.ToStates = append(params.ToStates, string(w.to))
 		params.Results = append(params.Results, w.result)
 		params.Errors = append(params.Errors, w.errMsg)

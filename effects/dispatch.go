@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
@@ -40,10 +43,63 @@ func (w *dispatchWorker) Timeout(job *river.Job[dispatchArgs]) time.Duration {
 }
 
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
-	c := w.client
-	row, err := c.loader.load(ctx, job.Args.EffectID)
+	if !job.Args.shared() {
+		return w.client.dispatch(ctx, job, *job.Args.EffectID)
+	}
+	// A batch job: its effects are called concurrently, each under its own timeout and written
+	// through group commit as soon as it answers. The job completes once every effect is settled
+	// or handed on; an error makes River run it again, which the effects still PENDING with this
+	// job see as attempt > 1, exactly as a job of their own would.
+	ids := job.Args.EffectIDs
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.client.dispatch(ctx, job, id)
+		}()
+	}
+	wg.Wait()
+	return batchResult(errs)
+}
+
+// batchResult is what a batch job returns for the results of its effects. Any failure beyond a
+// snooze wins, so that the next run counts as a new attempt: a snooze keeps the attempt, which is
+// right only when no effect of the job may have been called and left unrecorded.
+func batchResult(errs []error) error {
+	var (
+		failures []error
+		snooze   *rivertype.JobSnoozeError
+	)
+	for _, err := range errs {
+		var s *rivertype.JobSnoozeError
+		switch {
+		case err == nil:
+		case errors.As(err, &s):
+			if snooze == nil || s.Duration < snooze.Duration {
+				snooze = s
+			}
+		default:
+			failures = append(failures, err)
+		}
+	}
+	if len(failures) > 0 {
+		return errors.Join(failures...)
+	}
+	if snooze != nil {
+		return snooze
+	}
+	return nil
+}
+
+// dispatch runs one effect of job.
+func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], effectID uuid.UUID) error {
+	row, err := c.loader.load(ctx, effectID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		c.logger.WarnContext(ctx, "dispatch job without effect", slog.String("effect_id", job.Args.EffectID.String()))
+		if !job.Args.shared() { // a batch job also names the effects that were deduplicated away
+			c.logger.WarnContext(ctx, "dispatch job without effect", slog.String("effect_id", effectID.String()))
+		}
 		return nil
 	}
 	if err != nil {
@@ -58,13 +114,13 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 	if !ok {
 		c.logger.ErrorContext(ctx, "dispatch: no connector registered in this reactor; waiting",
 			slog.String("connector", row.Connector), slog.String("effect_id", row.ID.String()))
-		return river.JobSnooze(unknownConnectorSnooze)
+		return c.waitAWhile(ctx, job, row)
 	}
 	if c.ownerUnhooked(ctx, row.Owner, row.ID, "dispatch") {
-		return river.JobSnooze(unknownConnectorSnooze) // nothing called: wait for a reactor that has the hook
+		return c.waitAWhile(ctx, job, row) // nothing called: wait for a reactor that has the hook
 	}
 	actor := "reactor:" + c.config.ID
-	f := fence{jobID: &job.ID}
+	f := fence{jobID: &job.ID, sharedJob: job.Args.shared()}
 
 	if job.Attempt > 1 && !Policy(row.Policy).RetrySafe() {
 		return c.recordInterrupted(ctx, job, row, f, actor)
@@ -83,7 +139,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 	if (out.kind == outcomeConfirmed || out.kind == outcomeFailed) && row.Owner == nil {
 		// The common case goes through group commit. Owned effects do not: their owner's hook
 		// runs in the settling transaction, which recordAttempt below writes on its own.
-		w := &outcomeWrite{effectID: row.ID, jobID: job.ID, to: StateConfirmed, result: out.result, actor: actor,
+		w := &outcomeWrite{effectID: row.ID, jobID: job.ID, completeJob: !f.sharedJob, to: StateConfirmed, result: out.result, actor: actor,
 			reason: "dispatch succeeded", detail: attemptDetail(int(row.Attempts)+1, job.ID)}
 		if out.kind == outcomeFailed {
 			w.to, w.result, w.errMsg, w.reason = StateFailed, nil, out.err.Error(), "permanent failure"
@@ -107,12 +163,13 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 		if err != nil || fenced || retryIn > 0 {
 			return errors.Join(err, errFenced(fenced))
 		}
-		return completeJobTx(recordCtx, tx, job)
+		return completeDispatchTx(recordCtx, tx, job)
 	})
 	if err != nil {
 		return c.afterRecord(recordCtx, row, job, actor, out, err)
 	}
-	if retryIn > 0 {
+	if retryIn > 0 && !f.sharedJob { // a batch job has handed the effect to a job of its own
+
 		c.logger.InfoContext(ctx, "dispatch: retryable failure", slog.String("effect_id", row.ID.String()),
 			slog.Duration("retry_in", retryIn), slog.String("error", errString(out.err)))
 		return river.JobSnooze(retryIn)
@@ -121,6 +178,32 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 		c.countTransition(row.Connector, row.Policy, StatePending, State(settled.State))
 	}
 	return nil
+}
+
+// waitAWhile makes an effect that this reactor cannot dispatch yet wait, without calling anything:
+// a job of its own snoozes; an effect of a batch job is handed to a job of its own, scheduled
+// later.
+func (c *Client) waitAWhile(ctx context.Context, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect) error {
+	if !job.Args.shared() {
+		return river.JobSnooze(unknownConnectorSnooze)
+	}
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		newJob, err := c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, time.Now().Add(unknownConnectorSnooze))
+		if err != nil {
+			return err
+		}
+		_, err = dbsqlc.New(tx).EffectSetJob(ctx, dbsqlc.EffectSetJobParams{
+			ID: row.ID, State: dbsqlc.ReckonEffectStatePENDING, JobID: &job.ID, NewJobID: *newJob,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errFenced(true) // someone else decided first; the new job is rolled back
+		}
+		return err
+	})
+	if errors.Is(err, errFencedOut) {
+		return nil
+	}
+	return err
 }
 
 // afterRecord ends a Work whose outcome write failed with err: a fenced-out outcome is kept in the
@@ -154,7 +237,7 @@ func (c *Client) recordInterrupted(ctx context.Context, job *river.Job[dispatchA
 		if err != nil || fenced {
 			return err
 		}
-		return completeJobTx(ctx, tx, job)
+		return completeDispatchTx(ctx, tx, job)
 	})
 	if err != nil || fenced {
 		return err

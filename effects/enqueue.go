@@ -100,14 +100,12 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		scheduledAt = opts.ScheduledAt
 	}
 	ids := make([]uuid.UUID, len(specs))
-	jobParams := make([]river.InsertManyParams, 0, len(unique))
 	for _, i := range unique {
 		ids[i] = uuid.Must(uuid.NewV7())
-		jobParams = append(jobParams, c.dispatchInsertParams(ids[i], timeoutMS(resolved[i].connector), scheduledAt))
 	}
-	jobs, err := c.river.InsertManyTx(ctx, tx, jobParams)
+	jobOf, jobs, err := c.insertDispatchJobs(ctx, tx, ids, unique, resolved, scheduledAt)
 	if err != nil {
-		return nil, fmt.Errorf("effects: insert dispatch jobs: %w", err)
+		return nil, err
 	}
 
 	actor, reason := opts.actorReason()
@@ -118,7 +116,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 			ID: ids[unique[0]], TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
 			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
 			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
-			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), JobID: &jobs[0].Job.ID,
+			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), JobID: &jobs[0],
 			Owner: ptr(r.spec.Owner), Actor: actor, Reason: reason,
 		})
 		var effect *Effect
@@ -126,7 +124,10 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		case err == nil:
 			effect = effectFromRow(row)
 		case errors.Is(err, pgx.ErrNoRows):
-			if effect, err = c.dedup(ctx, tx, r, jobs[0].Job.ID); err != nil {
+			if effect, err = c.existingFor(ctx, tx, r); err != nil {
+				return nil, err
+			}
+			if err := c.deleteJobs(ctx, tx, jobs); err != nil {
 				return nil, err
 			}
 		default:
@@ -158,7 +159,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		params.RunIds = append(params.RunIds, r.spec.RunID)
 		params.TurnIds = append(params.TurnIds, turnID)
 		params.TurnGroups = append(params.TurnGroups, r.spec.TurnGroup)
-		params.JobIds = append(params.JobIds, jobs[n].Job.ID)
+		params.JobIds = append(params.JobIds, jobs[jobOf[n]])
 		params.Owners = append(params.Owners, r.spec.Owner)
 	}
 	inserted, err := dbsqlc.New(tx).EffectInsertMany(ctx, params)
@@ -171,17 +172,28 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		byID[row.ID] = effectFromRow(row)
 	}
 	byKey := map[[2]string]*Effect{}
+	used := make(map[int64]bool, len(jobs)) // the jobs that carry an effect inserted now
 	for n, i := range unique {
 		r := resolved[i]
 		if effect, ok := byID[ids[i]]; ok {
 			byKey[[2]string{r.tenantID, r.idempotencyKey}] = effect
+			used[jobs[jobOf[n]]] = true
 			continue
 		}
-		existing, err := c.dedup(ctx, tx, r, jobs[n].Job.ID)
+		existing, err := c.existingFor(ctx, tx, r)
 		if err != nil {
 			return nil, err
 		}
 		byKey[[2]string{r.tenantID, r.idempotencyKey}] = existing
+	}
+	var unused []int64 // every effect of theirs was already recorded
+	for _, id := range jobs {
+		if !used[id] {
+			unused = append(unused, id)
+		}
+	}
+	if err := c.deleteJobs(ctx, tx, unused); err != nil {
+		return nil, err
 	}
 	result := make([]*Effect, len(specs))
 	for i, r := range resolved {
@@ -190,17 +202,50 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	return result, c.setAsyncOptionsTx(ctx, tx, resolved, result)
 }
 
-// dedup handles an effect whose key existed: it returns the existing effect (or the conflict) and
-// deletes the dispatch job inserted for nothing.
-func (c *Client) dedup(ctx context.Context, tx pgx.Tx, r *resolvedSpec, jobID int64) (*Effect, error) {
-	existing, err := c.existingFor(ctx, tx, r)
+// insertDispatchJobs inserts the dispatch jobs of the effects ids[i], i in unique: one job per
+// effect when there is one effect (or Config.DispatchBatch is 1), else one job per
+// Config.DispatchBatch effects. It returns the job of each (jobOf[n] indexes jobs for unique[n]).
+// Sharing a job spends River's insert, fetch and completion once per batch instead of once per
+// effect; the effects of a batch are dispatched concurrently by the worker that fetches it.
+func (c *Client) insertDispatchJobs(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, unique []int, resolved []*resolvedSpec, scheduledAt time.Time) (jobOf []int, jobs []int64, err error) {
+	size := c.config.DispatchBatch
+	jobOf = make([]int, len(unique))
+	var params []river.InsertManyParams
+	for start := 0; start < len(unique); start += size {
+		batch := unique[start:min(start+size, len(unique))]
+		if len(batch) == 1 {
+			params = append(params, c.dispatchInsertParams(ids[batch[0]], timeoutMS(resolved[batch[0]].connector), scheduledAt))
+		} else {
+			args := dispatchArgs{EffectIDs: make([]uuid.UUID, len(batch))}
+			for k, i := range batch {
+				args.EffectIDs[k] = ids[i]
+				args.TimeoutMS = max(args.TimeoutMS, timeoutMS(resolved[i].connector))
+			}
+			params = append(params, river.InsertManyParams{Args: args, InsertOpts: c.dispatchInsertOpts(scheduledAt)})
+		}
+		for k := range batch {
+			jobOf[start+k] = len(params) - 1
+		}
+	}
+	res, err := c.river.InsertManyTx(ctx, tx, params)
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("effects: insert dispatch jobs: %w", err)
 	}
-	if _, err := c.river.JobDeleteTx(ctx, tx, jobID); err != nil {
-		return nil, fmt.Errorf("effects: delete unneeded dispatch job: %w", err)
+	jobs = make([]int64, len(res))
+	for k, r := range res {
+		jobs[k] = r.Job.ID
 	}
-	return existing, nil
+	return jobOf, jobs, nil
+}
+
+// deleteJobs deletes dispatch jobs inserted for effects that already existed.
+func (c *Client) deleteJobs(ctx context.Context, tx pgx.Tx, ids []int64) error {
+	for _, id := range ids {
+		if _, err := c.river.JobDeleteTx(ctx, tx, id); err != nil {
+			return fmt.Errorf("effects: delete unneeded dispatch job: %w", err)
+		}
+	}
+	return nil
 }
 
 // existingFor returns the effect holding r's idempotency key, marked deduplicated, or

@@ -117,16 +117,12 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, r
 	case row.Attempts > 0 || row.LeaseToken != nil || row.JobID == nil:
 		return nil, fmt.Errorf("%w: effect %s has been attempted", ErrNotCancellable, id)
 	}
-	// Lock the job: River fetches with SKIP LOCKED, so no reactor can claim it until we commit.
-	job, err := dbsqlc.New(tx).RiverJobGetForUpdate(ctx, *row.JobID)
+	job, cancelled, err := c.cancelUnstartedJobTx(ctx, tx, *row.JobID)
 	if err != nil {
-		return nil, fmt.Errorf("effects: lock dispatch job: %w", err)
+		return nil, err
 	}
-	if job.Attempt > 0 || (job.State != dbsqlc.RiverJobStateAvailable && job.State != dbsqlc.RiverJobStateScheduled) {
+	if !cancelled {
 		return nil, fmt.Errorf("%w: effect %s is in flight (dispatch job %s, attempt %d)", ErrNotCancellable, id, job.State, job.Attempt)
-	}
-	if _, err := c.river.JobCancelTx(ctx, tx, job.ID); err != nil {
-		return nil, fmt.Errorf("effects: cancel dispatch job: %w", err)
 	}
 	settled, _, err := c.settle(ctx, tx, id, transition{
 		from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
@@ -243,4 +239,25 @@ func (c *Client) lockEffect(ctx context.Context, tx pgx.Tx, id uuid.UUID, tenant
 		return dbsqlc.ReckonEffect{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return row, err
+}
+
+// cancelUnstartedJobTx stops an effect's dispatch job from ever calling it, if the job has not
+// started: it locks the job (River fetches with SKIP LOCKED, so no reactor can claim it until tx
+// ends) and reports started=false when the job has run or is running. A job of the effect's own
+// is cancelled; a batch job is left for its other effects, and skips this one once the caller has
+// settled it in tx.
+func (c *Client) cancelUnstartedJobTx(ctx context.Context, tx pgx.Tx, jobID int64) (job dbsqlc.RiverJobGetForUpdateRow, cancelled bool, err error) {
+	job, err = dbsqlc.New(tx).RiverJobGetForUpdate(ctx, jobID)
+	if err != nil {
+		return job, false, fmt.Errorf("effects: lock dispatch job: %w", err)
+	}
+	if job.Attempt > 0 || (job.State != dbsqlc.RiverJobStateAvailable && job.State != dbsqlc.RiverJobStateScheduled) {
+		return job, false, nil
+	}
+	if !job.Shared {
+		if _, err := c.river.JobCancelTx(ctx, tx, job.ID); err != nil {
+			return job, false, fmt.Errorf("effects: cancel dispatch job: %w", err)
+		}
+	}
+	return job, true, nil
 }

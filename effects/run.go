@@ -408,8 +408,12 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string) (*RunC
 			notStarted := row.JobID != nil && p.JobAttempt == 0 && waitingJob(dbsqlc.RiverJobState(p.JobState)) && row.LeaseToken == nil
 			switch {
 			case notStarted && row.CorrelationID == nil:
-				if _, err := c.river.JobCancelTx(ctx, tx, *row.JobID); err != nil {
+				// Under the job's lock, it must still not have started.
+				if _, cancelled, err := c.cancelUnstartedJobTx(ctx, tx, *row.JobID); err != nil {
 					return fmt.Errorf("effects: cancel dispatch job of %s: %w", row.ID, err)
+				} else if !cancelled {
+					res.Left = append(res.Left, row.ID)
+					continue
 				}
 				_, fenced, err := c.settle(ctx, tx, row.ID, transition{
 					from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
@@ -559,7 +563,7 @@ func (c *Client) stopCancelledRetry(ctx context.Context, job *river.Job[dispatch
 			return err
 		}
 		stopped = true
-		return completeJobTx(ctx, tx, job)
+		return completeDispatchTx(ctx, tx, job)
 	})
 	if err != nil || !stopped {
 		return false, err

@@ -21,6 +21,9 @@ import (
 type fence struct {
 	jobID      *int64
 	leaseToken *uuid.UUID
+	// sharedJob: the job carries other effects too (a batch dispatch job), so it is neither
+	// snoozed nor completed for this one; an effect that must wait is handed to a job of its own.
+	sharedJob bool
 }
 
 // transition is one fenced state change, with the follow-up job that takes the effect over.
@@ -103,12 +106,19 @@ func marshalDetail(detail map[string]any) (json.RawMessage, error) {
 // Job args. Effects are looked up by id; the timeout lets River bound the worker before it reads
 // the effect.
 
+//
+// A dispatch job carries one effect (EffectID) or, for effects enqueued together, a batch of them
+// (EffectIDs); TimeoutMS is then the longest of their timeouts.
 type dispatchArgs struct {
-	EffectID  uuid.UUID `json:"effect_id"`
-	TimeoutMS int32     `json:"timeout_ms"`
+	EffectID  *uuid.UUID  `json:"effect_id,omitempty"`
+	EffectIDs []uuid.UUID `json:"effect_ids,omitempty"`
+	TimeoutMS int32       `json:"timeout_ms"`
 }
 
 func (dispatchArgs) Kind() string { return "reckon_dispatch" }
+
+// shared reports whether the job carries a batch of effects.
+func (a dispatchArgs) shared() bool { return a.EffectID == nil }
 
 type reconcileArgs struct {
 	EffectID  uuid.UUID `json:"effect_id"`
@@ -124,9 +134,13 @@ const dispatchJobMaxAttempts = 10
 
 func (c *Client) dispatchInsertParams(effectID uuid.UUID, timeoutMS int32, scheduledAt time.Time) river.InsertManyParams {
 	return river.InsertManyParams{
-		Args:       dispatchArgs{EffectID: effectID, TimeoutMS: timeoutMS},
-		InsertOpts: &river.InsertOpts{Queue: c.config.Queue, MaxAttempts: dispatchJobMaxAttempts, ScheduledAt: scheduledAt},
+		Args:       dispatchArgs{EffectID: &effectID, TimeoutMS: timeoutMS},
+		InsertOpts: c.dispatchInsertOpts(scheduledAt),
 	}
+}
+
+func (c *Client) dispatchInsertOpts(scheduledAt time.Time) *river.InsertOpts {
+	return &river.InsertOpts{Queue: c.config.Queue, MaxAttempts: dispatchJobMaxAttempts, ScheduledAt: scheduledAt}
 }
 
 func (c *Client) insertDispatchJob(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, timeoutMS int32, scheduledAt time.Time) (*int64, error) {
@@ -222,10 +236,10 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 		if retryIn <= 0 {
 			retryIn = connector.Backoff(attempt)
 		}
-		// A dispatch job tries again itself, after a snooze; an inline attempt hands the effect to
-		// a dispatch job scheduled after the backoff.
+		// A dispatch job of its own tries again itself, after a snooze; an inline attempt or a
+		// batch job hands the effect to a dispatch job scheduled after the backoff.
 		retryJob := f.jobID
-		if retryJob == nil {
+		if retryJob == nil || f.sharedJob {
 			if retryJob, err = c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, time.Now().Add(retryIn)); err != nil {
 				return settled, 0, false, err
 			}
@@ -257,6 +271,15 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 // countTransition counts a committed transition in the metrics.
 func (c *Client) countTransition(connector string, policy dbsqlc.ReckonEffectPolicy, from, to State) {
 	c.metrics.transitions.WithLabelValues(connector, string(policy), string(from), string(to)).Inc()
+}
+
+// completeDispatchTx completes a dispatch job inside tx, unless the job carries other effects too:
+// a batch job completes when its last effect is done (River completes it when Work returns).
+func completeDispatchTx(ctx context.Context, tx pgx.Tx, job *river.Job[dispatchArgs]) error {
+	if job.Args.shared() {
+		return nil
+	}
+	return completeJobTx(ctx, tx, job)
 }
 
 // completeJobTx completes a running River job inside tx.

@@ -180,7 +180,8 @@ WHERE id = ANY (@ids::uuid[]) AND state IN ('CONFIRMED', 'FAILED', 'STUCK');
 -- EffectSettle for many dispatch outcomes at once (group commit), in one statement: each effect is
 -- fenced by its own job (still PENDING, still that job's) and leaves for a terminal state without
 -- a follow-up job, and the jobs of the effects written are completed as river.JobCompleteTx
--- completes one (state completed, finalized_at now). River's completer later finds them completed
+-- completes one (state completed, finalized_at now) — unless complete_jobs says no: a batch job
+-- carrying other effects completes when River sees its Work return. River's completer later finds them completed
 -- and leaves them alone, as after JobCompleteTx. Returns the effects written; the missing ones
 -- were fenced out.
 WITH settled AS (
@@ -197,6 +198,7 @@ WITH settled AS (
         SELECT
             unnest(sqlc.arg(ids)::uuid[]) AS id,
             unnest(sqlc.arg(job_ids)::bigint[]) AS job_id,
+            unnest(sqlc.arg(complete_jobs)::boolean[]) AS complete_job,
             unnest(sqlc.arg(to_states)::text[]) AS to_state,
             unnest(sqlc.arg(results)::jsonb[]) AS result,
             unnest(sqlc.arg(errors)::text[]) AS error,
@@ -210,11 +212,11 @@ WITH settled AS (
     -- unanalyzed table once made each batch scan every PENDING effect for every outcome).
     WHERE e.id = ANY (sqlc.arg(ids)::uuid[])
       AND e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id AND e.owner IS NULL
-    RETURNING e.id, e.connector, e.policy, e.state, u.job_id
+    RETURNING e.id, e.connector, e.policy, e.state, u.job_id, u.complete_job
 ),
 completed AS ( -- runs whether or not it is referenced, as every data-modifying CTE does
     UPDATE river_job SET state = 'completed', finalized_at = now()
-    WHERE id IN (SELECT job_id FROM settled) AND state = 'running'
+    WHERE id IN (SELECT job_id FROM settled WHERE complete_job) AND state = 'running'
 )
 SELECT id, connector, policy, state FROM settled;
 

@@ -1296,12 +1296,13 @@ WITH settled AS (
         SELECT
             unnest($1::uuid[]) AS id,
             unnest($2::bigint[]) AS job_id,
-            unnest($3::text[]) AS to_state,
-            unnest($4::jsonb[]) AS result,
-            unnest($5::text[]) AS error,
-            unnest($6::text[]) AS actor,
-            unnest($7::text[]) AS reason,
-            unnest($8::jsonb[]) AS detail
+            unnest($3::boolean[]) AS complete_job,
+            unnest($4::text[]) AS to_state,
+            unnest($5::jsonb[]) AS result,
+            unnest($6::text[]) AS error,
+            unnest($7::text[]) AS actor,
+            unnest($8::text[]) AS reason,
+            unnest($9::jsonb[]) AS detail
     ) AS u
     -- Owned effects never come here (their owner's hook runs in a transaction of their own); an
     -- owned row is left alone, as if fenced out. ` + "`" + `e.id = ANY (ids)` + "`" + ` repeats the join for the
@@ -1309,24 +1310,25 @@ WITH settled AS (
     -- unanalyzed table once made each batch scan every PENDING effect for every outcome).
     WHERE e.id = ANY ($1::uuid[])
       AND e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id AND e.owner IS NULL
-    RETURNING e.id, e.connector, e.policy, e.state, u.job_id
+    RETURNING e.id, e.connector, e.policy, e.state, u.job_id, u.complete_job
 ),
 completed AS ( -- runs whether or not it is referenced, as every data-modifying CTE does
     UPDATE river_job SET state = 'completed', finalized_at = now()
-    WHERE id IN (SELECT job_id FROM settled) AND state = 'running'
+    WHERE id IN (SELECT job_id FROM settled WHERE complete_job) AND state = 'running'
 )
 SELECT id, connector, policy, state FROM settled
 `
 
 type EffectSettleManyParams struct {
-	Ids      []uuid.UUID
-	JobIds   []int64
-	ToStates []string
-	Results  []json.RawMessage
-	Errors   []string
-	Actors   []string
-	Reasons  []string
-	Details  []json.RawMessage
+	Ids          []uuid.UUID
+	JobIds       []int64
+	CompleteJobs []bool
+	ToStates     []string
+	Results      []json.RawMessage
+	Errors       []string
+	Actors       []string
+	Reasons      []string
+	Details      []json.RawMessage
 }
 
 type EffectSettleManyRow struct {
@@ -1339,13 +1341,15 @@ type EffectSettleManyRow struct {
 // EffectSettle for many dispatch outcomes at once (group commit), in one statement: each effect is
 // fenced by its own job (still PENDING, still that job's) and leaves for a terminal state without
 // a follow-up job, and the jobs of the effects written are completed as river.JobCompleteTx
-// completes one (state completed, finalized_at now). River's completer later finds them completed
+// completes one (state completed, finalized_at now) — unless complete_jobs says no: a batch job
+// carrying other effects completes when River sees its Work return. River's completer later finds them completed
 // and leaves them alone, as after JobCompleteTx. Returns the effects written; the missing ones
 // were fenced out.
 func (q *Queries) EffectSettleMany(ctx context.Context, arg EffectSettleManyParams) ([]EffectSettleManyRow, error) {
 	rows, err := q.db.Query(ctx, effectSettleMany,
 		arg.Ids,
 		arg.JobIds,
+		arg.CompleteJobs,
 		arg.ToStates,
 		arg.Results,
 		arg.Errors,

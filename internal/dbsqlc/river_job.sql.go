@@ -10,20 +10,27 @@ import (
 )
 
 const riverJobGetForUpdate = `-- name: RiverJobGetForUpdate :one
-SELECT id, state, attempt FROM river_job WHERE id = $1 FOR UPDATE
+SELECT id, state, attempt, (args ? 'effect_ids')::boolean AS shared FROM river_job WHERE id = $1 FOR UPDATE
 `
 
 type RiverJobGetForUpdateRow struct {
 	ID      int64
 	State   RiverJobState
 	Attempt int16
+	Shared  bool
 }
 
 // Locks an effect's River job so that no reactor can fetch it while an operator cancels the effect
 // (River fetches with FOR UPDATE SKIP LOCKED).
+// shared: a batch dispatch job, carrying other effects too.
 func (q *Queries) RiverJobGetForUpdate(ctx context.Context, id int64) (RiverJobGetForUpdateRow, error) {
 	row := q.db.QueryRow(ctx, riverJobGetForUpdate, id)
 	var i RiverJobGetForUpdateRow
-	err := row.Scan(&i.ID, &i.State, &i.Attempt)
+	err := row.Scan(
+		&i.ID,
+		&i.State,
+		&i.Attempt,
+		&i.Shared,
+	)
 	return i, err
 }
