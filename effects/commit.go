@@ -33,12 +33,12 @@ type outcomeWrite struct {
 	jobID       int64
 	completeJob bool // false for a batch job, which carries other effects
 	to          State
-	result   json.RawMessage
-	errMsg   string
-	actor    string
-	reason   string
-	detail   json.RawMessage
-	done     chan writeResult
+	result      json.RawMessage
+	errMsg      string
+	actor       string
+	reason      string
+	detail      json.RawMessage
+	done        chan writeResult
 }
 
 type writeResult struct {

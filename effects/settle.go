@@ -106,7 +106,6 @@ func marshalDetail(detail map[string]any) (json.RawMessage, error) {
 // Job args. Effects are looked up by id; the timeout lets River bound the worker before it reads
 // the effect.
 
-//
 // A dispatch job carries one effect (EffectID) or, for effects enqueued together, a batch of them
 // (EffectIDs); TimeoutMS is then the longest of their timeouts.
 type dispatchArgs struct {

@@ -179,6 +179,7 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 		return nil, err
 	}
 	config.MaxConns = int32(max(32, o.concurrency+8))
+	db.ConfigurePool(config)
 	if b.pool, err = pgxpool.NewWithConfig(ctx, config); err != nil {
 		return nil, err
 	}

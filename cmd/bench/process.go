@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
 )
 
@@ -33,7 +34,13 @@ func runReactorProcess(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	pool, err := pgxpool.New(ctx, *databaseURL)
+	config, err := pgxpool.ParseConfig(*databaseURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	db.ConfigurePool(config)
+	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -188,13 +195,21 @@ func (b *bench) scale(ctx context.Context) error {
 			return err
 		}
 		start := time.Now()
+		before, cpuErr := sampleCPU()
 		procs, err := b.startReactors(k)
 		if err == nil {
 			var end time.Time
 			if end, err = b.waitEffectsDone(ctx, fmt.Sprintf("scale-%d", k)); err == nil {
 				name := fmt.Sprintf("scale-%d", k)
-				b.results.add(throughput(name, fmt.Sprintf("%d reactor process(es), full protocol, from process start", k), b.o.n, end.Sub(start)))
-				b.progress("%s: %.0f effects/s", name, b.results.rate(name))
+				res := throughput(name, fmt.Sprintf("%d reactor process(es), full protocol, from process start", k), b.o.n, end.Sub(start))
+				// Whether Postgres had room to grow: how busy the machine was, and Postgres's share.
+				if after, err := sampleCPU(); err == nil && cpuErr == nil {
+					busy, pg := before.usage(after)
+					res.Extra = map[string]float64{"cpu_busy_pct": busy, "postgres_cores": pg}
+				}
+				b.results.add(res)
+				b.progress("%s: %.0f effects/s, CPUs %.0f%% busy, Postgres %.2f cores", name, res.PerSecond,
+					res.Extra["cpu_busy_pct"], res.Extra["postgres_cores"])
 			}
 		}
 		stopReactors(procs)

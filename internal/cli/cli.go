@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reckonhq/reckon/db"
 )
 
 // DefaultDatabaseURL is the database used when DATABASE_URL is not set: the local Postgres.
@@ -50,6 +52,7 @@ func OpenPool(ctx context.Context, databaseURL string, maxConns int) (*pgxpool.P
 	if maxConns > 0 {
 		config.MaxConns = int32(maxConns)
 	}
+	db.ConfigurePool(config)
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)

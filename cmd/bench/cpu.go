@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is Linux's USER_HZ, the unit of the CPU times in /proc.
+const clockTicks = 100
+
+// cpuSample is the machine's CPU time and each postgres process's, read from /proc.
+type cpuSample struct {
+	at          time.Time
+	busy, total uint64         // ticks summed over all CPUs
+	postgres    map[int]uint64 // pid → user + system ticks
+}
+
+// sampleCPU reads /proc/stat and /proc/<pid>/stat of every process named postgres.
+func sampleCPU() (cpuSample, error) {
+	s := cpuSample{at: time.Now(), postgres: map[int]uint64{}}
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return s, err
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return s, errors.New("unexpected /proc/stat")
+	}
+	for i, f := range fields[1:9] { // user nice system idle iowait irq softirq steal
+		v, _ := strconv.ParseUint(f, 10, 64)
+		s.total += v
+		if i != 3 && i != 4 {
+			s.busy += v
+		}
+	}
+	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range paths {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		text := string(raw)
+		open, end := strings.IndexByte(text, '('), strings.LastIndexByte(text, ')')
+		if open < 0 || end < open || text[open+1:end] != "postgres" {
+			continue
+		}
+		rest := strings.Fields(text[end+1:]) // from field 3 (state) on
+		if len(rest) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseUint(rest[11], 10, 64)
+		stime, _ := strconv.ParseUint(rest[12], 10, 64)
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		s.postgres[pid] = utime + stime
+	}
+	return s, nil
+}
+
+// usage returns how busy the machine's CPUs were between s and e (0–100 %) and how many cores
+// postgres processes used on average. Take e before the processes of interest exit.
+func (s cpuSample) usage(e cpuSample) (busyPct, postgresCores float64) {
+	if e.total > s.total {
+		busyPct = 100 * float64(e.busy-s.busy) / float64(e.total-s.total)
+	}
+	var ticks uint64
+	for pid, t := range e.postgres {
+		if t >= s.postgres[pid] {
+			ticks += t - s.postgres[pid]
+		}
+	}
+	if secs := e.at.Sub(s.at).Seconds(); secs > 0 {
+		postgresCores = float64(ticks) / clockTicks / secs
+	}
+	return busyPct, postgresCores
+}
