@@ -30,6 +30,17 @@
 // and does the same. A late outcome of a worker presumed dead is refused by the fence and kept in
 // the audit trail only.
 //
+// Effects enqueued together (EnqueueManyTx) share a dispatch job, up to Config.DispatchBatch per
+// job: River's insert, fetch and completion are then spent once per batch. The worker that fetches
+// a batch calls its effects concurrently, each under its own timeout, and writes each outcome as
+// it comes, fenced by the job as above; a crash leaves the batch's unrecorded effects to the same
+// recovery. An effect of a batch that must wait (a retry, a connector this reactor lacks) is
+// handed to a job of its own, and the batch job completes once every effect is settled or handed
+// on. Up to Config.Workers × Config.DispatchBatch calls may be in flight.
+//
+// Create the pool with db.ConfigurePool: it makes pgx encode uuids directly (without it they
+// work, through a slower text round trip).
+//
 // # Settle hooks
 //
 // A component built on effects (package saga) owns its effects: Spec.Owner names it, and the
