@@ -195,8 +195,8 @@ func (b *bench) scale(ctx context.Context) error {
 			return err
 		}
 		start := time.Now()
-		before, cpuErr := sampleCPU()
 		procs, err := b.startReactors(k)
+		before, cpuErr := sampleCPU() // while they work: their start-up leaves the CPUs idle
 		if err == nil {
 			var end time.Time
 			if end, err = b.waitEffectsDone(ctx, fmt.Sprintf("scale-%d", k)); err == nil {
