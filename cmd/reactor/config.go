@@ -75,7 +75,7 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 	fs.StringVar(&c.addr, "addr", cli.Env("RECKON_REACTOR_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics (env RECKON_REACTOR_ADDR)")
 	fs.StringVar(&c.id, "id", cli.Env("RECKON_REACTOR_ID", ""), "name of this reactor in the audit trail and to River; unique per process (env RECKON_REACTOR_ID; default host-pid-random)")
 	fs.StringVar(&c.queue, "queue", cli.Env("RECKON_QUEUE", "reckon"), "River queue of Reckon's jobs; every reactor and enqueuer of one deployment must agree (env RECKON_QUEUE)")
-	envIntVar(fs, &errs, &c.workers, "workers", "RECKON_WORKERS", 50, "effects worked on at once")
+	envIntVar(fs, &errs, &c.workers, "workers", "RECKON_WORKERS", 50, "jobs worked on at once (a dispatch job of effects enqueued together calls them concurrently)")
 	envIntVar(fs, &errs, &c.dbConns, "db-conns", "RECKON_DB_CONNS", 20, "database connections; River's listener, fetches, reads and group commits share them")
 	envDurationVar(fs, &errs, &c.shutdown, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 30*time.Second,
 		"how long work in flight may take to finish after SIGTERM; then it is cancelled, recorded as UNKNOWN and reconciled later")

@@ -75,15 +75,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return 0
 }
 
-// addEngines is where the workers of the packages built on effects join the reactor: turns
-// (aggregation and logical turns) and saga (step advance and compensation) register their River
-// workers through effects.Config.AddWorkers and their settle hooks through Client.OnSettle, before
-// the client starts. Until those packages land, the reactor runs the effects workers only.
-func addEngines(_ *effects.Config) {}
-
-// startEngines registers what needs the client itself (settle hooks); see addEngines.
-func startEngines(_ *effects.Client) error { return nil }
-
 func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	pool, err := cli.OpenPool(ctx, cfg.databaseURL, cfg.dbConns)
 	if err != nil {
@@ -125,7 +116,6 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		FetchPollInterval: cfg.fetchPoll,
 		FetchCooldown:     cfg.fetchCooldown,
 	}
-	addEngines(effectsConfig)
 	sessions, err := newTurnsClient(pool, cfg, registry, logger, metrics) // turns.go
 	if err != nil {
 		return err
@@ -136,9 +126,6 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		return err
 	}
 	if err := sessions.Attach(client); err != nil {
-		return err
-	}
-	if err := startEngines(client); err != nil {
 		return err
 	}
 	sagas, err := newSagaSync(ctx, pool, client, logger, metrics) // sagas.go
