@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,24 +21,68 @@ type cpuSample struct {
 	postgres    map[int]uint64 // pid → user + system ticks
 }
 
-// sampleCPU reads /proc/stat and /proc/<pid>/stat of every process named postgres.
-func sampleCPU() (cpuSample, error) {
-	s := cpuSample{at: time.Now(), postgres: map[int]uint64{}}
+// machineCPU returns the machine's busy and total CPU ticks from /proc/stat.
+func machineCPU() (busy, total uint64, err error) {
 	stat, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return s, err
+		return 0, 0, err
 	}
 	line, _, _ := strings.Cut(string(stat), "\n")
 	fields := strings.Fields(line)
 	if len(fields) < 9 || fields[0] != "cpu" {
-		return s, errors.New("unexpected /proc/stat")
+		return 0, 0, errors.New("unexpected /proc/stat")
 	}
 	for i, f := range fields[1:9] { // user nice system idle iowait irq softirq steal
 		v, _ := strconv.ParseUint(f, 10, 64)
-		s.total += v
+		total += v
 		if i != 3 && i != 4 {
-			s.busy += v
+			busy += v
 		}
+	}
+	return busy, total, nil
+}
+
+// busyWindows samples how busy the machine's CPUs are in every 100 ms window until ctx ends, and
+// then returns the median window (0–100 %): the steady state of a run, without the ramp-up and
+// the tail, when the last few jobs leave the CPUs idle.
+func busyWindows(ctx context.Context) <-chan float64 {
+	out := make(chan float64, 1)
+	go func() {
+		var windows []float64
+		prevBusy, prevTotal, err := machineCPU()
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for err == nil {
+			select {
+			case <-ctx.Done():
+				err = ctx.Err()
+				continue
+			case <-ticker.C:
+			}
+			busy, total, e := machineCPU()
+			if e != nil || total <= prevTotal {
+				err = e
+				continue
+			}
+			windows = append(windows, 100*float64(busy-prevBusy)/float64(total-prevTotal))
+			prevBusy, prevTotal = busy, total
+		}
+		if len(windows) == 0 {
+			out <- 0
+			return
+		}
+		slices.Sort(windows)
+		out <- windows[len(windows)/2]
+	}()
+	return out
+}
+
+// sampleCPU reads /proc/stat and /proc/<pid>/stat of every process named postgres.
+func sampleCPU() (cpuSample, error) {
+	s := cpuSample{at: time.Now(), postgres: map[int]uint64{}}
+	var err error
+	if s.busy, s.total, err = machineCPU(); err != nil {
+		return s, err
 	}
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range paths {

@@ -196,22 +196,28 @@ func (b *bench) scale(ctx context.Context) error {
 		}
 		start := time.Now()
 		procs, err := b.startReactors(k)
-		before, cpuErr := sampleCPU() // while they work: their start-up leaves the CPUs idle
+		// Whether Postgres had room to grow: how busy the CPUs were while the reactors worked (their
+		// start-up leaves them idle), and Postgres's share.
+		before, cpuErr := sampleCPU()
+		windowsCtx, stopWindows := context.WithCancel(ctx)
+		median := busyWindows(windowsCtx)
 		if err == nil {
 			var end time.Time
-			if end, err = b.waitEffectsDone(ctx, fmt.Sprintf("scale-%d", k)); err == nil {
+			end, err = b.waitEffectsDone(ctx, fmt.Sprintf("scale-%d", k))
+			stopWindows()
+			if err == nil {
 				name := fmt.Sprintf("scale-%d", k)
 				res := throughput(name, fmt.Sprintf("%d reactor process(es), full protocol, from process start", k), b.o.n, end.Sub(start))
-				// Whether Postgres had room to grow: how busy the machine was, and Postgres's share.
 				if after, err := sampleCPU(); err == nil && cpuErr == nil {
 					busy, pg := before.usage(after)
-					res.Extra = map[string]float64{"cpu_busy_pct": busy, "postgres_cores": pg}
+					res.Extra = map[string]float64{"cpu_busy_pct": busy, "cpu_busy_median_pct": <-median, "postgres_cores": pg}
 				}
 				b.results.add(res)
-				b.progress("%s: %.0f effects/s, CPUs %.0f%% busy, Postgres %.2f cores", name, res.PerSecond,
-					res.Extra["cpu_busy_pct"], res.Extra["postgres_cores"])
+				b.progress("%s: %.0f effects/s, CPUs %.0f%% busy (median 100-ms window %.0f%%), Postgres %.2f cores", name, res.PerSecond,
+					res.Extra["cpu_busy_pct"], res.Extra["cpu_busy_median_pct"], res.Extra["postgres_cores"])
 			}
 		}
+		stopWindows()
 		stopReactors(procs)
 		if err != nil {
 			return err

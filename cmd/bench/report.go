@@ -68,7 +68,8 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// saturatedPct is how busy the machine's CPUs must be for a run to count as saturated.
+// saturatedPct is how busy the machine's CPUs must be, in the median 100-ms window of a run, for
+// the run to count as saturated.
 const saturatedPct = 90
 
 // report prints the table, the ratios and the targets.
@@ -103,7 +104,9 @@ func (b *bench) report() {
 	}
 	for _, k := range []string{"scale-1", "scale-2", "scale-4"} {
 		if busy, ok := r.extra(k, "cpu_busy_pct"); ok {
-			fmt.Fprintf(b.out, "%-12s CPUs %.0f%% busy, Postgres %.2f of %d cores\n", k, busy, r.get(k).Extra["postgres_cores"], runtime.NumCPU())
+			extra := r.get(k).Extra
+			fmt.Fprintf(b.out, "%-12s CPUs %.0f%% busy over the run (median 100-ms window %.0f%%), Postgres %.2f of %d cores\n",
+				k, busy, extra["cpu_busy_median_pct"], extra["postgres_cores"], runtime.NumCPU())
 		}
 	}
 	if one := r.rate("scale-1"); one > 0 {
@@ -139,7 +142,7 @@ func (b *bench) report() {
 	if one, two := r.rate("scale-1"), r.rate("scale-2"); one > 0 && two > 0 {
 		// Growth is due only while there is room: with the CPUs saturated by one reactor process
 		// and its Postgres, a second process can only share them.
-		busy, _ := r.extra("scale-1", "cpu_busy_pct")
+		busy, _ := r.extra("scale-1", "cpu_busy_median_pct")
 		goal := "throughput grows from 1 to 2 reactor processes"
 		if busy >= saturatedPct {
 			goal = fmt.Sprintf("%s (CPUs %.0f%% busy at 1: saturated)", goal, busy)
