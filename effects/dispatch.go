@@ -30,7 +30,7 @@ const unknownConnectorSnooze = 30 * time.Second
 // dispatchWorker runs DESIGN.md section 3. River's fetch is the durable attempt claim: the job is
 // `running` with attempt n, committed, before Work runs. The outcome is written fenced by the job
 // (the effect must still be PENDING and still belong to this job) together with the job's
-// completion, in one transaction. A run with attempt > 1 means an earlier run of this job was
+// completion, in one transaction (a batch job, carrying several effects, completes after the last). A run with attempt > 1 means an earlier run of this job was
 // interrupted after its claim — perhaps after calling the upstream — so a non-idempotent effect
 // becomes UNKNOWN instead of being called again.
 type dispatchWorker struct {
@@ -57,6 +57,11 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { // as River does for Work: a panic fails the job (attempt > 1 next time)
+				if r := recover(); r != nil {
+					errs[i] = fmt.Errorf("effects: dispatch of effect %s panicked: %v", id, r)
+				}
+			}()
 			errs[i] = w.client.dispatch(ctx, job, id)
 		}()
 	}
