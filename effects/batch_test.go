@@ -3,6 +3,7 @@ package effects_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -245,4 +246,40 @@ func TestBatchJobUnknownConnector(t *testing.T) {
 	require.True(t, waitsLong, "its job waits for a reactor that has the connector")
 	require.Equal(t, 0, h.bank.Count("w-1"))
 	require.Equal(t, []string{">PENDING"}, h.path(batch[1].ID), "handing over is not a transition")
+}
+
+// TestBatchJobPanic panics in the settle hook of one effect of a batch: the reactor survives, the
+// job fails like a Work that panicked, and its next run (attempt 2) dispatches the idempotent
+// effect again, which then settles; its sibling settled in the first run.
+func TestBatchJobPanic(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.bank.SetIdempotent(true)
+	h.wire(fakebank.ConnectorOptions{Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent}})
+	var panicked atomic.Bool
+	h.client.OnSettle("boom", func(_ context.Context, _ pgx.Tx, e *effects.Effect) error {
+		if e.IdempotencyKey == "panic-1" && panicked.CompareAndSwap(false, true) {
+			panic("hook exploded")
+		}
+		return nil
+	})
+	specs := []effects.Spec{
+		{Connector: "bank.wire", IdempotencyKey: "panic-0", Owner: "boom", Args: map[string]any{"account": "a", "amount": 1}},
+		{Connector: "bank.wire", IdempotencyKey: "panic-1", Owner: "boom", Args: map[string]any{"account": "a", "amount": 1}},
+	}
+	var batch []*effects.Effect
+	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
+		var err error
+		batch, err = h.client.EnqueueManyTx(context.Background(), tx, specs, nil)
+		return err
+	}))
+	require.Equal(t, []int{2}, h.dispatchJobs())
+	h.start()
+	for _, e := range batch {
+		require.Equal(t, effects.StateConfirmed, h.wait(e.ID).State)
+	}
+	require.True(t, panicked.Load())
+	require.Equal(t, 2, h.count(`SELECT attempt FROM river_job WHERE kind = 'reckon_dispatch'`), "the panic failed the job's first run")
+	require.Equal(t, 1, h.bank.Count("panic-0"))
+	require.Equal(t, 1, h.bank.Count("panic-1"), "the idempotent upstream performed the repeated call once")
 }
