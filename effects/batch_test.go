@@ -248,10 +248,10 @@ func TestBatchJobUnknownConnector(t *testing.T) {
 	require.Equal(t, []string{">PENDING"}, h.path(batch[1].ID), "handing over is not a transition")
 }
 
-// TestBatchJobPanic panics in the settle hook of one effect of a batch: the reactor survives, the
-// job fails like a Work that panicked, and its next run (attempt 2) dispatches the idempotent
-// effect again, which then settles; its sibling settled in the first run.
-func TestBatchJobPanic(t *testing.T) {
+// TestBatchJobHookFailure fails (by a panic) the settle hook of one effect of a batch: the failure
+// rolls that effect's outcome back and fails the job, whose next run (attempt 2) dispatches the
+// idempotent effect again, which then settles; its sibling settled in the first run.
+func TestBatchJobHookFailure(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	h.bank.SetIdempotent(true)
@@ -279,7 +279,7 @@ func TestBatchJobPanic(t *testing.T) {
 		require.Equal(t, effects.StateConfirmed, h.wait(e.ID).State)
 	}
 	require.True(t, panicked.Load())
-	require.Equal(t, 2, h.count(`SELECT attempt FROM river_job WHERE kind = 'reckon_dispatch'`), "the panic failed the job's first run")
+	require.Equal(t, 2, h.count(`SELECT attempt FROM river_job WHERE kind = 'reckon_dispatch'`), "the hook's failure failed the job's first run")
 	require.Equal(t, 1, h.bank.Count("panic-0"))
 	require.Equal(t, 1, h.bank.Count("panic-1"), "the idempotent upstream performed the repeated call once")
 }
