@@ -243,7 +243,7 @@ func (c *Client) lockEffect(ctx context.Context, tx pgx.Tx, id uuid.UUID, tenant
 
 // cancelUnstartedJobTx stops an effect's dispatch job from ever calling it, if the job has not
 // started: it locks the job (River fetches with SKIP LOCKED, so no reactor can claim it until tx
-// ends) and reports started=false when the job has run or is running. A job of the effect's own
+// ends) and reports cancelled=false when the job has run or is running. A job of the effect's own
 // is cancelled; a batch job is left for its other effects, and skips this one once the caller has
 // settled it in tx.
 func (c *Client) cancelUnstartedJobTx(ctx context.Context, tx pgx.Tx, jobID int64) (job dbsqlc.RiverJobGetForUpdateRow, cancelled bool, err error) {
