@@ -59,13 +59,13 @@ func TestBatchJobOutcomes(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Timeout: 5 * time.Second})
-	ks := keys("batch", 40) // 32 share the first job, 8 the second
+	ks := keys("batch", 40) // 16 share the first job, 16 the second, 8 the third
 	h.bank.Script("batch-1", fakebank.Reject)
 	h.bank.Script("batch-2", fakebank.Unavailable, fakebank.Succeed)
 	h.bank.Script("batch-3", fakebank.PerformThenDrop)
 	h.bank.Script("batch-4", fakebank.Timeout, fakebank.Succeed)
 	batch := h.enqueueMany(h.client, "bank.wire", ks...)
-	require.Equal(t, []int{32, 8}, h.dispatchJobs(), "effects enqueued together share dispatch jobs of up to DispatchBatch")
+	require.Equal(t, []int{16, 16, 8}, h.dispatchJobs(), "effects enqueued together share dispatch jobs of up to DispatchBatch")
 	h.start()
 
 	for i, e := range batch {
@@ -96,12 +96,12 @@ func TestBatchJobOutcomes(t *testing.T) {
 	require.NoError(t, h.pool.QueryRow(context.Background(), `
 		SELECT (SELECT max(at) FROM reckon_effect_transitions WHERE to_state = 'CONFIRMED' AND effect_id = ANY ($1))
 		     < (SELECT at FROM reckon_effect_transitions WHERE to_state = 'UNKNOWN' AND effect_id = $2)`,
-		[]uuid.UUID{batch[0].ID, batch[6].ID, batch[20].ID, batch[31].ID}, batch[4].ID).Scan(&beforeHangEnded))
+		[]uuid.UUID{batch[0].ID, batch[6].ID, batch[10].ID, batch[15].ID}, batch[4].ID).Scan(&beforeHangEnded))
 	require.True(t, beforeHangEnded, "the other effects of the batch did not wait for the hanging call")
 
-	// The two batch jobs completed; the retried effect had a job of its own, and so had the
+	// The batch jobs completed; the retried effect had a job of its own, and so had the
 	// redispatch after the status check.
-	require.Equal(t, []int{32, 8, 1, 1}, h.dispatchJobs())
+	require.Equal(t, []int{16, 16, 8, 1, 1}, h.dispatchJobs())
 	require.Eventually(t, func() bool { // River's completer writes a batch job's completion after Work
 		return h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch' AND state <> 'completed'`) == 0
 	}, 10*time.Second, 20*time.Millisecond)

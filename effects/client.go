@@ -64,7 +64,7 @@ type Config struct {
 	// together, which it calls concurrently: up to Workers × DispatchBatch calls may be in flight.
 	Workers int
 	// DispatchBatch is how many effects enqueued in one EnqueueManyTx share a dispatch job.
-	// Default 32; 1 gives every effect a job of its own. An effect enqueued alone always has a job
+	// Default 16; 1 gives every effect a job of its own. An effect enqueued alone always has a job
 	// of its own.
 	DispatchBatch int
 	// InFlightMargin is how long past its call timeout an attempt may run before the sweeper
@@ -104,7 +104,7 @@ func (c *Config) setDefaults() {
 		c.Workers = 50
 	}
 	if c.DispatchBatch == 0 {
-		c.DispatchBatch = 32
+		c.DispatchBatch = 16
 	}
 	if c.InFlightMargin == 0 {
 		c.InFlightMargin = 30 * time.Second

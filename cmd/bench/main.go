@@ -1,7 +1,7 @@
 // Command bench measures Reckon against raw River and a hand-rolled River outbox on one fresh
 // database of the local Postgres, and prints the results side by side (and as JSON).
 //
-//	bench [-n 20000] [-w 100] [-c 16] [-dispatch-batch 32] [-scenarios all] [-json bench.json]
+//	bench [-n 20000] [-w 100] [-c 16] [-dispatch-batch 16] [-scenarios all] [-json bench.json]
 //
 // Scenarios (comma-separated in -scenarios, or "all"):
 //
@@ -97,7 +97,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.databaseURL, "database-url", cli.Env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "server to create the bench database on (env DATABASE_URL)")
 	fs.IntVar(&o.n, "n", 20000, "jobs or effects per throughput run")
 	fs.IntVar(&o.workers, "w", 100, "workers per River client or reactor")
-	fs.IntVar(&o.dispatchBatch, "dispatch-batch", 32, "effects per dispatch job when enqueued together (effects.Config.DispatchBatch; 1: a job per effect)")
+	fs.IntVar(&o.dispatchBatch, "dispatch-batch", 16, "effects per dispatch job when enqueued together (effects.Config.DispatchBatch; 1: a job per effect)")
 	fs.IntVar(&o.concurrency, "c", 16, "concurrent goroutines for the enqueue and latency scenarios")
 	fs.IntVar(&o.batch, "batch", 1000, "insert batch size")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each enqueue and latency run")
