@@ -11,8 +11,9 @@
 //	reckon    N effects of an idempotent no-op connector, then N of a non-idempotent connector
 //	          with a status check (the full protocol), dispatched by an in-process reactor
 //	enqueue   single-effect transactions from C goroutines: Reckon EnqueueTx vs River InsertTx
-//	latency   open-loop enqueue at 25% and 50% of the full protocol's rate; enqueue → CONFIRMED
-//	          percentiles from the database's timestamps
+//	latency   single-effect transactions with the reactor working: their maximum rate closed-loop,
+//	          then open-loop at 25% and 50% of it; enqueue → CONFIRMED percentiles from the
+//	          database's timestamps
 //	scale     1, 2 and 4 reactor processes on the same queue
 //	memory    one reactor process's peak RSS and Go heap while 100,000 effects wait
 //
