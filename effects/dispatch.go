@@ -30,9 +30,10 @@ const unknownConnectorSnooze = 30 * time.Second
 // dispatchWorker runs DESIGN.md section 3. River's fetch is the durable attempt claim: the job is
 // `running` with attempt n, committed, before Work runs. The outcome is written fenced by the job
 // (the effect must still be PENDING and still belong to this job) together with the job's
-// completion, in one transaction (a batch job, carrying several effects, completes after the last). A run with attempt > 1 means an earlier run of this job was
-// interrupted after its claim — perhaps after calling the upstream — so a non-idempotent effect
-// becomes UNKNOWN instead of being called again.
+// completion, in one transaction; a batch job, carrying several effects, completes after the
+// last. A run with attempt > 1 means an earlier run of this job was interrupted after its claim —
+// perhaps after calling the upstream — so a non-idempotent effect becomes UNKNOWN instead of being
+// called again.
 type dispatchWorker struct {
 	river.WorkerDefaults[dispatchArgs]
 	client *Client
@@ -174,7 +175,6 @@ func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], eff
 		return c.afterRecord(recordCtx, row, job, actor, out, err)
 	}
 	if retryIn > 0 && !f.sharedJob { // a batch job has handed the effect to a job of its own
-
 		c.logger.InfoContext(ctx, "dispatch: retryable failure", slog.String("effect_id", row.ID.String()),
 			slog.Duration("retry_in", retryIn), slog.String("error", errString(out.err)))
 		return river.JobSnooze(retryIn)
