@@ -17,16 +17,22 @@ import (
 )
 
 // enqueueMany records one effect per key of connector in one transaction (EnqueueManyTx).
-func (h *harness) enqueueMany(client *effects.Client, connector string, keys ...string) []*effects.Effect {
+func (h *harness) enqueueMany(connector string, keys ...string) []*effects.Effect {
 	h.t.Helper()
 	specs := make([]effects.Spec, len(keys))
 	for i, key := range keys {
 		specs[i] = effects.Spec{Connector: connector, IdempotencyKey: key, Args: map[string]any{"account": "acct-1", "amount": 10}}
 	}
+	return h.enqueueSpecs(specs)
+}
+
+// enqueueSpecs records specs in one transaction (EnqueueManyTx).
+func (h *harness) enqueueSpecs(specs []effects.Spec) []*effects.Effect {
+	h.t.Helper()
 	var out []*effects.Effect
 	require.NoError(h.t, h.inTx(func(tx pgx.Tx) error {
 		var err error
-		out, err = client.EnqueueManyTx(context.Background(), tx, specs, nil)
+		out, err = h.client.EnqueueManyTx(context.Background(), tx, specs, nil)
 		return err
 	}))
 	return out
@@ -64,7 +70,7 @@ func TestBatchJobOutcomes(t *testing.T) {
 	h.bank.Script("batch-2", fakebank.Unavailable, fakebank.Succeed)
 	h.bank.Script("batch-3", fakebank.PerformThenDrop)
 	h.bank.Script("batch-4", fakebank.Timeout, fakebank.Succeed)
-	batch := h.enqueueMany(h.client, "bank.wire", ks...)
+	batch := h.enqueueMany("bank.wire", ks...)
 	require.Equal(t, []int{16, 16, 8}, h.dispatchJobs(), "effects enqueued together share dispatch jobs of up to DispatchBatch")
 	h.start()
 
@@ -119,7 +125,7 @@ func TestBatchJobCrash(t *testing.T) {
 	held := h.bank.ArmKey("after-call", ks[2])
 
 	first := h.startChild()
-	batch := h.enqueueMany(h.client, "bank.wire", ks...)
+	batch := h.enqueueMany("bank.wire", ks...)
 	require.Equal(t, []int{6}, h.dispatchJobs())
 	select {
 	case got := <-held:
@@ -155,7 +161,7 @@ func TestBatchJobCancel(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
-	batch := h.enqueueMany(h.client, "bank.wire", keys("cancel", 3)...)
+	batch := h.enqueueMany("bank.wire", keys("cancel", 3)...)
 	cancelled, err := h.client.Cancel(context.Background(), batch[1].ID, "ops", "not wanted")
 	require.NoError(t, err)
 	require.Equal(t, effects.StateFailed, cancelled.State)
@@ -179,14 +185,14 @@ func TestBatchJobDeduplicated(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
-	first := h.enqueueMany(h.client, "bank.wire", "dup-0", "dup-1", "dup-2")
-	again := h.enqueueMany(h.client, "bank.wire", "dup-0", "dup-1", "dup-2")
+	first := h.enqueueMany("bank.wire", "dup-0", "dup-1", "dup-2")
+	again := h.enqueueMany("bank.wire", "dup-0", "dup-1", "dup-2")
 	for i := range again {
 		require.True(t, again[i].Deduplicated)
 		require.Equal(t, first[i].ID, again[i].ID)
 	}
 	require.Equal(t, []int{3}, h.dispatchJobs(), "the job inserted for duplicates only was deleted")
-	mixed := h.enqueueMany(h.client, "bank.wire", "dup-1", "dup-3")
+	mixed := h.enqueueMany("bank.wire", "dup-1", "dup-3")
 	require.True(t, mixed[0].Deduplicated)
 	require.False(t, mixed[1].Deduplicated)
 	require.Equal(t, []int{3, 2}, h.dispatchJobs(), "a batch with one new effect keeps its job; the duplicate's id names no effect")
@@ -213,12 +219,7 @@ func TestBatchJobUnknownConnector(t *testing.T) {
 		{Connector: "bank.wire", IdempotencyKey: "w-1", Args: map[string]any{"account": "a", "amount": 1}},
 		{Connector: "bank.other", IdempotencyKey: "o-2", Args: map[string]any{"account": "a", "amount": 1}},
 	}
-	var batch []*effects.Effect
-	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
-		var err error
-		batch, err = h.client.EnqueueManyTx(context.Background(), tx, specs, nil)
-		return err
-	}))
+	batch := h.enqueueSpecs(specs)
 
 	// A reactor with bank.other only.
 	partial := effects.NewRegistry()
@@ -266,12 +267,7 @@ func TestBatchJobHookFailure(t *testing.T) {
 		{Connector: "bank.wire", IdempotencyKey: "panic-0", Owner: "boom", Args: map[string]any{"account": "a", "amount": 1}},
 		{Connector: "bank.wire", IdempotencyKey: "panic-1", Owner: "boom", Args: map[string]any{"account": "a", "amount": 1}},
 	}
-	var batch []*effects.Effect
-	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
-		var err error
-		batch, err = h.client.EnqueueManyTx(context.Background(), tx, specs, nil)
-		return err
-	}))
+	batch := h.enqueueSpecs(specs)
 	require.Equal(t, []int{2}, h.dispatchJobs())
 	h.start()
 	for _, e := range batch {

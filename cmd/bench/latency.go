@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -82,8 +81,7 @@ func (b *bench) openLoop(ctx context.Context, client *effects.Client, rate float
 			for i := 0; next.Before(deadline) && ctx.Err() == nil; i++ {
 				time.Sleep(time.Until(next))
 				next = next.Add(interval)
-				_, err := client.Enqueue(ctx, effects.Spec{Connector: "bench.full",
-					IdempotencyKey: fmt.Sprintf("lat-%d-%d", g, i), Args: json.RawMessage(`{"amount":1}`)}, nil)
+				_, err := client.Enqueue(ctx, benchSpec("bench.full", fmt.Sprintf("lat-%d-%d", g, i)), nil)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -115,19 +113,15 @@ func (b *bench) latencyMaxRate(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	var (
-		seq       atomic.Int64
-		from, to  time.Time
-		confirmed int
+		seq              atomic.Int64
+		from, to         time.Time
+		count, confirmed int
+		elapsed          time.Duration
 	)
 	err = b.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&from)
-	var (
-		count   int
-		elapsed time.Duration
-	)
 	if err == nil {
 		count, elapsed, err = b.closedLoop(ctx, func(tx pgx.Tx) error {
-			_, err := client.EnqueueTx(ctx, tx, effects.Spec{Connector: "bench.full",
-				IdempotencyKey: fmt.Sprintf("max-%d", seq.Add(1)), Args: json.RawMessage(`{"amount":1}`)}, nil)
+			_, err := client.EnqueueTx(ctx, tx, benchSpec("bench.full", fmt.Sprintf("max-%d", seq.Add(1))), nil)
 			return err
 		})
 	}

@@ -196,33 +196,38 @@ func (b *bench) scale(ctx context.Context) error {
 		}
 		start := time.Now()
 		procs, err := b.startReactors(k)
-		// Whether Postgres had room to grow: how busy the CPUs were while the reactors worked (their
-		// start-up leaves them idle), and Postgres's share.
-		before, cpuErr := sampleCPU()
-		windowsCtx, stopWindows := context.WithCancel(ctx)
-		median := busyWindows(windowsCtx)
 		if err == nil {
-			var end time.Time
-			end, err = b.waitEffectsDone(ctx, fmt.Sprintf("scale-%d", k))
-			stopWindows()
-			if err == nil {
-				name := fmt.Sprintf("scale-%d", k)
-				res := throughput(name, fmt.Sprintf("%d reactor process(es), full protocol, from process start", k), b.o.n, end.Sub(start))
-				if after, err := sampleCPU(); err == nil && cpuErr == nil {
-					busy, pg := before.usage(after)
-					res.Extra = map[string]float64{"cpu_busy_pct": busy, "cpu_busy_median_pct": <-median, "postgres_cores": pg}
-				}
-				b.results.add(res)
-				b.progress("%s: %.0f effects/s, CPUs %.0f%% busy (median 100-ms window %.0f%%), Postgres %.2f cores", name, res.PerSecond,
-					res.Extra["cpu_busy_pct"], res.Extra["cpu_busy_median_pct"], res.Extra["postgres_cores"])
-			}
+			err = b.measureScale(ctx, k, start)
 		}
-		stopWindows()
 		stopReactors(procs)
 		if err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// measureScale waits for k running reactor processes to dispatch every effect and records their
+// throughput since start, with whether Postgres had room to grow: how busy the CPUs were while the
+// reactors worked (sampled from now: their start-up leaves them idle), and Postgres's share.
+func (b *bench) measureScale(ctx context.Context, k int, start time.Time) error {
+	before, cpuErr := sampleCPU()
+	windowsCtx, stopWindows := context.WithCancel(ctx)
+	median := busyWindows(windowsCtx)
+	name := fmt.Sprintf("scale-%d", k)
+	end, err := b.waitEffectsDone(ctx, name)
+	stopWindows()
+	if err != nil {
+		return err
+	}
+	res := throughput(name, fmt.Sprintf("%d reactor process(es), full protocol, from process start", k), b.o.n, end.Sub(start))
+	if after, err := sampleCPU(); err == nil && cpuErr == nil {
+		busy, pg := before.usage(after)
+		res.Extra = map[string]float64{"cpu_busy_pct": busy, "cpu_busy_median_pct": <-median, "postgres_cores": pg}
+	}
+	b.results.add(res)
+	b.progress("%s: %.0f effects/s, CPUs %.0f%% busy (median 100-ms window %.0f%%), Postgres %.2f cores", name, res.PerSecond,
+		res.Extra["cpu_busy_pct"], res.Extra["cpu_busy_median_pct"], res.Extra["postgres_cores"])
 	return nil
 }
 

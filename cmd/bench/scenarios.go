@@ -190,12 +190,17 @@ func (b *bench) reckonClient(workers int) (*effects.Client, error) {
 	})
 }
 
+// benchSpec is the effect every Reckon scenario records: connector with key and a small args object.
+func benchSpec(connector, key string) effects.Spec {
+	return effects.Spec{Connector: connector, IdempotencyKey: key, Args: json.RawMessage(`{"amount":1}`)}
+}
+
 // enqueueEffects records n effects of connector in batches and returns when they are committed.
 func (b *bench) enqueueEffects(ctx context.Context, client *effects.Client, connector, prefix string, n int) error {
 	for done := 0; done < n; done += b.o.batch {
 		specs := make([]effects.Spec, min(b.o.batch, n-done))
 		for i := range specs {
-			specs[i] = effects.Spec{Connector: connector, IdempotencyKey: fmt.Sprintf("%s-%d", prefix, done+i), Args: json.RawMessage(`{"amount":1}`)}
+			specs[i] = benchSpec(connector, fmt.Sprintf("%s-%d", prefix, done+i))
 		}
 		err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 			_, err := client.EnqueueManyTx(ctx, tx, specs, nil)
@@ -318,8 +323,7 @@ func (b *bench) enqueue(ctx context.Context) error {
 			return err
 		}},
 		{"enqueue-reckon", "Reckon EnqueueTx, one effect per transaction", func(tx pgx.Tx) error {
-			_, err := client.EnqueueTx(ctx, tx, effects.Spec{Connector: "bench.full",
-				IdempotencyKey: fmt.Sprintf("single-%d", seq.Add(1)), Args: json.RawMessage(`{"amount":1}`)}, nil)
+			_, err := client.EnqueueTx(ctx, tx, benchSpec("bench.full", fmt.Sprintf("single-%d", seq.Add(1))), nil)
 			return err
 		}},
 	} {
