@@ -36,6 +36,7 @@ type Client struct {
 	notifier  *notifier
 	committer *committer
 	loader    *loader
+	fatal     chan error // Fatal
 
 	hooksMu sync.RWMutex
 	hooks   map[string]SettleHook // by owner; see OnSettle
@@ -44,6 +45,7 @@ type Client struct {
 	started     bool
 	stopSweeper context.CancelFunc
 	sweeperDone chan struct{}
+	liveness    *liveness
 }
 
 // Config configures a Client. Registry is required; every other field has a default.
@@ -73,6 +75,16 @@ type Config struct {
 	// SweepInterval is how often a started client looks for effects whose attempt or job is gone.
 	// Default 5s.
 	SweepInterval time.Duration
+	// LivenessInterval is how often a started client writes its heartbeat and looks for dead
+	// reactors — reactors that River says run jobs of Queue but whose liveness lock Postgres has
+	// freed — to hand their running jobs back to River. Default 1s.
+	LivenessInterval time.Duration
+	// TakeoverGrace is how long a reactor's liveness lock must stay free before its jobs are taken
+	// over: long enough for a live reactor to get its lock back after its connection dropped (a
+	// Postgres restart). With the defaults a dead reactor's jobs run again within about
+	// LivenessInterval × 2 + TakeoverGrace (4s). Default 2s; a negative value takes over at the
+	// first sight of a free lock.
+	TakeoverGrace time.Duration
 	// FetchCooldown and FetchPollInterval tune River's fetching (see river.Config). Defaults:
 	// River's.
 	FetchCooldown     time.Duration
@@ -112,6 +124,12 @@ func (c *Config) setDefaults() {
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 5 * time.Second
 	}
+	if c.LivenessInterval == 0 {
+		c.LivenessInterval = time.Second
+	}
+	if c.TakeoverGrace == 0 {
+		c.TakeoverGrace = 2 * time.Second
+	}
 	if c.AsyncTimeout == 0 {
 		c.AsyncTimeout = DefaultAsyncTimeout
 	}
@@ -128,6 +146,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("effects: Config.DispatchBatch must be between 1 and 1000, got %d", c.DispatchBatch)
 	case c.InFlightMargin < 0 || c.SweepInterval < 0:
 		return errors.New("effects: Config.InFlightMargin and SweepInterval must not be negative")
+	case c.LivenessInterval < 0 || c.LivenessInterval > time.Minute:
+		return fmt.Errorf("effects: Config.LivenessInterval must be between 0 (the default) and 1m, got %v", c.LivenessInterval)
+	case c.TakeoverGrace > 10*time.Minute:
+		return fmt.Errorf("effects: Config.TakeoverGrace must be at most 10m, got %v", c.TakeoverGrace)
 	case c.AsyncTimeout < 0 || c.AsyncTimeout > maxAsyncTimeout:
 		return fmt.Errorf("effects: Config.AsyncTimeout %v out of range (up to %v)", c.AsyncTimeout, maxAsyncTimeout)
 	}
@@ -151,6 +173,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		loader:   newLoader(dbsqlc.New(pool)),
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
+		fatal:    make(chan error, 1),
 	}
 	metrics, err := newMetrics(cfg.Registerer, c.queries)
 	if err != nil {
@@ -209,8 +232,10 @@ func (c *Client) Registry() *Registry { return c.registry }
 // ID returns the name this client writes into the audit trail.
 func (c *Client) ID() string { return c.config.ID }
 
-// Start runs the reactor: River's dispatch and reconcile workers and the sweeper. It returns once
-// they are running; Stop ends them. Cancelling ctx is a hard stop — River cancels the work in
+// Start runs the reactor: River's workers, the sweeper, and the reactor's liveness (a lock and a
+// heartbeat by which other reactors know it lives, and the takeover of dead reactors' jobs; see
+// Config.LivenessInterval). It returns once they are running; Stop ends them. It fails if a live
+// process uses the same Config.ID. Cancelling ctx is a hard stop — River cancels the work in
 // flight at once — so a process that wants to drain on SIGTERM passes a context that the signal
 // does not cancel and calls Stop (cmd/reactor does).
 func (c *Client) Start(ctx context.Context) error {
@@ -219,12 +244,19 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return errors.New("effects: client already started")
 	}
+	live, err := c.startLiveness(ctx)
+	if err != nil {
+		return err
+	}
 	c.committer = newCommitter(c) // a new one each Start: stop closes its queue
 	c.committer.start()
 	if err := c.river.Start(ctx); err != nil {
 		c.committer.stop()
+		live.shutdown(ctx)
 		return fmt.Errorf("effects: start river: %w", err)
 	}
+	c.liveness = live
+	live.run(context.WithoutCancel(ctx))
 	sweepCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stopSweeper = cancel
 	c.sweeperDone = make(chan struct{})
@@ -260,12 +292,19 @@ func (c *Client) Stop(ctx context.Context) error {
 		err = c.river.StopAndCancel(cancelCtx)
 	}
 	c.committer.stop() // after the workers: they wait on it
+	c.liveness.shutdown(ctx)
 	if err != nil {
 		return fmt.Errorf("effects: stop: %w", err)
 	}
 	c.logger.Info("reactor stopped", slog.String("reactor_id", c.config.ID))
 	return nil
 }
+
+// Fatal delivers ErrPresumedDead if the started client had to stop its work on its own: it lost
+// its database connection for longer than Config.TakeoverGrace, and another reactor took it for
+// dead and handed its running jobs to others. Its River client is stopped by then; the process
+// should call Stop and exit so that it is restarted (cmd/reactor exits with status 1).
+func (c *Client) Fatal() <-chan error { return c.fatal }
 
 // withTx runs fn in a transaction on the pool: committed if fn returns nil, rolled back otherwise.
 // A transaction that Postgres aborts as a deadlock victim or for a serialization failure is run

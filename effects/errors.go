@@ -25,6 +25,10 @@ var (
 	// ErrNoSettleHook: the effect is owned (Spec.Owner) and its owner registered no SettleHook
 	// in this process (Client.OnSettle); the write is refused.
 	ErrNoSettleHook = errors.New("effects: no settle hook registered for owner")
+	// ErrPresumedDead: the started client lost its database connection for longer than
+	// Config.TakeoverGrace, another reactor took it for dead and handed its running jobs to
+	// others, so it stopped its work (Client.Fatal). Restart the process.
+	ErrPresumedDead = errors.New("effects: this reactor was taken for dead and its jobs were handed to other reactors")
 )
 
 type permanentError struct{ err error }

@@ -21,6 +21,8 @@ import (
 //	reckon_effect_callbacks_total{connector,to}                  callbacks that resolved an effect
 //	reckon_effect_deadlines_total{connector,to}                  async deadlines that passed
 //	reckon_effects{state}                                        PENDING, UNKNOWN and STUCK effects now
+//	reckon_reactor_jobs_taken_over_total{kind}                   River jobs of dead reactors handed back
+//	reckon_reactor_takeover_seconds                              a dead reactor's last heartbeat to the takeover
 type Metrics struct {
 	transitions     *prometheus.CounterVec
 	dispatchSeconds *prometheus.HistogramVec
@@ -31,6 +33,8 @@ type Metrics struct {
 	accepted        *prometheus.CounterVec
 	callbacks       *prometheus.CounterVec
 	deadlines       *prometheus.CounterVec
+	takenOver       *prometheus.CounterVec
+	takeoverSeconds prometheus.Histogram
 }
 
 func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries) (*Metrics, error) {
@@ -72,11 +76,20 @@ func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries) (*Met
 			Namespace: "reckon", Subsystem: "effect", Name: "deadlines_total",
 			Help: "Async deadlines that passed before the callback, by the state they set.",
 		}, []string{"connector", "to"}),
+		takenOver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "reactor", Name: "jobs_taken_over_total",
+			Help: "Running River jobs of dead reactors that this process handed back to River, by job kind.",
+		}, []string{"kind"}),
+		takeoverSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "reckon", Subsystem: "reactor", Name: "takeover_seconds",
+			Help:    "Time from a dead reactor's last heartbeat (it died within a liveness interval after it) to the takeover of its jobs.",
+			Buckets: []float64{0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 30, 60, 300},
+		}),
 	}
 	if registerer == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.transitions, m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.swept, m.accepted, m.callbacks, m.deadlines, &stateCollector{queries: queries}} {
+	for _, c := range []prometheus.Collector{m.transitions, m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.swept, m.accepted, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, &stateCollector{queries: queries}} {
 		if err := registerer.Register(c); err != nil {
 			return nil, err
 		}

@@ -14,5 +14,8 @@ CREATE TABLE river_job (
     scheduled_at timestamptz NOT NULL,
     kind         text NOT NULL,
     queue        text NOT NULL,
-    args         jsonb
+    args         jsonb,
+    attempted_by text[],
+    errors       jsonb[],
+    metadata     jsonb NOT NULL
 );

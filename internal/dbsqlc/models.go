@@ -611,6 +611,16 @@ type ReckonMessage struct {
 	SentAt     *time.Time
 }
 
+type ReckonReactor struct {
+	ID            string
+	Queue         string
+	StartedAt     time.Time
+	HeartbeatAt   time.Time
+	DeadAt        *time.Time
+	TakenOverBy   *string
+	JobsTakenOver int32
+}
+
 type ReckonRun struct {
 	ID                     string
 	TenantID               string
@@ -733,4 +743,7 @@ type RiverJob struct {
 	Kind        string
 	Queue       string
 	Args        json.RawMessage
+	AttemptedBy []string
+	Errors      []json.RawMessage
+	Metadata    json.RawMessage
 }

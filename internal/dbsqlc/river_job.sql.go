@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
 
 const riverJobGetForUpdate = `-- name: RiverJobGetForUpdate :one
@@ -33,4 +34,73 @@ func (q *Queries) RiverJobGetForUpdate(ctx context.Context, id int64) (RiverJobG
 		&i.Shared,
 	)
 	return i, err
+}
+
+const riverJobTakeOver = `-- name: RiverJobTakeOver :many
+UPDATE river_job
+SET state = CASE
+        WHEN metadata ? 'cancel_attempted_at' THEN 'cancelled'::river_job_state
+        WHEN attempt >= max_attempts THEN 'discarded'::river_job_state
+        ELSE 'available'::river_job_state
+    END,
+    scheduled_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN scheduled_at ELSE now() END,
+    finalized_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN now() END,
+    errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt, 'error', $1::text, 'trace', '')),
+    metadata = metadata || jsonb_build_object('reckon:taken_over_from', $2::text)
+WHERE state = 'running' AND queue = $3::text AND attempted_by[cardinality(attempted_by)] = $2::text
+RETURNING id, kind, state, attempted_at
+`
+
+type RiverJobTakeOverParams struct {
+	Error string
+	Owner string
+	Queue string
+}
+
+type RiverJobTakeOverRow struct {
+	ID          int64
+	Kind        string
+	State       RiverJobState
+	AttemptedAt *time.Time
+}
+
+// Hands back the running jobs of the queue whose last attempt belongs to a reactor found dead, as
+// River's rescuer would an hour later: available again at once (River's next run of it has
+// attempt + 1, which the workers treat as "an earlier run may have done part of the work"),
+// discarded when its attempts are spent, cancelled when a cancel was asked for. The reason is
+// appended to the job's errors, as River records a failed attempt.
+func (q *Queries) RiverJobTakeOver(ctx context.Context, arg RiverJobTakeOverParams) ([]RiverJobTakeOverRow, error) {
+	rows, err := q.db.Query(ctx, riverJobTakeOver, arg.Error, arg.Owner, arg.Queue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RiverJobTakeOverRow
+	for rows.Next() {
+		var i RiverJobTakeOverRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.State,
+			&i.AttemptedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const riverNotifyInsert = `-- name: RiverNotifyInsert :exec
+SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', $1::text)::text)
+`
+
+// Wakes the queue's River producers as River's own insert does, so that jobs made available
+// outside River are fetched at once rather than at the next poll.
+func (q *Queries) RiverNotifyInsert(ctx context.Context, queue string) error {
+	_, err := q.db.Exec(ctx, riverNotifyInsert, queue)
+	return err
 }

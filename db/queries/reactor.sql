@@ -1,0 +1,50 @@
+-- name: ReactorRegister :one
+-- Registers a started reactor, which holds its lock. A reactor restarted under the same id starts
+-- afresh: its predecessor's jobs were taken over before (see RiverJobTakeOver).
+INSERT INTO reckon_reactors (id, queue) VALUES (@id, @queue)
+ON CONFLICT (id) DO UPDATE
+SET queue = excluded.queue, started_at = now(), heartbeat_at = now(), dead_at = NULL, taken_over_by = NULL, jobs_taken_over = 0
+RETURNING *;
+
+-- name: ReactorHeartbeat :one
+-- The reactor's sign of life, written on its lock's connection; returns whether another reactor
+-- took it for dead meanwhile (dead_at set). No row: the registration is gone (register again).
+UPDATE reckon_reactors SET heartbeat_at = now() WHERE id = @id RETURNING dead_at;
+
+-- name: ReactorUnregister :exec
+-- A reactor that stopped cleanly, with no job left running, leaves.
+DELETE FROM reckon_reactors WHERE id = @id;
+
+-- name: ReactorListRunningJobOwners :many
+-- The registered reactors, other than the caller, that River says are running jobs of the queue
+-- (their job's last attempt is theirs): the reactors whose liveness the caller checks.
+SELECT r.id, r.heartbeat_at FROM reckon_reactors r
+WHERE r.id <> @self::text
+  AND EXISTS (
+      SELECT 1 FROM river_job j
+      WHERE j.state = 'running' AND j.queue = @queue::text AND j.attempted_by[cardinality(j.attempted_by)] = r.id
+  )
+ORDER BY r.id;
+
+-- name: ReactorTryLock :one
+-- Takes the reactor's lock for the caller's transaction if nobody holds it: true means the reactor
+-- is gone (its process or its connection died), and it cannot come back before the transaction
+-- ends.
+SELECT pg_try_advisory_xact_lock(@namespace::integer, hashtext(@id::text))::boolean AS free;
+
+-- name: ReactorMarkDead :one
+-- Records that the caller found the reactor dead and took its jobs over. The first finder's time
+-- and name stay; the count adds up.
+UPDATE reckon_reactors
+SET dead_at = coalesce(dead_at, now()),
+    taken_over_by = coalesce(taken_over_by, @taken_over_by::text),
+    jobs_taken_over = jobs_taken_over + @jobs::integer
+WHERE id = @id
+RETURNING heartbeat_at, dead_at;
+
+-- name: ReactorDeleteForgotten :execrows
+-- Forgets reactors not heard from for a day (long dead: a live one beats every second) whose
+-- lock is free.
+DELETE FROM reckon_reactors
+WHERE heartbeat_at < now() - interval '1 day'
+  AND pg_try_advisory_xact_lock(@namespace::integer, hashtext(id));
