@@ -32,9 +32,13 @@ func runChildReactor() int {
 	}
 	defer pool.Close()
 	registry := effects.NewRegistry()
+	callTimeout := time.Second
+	if timeout, err := time.ParseDuration(os.Getenv("CHILD_CALL_TIMEOUT")); err == nil {
+		callTimeout = timeout
+	}
 	registry.MustRegister(fakebank.ConnectorOptions{
 		BaseURL: os.Getenv("BANK_URL"), StatusCheck: true, Compensate: true, Checkpoints: true,
-		Timeout: time.Second, Backoff: fastBackoff,
+		Timeout: callTimeout, Backoff: fastBackoff,
 	}.Connector())
 	if jobsURL := os.Getenv("JOBS_URL"); jobsURL != "" { // async tests: the fake jobs upstream
 		registry.MustRegister(fakejobs.ConnectorOptions{
@@ -45,6 +49,9 @@ func runChildReactor() int {
 	config := testConfig(registry)
 	config.Logger = logger
 	config.InFlightMargin = time.Second
+	if margin, err := time.ParseDuration(os.Getenv("CHILD_IN_FLIGHT_MARGIN")); err == nil {
+		config.InFlightMargin = margin // takeover tests: only the takeover may finish the work soon
+	}
 	client, err := effects.NewClient(pool, config)
 	if err != nil {
 		logger.Error("child: client", slog.String("error", err.Error()))

@@ -52,13 +52,17 @@ type harness struct {
 	metrics  *prometheus.Registry
 }
 
-// setup gives a test its own database, bank and client. The connectors of the registry are
-// registered by the caller through the returned harness before start.
-func setup(t *testing.T) *harness {
+// setup gives a test its own database, bank and client, configured by testConfig and then by
+// configure. The connectors of the registry are registered by the caller through the returned
+// harness before start.
+func setup(t *testing.T, configure ...func(*effects.Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, pool: pgtest.NewDB(t), bank: fakebank.New(t), registry: effects.NewRegistry(), metrics: prometheus.NewRegistry()}
 	config := testConfig(h.registry)
 	config.Registerer = h.metrics
+	for _, fn := range configure {
+		fn(config)
+	}
 	client, err := effects.NewClient(h.pool, config)
 	require.NoError(t, err)
 	h.client = client

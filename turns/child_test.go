@@ -99,8 +99,54 @@ func runChild(mode string) int {
 		}
 		_, err = tc.RunTurn(ctx, session)
 		return fail("child: run turn returned", fmt.Errorf("unexpected: %v", err))
+	case "reactor":
+		// A reactor (River started, turn workers) whose handler holds the session's turn in
+		// HOLD_STATE until killed: ACCUMULATING (its Ready blocks, before the mutex), PROCESSING
+		// (the handler blocks) or COMMITTING (the commit transaction blocks).
+		hold := turns.Status(os.Getenv("HOLD_STATE"))
+		holding := func(ctx context.Context) {
+			logger.Info("holding", slog.String("state", string(hold)))
+			<-ctx.Done() // River cancels at TurnTimeout; the test kills first
+			select {}
+		}
+		_, ec, err := clients(pool, registry, turns.Config{
+			Handler: holdingHandler{hold: hold, holding: holding}, Logger: logger, TurnTimeout: 10 * time.Minute,
+		}, nil)
+		if err != nil {
+			return fail("child: clients", err)
+		}
+		if err := ec.Start(ctx); err != nil {
+			return fail("child: start", err)
+		}
+		logger.Info("listening", slog.String("addr", "reactor"))
+		select {} // until SIGKILL
 	}
 	return fail("child", fmt.Errorf("unknown mode %q", mode))
+}
+
+// holdingHandler holds its turn in the hold state (see the "reactor" child mode).
+type holdingHandler struct {
+	hold    turns.Status
+	holding func(ctx context.Context)
+}
+
+func (h holdingHandler) Ready(ctx context.Context, _ string) error {
+	if h.hold == turns.StatusAccumulating {
+		h.holding(ctx)
+	}
+	return nil
+}
+
+func (h holdingHandler) HandleTurn(ctx context.Context, turn *turns.Turn) error {
+	if h.hold == turns.StatusProcessing {
+		h.holding(ctx)
+	}
+	return turn.Stage(func(ctx context.Context, tx pgx.Tx) error {
+		if h.hold == turns.StatusCommitting {
+			h.holding(ctx)
+		}
+		return nil
+	})
 }
 
 // contendRounds is how many messages each contender submits, one after the other.

@@ -26,8 +26,9 @@ type ConnectorOptions struct {
 	Tags []effects.Tag
 	// StatusCheck and Compensate add the bank's status check and reversal.
 	StatusCheck, Compensate bool
-	// Checkpoints makes Dispatch visit the bank's checkpoints "before-call" and "after-call",
-	// so that a crash test can hold (and kill) the process there.
+	// Checkpoints makes Dispatch visit the bank's checkpoints "before-call" and "after-call", and
+	// StatusCheck "before-status" (with the effect's idempotency key as key), so that a crash test
+	// can hold (and kill) the process there.
 	Checkpoints bool
 	// CompensateCheckpoints makes Compensate visit the checkpoints "before-compensate" and
 	// "after-compensate" (with the compensation's idempotency key) in the same way.
@@ -71,6 +72,11 @@ func (o ConnectorOptions) Connector() effects.Connector {
 	}
 	if o.StatusCheck {
 		c.StatusCheck = func(ctx context.Context, call effects.Call) (effects.Status, error) {
+			if o.Checkpoints {
+				if err := checkpoint(ctx, client, o.BaseURL, "before-status", call.IdempotencyKey); err != nil {
+					return effects.Status{}, err
+				}
+			}
 			body, _ := json.Marshal(map[string]string{"key": call.IdempotencyKey})
 			raw, err := postJSON(ctx, client, o.BaseURL+"/wires/status", "", body)
 			if err != nil {

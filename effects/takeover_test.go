@@ -1,0 +1,213 @@
+package effects_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/proctest"
+)
+
+// takeoverBound is how soon after a reactor's SIGKILL a live reactor must have handed its running
+// jobs back to River: LivenessInterval × 2 + TakeoverGrace (4s with the defaults) plus room for a
+// loaded test machine. docs/design.md states it.
+const takeoverBound = 10 * time.Second
+
+// noSweep keeps the sweeper out of a takeover test: with an in-flight margin of a minute, nothing
+// but the takeover can finish a dead reactor's work within the test's bounds.
+func noSweep(c *effects.Config) { c.InFlightMargin = time.Minute }
+
+// startHolder starts a reactor process that will hold a job at a bank checkpoint, with the same
+// minute of in-flight margin and a bank connector whose calls time out after callTimeout.
+func (h *harness) startHolder(callTimeout time.Duration) *proctest.Process {
+	h.t.Helper()
+	p := proctest.Start(h.t, []string{
+		childReactorEnv + "=1",
+		"CHILD_IN_FLIGHT_MARGIN=1m",
+		"CHILD_CALL_TIMEOUT=" + callTimeout.String(),
+		"DATABASE_URL=" + h.pool.Config().ConnString(),
+		"BANK_URL=" + h.bank.URL(),
+	}, os.Args[0])
+	p.Addr(h.t)
+	return p
+}
+
+// killAndAwaitTakeover kills the holder while it runs job and returns how long after the SIGKILL
+// the job stopped being the dead reactor's (handed back by the live reactor of h).
+func (h *harness) killAndAwaitTakeover(holder *proctest.Process, jobID int64) time.Duration {
+	h.t.Helper()
+	var owner string
+	require.NoError(h.t, h.pool.QueryRow(context.Background(),
+		`SELECT attempted_by[cardinality(attempted_by)] FROM river_job WHERE id = $1 AND state = 'running'`, jobID).Scan(&owner),
+		"the holder runs the job")
+	killed := time.Now()
+	holder.Signal(h.t, syscall.SIGKILL)
+	holder.Wait(h.t, 10*time.Second)
+	require.Eventually(h.t, func() bool {
+		return h.count(`SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running' AND attempted_by[cardinality(attempted_by)] = $2`, jobID, owner) == 0
+	}, takeoverBound, 20*time.Millisecond, "the dead reactor's job was not taken over within %v", takeoverBound)
+	took := time.Since(killed)
+	h.t.Logf("job %d taken over %v after SIGKILL", jobID, took.Round(time.Millisecond))
+
+	var deadAt, lastBeat time.Time
+	var by string
+	require.NoError(h.t, h.pool.QueryRow(context.Background(),
+		`SELECT dead_at, heartbeat_at, taken_over_by FROM reckon_reactors WHERE id = $1`, owner).Scan(&deadAt, &lastBeat, &by))
+	require.Equal(h.t, h.client.ID(), by, "the live reactor recorded the takeover")
+	require.False(h.t, deadAt.Before(lastBeat))
+	return took
+}
+
+// requireNoOrphanJobs: once the work is done, no River job is running without a live worker (the
+// live reactor's jobs complete; the dead one's were all handed back).
+func (h *harness) requireNoOrphanJobs() {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		return h.count(`SELECT count(*) FROM river_job WHERE state = 'running'`) == 0
+	}, 10*time.Second, 20*time.Millisecond, "river_job rows still running")
+}
+
+// A reactor is SIGKILLed while it holds a batch dispatch job, one wire of which the bank performed
+// but the reactor never recorded; the rest of the batch was recorded. A live reactor hands the
+// job back within seconds (not at River's rescue, an hour later); its second run makes the
+// unrecorded non-idempotent wire UNKNOWN and resolves it by status check: every wire performed
+// exactly once.
+func TestTakeoverOfDispatchBatch(t *testing.T) {
+	t.Parallel()
+	h := setup(t, noSweep)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true, Checkpoints: true, Timeout: 5 * time.Second})
+	prefix := fmt.Sprintf("batch-%d", time.Now().UnixNano())
+	held := prefix + "-0"
+	reached := h.bank.ArmKey("after-call", held)
+	holder := h.startHolder(30 * time.Second)
+
+	var batch []*effects.Effect
+	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
+		specs := make([]effects.Spec, 4)
+		for i := range specs {
+			specs[i] = effects.Spec{Connector: "bank.wire", IdempotencyKey: fmt.Sprintf("%s-%d", prefix, i),
+				Args: map[string]any{"account": "acct-1", "amount": 100 + i}}
+		}
+		var err error
+		batch, err = h.client.EnqueueManyTx(context.Background(), tx, specs, nil)
+		return err
+	}))
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the holder never reached the checkpoint\n%s", holder.Stderr())
+	}
+	jobID := h.jobOf(batch[0].ID)
+	for _, e := range batch[1:] { // the rest of the batch is recorded while one wire is held
+		require.Eventually(t, func() bool { return h.state(e.ID) == effects.StateConfirmed }, 10*time.Second, 10*time.Millisecond)
+	}
+	h.start() // the live reactor
+
+	h.killAndAwaitTakeover(holder, jobID)
+	done := h.wait(batch[0].ID)
+	require.Equal(t, effects.StateConfirmed, done.State)
+	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>CONFIRMED"}, h.path(batch[0].ID))
+	for i := range batch {
+		require.Equal(t, 1, h.bank.Count(fmt.Sprintf("%s-%d", prefix, i)), "wire %d performed exactly once", i)
+	}
+	h.requireNoOrphanJobs()
+	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
+}
+
+// A reactor is SIGKILLed while its reconcile job asks the bank about an UNKNOWN wire (the call
+// had timed out and performed nothing). A live reactor hands the reconcile job back within
+// seconds; its run finds the wire absent, sends it again once, and confirms it.
+func TestTakeoverOfReconcile(t *testing.T) {
+	t.Parallel()
+	h := setup(t, noSweep)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true, Checkpoints: true, Timeout: time.Second})
+	key := fmt.Sprintf("reconcile-%d", time.Now().UnixNano())
+	h.bank.Script(key, fakebank.Timeout)
+	reached := h.bank.ArmKey("before-status", key)
+	holder := h.startHolder(time.Second)
+	effect := h.enqueue("bank.wire", key, 300)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the holder never reached the status check\n%s", holder.Stderr())
+	}
+	require.Equal(t, effects.StateUnknown, h.state(effect.ID))
+	h.start()
+
+	h.killAndAwaitTakeover(holder, h.jobOf(effect.ID))
+	done := h.wait(effect.ID)
+	require.Equal(t, effects.StateConfirmed, done.State)
+	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
+	require.Equal(t, 1, h.bank.Count(key))
+	h.requireNoOrphanJobs()
+	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_reconcile"}))
+}
+
+// A live reactor never takes over the jobs of another live reactor, however long they run: the
+// holder's job stays its own while it lives (it holds its liveness lock), and is handed back once
+// it dies.
+func TestNoTakeoverWhileTheHolderLives(t *testing.T) {
+	t.Parallel()
+	h := setup(t, noSweep)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true, Checkpoints: true, Timeout: 30 * time.Second})
+	key := fmt.Sprintf("alive-%d", time.Now().UnixNano())
+	reached := h.bank.ArmKey("before-call", key)
+	holder := h.startHolder(time.Minute)
+	effect := h.enqueue("bank.wire", key, 100)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the holder never reached the checkpoint\n%s", holder.Stderr())
+	}
+	h.start()
+	jobID := h.jobOf(effect.ID)
+	// Three times the takeover bound of a dead reactor (LivenessInterval × 2 + TakeoverGrace).
+	time.Sleep(3 * 4 * time.Second)
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running' AND attempt = 1`, jobID),
+		"the live holder's job was left alone")
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_reactors WHERE dead_at IS NOT NULL`))
+	require.Equal(t, 0.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
+
+	h.killAndAwaitTakeover(holder, jobID)
+	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
+	require.Equal(t, 1, h.bank.Count(key))
+	h.requireNoOrphanJobs()
+}
+
+// Two processes cannot run as reactors under one id: the second Start fails and names the id.
+func TestReactorIDInUse(t *testing.T) {
+	t.Parallel()
+	h := setup(t, func(c *effects.Config) { c.ID = "twin-" + uuid.NewString() })
+	h.start()
+	config := testConfig(h.registry)
+	config.ID = h.client.ID()
+	twin, err := effects.NewClient(h.pool, config)
+	require.NoError(t, err)
+	err = twin.Start(context.Background())
+	require.ErrorContains(t, err, "reactor id held by a live process")
+	require.ErrorContains(t, err, h.client.ID())
+}
+
+func (h *harness) state(id uuid.UUID) effects.State {
+	h.t.Helper()
+	e, err := h.client.Get(context.Background(), id)
+	require.NoError(h.t, err)
+	return e.State
+}
+
+// jobOf returns the River job the effect belongs to now.
+func (h *harness) jobOf(id uuid.UUID) int64 {
+	h.t.Helper()
+	var jobID int64
+	require.NoError(h.t, h.pool.QueryRow(context.Background(), `SELECT job_id FROM reckon_effects WHERE id = $1`, id).Scan(&jobID))
+	return jobID
+}
