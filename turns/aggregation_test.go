@@ -10,18 +10,48 @@ import (
 	"github.com/reckonhq/reckon/turns"
 )
 
-func TestChannelPolicies(t *testing.T) {
+func TestChannelPolicyDefaults(t *testing.T) {
 	t.Parallel()
 	defaults := turns.DefaultPolicies()
 	require.Equal(t, turns.AggregationOff, defaults["email"].Mode)
 	for channel, window := range map[string]time.Duration{"whatsapp": 1200 * time.Millisecond, "sms": 800 * time.Millisecond, "web": 600 * time.Millisecond} {
 		require.Equal(t, turns.AggregationAdaptive, defaults[channel].Mode, channel)
 		require.Equal(t, window, defaults[channel].Window, channel)
-		require.Equal(t, 200*time.Millisecond, defaults[channel].MinWindow, channel)
 		require.Equal(t, 3*time.Second, defaults[channel].MaxWindow, channel)
+		require.NoError(t, defaults[channel].Validate(), channel)
 	}
-	require.Equal(t, turns.ChannelPolicy{Mode: turns.AggregationAdaptive, Window: 800 * time.Millisecond, MinWindow: 200 * time.Millisecond, MaxWindow: 3 * time.Second}, turns.DefaultPolicy)
+	require.Equal(t, turns.ChannelPolicy{Mode: turns.AggregationAdaptive, Window: 800 * time.Millisecond, MaxWindow: 3 * time.Second}, turns.DefaultPolicy)
+}
 
+func TestChannelPolicyValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		policy turns.ChannelPolicy
+		valid  bool
+	}{
+		{"the default", turns.DefaultPolicy, true},
+		{"adaptive, MaxWindow equal to Window", turns.ChannelPolicy{Mode: turns.AggregationAdaptive, Window: time.Second, MaxWindow: time.Second}, true},
+		{"adaptive, MaxWindow below Window", turns.ChannelPolicy{Mode: turns.AggregationAdaptive, Window: 2 * time.Second, MaxWindow: time.Second}, false},
+		{"fixed ignores MaxWindow", turns.ChannelPolicy{Mode: turns.AggregationFixed, Window: 2 * time.Second}, true},
+		{"a negative window", turns.ChannelPolicy{Mode: turns.AggregationFixed, Window: -time.Second}, false},
+		{"a window over an hour", turns.ChannelPolicy{Mode: turns.AggregationFixed, Window: 2 * time.Hour}, false},
+		{"a fraction of a millisecond", turns.ChannelPolicy{Mode: turns.AggregationFixed, Window: 1500 * time.Microsecond}, false},
+		{"an unknown mode", turns.ChannelPolicy{Mode: "sometimes", Window: time.Second}, false},
+	} {
+		if tc.valid {
+			require.NoError(t, tc.policy.Validate(), tc.name)
+		} else {
+			require.Error(t, tc.policy.Validate(), tc.name)
+		}
+	}
+}
+
+// The adaptive window is twice the mean of the last (up to) five gaps, never below the channel's
+// Window and at most MaxWindow: a quick burst keeps the channel's window, a slow one stretches it.
+func TestChannelPolicyWindowFor(t *testing.T) {
+	t.Parallel()
+	defaults := turns.DefaultPolicies()
 	at := func(offsets ...int) []time.Time {
 		base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		times := make([]time.Time, len(offsets))
@@ -30,7 +60,7 @@ func TestChannelPolicies(t *testing.T) {
 		}
 		return times
 	}
-	adaptive := defaults["whatsapp"]
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	for _, tc := range []struct {
 		name     string
 		policy   turns.ChannelPolicy
@@ -39,18 +69,57 @@ func TestChannelPolicies(t *testing.T) {
 	}{
 		{"off", defaults["email"], at(0, 10), 0},
 		{"fixed", turns.ChannelPolicy{Mode: turns.AggregationFixed, Window: time.Second}, at(0, 100, 200), time.Second},
-		{"adaptive, one message", adaptive, at(0), 1200 * time.Millisecond},
-		{"adaptive, a quick burst", adaptive, at(0, 150, 300), 300 * time.Millisecond},
-		{"adaptive, a very quick burst is bounded below", adaptive, at(0, 10, 20), 200 * time.Millisecond},
-		{"adaptive, a slow burst is bounded above", adaptive, at(0, 2500, 5000), 3 * time.Second},
-		{"adaptive, the last gaps count", adaptive, at(0, 5000, 5100, 5200, 5300, 5400, 5500), 200 * time.Millisecond},
+		{"fixed, a slow burst", turns.ChannelPolicy{Mode: turns.AggregationFixed, Window: time.Second}, at(0, 900, 1800), time.Second},
+		{"adaptive, no message yet", defaults["sms"], nil, ms(800)},
+		{"adaptive, one message", defaults["whatsapp"], at(0), ms(1200)},
+		// The burst an outside test saw split in two: 2 × 55ms, then 2 × 310ms, were the window.
+		{"sms, gaps 55ms: the channel's window", defaults["sms"], at(0, 55), ms(800)},
+		{"sms, gaps 55ms then 565ms: the channel's window", defaults["sms"], at(0, 55, 620), ms(800)},
+		{"adaptive, a very quick burst keeps the window", defaults["whatsapp"], at(0, 10, 20), ms(1200)},
+		{"adaptive, twice the mean gap at exactly the window", defaults["sms"], at(0, 400), ms(800)},
+		{"adaptive, a slow burst stretches the window", defaults["web"], at(0, 500), ms(1000)},
+		{"adaptive, the mean of uneven gaps", defaults["sms"], at(0, 100, 1300), ms(1300)},
+		{"adaptive, a slow burst is bounded above", defaults["whatsapp"], at(0, 2500, 5000), 3 * time.Second},
+		{"adaptive, only the last five gaps count", defaults["web"], at(0, 5000, 5400, 5800, 6200, 6600, 7000), ms(800)},
+		{"adaptive, quick last gaps after a slow start", defaults["web"], at(0, 5000, 5010, 5020, 5030, 5040, 5050), ms(600)},
+		{"adaptive, MaxWindow equal to Window", turns.ChannelPolicy{Mode: turns.AggregationAdaptive, Window: time.Second, MaxWindow: time.Second}, at(0, 900, 1800), time.Second},
+		// Validate refuses it; the window still does not fall below Window.
+		{"adaptive, MaxWindow below Window", turns.ChannelPolicy{Mode: turns.AggregationAdaptive, Window: time.Second}, at(0, 900), time.Second},
 	} {
 		require.Equal(t, tc.window, tc.policy.WindowFor(tc.arrivals), tc.name)
 	}
+}
 
-	require.Error(t, turns.ChannelPolicy{Mode: turns.AggregationAdaptive, Window: time.Second, MinWindow: 2 * time.Second, MaxWindow: 3 * time.Second}.Validate())
-	require.Error(t, turns.ChannelPolicy{Mode: turns.AggregationFixed, Window: -time.Second}.Validate())
-	require.NoError(t, adaptive.Validate())
+// Whatever the earlier gaps, a message that arrives within the channel's Window of the previous
+// one never makes the adaptive window shorter than that gap.
+func TestChannelPolicyWindowNeverSplitsWithinWindow(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for channel, policy := range turns.DefaultPolicies() {
+		if policy.Mode != turns.AggregationAdaptive {
+			continue
+		}
+		// Every burst of up to six messages (the five gaps the mean looks at), each gap one of
+		// 0, Window/8, …, 7·Window/8 and Window-1ms.
+		gaps := []time.Duration{policy.Window - time.Millisecond}
+		for k := range 8 {
+			gaps = append(gaps, policy.Window*time.Duration(k)/8)
+		}
+		var walk func(arrivals []time.Time)
+		walk = func(arrivals []time.Time) {
+			window := policy.WindowFor(arrivals)
+			if window < policy.Window || window > policy.MaxWindow {
+				require.Failf(t, "adaptive window out of bounds", "%s %v: %v", channel, arrivals, window)
+			}
+			if len(arrivals) == 6 {
+				return
+			}
+			for _, gap := range gaps {
+				walk(append(arrivals[:len(arrivals):len(arrivals)], arrivals[len(arrivals)-1].Add(gap)))
+			}
+		}
+		walk([]time.Time{base})
+	}
 }
 
 func TestParseSessionKey(t *testing.T) {
@@ -128,6 +197,62 @@ func TestAggregationWindow(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return h.count(`SELECT count(*) FROM reckon_turns WHERE session_key = $1 AND status = 'COMPLETE'`, session) == 2
 	}, 30*time.Second, 10*time.Millisecond)
+}
+
+// A burst whose every gap is within the channel's documented window is one turn, however uneven
+// its gaps: on sms (adaptive from 800ms) gaps of 55ms then 565ms, which an outside test saw split
+// in two when a quick first gap shrank the window to 200ms.
+func TestAggregationBurstWithinWindowIsOneTurn(t *testing.T) {
+	t.Parallel()
+	processed := make(chan []string, 10)
+	h := setup(t, turns.Config{Handler: turns.HandlerFunc(func(ctx context.Context, turn *turns.Turn) error {
+		var ids []string
+		for _, m := range turn.Messages() {
+			ids = append(ids, m.MessageID)
+		}
+		processed <- ids
+		return nil
+	})})
+	session := newSession("sms")
+	window := turns.DefaultPolicies()["sms"].Window
+
+	m1 := h.submit(session, "m1")
+	time.Sleep(55 * time.Millisecond) // the burst's gaps: test input, not synchronisation
+	m2 := h.submit(session, "m2")
+	m2Sent := time.Now()
+	// The workers start only now, as a busy reactor fetches the turn's job late: its first look
+	// at the turn sees both messages and waits for the window after m2 (which a 200ms floor made
+	// close before m3).
+	h.start()
+	time.Sleep(time.Until(m2Sent.Add(565 * time.Millisecond)))
+	m3 := h.submit(session, "m3")
+	// The gaps as the database received them; a machine slow enough to stretch one past the
+	// window would make this a different test.
+	require.Less(t, m2.ReceivedAt.Sub(m1.ReceivedAt), window, "test input: gap m1→m2")
+	require.Less(t, m3.ReceivedAt.Sub(m2.ReceivedAt), window, "test input: gap m2→m3")
+	require.Equal(t, *m1.TurnID, *m2.TurnID)
+	require.Equal(t, *m1.TurnID, *m3.TurnID, "m3 arrived within the window: same turn")
+
+	select {
+	case ids := <-processed:
+		require.Equal(t, []string{"m1", "m2", "m3"}, ids)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the turn was never processed")
+	}
+	require.Eventually(t, func() bool {
+		records := h.turnsOf(session)
+		return len(records) == 1 && records[0].Status == turns.StatusComplete
+	}, 30*time.Second, 10*time.Millisecond)
+	record := h.turnsOf(session)[0]
+	require.Equal(t, "adaptive", record.AggregationReason)
+	require.Equal(t, window, record.Window, "2 × the mean gap (620ms) is below the window, which holds")
+	require.Equal(t, m3.ReceivedAt, record.LastAt)
+	require.False(t, record.StartedAt.Before(m3.ReceivedAt.Add(window)), "processing started after the window following the last message (started %v, last %v)", record.StartedAt, m3.ReceivedAt)
+	select {
+	case ids := <-processed:
+		t.Fatalf("a second turn was processed: %v", ids)
+	default:
+	}
 }
 
 // With aggregation off (email) a message is processed as soon as a worker takes its job.

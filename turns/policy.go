@@ -17,27 +17,40 @@ const (
 	// AggregationFixed waits ChannelPolicy.Window after the last message.
 	AggregationFixed AggregationMode = "fixed"
 	// AggregationAdaptive waits after the last message for a window that follows the pace of the
-	// burst: Window for a single message; with several, twice their mean gap (the last five
-	// gaps), kept between MinWindow and MaxWindow.
+	// burst but never falls below ChannelPolicy.Window: Window after a single message; after
+	// several, twice the mean of their last (up to five) gaps, at least Window and at most
+	// MaxWindow (ChannelPolicy.WindowFor). A slow typist gets more time; a message within Window
+	// of the previous one always joins the turn.
 	AggregationAdaptive AggregationMode = "adaptive"
 )
 
-// ChannelPolicy is the aggregation behaviour of a channel.
+// ChannelPolicy is the aggregation behaviour of a channel: how long a turn waits, after its last
+// message, for another one (WindowFor). A message that arrives within that wait joins the turn;
+// a later one opens the next turn.
+//
+// Whatever the earlier gaps, a message that arrives within Window of the previous one joins the
+// same turn (fixed and adaptive; off has no window). Seed 002's policy also has a minimum
+// (min_window_ms, 200ms) that let a quick burst shrink the window below Window, and so split
+// bursts well within the channel's window; it has no counterpart here.
 type ChannelPolicy struct {
 	// Mode is off, fixed or adaptive. Default adaptive.
 	Mode AggregationMode
-	// Window is the fixed window, and the adaptive window of a single message. Default 800ms.
+	// Window is the fixed window, and the adaptive window's floor (the whole window after a
+	// single message). Default 800ms; whole milliseconds (a turn records its window in
+	// milliseconds); ignored when Mode is off.
 	Window time.Duration
-	// MinWindow and MaxWindow bound the adaptive window. Defaults 200ms and 3s.
-	MinWindow, MaxWindow time.Duration
+	// MaxWindow caps the adaptive window, which stretches above Window when the burst's gaps are
+	// long (twice their mean). Default 3s, or Window if that is longer; must not be below
+	// Window. Ignored unless Mode is adaptive.
+	MaxWindow time.Duration
 }
 
 // DefaultPolicy is the policy of a channel with none of its own (seed 002's ChannelPolicy
 // defaults).
-var DefaultPolicy = ChannelPolicy{Mode: AggregationAdaptive, Window: 800 * time.Millisecond, MinWindow: 200 * time.Millisecond, MaxWindow: 3 * time.Second}
+var DefaultPolicy = ChannelPolicy{Mode: AggregationAdaptive, Window: 800 * time.Millisecond, MaxWindow: 3 * time.Second}
 
-// DefaultPolicies returns seed 002's default profiles: whatsapp adaptive around 1.2s, sms
-// adaptive around 800ms, email off, web adaptive around 600ms.
+// DefaultPolicies returns seed 002's default profiles: whatsapp adaptive from 1.2s, sms adaptive
+// from 800ms, web adaptive from 600ms (each up to 3s), email off.
 func DefaultPolicies() map[string]ChannelPolicy {
 	adaptive := func(window time.Duration) ChannelPolicy {
 		p := DefaultPolicy
@@ -59,13 +72,8 @@ func (p ChannelPolicy) withDefaults() ChannelPolicy {
 	if p.Window == 0 && p.Mode != AggregationOff {
 		p.Window = DefaultPolicy.Window
 	}
-	if p.Mode == AggregationAdaptive {
-		if p.MinWindow == 0 {
-			p.MinWindow = min(DefaultPolicy.MinWindow, p.Window)
-		}
-		if p.MaxWindow == 0 {
-			p.MaxWindow = max(DefaultPolicy.MaxWindow, p.Window)
-		}
+	if p.Mode == AggregationAdaptive && p.MaxWindow == 0 {
+		p.MaxWindow = max(DefaultPolicy.MaxWindow, p.Window)
 	}
 	return p
 }
@@ -77,20 +85,33 @@ func (p ChannelPolicy) Validate() error {
 	default:
 		return fmt.Errorf("turns: aggregation mode %q: must be off, fixed or adaptive", p.Mode)
 	}
-	if p.Window < 0 || p.MinWindow < 0 || p.MaxWindow < 0 {
+	if p.Window < 0 || p.MaxWindow < 0 {
 		return fmt.Errorf("turns: aggregation windows must not be negative")
 	}
 	if p.Window > time.Hour || p.MaxWindow > time.Hour {
 		return fmt.Errorf("turns: aggregation windows must be at most an hour")
 	}
-	if p.Mode == AggregationAdaptive && (p.MinWindow > p.Window || p.Window > p.MaxWindow) {
-		return fmt.Errorf("turns: adaptive aggregation needs MinWindow <= Window <= MaxWindow, got %v, %v, %v", p.MinWindow, p.Window, p.MaxWindow)
+	if p.Window%time.Millisecond != 0 || p.MaxWindow%time.Millisecond != 0 {
+		// A turn records its window in whole milliseconds: a fraction would be cut off, and a
+		// message just within Window could miss the turn.
+		return fmt.Errorf("turns: aggregation windows must be whole milliseconds, got %v and %v", p.Window, p.MaxWindow)
+	}
+	if p.Mode == AggregationAdaptive && p.MaxWindow < p.Window {
+		return fmt.Errorf("turns: adaptive aggregation needs Window <= MaxWindow, got %v and %v", p.Window, p.MaxWindow)
 	}
 	return nil
 }
 
-// WindowFor returns the aggregation window after the last of arrivals (the receive times of the
-// turn's messages, oldest first).
+// WindowFor returns how long the turn waits after the last of arrivals (the receive times of the
+// turn's messages, oldest first) before it is processed:
+//
+//   - off: 0;
+//   - fixed: Window;
+//   - adaptive, one message: Window;
+//   - adaptive, several: max(Window, min(2 × mean gap, MaxWindow)), the mean taken over the last
+//     (up to) five gaps, from the sixth-last arrival to the last.
+//
+// The adaptive window is never below Window, even when MaxWindow is (a policy Validate refuses).
 func (p ChannelPolicy) WindowFor(arrivals []time.Time) time.Duration {
 	switch p.Mode {
 	case AggregationOff:
@@ -101,10 +122,9 @@ func (p ChannelPolicy) WindowFor(arrivals []time.Time) time.Duration {
 	if len(arrivals) < 2 {
 		return p.Window
 	}
-	from := max(0, len(arrivals)-6)
-	gaps := arrivals[from:]
-	mean := gaps[len(gaps)-1].Sub(gaps[0]) / time.Duration(len(gaps)-1)
-	return min(max(2*mean, p.MinWindow), p.MaxWindow)
+	recent := arrivals[max(0, len(arrivals)-6):]
+	meanGap := recent[len(recent)-1].Sub(recent[0]) / time.Duration(len(recent)-1)
+	return max(p.Window, min(2*meanGap, p.MaxWindow))
 }
 
 // reason is the aggregation reason recorded on a turn that closed under this policy.
