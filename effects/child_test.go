@@ -40,6 +40,7 @@ func runChildReactor() int {
 		BaseURL: os.Getenv("BANK_URL"), StatusCheck: true, Compensate: true, Checkpoints: true,
 		Timeout: callTimeout, Backoff: fastBackoff,
 	}.Connector())
+	registry.MustRegister(holdingAsyncConnector(os.Getenv("BANK_URL"), callTimeout))
 	if jobsURL := os.Getenv("JOBS_URL"); jobsURL != "" { // async tests: the fake jobs upstream
 		registry.MustRegister(fakejobs.ConnectorOptions{
 			BaseURL: jobsURL, CallbackURL: os.Getenv("CALLBACK_URL"), Timeout: time.Second, Backoff: fastBackoff,

@@ -2,7 +2,10 @@ package effects_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"syscall"
 	"testing"
@@ -210,4 +213,60 @@ func (h *harness) jobOf(id uuid.UUID) int64 {
 	var jobID int64
 	require.NoError(h.t, h.pool.QueryRow(context.Background(), `SELECT job_id FROM reckon_effects WHERE id = $1`, id).Scan(&jobID))
 	return jobID
+}
+
+// holdingAsyncConnector is an async connector whose upstream accepts at once and whose Cancel
+// visits the bank's "before-cancel" checkpoint (keyed by the effect's idempotency key) before it
+// succeeds, so that a test can hold a deadline job there. Its effects time out hard after 200ms.
+func holdingAsyncConnector(bankURL string, timeout time.Duration) effects.Connector {
+	return effects.Connector{
+		Name: "async.hold", Tags: []effects.Tag{effects.TagWrite, effects.TagExternal},
+		Timeout: timeout, AsyncTimeout: 200 * time.Millisecond, HardTimeout: true,
+		Dispatch: func(_ context.Context, call effects.Call) (json.RawMessage, error) {
+			return nil, effects.Accepted(call.CorrelationID)
+		},
+		StatusCheck: func(context.Context, effects.Call) (effects.Status, error) { return effects.Absent(), nil },
+		Cancel: func(ctx context.Context, call effects.Call) error {
+			u := bankURL + "/checkpoint?name=before-cancel&key=" + url.QueryEscape(call.IdempotencyKey)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			return resp.Body.Close()
+		},
+	}
+}
+
+// A reactor is SIGKILLed while its deadline job cancels, upstream, an async effect whose hard
+// timeout passed. A live reactor takes the deadline job over within seconds, cancels again, and
+// fails the effect as the deadline says.
+func TestTakeoverOfDeadline(t *testing.T) {
+	t.Parallel()
+	h := setup(t, noSweep)
+	require.NoError(t, h.registry.Register(holdingAsyncConnector(h.bank.URL(), 5*time.Second)))
+	key := fmt.Sprintf("deadline-%d", time.Now().UnixNano())
+	reached := h.bank.ArmKey("before-cancel", key)
+	holder := h.startHolder(time.Minute)
+	effect, err := h.client.Enqueue(context.Background(), effects.Spec{Connector: "async.hold", IdempotencyKey: key, Args: map[string]any{}}, nil)
+	require.NoError(t, err)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the holder never reached the upstream cancel\n%s", holder.Stderr())
+	}
+	require.Equal(t, effects.StatePending, h.state(effect.ID))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job j JOIN reckon_effects e ON e.job_id = j.id
+		WHERE e.id = $1 AND j.kind = 'reckon_deadline' AND j.state = 'running'`, effect.ID))
+	h.start()
+
+	h.killAndAwaitTakeover(holder, h.jobOf(effect.ID))
+	done := h.wait(effect.ID)
+	require.Equal(t, effects.StateFailed, done.State)
+	require.Equal(t, "hard timeout: cancelled upstream", done.Error)
+	h.requireNoOrphanJobs()
+	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_deadline"}))
 }

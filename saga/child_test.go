@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -30,9 +31,16 @@ func runChildReactor() int {
 	}
 	defer pool.Close()
 	registry := effects.NewRegistry()
-	registerConnectors(registry, os.Getenv("BANK_URL"), true)
+	callTimeout := time.Second
+	if timeout, err := time.ParseDuration(os.Getenv("CHILD_CALL_TIMEOUT")); err == nil {
+		callTimeout = timeout // takeover tests hold a call for longer
+	}
+	registerConnectors(registry, os.Getenv("BANK_URL"), true, callTimeout)
 	config := effectsConfig(registry)
 	config.Logger = logger
+	if margin, err := time.ParseDuration(os.Getenv("CHILD_IN_FLIGHT_MARGIN")); err == nil {
+		config.InFlightMargin = margin // takeover tests: only the takeover may finish the work soon
+	}
 	ec, err := effects.NewClient(pool, config)
 	if err != nil {
 		logger.Error("child: effects client", slog.String("error", err.Error()))

@@ -17,13 +17,13 @@ import (
 
 // startChild starts a reactor process (this test binary in child mode) on the harness's database
 // and bank, and returns once it runs.
-func (h *harness) startChild() *proctest.Process {
+func (h *harness) startChild(env ...string) *proctest.Process {
 	h.t.Helper()
-	p := proctest.Start(h.t, []string{
+	p := proctest.Start(h.t, append([]string{
 		childReactorEnv + "=1",
 		"DATABASE_URL=" + h.pool.Config().ConnString(),
 		"BANK_URL=" + h.bank.URL(),
-	}, os.Args[0])
+	}, env...), os.Args[0])
 	p.Addr(h.t)
 	return p
 }

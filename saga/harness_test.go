@@ -60,10 +60,10 @@ type wireResult struct {
 
 // registerConnectors registers the three bank connectors of the order saga, plus card.refund (an
 // idempotent connector of its own that reverses a charge: UndoWith).
-func registerConnectors(registry *effects.Registry, bankURL string, checkpoints bool) {
+func registerConnectors(registry *effects.Registry, bankURL string, checkpoints bool, timeout time.Duration) {
 	for _, name := range []string{"inventory.reserve", "card.charge", "shipping.ship"} {
 		registry.MustRegister(fakebank.ConnectorOptions{
-			Name: name, BaseURL: bankURL, StatusCheck: true, Compensate: true, Timeout: time.Second,
+			Name: name, BaseURL: bankURL, StatusCheck: true, Compensate: true, Timeout: timeout,
 			Backoff: fastBackoff, Checkpoints: checkpoints, CompensateCheckpoints: checkpoints,
 		}.Connector())
 	}
@@ -150,7 +150,7 @@ type harness struct {
 func setup(t *testing.T, compensationAttempts int) *harness {
 	t.Helper()
 	h := &harness{t: t, pool: pgtest.NewDB(t), bank: fakebank.New(t), registry: effects.NewRegistry(), metrics: prometheus.NewRegistry()}
-	registerConnectors(h.registry, h.bank.URL(), false)
+	registerConnectors(h.registry, h.bank.URL(), false, time.Second)
 	h.effects, h.sagas = h.newClients(h.metrics, compensationAttempts)
 	return h
 }
@@ -159,10 +159,17 @@ func (h *harness) newClients(registerer prometheus.Registerer, compensationAttem
 	h.t.Helper()
 	config := effectsConfig(h.registry)
 	config.Registerer = registerer
+	return h.newClientsWith(config, compensationAttempts)
+}
+
+// newClientsWith is newClients with an effects configuration of the caller's (its Registerer
+// serves both clients).
+func (h *harness) newClientsWith(config *effects.Config, compensationAttempts int) (*effects.Client, *saga.Client) {
+	h.t.Helper()
 	ec, err := effects.NewClient(h.pool, config)
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { require.NoError(h.t, ec.Stop(context.Background())) })
-	sc, err := saga.NewClient(h.pool, &saga.Config{Effects: ec, Registerer: registerer, Logger: slog.New(slog.DiscardHandler)})
+	sc, err := saga.NewClient(h.pool, &saga.Config{Effects: ec, Registerer: config.Registerer, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(h.t, err)
 	require.NoError(h.t, sc.Register(orderSaga(compensationAttempts)))
 	return ec, sc
