@@ -2,10 +2,12 @@
 -- Inserts or replaces an HTTP connector; inserted is true for a new one.
 INSERT INTO reckon_connectors (
     name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms,
-    max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe
+    max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
+    async_timeout_ms, hard_timeout, cancel_url
 ) VALUES (
     @name, @tags, @dispatch_url, @status_url, @compensate_url, @business_key_fields, @timeout_ms,
-    @max_attempts, @status_check_limit, @backoff_initial_ms, @backoff_max_ms, @unsafe
+    @max_attempts, @status_check_limit, @backoff_initial_ms, @backoff_max_ms, @unsafe,
+    sqlc.narg(async_timeout_ms), @hard_timeout, sqlc.narg(cancel_url)
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -19,6 +21,9 @@ ON CONFLICT (name) DO UPDATE SET
     backoff_initial_ms = excluded.backoff_initial_ms,
     backoff_max_ms = excluded.backoff_max_ms,
     unsafe = excluded.unsafe,
+    async_timeout_ms = excluded.async_timeout_ms,
+    hard_timeout = excluded.hard_timeout,
+    cancel_url = excluded.cancel_url,
     updated_at = now()
 RETURNING sqlc.embed(reckon_connectors), (xmax = 0)::boolean AS inserted;
 

@@ -71,7 +71,8 @@ type StatusResponse struct {
 // protocol (see the package documentation). A nil client uses a shared default one. The client
 // is used without its redirect policy: redirects are never followed, a 3xx is UNKNOWN. d's unset
 // settings take their defaults. The connector has a StatusCheck only if d has a StatusURL, a
-// Compensate only if it has a CompensateURL and a BusinessKey only if it has BusinessKeyFields.
+// Compensate only if it has a CompensateURL, a Cancel only if it has a CancelURL and a
+// BusinessKey only if it has BusinessKeyFields.
 func (d Definition) Connector(client *http.Client) effects.Connector {
 	d = d.WithDefaults()
 	if client == nil {
@@ -84,6 +85,7 @@ func (d Definition) Connector(client *http.Client) effects.Connector {
 	c := effects.Connector{
 		Name: d.Name, Tags: d.Tags, Timeout: d.Timeout, MaxAttempts: d.MaxAttempts,
 		StatusCheckLimit: d.StatusCheckLimit, Backoff: d.backoff, Unsafe: d.Unsafe,
+		AsyncTimeout: d.AsyncTimeout, HardTimeout: d.HardTimeout,
 	}
 	dispatchURL := d.DispatchURL
 	c.Dispatch = func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
@@ -97,6 +99,11 @@ func (d Definition) Connector(client *http.Client) effects.Connector {
 	if compensateURL := d.CompensateURL; compensateURL != "" {
 		c.Compensate = func(ctx context.Context, call effects.Call, original effects.Original) (json.RawMessage, error) {
 			return caller.perform(ctx, "compensate", compensateURL, requestOf(call, &original), call)
+		}
+	}
+	if cancelURL := d.CancelURL; cancelURL != "" {
+		c.Cancel = func(ctx context.Context, call effects.Call) error {
+			return caller.cancel(ctx, cancelURL, call)
 		}
 	}
 	if len(d.BusinessKeyFields) > 0 {
@@ -273,6 +280,23 @@ func (c *caller) status(ctx context.Context, url string, call effects.Call) (eff
 		return effects.Inconclusive(fmt.Sprintf("status check %s: upstream says inconclusive", c.name)), nil
 	default:
 		return effects.Inconclusive(fmt.Sprintf("status check %s: unknown status %q", c.name, answer.Status)), nil
+	}
+}
+
+// cancel asks the upstream to abandon the accepted operation of call. Only 200, 201 or 204 says it
+// did (the body is ignored): the effect becomes FAILED. Every other answer — 202 (will try), a
+// 4xx (too late, say), a 5xx, a timeout, a dropped connection — is an error, and the outcome
+// stays unknown.
+func (c *caller) cancel(ctx context.Context, url string, call effects.Call) error {
+	resp, err := c.post(ctx, url, requestOf(call, nil), call)
+	if err != nil {
+		return fmt.Errorf("cancel %s: %w", c.name, err)
+	}
+	switch resp.status {
+	case http.StatusOK, http.StatusCreated, http.StatusNoContent:
+		return nil
+	default:
+		return fmt.Errorf("cancel %s: %s: not cancelled: %s", c.name, resp.statusText, snippet(resp.body))
 	}
 }
 

@@ -338,6 +338,56 @@ func TestCompensateRequest(t *testing.T) {
 	require.Equal(t, "FAILED", outcomeOf(err))
 }
 
+// TestCancelRequest: a cancel is a POST to cancel_url with the dispatch's headers and body
+// (correlation id included); only 200, 201 or 204 says the upstream abandoned the operation, and
+// every other answer, a timeout or a dropped connection is an error (the outcome stays unknown).
+func TestCancelRequest(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		handler   http.HandlerFunc
+		cancelled bool
+	}{
+		{"200", answer(http.StatusOK, nil, `{"cancelled":true}`), true},
+		{"201 without a body", answer(http.StatusCreated, nil, ``), true},
+		{"204", answer(http.StatusNoContent, nil, ``), true},
+		{"202: will try", answer(http.StatusAccepted, nil, `{}`), false},
+		{"409: too late", answer(http.StatusConflict, nil, `{"error":"already done"}`), false},
+		{"404", answer(http.StatusNotFound, nil, ``), false},
+		{"500", answer(http.StatusInternalServerError, nil, ``), false},
+		{"503 with Retry-After", answer(http.StatusServiceUnavailable, map[string]string{"Retry-After": "1"}, ``), false},
+		{"dropped", drop, false},
+		{"timeout", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up := newUpstream(t, tc.handler)
+			def := definition(up.URL)
+			def.CancelURL = up.URL + "/cancel"
+			connector := def.Connector(nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			err := connector.Cancel(ctx, testCall())
+			if tc.cancelled {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+				require.False(t, effects.IsPermanent(err) || effects.IsRetryable(err), "a failed cancel is not an outcome: %v", err)
+			}
+			got := up.received()
+			require.Len(t, got, 1, "one request, never replayed")
+			require.Equal(t, "/cancel", got[0].path)
+			call := testCall()
+			require.Equal(t, call.IdempotencyKey, got[0].header.Get(httpconn.HeaderIdempotencyKey))
+			require.Equal(t, call.EffectID.String(), got[0].header.Get(httpconn.HeaderEffectID))
+			require.Equal(t, call.CorrelationID, got[0].header.Get(httpconn.HeaderCorrelationID))
+			require.Equal(t, call.CorrelationID, got[0].body.CorrelationID)
+			require.Equal(t, call.EffectID, got[0].body.EffectID)
+		})
+	}
+}
+
 // TestConnectorCapabilities: the connector has a status check, compensation and business key only
 // when the definition gives their URLs or fields.
 func TestConnectorCapabilities(t *testing.T) {
@@ -346,14 +396,21 @@ func TestConnectorCapabilities(t *testing.T) {
 	require.NotNil(t, bare.Dispatch)
 	require.Nil(t, bare.StatusCheck)
 	require.Nil(t, bare.Compensate)
+	require.Nil(t, bare.Cancel)
 	require.Nil(t, bare.BusinessKey)
+	require.Zero(t, bare.AsyncTimeout, "the client's default")
+	require.False(t, bare.HardTimeout)
 	require.Equal(t, effects.PolicyIdempotent, effects.PolicyOf(&bare))
 
 	full := definition("http://127.0.0.1:1")
 	full.BusinessKeyFields = []string{"account", "amount"}
+	full.AsyncTimeout, full.HardTimeout, full.CancelURL = time.Minute, true, "http://127.0.0.1:1/cancel"
 	c := full.Connector(nil)
 	require.NotNil(t, c.StatusCheck)
 	require.NotNil(t, c.Compensate)
+	require.NotNil(t, c.Cancel)
+	require.Equal(t, time.Minute, c.AsyncTimeout)
+	require.True(t, c.HardTimeout)
 	require.Equal(t, effects.PolicyCompensatable, effects.PolicyOf(&c))
 	key, err := c.BusinessKey(json.RawMessage(`{"account":"acc-1","amount":100,"memo":"x"}`))
 	require.NoError(t, err)

@@ -47,6 +47,18 @@ type Definition struct {
 	// Unsafe allows a connector that is not retry safe and has no status check, business key or
 	// compensation: its UNKNOWN outcomes can only be resolved by a person.
 	Unsafe bool
+	// AsyncTimeout is how long an effect whose dispatch answered 202 Accepted awaits its callback
+	// (effects.Connector.AsyncTimeout); an effect's own async timeout overrides it. Default 0:
+	// the reactor's (effects.Config.AsyncTimeout, `reactor -async-timeout`, 10m); 1ms to 7 days.
+	AsyncTimeout time.Duration
+	// HardTimeout makes a passed deadline ask CancelURL to abandon the operation (FAILED when it
+	// confirms) instead of only making the outcome UNKNOWN (effects.Connector.HardTimeout).
+	// Default false: the soft timeout.
+	HardTimeout bool
+	// CancelURL asks the upstream to abandon an accepted operation, on a hard timeout and when the
+	// effect's run is cancelled (effects.Connector.Cancel): 200, 201 or 204 means abandoned.
+	// Optional; without it a hard timeout leaves the outcome UNKNOWN.
+	CancelURL string
 	// CreatedAt and UpdatedAt are set by the store (Put, Get, List) and ignored by Put.
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -65,6 +77,8 @@ const (
 	maxNameLength           = 200
 	maxURLLength            = 2048
 	maxCount                = 1000 // bound of max_attempts and status_check_limit
+	// MaxAsyncTimeout bounds AsyncTimeout: effects' bound of every async timeout.
+	MaxAsyncTimeout = 7 * 24 * time.Hour
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
@@ -110,6 +124,7 @@ func (d Definition) Validate() error {
 	}
 	for _, u := range []struct{ field, value string }{
 		{"dispatch_url", d.DispatchURL}, {"status_url", d.StatusURL}, {"compensate_url", d.CompensateURL},
+		{"cancel_url", d.CancelURL},
 	} {
 		if u.value != "" {
 			if err := checkURL(u.value); err != nil {
@@ -132,6 +147,9 @@ func (d Definition) Validate() error {
 	}
 	if d.StatusCheckLimit > maxCount {
 		problems = append(problems, fmt.Sprintf("status_check_limit %d: at most %d", d.StatusCheckLimit, maxCount))
+	}
+	if d.AsyncTimeout != 0 && (d.AsyncTimeout < time.Millisecond || d.AsyncTimeout > MaxAsyncTimeout) {
+		problems = append(problems, fmt.Sprintf("async_timeout_ms: %v out of range (1ms to %v, or absent for the reactor's)", d.AsyncTimeout, MaxAsyncTimeout))
 	}
 	if len(problems) == 0 {
 		// The registration rules of Go connectors: tags, ranges, a way to resolve UNKNOWN.
@@ -230,19 +248,28 @@ type definitionJSON struct {
 	BackoffInitialMS  int64         `json:"backoff_initial_ms,omitempty"`
 	BackoffMaxMS      int64         `json:"backoff_max_ms,omitempty"`
 	Unsafe            bool          `json:"unsafe,omitempty"`
+	AsyncTimeoutMS    *int64        `json:"async_timeout_ms,omitempty"` // nil: the reactor's
+	HardTimeout       bool          `json:"hard_timeout,omitempty"`
+	CancelURL         string        `json:"cancel_url,omitempty"`
 	CreatedAt         *time.Time    `json:"created_at,omitempty"`
 	UpdatedAt         *time.Time    `json:"updated_at,omitempty"`
 }
 
 // MarshalJSON writes d as {"name","tags","dispatch_url","status_url","compensate_url",
 // "business_key_fields","timeout_ms","max_attempts","status_check_limit","backoff_initial_ms",
-// "backoff_max_ms","unsafe","created_at","updated_at"}; unset optional fields are left out.
+// "backoff_max_ms","unsafe","async_timeout_ms","hard_timeout","cancel_url","created_at",
+// "updated_at"}; unset optional fields are left out.
 func (d Definition) MarshalJSON() ([]byte, error) {
 	out := definitionJSON{
 		Name: d.Name, Tags: d.Tags, DispatchURL: d.DispatchURL, StatusURL: d.StatusURL,
 		CompensateURL: d.CompensateURL, BusinessKeyFields: d.BusinessKeyFields,
 		TimeoutMS: d.Timeout.Milliseconds(), MaxAttempts: d.MaxAttempts, StatusCheckLimit: d.StatusCheckLimit,
 		BackoffInitialMS: d.BackoffInitial.Milliseconds(), BackoffMaxMS: d.BackoffMax.Milliseconds(), Unsafe: d.Unsafe,
+		HardTimeout: d.HardTimeout, CancelURL: d.CancelURL,
+	}
+	if d.AsyncTimeout != 0 {
+		ms := d.AsyncTimeout.Milliseconds()
+		out.AsyncTimeoutMS = &ms
 	}
 	if out.Tags == nil {
 		out.Tags = []effects.Tag{}
@@ -257,8 +284,8 @@ func (d Definition) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads the form MarshalJSON writes. Unknown fields are an error (a misspelt
-// "status_url" must not silently drop the status check), and so are negative durations;
-// created_at and updated_at are accepted and ignored.
+// "status_url" must not silently drop the status check), and so are negative or overlong
+// durations; created_at and updated_at are accepted and ignored.
 func (d *Definition) UnmarshalJSON(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -272,10 +299,23 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 	for _, ms := range []struct {
 		field string
 		value int64
-	}{{"timeout_ms", in.TimeoutMS}, {"backoff_initial_ms", in.BackoffInitialMS}, {"backoff_max_ms", in.BackoffMaxMS}} {
-		if ms.value < 0 || ms.value > int64(maxBackoff/time.Millisecond) {
+		max   time.Duration
+	}{
+		{"timeout_ms", in.TimeoutMS, maxBackoff}, {"backoff_initial_ms", in.BackoffInitialMS, maxBackoff},
+		{"backoff_max_ms", in.BackoffMaxMS, maxBackoff},
+	} {
+		if ms.value < 0 || ms.value > ms.max.Milliseconds() {
 			return fmt.Errorf("%w: %s %d out of range", ErrInvalid, ms.field, ms.value)
 		}
+	}
+	var asyncTimeout time.Duration
+	if in.AsyncTimeoutMS != nil {
+		// 0 is refused rather than read as "the default": a caller who sends it may mean "no wait".
+		if ms := *in.AsyncTimeoutMS; ms < 1 || ms > MaxAsyncTimeout.Milliseconds() {
+			return fmt.Errorf("%w: async_timeout_ms %d out of range (1 to %d, 7 days; leave it out for the reactor's)",
+				ErrInvalid, ms, MaxAsyncTimeout.Milliseconds())
+		}
+		asyncTimeout = time.Duration(*in.AsyncTimeoutMS) * time.Millisecond
 	}
 	*d = Definition{
 		Name: in.Name, Tags: in.Tags, DispatchURL: in.DispatchURL, StatusURL: in.StatusURL,
@@ -283,6 +323,7 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 		Timeout: time.Duration(in.TimeoutMS) * time.Millisecond, MaxAttempts: in.MaxAttempts,
 		StatusCheckLimit: in.StatusCheckLimit, BackoffInitial: time.Duration(in.BackoffInitialMS) * time.Millisecond,
 		BackoffMax: time.Duration(in.BackoffMaxMS) * time.Millisecond, Unsafe: in.Unsafe,
+		AsyncTimeout: asyncTimeout, HardTimeout: in.HardTimeout, CancelURL: in.CancelURL,
 	}
 	return nil
 }

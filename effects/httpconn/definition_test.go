@@ -56,6 +56,14 @@ func TestValidate(t *testing.T) {
 		{"backoff max below initial", with(func(d *httpconn.Definition) { d.BackoffInitial, d.BackoffMax = time.Minute, time.Second }), "backoff"},
 		{"empty business key field", with(func(d *httpconn.Definition) { d.BusinessKeyFields = []string{""} }), "is empty"},
 		{"repeated business key field", with(func(d *httpconn.Definition) { d.BusinessKeyFields = []string{"a", "a"} }), "appears twice"},
+		{"async: hard timeout with a cancel URL", with(func(d *httpconn.Definition) {
+			d.AsyncTimeout, d.HardTimeout, d.CancelURL = time.Minute, true, "https://bank.example/cancel"
+		}), ""},
+		{"async timeout of 7 days", with(func(d *httpconn.Definition) { d.AsyncTimeout = httpconn.MaxAsyncTimeout }), ""},
+		{"async timeout over 7 days", with(func(d *httpconn.Definition) { d.AsyncTimeout = httpconn.MaxAsyncTimeout + time.Millisecond }), "async_timeout_ms"},
+		{"negative async timeout", with(func(d *httpconn.Definition) { d.AsyncTimeout = -time.Second }), "async_timeout_ms"},
+		{"async timeout under 1ms", with(func(d *httpconn.Definition) { d.AsyncTimeout = time.Microsecond }), "async_timeout_ms"},
+		{"relative cancel URL", with(func(d *httpconn.Definition) { d.CancelURL = "/cancel" }), "cancel_url"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,15 +103,47 @@ func TestDefinitionJSON(t *testing.T) {
 		Name: "bank.wire", Tags: []effects.Tag{effects.TagWrite}, DispatchURL: "http://b/w", StatusURL: "http://b/s",
 		BusinessKeyFields: []string{"account"}, Timeout: 1500 * time.Millisecond, MaxAttempts: 3, StatusCheckLimit: 2,
 		BackoffInitial: 10 * time.Millisecond, BackoffMax: time.Second, Unsafe: true,
+		AsyncTimeout: 90 * time.Second, HardTimeout: true, CancelURL: "http://b/c",
 	}
 	raw, err := json.Marshal(def)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"name":"bank.wire","tags":["write"],"dispatch_url":"http://b/w","status_url":"http://b/s",
 		"business_key_fields":["account"],"timeout_ms":1500,"max_attempts":3,"status_check_limit":2,
-		"backoff_initial_ms":10,"backoff_max_ms":1000,"unsafe":true}`, string(raw))
+		"backoff_initial_ms":10,"backoff_max_ms":1000,"unsafe":true,
+		"async_timeout_ms":90000,"hard_timeout":true,"cancel_url":"http://b/c"}`, string(raw))
 	var back httpconn.Definition
 	require.NoError(t, json.Unmarshal(raw, &back))
 	require.Equal(t, def, back)
+
+	// Without async settings: none written, none read (the reactor's timeout, soft, no cancel).
+	def.AsyncTimeout, def.HardTimeout, def.CancelURL = 0, false, ""
+	raw, err = json.Marshal(def)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), "async_timeout_ms")
+	require.NotContains(t, string(raw), "hard_timeout")
+	require.NotContains(t, string(raw), "cancel_url")
+	back = httpconn.Definition{}
+	require.NoError(t, json.Unmarshal(raw, &back))
+	require.Equal(t, def, back)
+
+	// Out-of-range and mistyped async settings are refused, naming the field.
+	for body, want := range map[string]string{
+		`{"name":"x","async_timeout_ms":0}`:         "async_timeout_ms 0 out of range",
+		`{"name":"x","async_timeout_ms":-1}`:        "async_timeout_ms -1 out of range",
+		`{"name":"x","async_timeout_ms":604800001}`: "async_timeout_ms 604800001 out of range",
+		`{"name":"x","async_timeout_ms":1e30}`:      "async_timeout_ms",
+		`{"name":"x","async_timeout_ms":1.5}`:       "async_timeout_ms",
+		`{"name":"x","async_timeout_ms":"10s"}`:     "async_timeout_ms",
+		`{"name":"x","hard_timeout":"yes"}`:         "hard_timeout",
+		`{"name":"x","cancel_url":["http://b/c"]}`:  "cancel_url",
+		`{"name":"x","async_hard_timeout":true}`:    "async_hard_timeout", // an effect's field, not a connector's
+	} {
+		err := json.Unmarshal([]byte(body), &back)
+		require.ErrorIs(t, err, httpconn.ErrInvalid, body)
+		require.ErrorContains(t, err, want, body)
+	}
+	require.NoError(t, json.Unmarshal([]byte(`{"name":"x","async_timeout_ms":604800000}`), &back))
+	require.Equal(t, httpconn.MaxAsyncTimeout, back.AsyncTimeout)
 
 	err = json.Unmarshal([]byte(`{"name":"x","dispatch_url":"http://b","status_ur":"http://b/s"}`), &back)
 	require.ErrorIs(t, err, httpconn.ErrInvalid)

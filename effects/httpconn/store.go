@@ -52,6 +52,9 @@ func Put(ctx context.Context, db DBTX, def Definition) (Definition, bool, error)
 		BackoffInitialMs:  int32(def.BackoffInitial.Milliseconds()),
 		BackoffMaxMs:      int32(def.BackoffMax.Milliseconds()),
 		Unsafe:            def.Unsafe,
+		AsyncTimeoutMs:    asyncTimeoutMS(def.AsyncTimeout),
+		HardTimeout:       def.HardTimeout,
+		CancelUrl:         nullable(def.CancelURL),
 	})
 	if err != nil {
 		return Definition{}, false, fmt.Errorf("httpconn: store connector %q: %w", def.Name, err)
@@ -118,6 +121,8 @@ func definitionOf(row dbsqlc.ReckonConnector) Definition {
 		BackoffInitial:   time.Duration(row.BackoffInitialMs) * time.Millisecond,
 		BackoffMax:       time.Duration(row.BackoffMaxMs) * time.Millisecond,
 		Unsafe:           row.Unsafe,
+		HardTimeout:      row.HardTimeout,
+		CancelURL:        deref(row.CancelUrl),
 		CreatedAt:        row.CreatedAt,
 		UpdatedAt:        row.UpdatedAt,
 	}
@@ -127,7 +132,19 @@ func definitionOf(row dbsqlc.ReckonConnector) Definition {
 	if len(row.BusinessKeyFields) > 0 {
 		def.BusinessKeyFields = row.BusinessKeyFields
 	}
+	if row.AsyncTimeoutMs != nil {
+		def.AsyncTimeout = time.Duration(*row.AsyncTimeoutMs) * time.Millisecond
+	}
 	return def
+}
+
+// asyncTimeoutMS is the stored form of an async timeout: NULL for the reactor's default.
+func asyncTimeoutMS(d time.Duration) *int32 {
+	if d == 0 {
+		return nil
+	}
+	ms := int32(d.Milliseconds())
+	return &ms
 }
 
 func tagStrings(tags []effects.Tag) []string {

@@ -44,6 +44,30 @@ func TestStore(t *testing.T) {
 	got, err := httpconn.Get(ctx, pool, "bank.wire")
 	require.NoError(t, err)
 	require.Equal(t, updated, got)
+	require.Zero(t, got.AsyncTimeout, "no async timeout of its own: stored as NULL, the reactor's applies")
+
+	// The async settings are stored, replaced and cleared like the others.
+	def.AsyncTimeout, def.HardTimeout, def.CancelURL = 90*time.Second, true, "http://127.0.0.1:1/cancel"
+	updated, _, err = httpconn.Put(ctx, pool, def)
+	require.NoError(t, err)
+	require.Equal(t, 90*time.Second, updated.AsyncTimeout)
+	require.True(t, updated.HardTimeout)
+	require.Equal(t, "http://127.0.0.1:1/cancel", updated.CancelURL)
+	got, err = httpconn.Get(ctx, pool, "bank.wire")
+	require.NoError(t, err)
+	require.Equal(t, updated, got)
+	def.AsyncTimeout, def.HardTimeout, def.CancelURL = 0, false, ""
+	updated, _, err = httpconn.Put(ctx, pool, def)
+	require.NoError(t, err)
+	got, err = httpconn.Get(ctx, pool, "bank.wire")
+	require.NoError(t, err)
+	require.Equal(t, updated, got)
+	require.Zero(t, got.AsyncTimeout)
+	require.False(t, got.HardTimeout)
+	require.Empty(t, got.CancelURL)
+	var storedTimeout *int32
+	require.NoError(t, pool.QueryRow(ctx, `SELECT async_timeout_ms FROM reckon_connectors WHERE name = 'bank.wire'`).Scan(&storedTimeout))
+	require.Nil(t, storedTimeout)
 
 	_, _, err = httpconn.Put(ctx, pool, httpconn.Definition{Name: "aaa.first", Tags: []effects.Tag{effects.TagRead}, DispatchURL: "http://127.0.0.1:1/r"})
 	require.NoError(t, err)

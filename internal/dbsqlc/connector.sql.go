@@ -22,7 +22,7 @@ func (q *Queries) ConnectorDelete(ctx context.Context, name string) (string, err
 }
 
 const connectorGet = `-- name: ConnectorGet :one
-SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at FROM reckon_connectors WHERE name = $1
+SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url FROM reckon_connectors WHERE name = $1
 `
 
 func (q *Queries) ConnectorGet(ctx context.Context, name string) (ReckonConnector, error) {
@@ -43,12 +43,15 @@ func (q *Queries) ConnectorGet(ctx context.Context, name string) (ReckonConnecto
 		&i.Unsafe,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AsyncTimeoutMs,
+		&i.HardTimeout,
+		&i.CancelUrl,
 	)
 	return i, err
 }
 
 const connectorList = `-- name: ConnectorList :many
-SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at FROM reckon_connectors ORDER BY name
+SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url FROM reckon_connectors ORDER BY name
 `
 
 // Every HTTP connector, by name.
@@ -76,6 +79,9 @@ func (q *Queries) ConnectorList(ctx context.Context) ([]ReckonConnector, error) 
 			&i.Unsafe,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.AsyncTimeoutMs,
+			&i.HardTimeout,
+			&i.CancelUrl,
 		); err != nil {
 			return nil, err
 		}
@@ -103,10 +109,12 @@ func (q *Queries) ConnectorUnresolvedCount(ctx context.Context, connector string
 const connectorUpsert = `-- name: ConnectorUpsert :one
 INSERT INTO reckon_connectors (
     name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms,
-    max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe
+    max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
+    async_timeout_ms, hard_timeout, cancel_url
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7,
-    $8, $9, $10, $11, $12
+    $8, $9, $10, $11, $12,
+    $13, $14, $15
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -120,8 +128,11 @@ ON CONFLICT (name) DO UPDATE SET
     backoff_initial_ms = excluded.backoff_initial_ms,
     backoff_max_ms = excluded.backoff_max_ms,
     unsafe = excluded.unsafe,
+    async_timeout_ms = excluded.async_timeout_ms,
+    hard_timeout = excluded.hard_timeout,
+    cancel_url = excluded.cancel_url,
     updated_at = now()
-RETURNING reckon_connectors.name, reckon_connectors.tags, reckon_connectors.dispatch_url, reckon_connectors.status_url, reckon_connectors.compensate_url, reckon_connectors.business_key_fields, reckon_connectors.timeout_ms, reckon_connectors.max_attempts, reckon_connectors.status_check_limit, reckon_connectors.backoff_initial_ms, reckon_connectors.backoff_max_ms, reckon_connectors.unsafe, reckon_connectors.created_at, reckon_connectors.updated_at, (xmax = 0)::boolean AS inserted
+RETURNING reckon_connectors.name, reckon_connectors.tags, reckon_connectors.dispatch_url, reckon_connectors.status_url, reckon_connectors.compensate_url, reckon_connectors.business_key_fields, reckon_connectors.timeout_ms, reckon_connectors.max_attempts, reckon_connectors.status_check_limit, reckon_connectors.backoff_initial_ms, reckon_connectors.backoff_max_ms, reckon_connectors.unsafe, reckon_connectors.created_at, reckon_connectors.updated_at, reckon_connectors.async_timeout_ms, reckon_connectors.hard_timeout, reckon_connectors.cancel_url, (xmax = 0)::boolean AS inserted
 `
 
 type ConnectorUpsertParams struct {
@@ -137,6 +148,9 @@ type ConnectorUpsertParams struct {
 	BackoffInitialMs  int32
 	BackoffMaxMs      int32
 	Unsafe            bool
+	AsyncTimeoutMs    *int32
+	HardTimeout       bool
+	CancelUrl         *string
 }
 
 type ConnectorUpsertRow struct {
@@ -159,6 +173,9 @@ func (q *Queries) ConnectorUpsert(ctx context.Context, arg ConnectorUpsertParams
 		arg.BackoffInitialMs,
 		arg.BackoffMaxMs,
 		arg.Unsafe,
+		arg.AsyncTimeoutMs,
+		arg.HardTimeout,
+		arg.CancelUrl,
 	)
 	var i ConnectorUpsertRow
 	err := row.Scan(
@@ -176,6 +193,9 @@ func (q *Queries) ConnectorUpsert(ctx context.Context, arg ConnectorUpsertParams
 		&i.ReckonConnector.Unsafe,
 		&i.ReckonConnector.CreatedAt,
 		&i.ReckonConnector.UpdatedAt,
+		&i.ReckonConnector.AsyncTimeoutMs,
+		&i.ReckonConnector.HardTimeout,
+		&i.ReckonConnector.CancelUrl,
 		&i.Inserted,
 	)
 	return i, err

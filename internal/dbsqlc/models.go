@@ -538,6 +538,9 @@ type ReckonConnector struct {
 	Unsafe            bool
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	AsyncTimeoutMs    *int32
+	HardTimeout       bool
+	CancelUrl         *string
 }
 
 type ReckonEffect struct {
