@@ -85,6 +85,11 @@ type Config struct {
 	// LivenessInterval × 2 + TakeoverGrace (4s). Default 2s; a negative value takes over at the
 	// first sight of a free lock.
 	TakeoverGrace time.Duration
+	// HeartbeatTimeout is how long a reactor may go without writing its heartbeat before the
+	// others end its database connection, which frees its lock (and its jobs are then taken over).
+	// It covers a host that vanished: its connection, and so its lock, would otherwise stay open on
+	// the server until TCP keepalives notice, hours by default. Default 30s.
+	HeartbeatTimeout time.Duration
 	// FetchCooldown and FetchPollInterval tune River's fetching (see river.Config). Defaults:
 	// River's.
 	FetchCooldown     time.Duration
@@ -130,6 +135,9 @@ func (c *Config) setDefaults() {
 	if c.TakeoverGrace == 0 {
 		c.TakeoverGrace = 2 * time.Second
 	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = 30 * time.Second
+	}
 	if c.AsyncTimeout == 0 {
 		c.AsyncTimeout = DefaultAsyncTimeout
 	}
@@ -150,6 +158,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("effects: Config.LivenessInterval must be between 0 (the default) and 1m, got %v", c.LivenessInterval)
 	case c.TakeoverGrace > 10*time.Minute:
 		return fmt.Errorf("effects: Config.TakeoverGrace must be at most 10m, got %v", c.TakeoverGrace)
+	case c.HeartbeatTimeout != 0 && (c.HeartbeatTimeout < 2*max(c.LivenessInterval, time.Second) || c.HeartbeatTimeout > 24*time.Hour):
+		return fmt.Errorf("effects: Config.HeartbeatTimeout must be between twice LivenessInterval (at least 2s) and 24h, got %v", c.HeartbeatTimeout)
 	case c.AsyncTimeout < 0 || c.AsyncTimeout > maxAsyncTimeout:
 		return fmt.Errorf("effects: Config.AsyncTimeout %v out of range (up to %v)", c.AsyncTimeout, maxAsyncTimeout)
 	}

@@ -225,7 +225,9 @@ func (l *liveness) close() {
 // takeOverDead hands back the running jobs of every registered reactor whose lock has been free
 // for TakeoverGrace.
 func (l *liveness) takeOverDead(ctx context.Context) error {
-	owners, err := l.c.queries.ReactorListRunningJobOwners(ctx, dbsqlc.ReactorListRunningJobOwnersParams{Self: l.c.config.ID, Queue: l.c.config.Queue})
+	owners, err := l.c.queries.ReactorListRunningJobOwners(ctx, dbsqlc.ReactorListRunningJobOwnersParams{
+		Self: l.c.config.ID, Queue: l.c.config.Queue, SilentMs: int32(l.c.config.HeartbeatTimeout / time.Millisecond),
+	})
 	if err != nil {
 		return fmt.Errorf("list reactors running jobs: %w", err)
 	}
@@ -233,6 +235,9 @@ func (l *liveness) takeOverDead(ctx context.Context) error {
 	var errs []error
 	for _, owner := range owners {
 		listed[owner.ID] = true
+		if owner.Silent {
+			l.endSilent(ctx, owner.ID, owner.HeartbeatAt)
+		}
 		if err := l.takeOverIfDead(ctx, owner.ID); err != nil {
 			errs = append(errs, fmt.Errorf("reactor %s: %w", owner.ID, err))
 		}
@@ -243,6 +248,24 @@ func (l *liveness) takeOverDead(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// endSilent ends the database connection that holds the lock of a reactor that has written no
+// heartbeat for HeartbeatTimeout. A process that dies frees its lock at once, but a host that
+// vanishes (power, network) leaves its connection open on the server until TCP keepalives notice,
+// which by default takes hours; ending it frees the lock, and the takeover follows. Should the
+// reactor be alive after all, it finds itself taken for dead when it reconnects and stops.
+func (l *liveness) endSilent(ctx context.Context, owner string, lastBeat time.Time) {
+	ended, err := l.c.queries.ReactorEndSilentConnection(ctx, dbsqlc.ReactorEndSilentConnectionParams{Namespace: ReactorLockNamespace, ID: owner})
+	if err != nil {
+		l.c.logger.WarnContext(ctx, "end the connection of a silent reactor (the role needs pg_signal_backend, or to be the reactor's role)",
+			slog.String("reactor_id", owner), slog.String("error", err.Error()))
+		return
+	}
+	if ended > 0 {
+		l.c.logger.WarnContext(ctx, "ended the database connection of a reactor silent for too long; its jobs will be taken over",
+			slog.String("reactor_id", owner), slog.Time("last_heartbeat", lastBeat))
+	}
 }
 
 // takeOverIfDead takes over owner's running jobs if its lock is free and has been since a check at

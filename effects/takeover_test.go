@@ -270,3 +270,96 @@ func TestTakeoverOfDeadline(t *testing.T) {
 	h.requireNoOrphanJobs()
 	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_deadline"}))
 }
+
+// A reactor's host vanishes: its database connection stays open on the server (as it does until
+// TCP keepalives notice, hours by default), so its lock stays held, but its heartbeat stops while
+// River says it runs a dispatch job. Once the heartbeat is HeartbeatTimeout old, a live reactor ends
+// that connection, which frees the lock, and takes the job over; the effect is resolved by status
+// check (the silent attempt may have called the bank) and then sent once.
+func TestTakeoverOfSilentReactor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := setup(t, noSweep, func(c *effects.Config) { c.HeartbeatTimeout = 2 * time.Second })
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true, Timeout: time.Second})
+	key := fmt.Sprintf("silent-%d", time.Now().UnixNano())
+	effect := h.enqueue("bank.wire", key, 100) // no reactor runs yet: the job waits
+
+	silent := "silent-" + uuid.NewString()
+	conn, err := pgx.ConnectConfig(ctx, h.pool.Config().ConnConfig.Copy())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, effects.ReactorLockNamespace, silent)
+	require.NoError(t, err)
+	_, err = h.pool.Exec(ctx, `INSERT INTO reckon_reactors (id, queue, heartbeat_at) VALUES ($1, 'reckon', now() - interval '10 seconds')`, silent)
+	require.NoError(t, err)
+	jobID := h.jobOf(effect.ID)
+	_, err = h.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(), attempted_by = ARRAY[$2::text]
+		WHERE id = $1`, jobID, silent)
+	require.NoError(t, err)
+
+	started := time.Now()
+	h.start()
+	require.Eventually(t, func() bool { return conn.Ping(ctx) != nil }, takeoverBound, 20*time.Millisecond,
+		"the silent reactor's connection was not ended")
+	require.Eventually(t, func() bool {
+		return h.count(`SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running' AND attempted_by[cardinality(attempted_by)] = $2`, jobID, silent) == 0
+	}, takeoverBound, 20*time.Millisecond)
+	t.Logf("taken over %v after the live reactor started", time.Since(started).Round(time.Millisecond))
+	done := h.wait(effect.ID)
+	require.Equal(t, effects.StateConfirmed, done.State)
+	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
+	require.Equal(t, 1, h.bank.Count(key))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_reactors WHERE id = $1 AND dead_at IS NOT NULL`, silent))
+	h.requireNoOrphanJobs()
+}
+
+// A live reactor loses its liveness connection and, before it gets its lock back, another reactor
+// takes it for dead and takes its running job over. When it reconnects it finds itself marked
+// dead: it cancels its work in flight and reports ErrPresumedDead on Fatal, and the effect it was
+// about to send is sent exactly once, by the reactor that took it over.
+func TestReactorTakenForDeadStops(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := setup(t, noSweep, func(c *effects.Config) { c.TakeoverGrace = -1 })
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true, Checkpoints: true, Timeout: time.Minute})
+	key := fmt.Sprintf("cut-off-%d", time.Now().UnixNano())
+	reached := h.bank.ArmKey("before-call", key)
+
+	// The reactor to be cut off beats only every 5s, so that the other one finds its lock free first.
+	config := testConfig(h.registry)
+	config.InFlightMargin = time.Minute
+	config.LivenessInterval = 5 * time.Second
+	cutOff, err := effects.NewClient(h.pool, config)
+	require.NoError(t, err)
+	require.NoError(t, cutOff.Start(ctx))
+	t.Cleanup(func() { _ = cutOff.Stop(context.Background()) })
+	effect := h.enqueue("bank.wire", key, 100)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reactor never reached the checkpoint")
+	}
+	jobID := h.jobOf(effect.ID)
+	h.start()
+
+	var ended int
+	require.NoError(t, h.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid::bigint = ($1::integer::bigint & 4294967295)
+		  AND objid::bigint = (hashtext($2)::bigint & 4294967295)`, effects.ReactorLockNamespace, cutOff.ID()).Scan(&ended))
+	require.Equal(t, 1, ended, "the cut-off reactor's liveness connection")
+
+	select {
+	case err := <-cutOff.Fatal():
+		require.ErrorIs(t, err, effects.ErrPresumedDead)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the reactor taken for dead did not stop")
+	}
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_reactors WHERE id = $1 AND dead_at IS NOT NULL AND taken_over_by = $2`,
+		cutOff.ID(), h.client.ID()))
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running' AND attempted_by[cardinality(attempted_by)] = $2`,
+		jobID, cutOff.ID()))
+	done := h.wait(effect.ID)
+	require.Equal(t, effects.StateConfirmed, done.State)
+	require.Equal(t, 1, h.bank.Count(key), "sent exactly once")
+	h.requireNoOrphanJobs()
+}

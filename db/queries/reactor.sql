@@ -18,7 +18,11 @@ DELETE FROM reckon_reactors WHERE id = @id;
 -- name: ReactorListRunningJobOwners :many
 -- The registered reactors, other than the caller, that River says are running jobs of the queue
 -- (their job's last attempt is theirs): the reactors whose liveness the caller checks.
-SELECT r.id, r.heartbeat_at FROM reckon_reactors r
+-- silent: no heartbeat for silent_ms (its host may have vanished, leaving its connection, and so
+-- its lock, open until TCP keepalives notice).
+SELECT r.id, r.heartbeat_at,
+       (r.heartbeat_at < now() - make_interval(0, 0, 0, 0, 0, 0, sqlc.arg(silent_ms)::integer::float8 / 1000))::boolean AS silent
+FROM reckon_reactors r
 WHERE r.id <> @self::text
   AND EXISTS (
       SELECT 1 FROM river_job j
@@ -48,3 +52,16 @@ RETURNING heartbeat_at, dead_at;
 DELETE FROM reckon_reactors
 WHERE heartbeat_at < now() - interval '1 day'
   AND pg_try_advisory_xact_lock(@namespace::integer, hashtext(id));
+
+-- name: ReactorEndSilentConnection :one
+-- Ends the server backend that holds a silent reactor's lock: a reactor that stopped beating for
+-- that long is gone (its host vanished) or cut off, and either way must not keep its jobs. Postgres
+-- frees the lock with the backend; a live reactor finds itself taken for dead when it reconnects
+-- and stops. Returns how many backends were ended (0 or 1).
+SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid))::integer AS ended
+FROM pg_locks l
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+  AND l.classid::bigint = (sqlc.arg(namespace)::integer::bigint & 4294967295)
+  AND l.objid::bigint = (hashtext(sqlc.arg(id)::text)::bigint & 4294967295)
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.pid <> pg_backend_pid();

@@ -26,6 +26,32 @@ func (q *Queries) ReactorDeleteForgotten(ctx context.Context, namespace int32) (
 	return result.RowsAffected(), nil
 }
 
+const reactorEndSilentConnection = `-- name: ReactorEndSilentConnection :one
+SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid))::integer AS ended
+FROM pg_locks l
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+  AND l.classid::bigint = ($1::integer::bigint & 4294967295)
+  AND l.objid::bigint = (hashtext($2::text)::bigint & 4294967295)
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.pid <> pg_backend_pid()
+`
+
+type ReactorEndSilentConnectionParams struct {
+	Namespace int32
+	ID        string
+}
+
+// Ends the server backend that holds a silent reactor's lock: a reactor that stopped beating for
+// that long is gone (its host vanished) or cut off, and either way must not keep its jobs. Postgres
+// frees the lock with the backend; a live reactor finds itself taken for dead when it reconnects
+// and stops. Returns how many backends were ended (0 or 1).
+func (q *Queries) ReactorEndSilentConnection(ctx context.Context, arg ReactorEndSilentConnectionParams) (int32, error) {
+	row := q.db.QueryRow(ctx, reactorEndSilentConnection, arg.Namespace, arg.ID)
+	var ended int32
+	err := row.Scan(&ended)
+	return ended, err
+}
+
 const reactorHeartbeat = `-- name: ReactorHeartbeat :one
 UPDATE reckon_reactors SET heartbeat_at = now() WHERE id = $1 RETURNING dead_at
 `
@@ -40,29 +66,35 @@ func (q *Queries) ReactorHeartbeat(ctx context.Context, id string) (*time.Time, 
 }
 
 const reactorListRunningJobOwners = `-- name: ReactorListRunningJobOwners :many
-SELECT r.id, r.heartbeat_at FROM reckon_reactors r
-WHERE r.id <> $1::text
+SELECT r.id, r.heartbeat_at,
+       (r.heartbeat_at < now() - make_interval(0, 0, 0, 0, 0, 0, $1::integer::float8 / 1000))::boolean AS silent
+FROM reckon_reactors r
+WHERE r.id <> $2::text
   AND EXISTS (
       SELECT 1 FROM river_job j
-      WHERE j.state = 'running' AND j.queue = $2::text AND j.attempted_by[cardinality(j.attempted_by)] = r.id
+      WHERE j.state = 'running' AND j.queue = $3::text AND j.attempted_by[cardinality(j.attempted_by)] = r.id
   )
 ORDER BY r.id
 `
 
 type ReactorListRunningJobOwnersParams struct {
-	Self  string
-	Queue string
+	SilentMs int32
+	Self     string
+	Queue    string
 }
 
 type ReactorListRunningJobOwnersRow struct {
 	ID          string
 	HeartbeatAt time.Time
+	Silent      bool
 }
 
 // The registered reactors, other than the caller, that River says are running jobs of the queue
 // (their job's last attempt is theirs): the reactors whose liveness the caller checks.
+// silent: no heartbeat for silent_ms (its host may have vanished, leaving its connection, and so
+// its lock, open until TCP keepalives notice).
 func (q *Queries) ReactorListRunningJobOwners(ctx context.Context, arg ReactorListRunningJobOwnersParams) ([]ReactorListRunningJobOwnersRow, error) {
-	rows, err := q.db.Query(ctx, reactorListRunningJobOwners, arg.Self, arg.Queue)
+	rows, err := q.db.Query(ctx, reactorListRunningJobOwners, arg.SilentMs, arg.Self, arg.Queue)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +102,7 @@ func (q *Queries) ReactorListRunningJobOwners(ctx context.Context, arg ReactorLi
 	var items []ReactorListRunningJobOwnersRow
 	for rows.Next() {
 		var i ReactorListRunningJobOwnersRow
-		if err := rows.Scan(&i.ID, &i.HeartbeatAt); err != nil {
+		if err := rows.Scan(&i.ID, &i.HeartbeatAt, &i.Silent); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
