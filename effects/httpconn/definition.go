@@ -291,6 +291,10 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 	dec.DisallowUnknownFields()
 	var in definitionJSON
 	if err := dec.Decode(&in); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return fmt.Errorf("%w: %s: want %s, got JSON %s", ErrInvalid, typeErr.Field, typeErr.Type, typeErr.Value)
+		}
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if dec.More() {
