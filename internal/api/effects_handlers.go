@@ -24,6 +24,9 @@ const (
 	maxKeyLen    = 512  // idempotency_key, business_key, turn_group
 	maxReasonLen = 2000 // reason
 	maxAttempts  = 1000
+	// maxAsyncTimeoutMS bounds async_timeout_ms: 7 days, effects' bound of every async timeout
+	// (a larger value would reach EnqueueTx and fail there).
+	maxAsyncTimeoutMS = 7 * 24 * 60 * 60 * 1000
 )
 
 // effectJSON is an effect on the wire.
@@ -91,6 +94,9 @@ type enqueueRequest struct {
 	TurnID         *uuid.UUID      `json:"turn_id"`
 	TurnGroup      string          `json:"turn_group"`
 	MaxAttempts    int             `json:"max_attempts"`
+	// AsyncTimeoutMS and AsyncHardTimeout are Spec.AsyncTimeout and Spec.AsyncHardTimeout.
+	AsyncTimeoutMS   *int64 `json:"async_timeout_ms"`
+	AsyncHardTimeout bool   `json:"async_hard_timeout"`
 }
 
 type positionJSON struct {
@@ -103,6 +109,7 @@ func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
 	spec := effects.Spec{
 		TenantID: tenant, Connector: req.Connector, IdempotencyKey: req.IdempotencyKey, BusinessKey: req.BusinessKey,
 		RunID: req.RunID, TurnID: req.TurnID, TurnGroup: req.TurnGroup, MaxAttempts: req.MaxAttempts,
+		AsyncHardTimeout: req.AsyncHardTimeout,
 	}
 	switch {
 	case req.Connector == "":
@@ -113,6 +120,8 @@ func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
 		return spec, badRequest(CodeInvalidRequest, "idempotency_key, business_key and turn_group are limited to %d bytes", maxKeyLen)
 	case req.MaxAttempts < 0 || req.MaxAttempts > maxAttempts:
 		return spec, badRequest(CodeInvalidRequest, "max_attempts must be between 1 and %d (or absent for the connector's)", maxAttempts)
+	case req.AsyncTimeoutMS != nil && (*req.AsyncTimeoutMS < 1 || *req.AsyncTimeoutMS > maxAsyncTimeoutMS):
+		return spec, badRequest(CodeInvalidRequest, "async_timeout_ms must be between 1 and %d (7 days), or absent for the connector's", maxAsyncTimeoutMS)
 	case req.IdempotencyKey != "" && req.Position != nil:
 		return spec, badRequest(CodeInvalidRequest, "give idempotency_key or position, not both")
 	case req.IdempotencyKey == "" && req.Position == nil:
@@ -127,6 +136,9 @@ func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
 			return spec, badRequest(CodeInvalidRequest, "position.turn_group is limited to %d bytes", maxKeyLen)
 		}
 		spec.Position = &effects.Position{TurnGroup: p.TurnGroup, Decision: *p.Decision, CallIndex: *p.CallIndex}
+	}
+	if req.AsyncTimeoutMS != nil {
+		spec.AsyncTimeout = time.Duration(*req.AsyncTimeoutMS) * time.Millisecond
 	}
 	args := strings.TrimSpace(string(req.Args))
 	switch {
