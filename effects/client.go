@@ -213,8 +213,9 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		Workers:           workers,
 		FetchCooldown:     cfg.FetchCooldown,
 		FetchPollInterval: cfg.FetchPollInterval,
-		// Our workers bound their own time (Timeout per job); River's rescue of a job whose worker
-		// died is only a clean-up, because the sweeper resolves its effect first.
+		// Our workers bound their own time (Timeout per job). A dead reactor's running jobs are
+		// handed back within seconds by the liveness takeover (liveness.go); River's rescue is
+		// left for jobs of River clients that are not registered reactors.
 		RescueStuckJobsAfter: maxTimeout + time.Hour,
 		MaxAttempts:          25,
 	})

@@ -24,11 +24,14 @@
 //
 // River's fetch of a dispatch job is the durable record of an attempt, committed before the
 // connector is called. The outcome is written fenced by that job, together with the job's
-// completion, in one transaction. If a reactor dies between the two, its job either runs again
-// with attempt > 1 — and a non-idempotent effect becomes UNKNOWN instead of being called — or the
-// sweeper of any reactor finds the job running past the call timeout plus Config.InFlightMargin
-// and does the same. A late outcome of a worker presumed dead is refused by the fence and kept in
-// the audit trail only.
+// completion, in one transaction. If a reactor dies between the two, its job runs again with
+// attempt > 1 — and a non-idempotent effect becomes UNKNOWN instead of being called. Every started
+// client holds a liveness lock (Config.LivenessInterval) that Postgres frees when it dies, so the
+// other reactors hand a dead one's running jobs back to River within seconds (docs/design.md,
+// "Dead reactors"); a worker that hangs in a live reactor is left alone, and the sweeper of any
+// reactor makes its effect UNKNOWN once it runs past the call timeout plus Config.InFlightMargin.
+// A late outcome of a worker presumed dead is refused by the fence and kept in the audit trail
+// only.
 //
 // Effects enqueued together (EnqueueManyTx) share a dispatch job, up to Config.DispatchBatch per
 // job: River's insert, fetch and completion are then spent once per batch. The worker that fetches
