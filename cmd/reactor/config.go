@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/turns/httpturn"
 )
@@ -28,6 +30,9 @@ type config struct {
 	syncInterval   time.Duration
 	fetchPoll      time.Duration
 	fetchCooldown  time.Duration
+	// asyncTimeout is effects.Config.AsyncTimeout: the await of accepted effects whose spec and
+	// connector name none.
+	asyncTimeout time.Duration
 	// turnHandlerURL is where the HTTP turn handler POSTs turns; empty: turns wait for a reactor
 	// that has one.
 	turnHandlerURL     string
@@ -84,11 +89,13 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 	envDurationVar(fs, &errs, &c.sweepInterval, "sweep-interval", "RECKON_SWEEP_INTERVAL", 5*time.Second,
 		"how often to look for effects whose attempt or job is gone")
 	envDurationVar(fs, &errs, &c.syncInterval, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
-		"how often to reload the HTTP connectors from the database")
+		"how often to reload the HTTP connectors and the saga definitions from the database")
 	envDurationVar(fs, &errs, &c.fetchPoll, "fetch-poll-interval", "RECKON_FETCH_POLL_INTERVAL", 0,
 		"how often River polls for jobs when no notification arrives (default River's, 1s)")
 	envDurationVar(fs, &errs, &c.fetchCooldown, "fetch-cooldown", "RECKON_FETCH_COOLDOWN", 0,
 		"shortest time between two fetches (default River's, 100ms)")
+	envDurationVar(fs, &errs, &c.asyncTimeout, "async-timeout", "RECKON_ASYNC_TIMEOUT", effects.DefaultAsyncTimeout,
+		"how long an effect whose dispatch was accepted upstream (HTTP 202) awaits its callback when neither the effect nor its connector says (async_timeout_ms); 1ms to 168h")
 	fs.StringVar(&c.turnHandlerURL, "turn-handler-url", cli.Env("RECKON_TURN_HANDLER_URL", ""),
 		"URL of the HTTP turn handler of the tenants without their own (PUT /v1/turn-handlers/{tenant}): each logical turn is POSTed there and the effects it answers are committed with the turn (docs/turns.md); empty: their turns wait (env RECKON_TURN_HANDLER_URL)")
 	envDurationVar(fs, &errs, &c.turnHandlerTimeout, "turn-handler-timeout", "RECKON_TURN_HANDLER_TIMEOUT", 30*time.Second,
@@ -129,6 +136,8 @@ func (c *config) validate() error {
 		return errors.New("-queue must not be empty")
 	case c.turnHandlerTimeout <= 0 || c.turnNotReadyDelay <= 0:
 		return errors.New("-turn-handler-timeout and -turn-not-ready-delay must be positive")
+	case c.asyncTimeout < time.Millisecond || c.asyncTimeout > httpconn.MaxAsyncTimeout:
+		return fmt.Errorf("-async-timeout must be between 1ms and %v, got %v", httpconn.MaxAsyncTimeout, c.asyncTimeout)
 	}
 	if c.turnHandlerURL != "" {
 		if err := httpturn.ValidateURL(c.turnHandlerURL); err != nil {

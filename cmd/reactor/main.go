@@ -4,8 +4,9 @@
 //
 // It dispatches effects, reconciles UNKNOWN ones, runs compensations and sweeps for attempts whose
 // worker died (package effects), with the HTTP connectors stored in the database (package
-// effects/httpconn): loaded at start and reloaded every -connector-sync-interval, so connectors
-// added with `server connectors put` are picked up without a restart.
+// effects/httpconn) and the saga definitions (package saga/sagadef): both loaded at start and
+// reloaded every -connector-sync-interval, so connectors added with `server connectors put` and
+// definitions added with `server sagas define` are picked up without a restart.
 //
 // A SIGTERM stops fetching new work and lets work in flight finish within -shutdown-timeout; what
 // is still running then is cancelled, recorded as UNKNOWN and reconciled by any reactor: nothing is
@@ -15,8 +16,8 @@
 // RECKON_REACTOR_ADDR, RECKON_REACTOR_ID, RECKON_QUEUE, RECKON_WORKERS, RECKON_DB_CONNS,
 // RECKON_SHUTDOWN_TIMEOUT, RECKON_IN_FLIGHT_MARGIN, RECKON_SWEEP_INTERVAL,
 // RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_FETCH_POLL_INTERVAL, RECKON_FETCH_COOLDOWN,
-// RECKON_TURN_HANDLER_URL, RECKON_TURN_HANDLER_TIMEOUT, RECKON_TURN_NOT_READY_DELAY,
-// RECKON_LOG_FORMAT.
+// RECKON_ASYNC_TIMEOUT, RECKON_TURN_HANDLER_URL, RECKON_TURN_HANDLER_TIMEOUT,
+// RECKON_TURN_NOT_READY_DELAY, RECKON_LOG_FORMAT.
 //
 // It runs the logical turns of sessions (package turns) with an HTTP turn handler (package
 // turns/httpturn): each turn is POSTed to its tenant's handler (PUT /v1/turn-handlers/{tenant})
@@ -115,6 +116,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		SweepInterval:     cfg.sweepInterval,
 		FetchPollInterval: cfg.fetchPoll,
 		FetchCooldown:     cfg.fetchCooldown,
+		AsyncTimeout:      cfg.asyncTimeout,
 	}
 	sessions, err := newTurnsClient(pool, cfg, registry, logger, metrics) // turns.go
 	if err != nil {

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/proctest"
+)
+
+// TestReactorAsyncTimeout: RECKON_ASYNC_TIMEOUT (the env of -async-timeout) is how long an
+// accepted effect awaits its callback when neither it nor its connector says: 400ms here, not the
+// default 10 minutes, after which the effect is UNKNOWN. A connector's own async_timeout_ms still
+// wins over it.
+func TestReactorAsyncTimeout(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/status" {
+			_, _ = io.WriteString(w, `{"status":"inconclusive"}`) // the job still runs
+			return
+		}
+		w.WriteHeader(http.StatusAccepted) // the outcome comes later, by callback
+	}))
+	t.Cleanup(upstream.Close)
+	def := httpconn.Definition{
+		Name: "jobs.run", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent},
+		DispatchURL: upstream.URL + "/dispatch", StatusURL: upstream.URL + "/status", Timeout: 2 * time.Second,
+	}
+	f.put(def)
+	def.Name, def.AsyncTimeout = "jobs.own", time.Hour
+	f.put(def)
+	reactorTimeout := f.enqueue("jobs.run", "reactor-timeout", 1)
+	connectorTimeout := f.enqueue("jobs.own", "connector-timeout", 1)
+
+	f.env = append(f.env, "RECKON_ASYNC_TIMEOUT=400ms")
+	reactor := f.startReactor()
+	require.InDelta(t, 0.4, f.awaitSeconds(reactorTimeout.ID), 0.5, "the reactor's -async-timeout")
+	require.InDelta(t, time.Hour.Seconds(), f.awaitSeconds(connectorTimeout.ID), 1, "the connector's async_timeout_ms")
+	require.Eventually(t, func() bool {
+		e, err := f.client.Get(context.Background(), reactorTimeout.ID)
+		require.NoError(t, err)
+		return e.State == effects.StateUnknown
+	}, 20*time.Second, 20*time.Millisecond, "the deadline passed: outcome unknown")
+	e, err := f.client.Get(context.Background(), connectorTimeout.ID)
+	require.NoError(t, err)
+	require.Equal(t, effects.StatePending, e.State, "still awaiting its callback")
+
+	reactor.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, reactor.Wait(t, 30*time.Second))
+}
+
+// awaitSeconds waits until the effect was accepted upstream and returns how long it awaits its
+// callback, in seconds: the deadline recorded with the acceptance minus the acceptance's time.
+func (f *fixture) awaitSeconds(id uuid.UUID) float64 {
+	f.t.Helper()
+	var seconds float64
+	require.Eventually(f.t, func() bool {
+		err := f.pool.QueryRow(context.Background(), `
+			SELECT extract(epoch FROM (detail->>'deadline_at')::timestamptz - at)::float8
+			FROM reckon_effect_transitions
+			WHERE effect_id = $1 AND reason = 'accepted upstream: awaiting callback'
+			ORDER BY id LIMIT 1`, id).Scan(&seconds)
+		return err == nil
+	}, 20*time.Second, 20*time.Millisecond, "effect %s never accepted", id)
+	return seconds
+}
+
+// TestReactorAsyncTimeoutConfig: -async-timeout and RECKON_ASYNC_TIMEOUT out of range (1ms to 7
+// days) or unparsable stop the reactor with exit status 2 and a message naming them.
+func TestReactorAsyncTimeoutConfig(t *testing.T) {
+	t.Parallel()
+	reactor := proctest.Binary(t, "reactor")
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"-async-timeout", "0s"}, "-async-timeout must be between 1ms and 168h0m0s, got 0s"},
+		{nil, []string{"-async-timeout", "-1m"}, "-async-timeout must be between 1ms and 168h0m0s, got -1m0s"},
+		{nil, []string{"-async-timeout", "169h"}, "-async-timeout must be between 1ms and 168h0m0s, got 169h0m0s"},
+		{nil, []string{"-async-timeout", "soon"}, "-async-timeout"},
+		{[]string{"RECKON_ASYNC_TIMEOUT=soon"}, nil, `RECKON_ASYNC_TIMEOUT="soon": not a duration`},
+		{[]string{"RECKON_ASYNC_TIMEOUT=200h"}, nil, "-async-timeout must be between 1ms and 168h0m0s, got 200h0m0s"},
+	} {
+		res := proctest.Run(t, tc.env, reactor, tc.args...)
+		require.Equal(t, 2, res.ExitCode, "%v %v: %s", tc.env, tc.args, res.Stderr)
+		require.Contains(t, res.Stderr, tc.want)
+	}
+}
