@@ -21,6 +21,7 @@ import (
 const connectorsUsage = `server connectors put -name NAME -dispatch-url URL [-tags write,external] [-status-url URL]
                        [-compensate-url URL] [-business-key-fields a,b] [-timeout 30s] [-max-attempts 5]
                        [-status-check-limit 5] [-backoff-initial 1s] [-backoff-max 5m] [-unsafe]
+                       [-async-timeout 10m] [-hard-timeout] [-cancel-url URL]
 server connectors put -f definition.json   (or -f - for stdin; the JSON form of docs/connectors.md)
 server connectors list [-json]
 server connectors delete -name NAME`
@@ -139,6 +140,9 @@ func connectorFlags(fs *flag.FlagSet) (*definitionFlags, *string) {
 	fs.DurationVar(&d.BackoffInitial, "backoff-initial", 0, "first retry delay, doubling per attempt (default 1s)")
 	fs.DurationVar(&d.BackoffMax, "backoff-max", 0, "longest retry delay (default 5m)")
 	fs.BoolVar(&d.Unsafe, "unsafe", false, "allow a non-retry-safe connector with no status check, business key or compensation")
+	fs.DurationVar(&d.AsyncTimeout, "async-timeout", 0, "how long an effect accepted upstream (HTTP 202) awaits its callback (default the reactor's -async-timeout; 1ms to 168h)")
+	fs.BoolVar(&d.HardTimeout, "hard-timeout", false, "a passed async deadline calls the cancel URL (FAILED once cancelled) instead of only making the outcome UNKNOWN")
+	fs.StringVar(&d.CancelURL, "cancel-url", "", "URL that asks the upstream to abandon an accepted operation (hard timeouts, cancelled runs; optional)")
 	return d, file
 }
 
@@ -189,6 +193,12 @@ func readDefinition(file string, stdin io.Reader, d *definitionFlags, fs *flag.F
 			d.BackoffMax = fromFlags.BackoffMax
 		case "unsafe":
 			d.Unsafe = fromFlags.Unsafe
+		case "async-timeout":
+			d.AsyncTimeout = fromFlags.AsyncTimeout
+		case "hard-timeout":
+			d.HardTimeout = fromFlags.HardTimeout
+		case "cancel-url":
+			d.CancelURL = fromFlags.CancelURL
 		}
 	})
 	return nil
