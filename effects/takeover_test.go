@@ -363,3 +363,30 @@ func TestReactorTakenForDeadStops(t *testing.T) {
 	require.Equal(t, 1, h.bank.Count(key), "sent exactly once")
 	h.requireNoOrphanJobs()
 }
+
+// A reactor restarted under a fixed id after its process died hands back the jobs its predecessor
+// left running before its own River client starts (none of them can be its own), and runs them.
+func TestRestartUnderSameIDTakesOverPredecessorsJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	id := "fixed-" + uuid.NewString()
+	h := setup(t, noSweep, func(c *effects.Config) { c.ID = id })
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true, Timeout: time.Second})
+	key := fmt.Sprintf("restart-%d", time.Now().UnixNano())
+	effect := h.enqueue("bank.wire", key, 100)
+	jobID := h.jobOf(effect.ID)
+	// The predecessor died while it ran the job: registered, its lock free (its process is gone).
+	_, err := h.pool.Exec(ctx, `INSERT INTO reckon_reactors (id, queue) VALUES ($1, 'reckon')`, id)
+	require.NoError(t, err)
+	_, err = h.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(), attempted_by = ARRAY[$2::text]
+		WHERE id = $1`, jobID, id)
+	require.NoError(t, err)
+
+	h.start()
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running' AND attempt = 1`, jobID),
+		"handed back at Start")
+	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
+	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
+	require.Equal(t, 1, h.bank.Count(key))
+	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
+}
