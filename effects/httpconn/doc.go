@@ -3,8 +3,8 @@
 //
 // # Basics
 //
-// A Definition names the connector, its tags and its URLs: dispatch (required), status check and
-// compensate (optional). Put stores it in reckon_connectors after checking it with the same rules
+// A Definition names the connector, its tags and its URLs: dispatch (required), status check,
+// compensate and cancel (optional). Put stores it in reckon_connectors after checking it with the same rules
 // as a Go connector (effects.ValidateConnector); Sync loads the stored definitions into an
 // effects.Registry, and a reactor that calls Sync periodically picks up new, changed and deleted
 // connectors while it runs. cmd/reactor does exactly that; `server connectors put|list|delete`
@@ -31,7 +31,14 @@
 // /v1/callbacks/{correlation_id}: the effect stays PENDING, awaiting the callback until its
 // deadline (effects.Accepted). The correlation id is the one the body names
 // ({"correlation_id":…}), else the one Reckon sent in the Reckon-Correlation-Id header and the
-// body's correlation_id field.
+// body's correlation_id field. The effect awaits it for its own async timeout
+// (effects.Spec.AsyncTimeout), else the definition's AsyncTimeout, else the reactor's
+// (effects.Config.AsyncTimeout); under a hard timeout (HardTimeout, or the effect's own) a passed
+// deadline calls CancelURL, as does cancelling the effect's run.
+//
+// A cancel is a POST to CancelURL with the dispatch's headers and body. 200, 201 or 204 means the
+// upstream abandoned the operation (the effect becomes FAILED); any other answer, a timeout or a
+// dropped connection leaves its outcome unknown (UNKNOWN, reconciled; a callback still counts).
 //
 // A status check answers 200 with {"status":"present","result":…}, {"status":"absent"},
 // {"status":"duplicate","count":n,"result":…} or {"status":"inconclusive"}; any other answer
