@@ -115,7 +115,7 @@ func (l *liveness) run(ctx context.Context) {
 					return
 				}
 				if ctx.Err() == nil {
-					l.c.logger.WarnContext(ctx, "reactor heartbeat failed; getting the liveness lock back", slog.String("error", err.Error()))
+					l.c.logger.WarnContext(ctx, "reactor heartbeat failed again; trying at the next tick", slog.String("error", err.Error()))
 				}
 				continue
 			}
@@ -135,6 +135,18 @@ func (l *liveness) run(ctx context.Context) {
 // beat writes the heartbeat on the lock's connection, getting the connection and the lock back
 // first if they died. ErrPresumedDead: another reactor took this one for dead meanwhile.
 func (l *liveness) beat(ctx context.Context) error {
+	err := l.beatOnce(ctx)
+	if err == nil || errors.Is(err, ErrPresumedDead) || ctx.Err() != nil {
+		return err
+	}
+	// The connection (and with it the lock) is probably gone: get it back at once rather than at
+	// the next tick, so that the others do not see the lock free for long.
+	l.c.logger.WarnContext(ctx, "reactor heartbeat failed; getting the liveness lock back", slog.String("error", err.Error()))
+	l.close()
+	return l.beatOnce(ctx)
+}
+
+func (l *liveness) beatOnce(ctx context.Context) error {
 	if l.conn == nil || l.conn.IsClosed() {
 		l.close()
 		for {

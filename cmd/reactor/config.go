@@ -30,6 +30,11 @@ type config struct {
 	syncInterval   time.Duration
 	fetchPoll      time.Duration
 	fetchCooldown  time.Duration
+	// livenessInterval, takeoverGrace and heartbeatTimeout are effects.Config's: how this reactor
+	// shows it lives and when it takes a dead reactor's jobs over (docs/design.md).
+	livenessInterval time.Duration
+	takeoverGrace    time.Duration
+	heartbeatTimeout time.Duration
 	// asyncTimeout is effects.Config.AsyncTimeout: the await of accepted effects whose spec and
 	// connector name none.
 	asyncTimeout time.Duration
@@ -88,6 +93,12 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 		"how long past its call timeout an attempt may run before the sweeper presumes its worker dead")
 	envDurationVar(fs, &errs, &c.sweepInterval, "sweep-interval", "RECKON_SWEEP_INTERVAL", 5*time.Second,
 		"how often to look for effects whose attempt or job is gone")
+	envDurationVar(fs, &errs, &c.livenessInterval, "liveness-interval", "RECKON_LIVENESS_INTERVAL", time.Second,
+		"how often this reactor writes its heartbeat and looks for dead reactors whose running jobs it hands back to River")
+	envDurationVar(fs, &errs, &c.takeoverGrace, "takeover-grace", "RECKON_TAKEOVER_GRACE", 2*time.Second,
+		"how long a reactor's liveness lock must stay free before its jobs are taken over (covers a reconnect after a Postgres restart); 0 takes over at once")
+	envDurationVar(fs, &errs, &c.heartbeatTimeout, "heartbeat-timeout", "RECKON_HEARTBEAT_TIMEOUT", 30*time.Second,
+		"how long a reactor may go without a heartbeat before the others end its database connection and take its jobs over (a host that vanished)")
 	envDurationVar(fs, &errs, &c.syncInterval, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
 		"how often to reload the HTTP connectors and the saga definitions from the database")
 	envDurationVar(fs, &errs, &c.fetchPoll, "fetch-poll-interval", "RECKON_FETCH_POLL_INTERVAL", 0,
@@ -132,6 +143,12 @@ func (c *config) validate() error {
 		return errors.New("-in-flight-margin, -sweep-interval and -connector-sync-interval must be positive")
 	case c.fetchPoll < 0 || c.fetchCooldown < 0:
 		return errors.New("-fetch-poll-interval and -fetch-cooldown must not be negative")
+	case c.livenessInterval <= 0 || c.livenessInterval > time.Minute:
+		return fmt.Errorf("-liveness-interval must be between 1ms and 1m, got %v", c.livenessInterval)
+	case c.takeoverGrace < 0 || c.takeoverGrace > 10*time.Minute:
+		return fmt.Errorf("-takeover-grace must be between 0 and 10m, got %v", c.takeoverGrace)
+	case c.heartbeatTimeout < 2*max(c.livenessInterval, time.Second) || c.heartbeatTimeout > 24*time.Hour:
+		return fmt.Errorf("-heartbeat-timeout must be between twice -liveness-interval (at least 2s) and 24h, got %v", c.heartbeatTimeout)
 	case c.queue == "":
 		return errors.New("-queue must not be empty")
 	case c.turnHandlerTimeout <= 0 || c.turnNotReadyDelay <= 0:

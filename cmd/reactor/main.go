@@ -36,6 +36,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,6 +117,9 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		SweepInterval:     cfg.sweepInterval,
 		FetchPollInterval: cfg.fetchPoll,
 		FetchCooldown:     cfg.fetchCooldown,
+		LivenessInterval:  cfg.livenessInterval,
+		TakeoverGrace:     takeoverGrace(cfg.takeoverGrace),
+		HeartbeatTimeout:  cfg.heartbeatTimeout,
 		AsyncTimeout:      cfg.asyncTimeout,
 	}
 	sessions, err := newTurnsClient(pool, cfg, registry, logger, metrics) // turns.go
@@ -151,7 +155,23 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		sagas.run(syncCtx, cfg.syncInterval)
 	}()
 
-	serveErr := serveHealth(ctx, logger, cfg, pool, migrator, metrics)
+	// The reactor also stops when it was taken for dead (its database connection was lost for too
+	// long and its jobs were handed to other reactors): it must be restarted.
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	fatalCh := make(chan error, 1)
+	go func() {
+		defer close(fatalCh)
+		select {
+		case err := <-client.Fatal():
+			fatalCh <- err
+			stopServing()
+		case <-serveCtx.Done():
+		}
+	}()
+	serveErr := serveHealth(serveCtx, logger, cfg, pool, migrator, metrics)
+	stopServing()
+	fatal := <-fatalCh
 	logger.Info("reactor stopping: draining work in flight", slog.Duration("shutdown_timeout", cfg.shutdown))
 	stopSync()
 	<-syncDone
@@ -164,6 +184,9 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	if serveErr != nil {
 		return serveErr
 	}
+	if fatal != nil {
+		return fatal
+	}
 	logger.Info("reactor stopped")
 	return nil
 }
@@ -173,4 +196,13 @@ func serveHealth(ctx context.Context, logger *slog.Logger, cfg *config, pool *pg
 	mux := http.NewServeMux()
 	health.Register(mux, pool, migrator, metrics)
 	return cli.Serve(ctx, logger, "health", cfg.addr, mux, cfg.shutdown)
+}
+
+// takeoverGrace is -takeover-grace as effects.Config.TakeoverGrace, where 0 means the default and
+// a negative value none.
+func takeoverGrace(flag time.Duration) time.Duration {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
