@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/proctest"
+)
+
+// Through the binaries and the HTTP API only: six sessions get bursts of messages while one of
+// two reactors is SIGKILLed (and replaced) every round, often in the middle of a turn. Within
+// seconds of the last kill every message is in a COMPLETE turn, no session is left with an
+// unfinished turn, the turn handler never saw two turns of one session at once, and no River job
+// is left running.
+func TestSessionsSurviveReactorKills(t *testing.T) {
+	t.Parallel()
+	server := proctest.Binary(t, "server")
+	reactorBin := proctest.Binary(t, "reactor")
+	pool := pgtest.NewDB(t)
+	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	require.Equal(t, 0, proctest.Run(t, env, server, "tenants", "create", "acme").ExitCode)
+	res := proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	token := strings.TrimSpace(res.Stdout)
+	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
+	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
+
+	// The turn handler takes 300ms per turn and checks that no two turns of a session overlap.
+	var (
+		mu       sync.Mutex
+		inFlight = map[string]int{}
+		overlaps []string
+		handled  int
+	)
+	handler := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			SessionKey string `json:"session_key"`
+			TurnID     string `json:"turn_id"`
+		}
+		raw, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(raw, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		inFlight[req.SessionKey]++
+		if inFlight[req.SessionKey] > 1 {
+			overlaps = append(overlaps, req.SessionKey+" turn "+req.TurnID)
+		}
+		mu.Unlock()
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-r.Context().Done(): // the reactor died
+		}
+		mu.Lock()
+		inFlight[req.SessionKey]--
+		handled++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"effects":[]}`)
+	}))
+	t.Cleanup(handler.Close)
+
+	startReactor := func() *proctest.Process {
+		p := proctest.Start(t, env, reactorBin, "-addr", "127.0.0.1:0", "-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms",
+			"-in-flight-margin", "1m", "-turn-handler-url", handler.URL+"/turns", "-turn-handler-timeout", "30s")
+		p.Addr(t)
+		return p
+	}
+	reactors := []*proctest.Process{startReactor(), startReactor()}
+
+	sessions := make([]string, 6)
+	for i := range sessions {
+		sessions[i] = fmt.Sprintf("acme:bot:user-%d:web", i)
+	}
+	const rounds = 6
+	posted := 0
+	var lastKill time.Time
+	for round := range rounds {
+		for burst := range 2 {
+			for _, session := range sessions {
+				r := api.do("POST", "/v1/sessions/"+url.PathEscape(session)+"/messages", token,
+					fmt.Sprintf(`{"message_id":"r%d-%d","content":{"text":"hello"}}`, round, burst))
+				require.Equal(t, http.StatusAccepted, r.status, r.raw)
+				posted++
+			}
+			time.Sleep(30 * time.Millisecond)
+		}
+		time.Sleep(900 * time.Millisecond) // windows close; turns are being handled
+		victim := round % 2
+		reactors[victim].Signal(t, syscall.SIGKILL)
+		reactors[victim].Wait(t, 10*time.Second)
+		lastKill = time.Now()
+		reactors[victim] = startReactor()
+	}
+
+	count := func(sql string, args ...any) int {
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+		return n
+	}
+	require.Eventually(t, func() bool {
+		return count(`SELECT count(*) FROM reckon_messages m JOIN reckon_turns t ON t.id = m.turn_id WHERE t.status = 'COMPLETE'`) == posted
+	}, 20*time.Second, 50*time.Millisecond, "every message in a COMPLETE turn")
+	t.Logf("%d messages in COMPLETE turns %v after the last kill; %d turns handled; %d reactors taken over, %d jobs",
+		posted, time.Since(lastKill).Round(time.Millisecond), handled,
+		count(`SELECT count(*) FROM reckon_reactors WHERE dead_at IS NOT NULL`), count(`SELECT coalesce(sum(jobs_taken_over), 0) FROM reckon_reactors`))
+	require.Equal(t, 0, count(`SELECT count(*) FROM reckon_turns WHERE status IN ('ACCUMULATING', 'PROCESSING', 'COMMITTING')`))
+	require.Eventually(t, func() bool { return count(`SELECT count(*) FROM river_job WHERE state = 'running'`) == 0 },
+		10*time.Second, 50*time.Millisecond, "no River job left running without a live worker")
+	mu.Lock()
+	require.Empty(t, overlaps, "two turns of a session at once")
+	mu.Unlock()
+}
