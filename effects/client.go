@@ -160,8 +160,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("effects: Config.TakeoverGrace must be at most 10m, got %v", c.TakeoverGrace)
 	case c.HeartbeatTimeout != 0 && (c.HeartbeatTimeout < 2*max(c.LivenessInterval, time.Second) || c.HeartbeatTimeout > 24*time.Hour):
 		return fmt.Errorf("effects: Config.HeartbeatTimeout must be between twice LivenessInterval (at least 2s) and 24h, got %v", c.HeartbeatTimeout)
-	case c.AsyncTimeout < 0 || c.AsyncTimeout > maxAsyncTimeout:
-		return fmt.Errorf("effects: Config.AsyncTimeout %v out of range (up to %v)", c.AsyncTimeout, maxAsyncTimeout)
+	case c.AsyncTimeout < 0 || c.AsyncTimeout > MaxAsyncTimeout:
+		return fmt.Errorf("effects: Config.AsyncTimeout %v out of range (up to %v)", c.AsyncTimeout, MaxAsyncTimeout)
 	}
 	return nil
 }

@@ -182,8 +182,8 @@ func (c Connector) withDefaults() (*Connector, error) {
 	if c.Backoff == nil {
 		c.Backoff = defaultBackoff
 	}
-	if c.AsyncTimeout < 0 || c.AsyncTimeout > maxAsyncTimeout {
-		return nil, fmt.Errorf("effects: connector %q: AsyncTimeout %v out of range (0 for the default, up to %v)", c.Name, c.AsyncTimeout, maxAsyncTimeout)
+	if c.AsyncTimeout < 0 || c.AsyncTimeout > MaxAsyncTimeout {
+		return nil, fmt.Errorf("effects: connector %q: AsyncTimeout %v out of range (0 for the default, up to %v)", c.Name, c.AsyncTimeout, MaxAsyncTimeout)
 	}
 	if !RetrySafe(c.Tags) && c.StatusCheck == nil && c.BusinessKey == nil && c.Compensate == nil && !c.Unsafe {
 		return nil, fmt.Errorf("effects: connector %q is not retry safe (tags %v) and has no way to resolve an "+

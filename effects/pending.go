@@ -24,8 +24,9 @@ import (
 // nor its connector says (Config.AsyncTimeout changes it).
 const DefaultAsyncTimeout = 10 * time.Minute
 
-// maxAsyncTimeout bounds every async timeout (stored in milliseconds in an integer).
-const maxAsyncTimeout = 7 * 24 * time.Hour
+// MaxAsyncTimeout bounds every async timeout — Config.AsyncTimeout, Connector.AsyncTimeout and
+// Spec.AsyncTimeout (stored in milliseconds in an integer): 7 days.
+const MaxAsyncTimeout = 7 * 24 * time.Hour
 
 // maxCorrelationIDLen bounds the correlation ids a connector may return.
 const maxCorrelationIDLen = 512

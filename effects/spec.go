@@ -111,8 +111,8 @@ func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 			return nil, fmt.Errorf("effects: %s business key: %w", spec.Connector, err)
 		}
 	}
-	if spec.AsyncTimeout < 0 || (spec.AsyncTimeout > 0 && (spec.AsyncTimeout < time.Millisecond || spec.AsyncTimeout > maxAsyncTimeout)) {
-		return nil, fmt.Errorf("effects: %s: AsyncTimeout %v out of range (1ms to %v)", spec.Connector, spec.AsyncTimeout, maxAsyncTimeout)
+	if spec.AsyncTimeout < 0 || (spec.AsyncTimeout > 0 && (spec.AsyncTimeout < time.Millisecond || spec.AsyncTimeout > MaxAsyncTimeout)) {
+		return nil, fmt.Errorf("effects: %s: AsyncTimeout %v out of range (1ms to %v)", spec.Connector, spec.AsyncTimeout, MaxAsyncTimeout)
 	}
 	res.maxAttempts = connector.MaxAttempts
 	if spec.MaxAttempts < 0 {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/turns/httpturn"
 )
@@ -153,8 +152,8 @@ func (c *config) validate() error {
 		return errors.New("-queue must not be empty")
 	case c.turnHandlerTimeout <= 0 || c.turnNotReadyDelay <= 0:
 		return errors.New("-turn-handler-timeout and -turn-not-ready-delay must be positive")
-	case c.asyncTimeout < time.Millisecond || c.asyncTimeout > httpconn.MaxAsyncTimeout:
-		return fmt.Errorf("-async-timeout must be between 1ms and %v, got %v", httpconn.MaxAsyncTimeout, c.asyncTimeout)
+	case c.asyncTimeout < time.Millisecond || c.asyncTimeout > effects.MaxAsyncTimeout:
+		return fmt.Errorf("-async-timeout must be between 1ms and %v, got %v", effects.MaxAsyncTimeout, c.asyncTimeout)
 	}
 	if c.turnHandlerURL != "" {
 		if err := httpturn.ValidateURL(c.turnHandlerURL); err != nil {

@@ -77,8 +77,6 @@ const (
 	maxNameLength           = 200
 	maxURLLength            = 2048
 	maxCount                = 1000 // bound of max_attempts and status_check_limit
-	// MaxAsyncTimeout bounds AsyncTimeout: effects' bound of every async timeout.
-	MaxAsyncTimeout = 7 * 24 * time.Hour
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
@@ -148,8 +146,8 @@ func (d Definition) Validate() error {
 	if d.StatusCheckLimit > maxCount {
 		problems = append(problems, fmt.Sprintf("status_check_limit %d: at most %d", d.StatusCheckLimit, maxCount))
 	}
-	if d.AsyncTimeout != 0 && (d.AsyncTimeout < time.Millisecond || d.AsyncTimeout > MaxAsyncTimeout) {
-		problems = append(problems, fmt.Sprintf("async_timeout_ms: %v out of range (1ms to %v, or absent for the reactor's)", d.AsyncTimeout, MaxAsyncTimeout))
+	if d.AsyncTimeout != 0 && (d.AsyncTimeout < time.Millisecond || d.AsyncTimeout > effects.MaxAsyncTimeout) {
+		problems = append(problems, fmt.Sprintf("async_timeout_ms: %v out of range (1ms to %v, or absent for the reactor's)", d.AsyncTimeout, effects.MaxAsyncTimeout))
 	}
 	if len(problems) == 0 {
 		// The registration rules of Go connectors: tags, ranges, a way to resolve UNKNOWN.
@@ -315,9 +313,9 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 	var asyncTimeout time.Duration
 	if in.AsyncTimeoutMS != nil {
 		// 0 is refused rather than read as "the default": a caller who sends it may mean "no wait".
-		if ms := *in.AsyncTimeoutMS; ms < 1 || ms > MaxAsyncTimeout.Milliseconds() {
+		if ms := *in.AsyncTimeoutMS; ms < 1 || ms > effects.MaxAsyncTimeout.Milliseconds() {
 			return fmt.Errorf("%w: async_timeout_ms %d out of range (1 to %d, 7 days; leave it out for the reactor's)",
-				ErrInvalid, ms, MaxAsyncTimeout.Milliseconds())
+				ErrInvalid, ms, effects.MaxAsyncTimeout.Milliseconds())
 		}
 		asyncTimeout = time.Duration(*in.AsyncTimeoutMS) * time.Millisecond
 	}

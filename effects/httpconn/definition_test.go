@@ -59,8 +59,8 @@ func TestValidate(t *testing.T) {
 		{"async: hard timeout with a cancel URL", with(func(d *httpconn.Definition) {
 			d.AsyncTimeout, d.HardTimeout, d.CancelURL = time.Minute, true, "https://bank.example/cancel"
 		}), ""},
-		{"async timeout of 7 days", with(func(d *httpconn.Definition) { d.AsyncTimeout = httpconn.MaxAsyncTimeout }), ""},
-		{"async timeout over 7 days", with(func(d *httpconn.Definition) { d.AsyncTimeout = httpconn.MaxAsyncTimeout + time.Millisecond }), "async_timeout_ms"},
+		{"async timeout of 7 days", with(func(d *httpconn.Definition) { d.AsyncTimeout = effects.MaxAsyncTimeout }), ""},
+		{"async timeout over 7 days", with(func(d *httpconn.Definition) { d.AsyncTimeout = effects.MaxAsyncTimeout + time.Millisecond }), "async_timeout_ms"},
 		{"negative async timeout", with(func(d *httpconn.Definition) { d.AsyncTimeout = -time.Second }), "async_timeout_ms"},
 		{"async timeout under 1ms", with(func(d *httpconn.Definition) { d.AsyncTimeout = time.Microsecond }), "async_timeout_ms"},
 		{"relative cancel URL", with(func(d *httpconn.Definition) { d.CancelURL = "/cancel" }), "cancel_url"},
@@ -143,7 +143,7 @@ func TestDefinitionJSON(t *testing.T) {
 		require.ErrorContains(t, err, want, body)
 	}
 	require.NoError(t, json.Unmarshal([]byte(`{"name":"x","async_timeout_ms":604800000}`), &back))
-	require.Equal(t, httpconn.MaxAsyncTimeout, back.AsyncTimeout)
+	require.Equal(t, effects.MaxAsyncTimeout, back.AsyncTimeout)
 
 	err = json.Unmarshal([]byte(`{"name":"x","dispatch_url":"http://b","status_ur":"http://b/s"}`), &back)
 	require.ErrorIs(t, err, httpconn.ErrInvalid)

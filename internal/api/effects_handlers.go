@@ -24,9 +24,6 @@ const (
 	maxKeyLen    = 512  // idempotency_key, business_key, turn_group
 	maxReasonLen = 2000 // reason
 	maxAttempts  = 1000
-	// maxAsyncTimeoutMS bounds async_timeout_ms: 7 days, effects' bound of every async timeout
-	// (a larger value would reach EnqueueTx and fail there).
-	maxAsyncTimeoutMS = 7 * 24 * 60 * 60 * 1000
 )
 
 // effectJSON is an effect on the wire.
@@ -120,8 +117,8 @@ func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
 		return spec, badRequest(CodeInvalidRequest, "idempotency_key, business_key and turn_group are limited to %d bytes", maxKeyLen)
 	case req.MaxAttempts < 0 || req.MaxAttempts > maxAttempts:
 		return spec, badRequest(CodeInvalidRequest, "max_attempts must be between 1 and %d (or absent for the connector's)", maxAttempts)
-	case req.AsyncTimeoutMS != nil && (*req.AsyncTimeoutMS < 1 || *req.AsyncTimeoutMS > maxAsyncTimeoutMS):
-		return spec, badRequest(CodeInvalidRequest, "async_timeout_ms must be between 1 and %d (7 days), or absent for the connector's", maxAsyncTimeoutMS)
+	case req.AsyncTimeoutMS != nil && (*req.AsyncTimeoutMS < 1 || *req.AsyncTimeoutMS > effects.MaxAsyncTimeout.Milliseconds()):
+		return spec, badRequest(CodeInvalidRequest, "async_timeout_ms must be between 1 and %d (7 days), or absent for the connector's", effects.MaxAsyncTimeout.Milliseconds())
 	case req.IdempotencyKey != "" && req.Position != nil:
 		return spec, badRequest(CodeInvalidRequest, "give idempotency_key or position, not both")
 	case req.IdempotencyKey == "" && req.Position == nil:
