@@ -38,24 +38,30 @@ func TestKilledHolderFreesSessionAndLeavesNothing(t *testing.T) {
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'idle in transaction'
 		AND backend_xid IS NOT NULL`, dead.HolderPID), "the holder's commit transaction has written and is open")
 
-	// A waiter of another process (a mutex of its own) is blocked on the session.
-	acquired := make(chan time.Time, 1)
-	waitErr := make(chan error, 1)
+	// A waiter of another process (a mutex of its own) is blocked on the session. It reports once,
+	// on one channel, whether and when it acquired the session; its release comes after, on
+	// another, so that no select below can see both at once.
+	type acquireResult struct {
+		at  time.Time
+		err error
+	}
+	acquired := make(chan acquireResult, 1)
+	released := make(chan error, 1)
 	go func() {
 		lock, err := turns.NewMutex(h.pool).Acquire(ctx, session, 30*time.Second)
 		if err != nil {
-			waitErr <- err
+			acquired <- acquireResult{err: err}
 			return
 		}
-		acquired <- time.Now()
-		waitErr <- lock.Release(ctx)
+		acquired <- acquireResult{at: time.Now()}
+		released <- lock.Release(ctx)
 	}()
 	require.Eventually(t, func() bool {
 		return h.count(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND NOT granted`, turns.LockNamespace) == 1
 	}, 10*time.Second, 5*time.Millisecond, "the waiter waits for the holder")
 	select {
-	case <-acquired:
-		t.Fatal("acquired while the holder lives")
+	case res := <-acquired:
+		t.Fatalf("the waiter returned while the holder lives (error %v)", res.err)
 	default:
 	}
 
@@ -63,15 +69,14 @@ func TestKilledHolderFreesSessionAndLeavesNothing(t *testing.T) {
 	holder.Signal(t, syscall.SIGKILL)
 	holder.Wait(t, 10*time.Second)
 	select {
-	case at := <-acquired:
-		require.Less(t, at.Sub(killed), time.Second, "acquired within a second of the death")
-		t.Logf("acquired %v after SIGKILL", at.Sub(killed))
-	case err := <-waitErr:
-		t.Fatalf("waiter failed: %v", err)
+	case res := <-acquired:
+		require.NoError(t, res.err, "the waiter failed")
+		require.Less(t, res.at.Sub(killed), time.Second, "acquired within a second of the death")
+		t.Logf("acquired %v after SIGKILL", res.at.Sub(killed))
 	case <-time.After(5 * time.Second):
 		t.Fatal("the session was not freed")
 	}
-	require.NoError(t, <-waitErr)
+	require.NoError(t, <-released)
 
 	// Nothing of the dead turn's commit exists.
 	require.Equal(t, 0, h.count(`SELECT count(*) FROM app_notes`))
