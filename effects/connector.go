@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,7 +41,9 @@ type Connector struct {
 	// MaxAttempts bounds the dispatch attempts of one effect. Default 5.
 	MaxAttempts int
 	// Backoff gives the delay before retry number attempt (1, 2, …) after a retryable failure or
-	// an inconclusive status check. Default: 1s doubling per attempt, at most 5m.
+	// an inconclusive status check. Default: 1s doubling per attempt, at most 5m. The delay used
+	// varies by up to ±10% around it (jitter, as River's retry policy), so that effects that
+	// failed together — an upstream outage — are not all tried again at the same instant.
 	Backoff func(attempt int) time.Duration
 	// StatusCheckLimit is how many inconclusive status checks an UNKNOWN effect gets before it
 	// becomes STUCK. Default 5.
@@ -202,4 +205,20 @@ func defaultBackoff(attempt int) time.Duration {
 		return 5 * time.Minute
 	}
 	return d
+}
+
+// retryDelay is the delay before retry number attempt: Backoff(attempt) with ±10% jitter.
+func (c *Connector) retryDelay(attempt int) time.Duration {
+	return jitter(c.Backoff(attempt))
+}
+
+// retryJitter is the fraction by which a retry delay varies either way.
+const retryJitter = 0.1
+
+// jitter returns d varied uniformly by up to ±retryJitter, never below 1ns for a positive d.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return max(d+time.Duration(float64(d)*retryJitter*(2*rand.Float64()-1)), 1)
 }

@@ -2,9 +2,13 @@ package effects_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
@@ -136,6 +140,45 @@ func TestPermanentFailsWithoutRetry(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	require.Equal(t, 1, h.bank.Calls("/wires"))
 	require.Zero(t, h.bank.Count("no-1"))
+}
+
+// Effects that fail together (an upstream outage) are not all tried again together: each retry
+// delay is the connector's backoff varied by up to ±10%.
+func TestRetryDelaysAreJittered(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	const backoff, effectCount = 100 * time.Second, 30
+	require.NoError(t, h.registry.Register(effects.Connector{
+		Name: "down", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent},
+		Backoff: func(int) time.Duration { return backoff },
+		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
+			return nil, effects.Retryable(errors.New("upstream down"))
+		},
+	}))
+	h.start()
+	for i := range effectCount {
+		h.enqueue("down", fmt.Sprintf("outage-%d", i), 1)
+	}
+	// Each effect's dispatch job snoozes for its retry delay: due at attempted_at + delay (plus
+	// the moments the call and its record took).
+	require.Eventually(t, func() bool {
+		return h.count(`SELECT count(*) FROM reckon_effects e JOIN river_job j ON j.id = e.job_id
+			WHERE e.attempts = 1 AND j.state = 'scheduled'`) == effectCount
+	}, 30*time.Second, 20*time.Millisecond)
+	rows, err := h.pool.Query(context.Background(), `SELECT extract(epoch FROM j.scheduled_at - j.attempted_at)::float8
+		FROM reckon_effects e JOIN river_job j ON j.id = e.job_id`)
+	require.NoError(t, err)
+	delays, err := pgx.CollectRows(rows, pgx.RowTo[float64])
+	require.NoError(t, err)
+	require.Len(t, delays, effectCount)
+	lowest, highest := delays[0], delays[0]
+	for _, d := range delays {
+		require.GreaterOrEqual(t, d, 0.9*backoff.Seconds(), "at most 10% early")
+		require.LessOrEqual(t, d, 1.1*backoff.Seconds()+1, "at most 10% late (and a second for the call and its record)")
+		lowest, highest = min(lowest, d), max(highest, d)
+	}
+	// Without jitter every delay would be the backoff plus a few milliseconds.
+	require.Greater(t, highest-lowest, 2.0, "the delays are spread over the ±10%% band: %v", delays)
 }
 
 func TestRetryableIsRetriedThenConfirmedOrFailed(t *testing.T) {

@@ -37,10 +37,10 @@ func (c *Client) backoffFor(effectID uuid.UUID, attempt int) time.Duration {
 	row, err := c.queries.EffectGetByID(context.Background(), effectID)
 	if err == nil {
 		if connector, ok := c.registry.Get(row.Connector); ok {
-			return connector.Backoff(attempt)
+			return connector.retryDelay(attempt)
 		}
 	}
-	return defaultBackoff(attempt)
+	return jitter(defaultBackoff(attempt))
 }
 
 func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs]) error {

@@ -231,9 +231,9 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 			t.to, t.reason = StateFailed, "retryable failure, none applied, and the run was cancelled: not tried again"
 			break
 		}
-		retryIn = out.retryAfter
+		retryIn = out.retryAfter // the upstream's own Retry-After is kept as given
 		if retryIn <= 0 {
-			retryIn = connector.Backoff(attempt)
+			retryIn = connector.retryDelay(attempt)
 		}
 		// A dispatch job of its own tries again itself, after a snooze; an inline attempt or a
 		// batch job hands the effect to a dispatch job scheduled after the backoff.
