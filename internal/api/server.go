@@ -487,7 +487,7 @@ func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, 
 		s.writeError(w, r, err)
 		return nil
 	}
-	encoded, err := json.Marshal(body)
+	encoded, err := marshal(body)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("encode response: %w", err))
 		return nil
@@ -542,7 +542,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, call *Call, fn Acti
 		s.writeError(w, r, err)
 		return
 	}
-	encoded, err := json.Marshal(body)
+	encoded, err := marshal(body)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("encode response: %w", err))
 		return
@@ -633,12 +633,24 @@ func hashRequest(method, path string, body []byte) []byte {
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, body any) {
-	encoded, err := json.Marshal(body)
+	encoded, err := marshal(body)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("encode response: %w", err))
 		return
 	}
 	s.writeRaw(w, r, status, encoded)
+}
+
+// marshal encodes a response body as JSON without escaping <, > and & as \u003c and the like:
+// bodies go to API clients and people's terminals, not into HTML.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func (s *Server) writeRaw(w http.ResponseWriter, r *http.Request, status int, body []byte) {
@@ -661,7 +673,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			slog.String("path", r.URL.Path), slog.Any("error", err))
 		apiErr = Errorf(http.StatusInternalServerError, CodeInternal, "internal error; the server log has the details")
 	}
-	encoded, _ := json.Marshal(errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message}})
+	encoded, _ := marshal(errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message}})
 	s.writeRaw(w, r, apiErr.Status, encoded)
 }
 
