@@ -1,0 +1,42 @@
+package readmetest
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reckonhq/reckon/effects"
+)
+
+// What README.md's examples leave to the reader. Functions are variables, never called: the
+// examples are type-checked, not run.
+var (
+	databaseURL string
+	pool        *pgxpool.Pool
+	registry    *effects.Registry
+	client      *effects.Client
+
+	sendWire    func(ctx context.Context, call effects.Call) (json.RawMessage, error)
+	findWire    func(ctx context.Context, call effects.Call) (effects.Status, error)
+	reverseWire func(ctx context.Context, call effects.Call, original effects.Original) (json.RawMessage, error)
+
+	invoiceID         int64
+	orderID           string
+	userID            string
+	whatsappMessageID string
+	text              string
+	correlationID     string
+
+	inventoryReserve, cardCharge, cardRefund, shippingShip effects.Connector
+	order                                                  Order
+)
+
+// Order is the saga example's input.
+type Order struct {
+	ID      string
+	SKU     string
+	Card    string
+	Amount  int
+	Address string
+}
