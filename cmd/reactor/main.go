@@ -187,8 +187,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	if fatal != nil {
 		return fatal
 	}
-	logger.Info("reactor stopped")
-	return nil
+	return nil // effects.Client.Stop logged "reactor stopped"
 }
 
 // serveHealth serves /healthz, /readyz and /metrics until ctx ends.

@@ -322,6 +322,7 @@ func TestReactorDrainsOnSIGTERM(t *testing.T) {
 	close(release)
 	require.Equal(t, 0, reactor.Wait(t, 30*time.Second))
 	require.False(t, reactor.Logged("reactor: work in flight did not finish in time; cancelling it"))
+	require.Equal(t, 1, strings.Count(reactor.Stderr(), `"msg":"reactor stopped"`), "logged once, by effects.Client.Stop\n%s", reactor.Stderr())
 
 	got, err := f.client.Get(context.Background(), effect.ID)
 	require.NoError(t, err)
