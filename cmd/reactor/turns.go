@@ -24,7 +24,9 @@ func newTurnsClient(pool *pgxpool.Pool, cfg *config, registry *effects.Registry,
 		return nil, err
 	}
 	if cfg.turnHandlerURL == "" {
-		logger.Warn("no default HTTP turn handler: this reactor runs the turns of tenants with their own (PUT /v1/turn-handlers/{tenant}) only; the others wait with their messages (set -turn-handler-url, env RECKON_TURN_HANDLER_URL)")
+		// Debug, not a warning: most deployments use no turns at all. A turn that waits for want of a
+		// handler is warned about when it waits (turns: "turn handler not ready for the session").
+		logger.Debug("no default HTTP turn handler: this reactor runs the turns of tenants with their own (PUT /v1/turn-handlers/{tenant}) only; the others wait with their messages (set -turn-handler-url, env RECKON_TURN_HANDLER_URL)")
 	} else {
 		logger.Info("default HTTP turn handler", slog.String("url", cfg.turnHandlerURL), slog.Duration("timeout", cfg.turnHandlerTimeout))
 	}
