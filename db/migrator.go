@@ -25,7 +25,9 @@ type Migrator struct {
 
 // MigratorConfig configures a Migrator. The zero value is ready to use.
 type MigratorConfig struct {
-	// Logger receives one line per applied migration. Default: slog.Default().
+	// Logger receives, at debug level, one line per migration Up applies (Migrate sums them up in
+	// one info line), at info level one per migration Down rolls back, and River's migrator's
+	// warnings (its info lines, one per River version, are left out). Default: slog.Default().
 	Logger *slog.Logger
 }
 
@@ -42,7 +44,8 @@ func NewMigrator(pool *pgxpool.Pool, config *MigratorConfig) (*Migrator, error) 
 	if err != nil {
 		return nil, err
 	}
-	riverMigrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: logger})
+	riverLogger := slog.New(minLevelHandler{Handler: logger.Handler(), min: slog.LevelWarn})
+	riverMigrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: riverLogger})
 	if err != nil {
 		return nil, fmt.Errorf("river migrator: %w", err)
 	}
@@ -50,14 +53,39 @@ func NewMigrator(pool *pgxpool.Pool, config *MigratorConfig) (*Migrator, error) 
 }
 
 // Migrate applies every pending migration, River's first and then Reckon's: what `server migrate
-// up` does, for programs that embed Reckon. It is safe to call from many processes at once.
+// up` does, for programs that embed Reckon. It is safe to call from many processes at once. When
+// it applied any, it logs one info line saying which.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	migrator, err := NewMigrator(pool, &MigratorConfig{Logger: logger})
 	if err != nil {
 		return err
 	}
-	_, err = migrator.Up(ctx)
+	start := time.Now()
+	result, err := migrator.Up(ctx)
+	if err == nil && (len(result.River) > 0 || len(result.Reckon) > 0) {
+		migrator.logger.InfoContext(ctx, "applied migrations", slog.Any("river_versions", result.River),
+			slog.Any("reckon_versions", result.Reckon), slog.Duration("duration", time.Since(start)))
+	}
 	return err
+}
+
+// minLevelHandler drops the records below min: River's migrator logs every version it applies at
+// info level, which a first run would print a screenful of.
+type minLevelHandler struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevelHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= h.min && h.Handler.Enabled(ctx, level)
+}
+
+func (h minLevelHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevelHandler{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevelHandler) WithGroup(name string) slog.Handler {
+	return minLevelHandler{Handler: h.Handler.WithGroup(name), min: h.min}
 }
 
 // Result lists what one Up or Down applied.
@@ -106,7 +134,7 @@ func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 			if err != nil {
 				return fmt.Errorf("migration %04d_%s up: %w", migration.Version, migration.Name, err)
 			}
-			m.logger.InfoContext(ctx, "applied migration", slog.Int("version", migration.Version),
+			m.logger.DebugContext(ctx, "applied migration", slog.Int("version", migration.Version),
 				slog.String("name", migration.Name), slog.Duration("duration", time.Since(start)))
 			result.Reckon = append(result.Reckon, migration.Version)
 		}

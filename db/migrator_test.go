@@ -1,8 +1,11 @@
 package db_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -207,4 +210,29 @@ func TestParseMigrations(t *testing.T) {
 			require.Equal(t, "b", migrations[1].Name)
 		})
 	}
+}
+
+// TestMigrateLogsOneLine: migrating a fresh database logs one info line, not one per River and
+// Reckon version; a database already current logs nothing. The versions one by one are at debug.
+func TestMigrateLogsOneLine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewEmptyDB(t)
+	var info, debug bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&info, nil))
+	require.NoError(t, db.Migrate(ctx, pool, logger))
+	lines := strings.Split(strings.TrimSpace(info.String()), "\n")
+	require.Len(t, lines, 1, info.String())
+	require.Contains(t, lines[0], `msg="applied migrations" river_versions="[1 2 3`)
+	require.Contains(t, lines[0], "reckon_versions=\"[1 2 3")
+
+	info.Reset()
+	require.NoError(t, db.Migrate(ctx, pool, logger))
+	require.Empty(t, info.String(), "nothing to apply, nothing to say")
+
+	// At debug level Reckon's migrations are listed one by one (River's info lines stay out).
+	fresh := pgtest.NewEmptyDB(t)
+	require.NoError(t, db.Migrate(ctx, fresh, slog.New(slog.NewTextHandler(&debug, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	require.Equal(t, len(allVersions(t)), strings.Count(debug.String(), `msg="applied migration" `), debug.String())
+	require.NotContains(t, debug.String(), "rivermigrate")
 }
