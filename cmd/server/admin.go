@@ -201,9 +201,15 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		// The token goes to stdout alone, for scripts; the rest to stderr.
+		// The token goes to stdout alone, for scripts; the rest to stderr, labeled so that the
+		// token's id is not taken for the token.
 		fmt.Fprintln(stdout, secret)
-		fmt.Fprintf(stderr, "token %s for tenant %s: shown only now, store it safely\n", token.ID, token.TenantID)
+		kind := "token"
+		if token.Admin {
+			kind = "admin token"
+		}
+		fmt.Fprintf(stderr, "created an API %s of tenant %s, printed on stdout and shown only now: store it safely (its id, for `tokens list` and `tokens revoke`: %s)\n",
+			kind, token.TenantID, token.ID)
 	case "list":
 		tokens, err := api.ListTokens(ctx, pool, *tenant)
 		if err != nil {

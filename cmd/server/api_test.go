@@ -96,7 +96,8 @@ func TestAPIThroughBinaries(t *testing.T) {
 		require.Equal(t, 0, res.ExitCode, res.Stderr)
 		token := strings.TrimSpace(res.Stdout)
 		require.Regexp(t, `^rk_[A-Za-z0-9_-]{43}$`, token)
-		id := regexp.MustCompile(`token ([0-9a-f-]{36})`).FindStringSubmatch(res.Stderr)
+		require.Contains(t, res.Stderr, "printed on stdout and shown only now", "labeled, so that the id is not taken for the token")
+		id := regexp.MustCompile("`tokens revoke`: ([0-9a-f-]{36})").FindStringSubmatch(res.Stderr)
 		require.NotNil(t, id, res.Stderr)
 		return token, id[1]
 	}
