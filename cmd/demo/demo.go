@@ -53,21 +53,27 @@ const connectorName = "demo.bank.wire"
 
 // tracked is an effect the demo follows.
 type tracked struct {
-	label string
-	id    string
-	seen  int // transitions printed
-	state string
-	err   string
+	label   string
+	id      string
+	seen    int       // transitions printed
+	updated time.Time // updated_at when its history was read
+	state   string
+	err     string
 }
+
+// pollInterval is how often the demo asks the API what changed while the effects settle: one list
+// call per round, and a read of an effect's history only when the list shows it changed.
+const pollInterval = 500 * time.Millisecond
 
 // effectView is the part of GET /v1/effects/{id} the demo reads.
 type effectView struct {
-	ID             string `json:"id"`
-	State          string `json:"state"`
-	IdempotencyKey string `json:"idempotency_key"`
-	Attempts       int    `json:"attempts"`
-	Error          string `json:"error"`
-	CompensatesID  string `json:"compensates_id"`
+	ID             string    `json:"id"`
+	State          string    `json:"state"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Attempts       int       `json:"attempts"`
+	Error          string    `json:"error"`
+	CompensatesID  string    `json:"compensates_id"`
 	History        []struct {
 		From   string `json:"from"`
 		To     string `json:"to"`
@@ -124,31 +130,19 @@ func demo(ctx context.Context, cfg *config, out io.Writer) error {
 	}
 
 	deadline := time.Now().Add(cfg.timeout)
-	compensationsFound := false
 	for {
-		settled := true
-		for _, e := range effects {
-			done, err := follow(ctx, api, e, say)
-			if err != nil {
-				return err
-			}
-			settled = settled && done
+		var settled bool
+		effects, settled, err = poll(ctx, api, effects, say)
+		if err != nil {
+			return err
 		}
-		if !compensationsFound {
-			found, err := findCompensations(ctx, api, effects)
-			if err != nil {
-				return err
-			}
-			effects = append(effects, found...)
-			compensationsFound = len(found) > 0
-		}
-		if settled && compensationsFound {
+		if settled {
 			break
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the demo effects did not settle within %v", cfg.timeout)
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+		if err := sleep(ctx, pollInterval); err != nil {
 			return err
 		}
 	}
@@ -162,19 +156,61 @@ func demo(ctx context.Context, cfg *config, out io.Writer) error {
 			say("stopped")
 			return nil
 		}
-		for _, e := range effects {
-			if _, err := follow(ctx, api, e, say); err != nil && ctx.Err() == nil {
-				say("could not read %s: %v", e.label, err)
-			}
+		if effects, _, err = poll(ctx, api, effects, say); err != nil && ctx.Err() == nil {
+			say("could not read the demo effects: %v", err)
 		}
 	}
 }
 
-// follow prints the transitions of e not printed yet and reports whether e has settled.
-func follow(ctx context.Context, api *apiClient, e *tracked, say func(string, ...any)) (bool, error) {
+// poll lists the connector's effects once, adds the compensations of effects it follows, prints
+// the transitions of those that changed, and reports whether they have all settled and the
+// compensation the tour expects has appeared.
+func poll(ctx context.Context, api *apiClient, effects []*tracked, say func(string, ...any)) ([]*tracked, bool, error) {
+	var page struct {
+		Effects []effectView `json:"effects"`
+	}
+	if _, err := api.do(ctx, http.MethodGet, "/v1/effects?connector="+connectorName+"&limit=1000", "", nil, &page); err != nil {
+		return effects, false, fmt.Errorf("list effects: %w", err)
+	}
+	byID := make(map[string]*tracked, len(effects))
+	compensations := 0
+	for _, e := range effects {
+		byID[e.id] = e
+		if strings.HasSuffix(e.label, "/undo") {
+			compensations++
+		}
+	}
+	for _, view := range page.Effects {
+		if compensated, ok := byID[view.CompensatesID]; ok && byID[view.ID] == nil {
+			e := &tracked{label: compensated.label + "/undo", id: view.ID}
+			effects = append(effects, e)
+			byID[e.id] = e
+			compensations++
+		}
+	}
+	settled := compensations > 0
+	for _, view := range page.Effects {
+		e, ok := byID[view.ID]
+		if !ok {
+			continue
+		}
+		if e.state == "" || !view.UpdatedAt.Equal(e.updated) {
+			if err := follow(ctx, api, e, say); err != nil {
+				return effects, false, err
+			}
+		}
+		settled = settled && isFinal(e.state)
+	}
+	return effects, settled, nil
+}
+
+func isFinal(state string) bool { return state == "CONFIRMED" || state == "FAILED" || state == "STUCK" }
+
+// follow reads e and prints its transitions not printed yet.
+func follow(ctx context.Context, api *apiClient, e *tracked, say func(string, ...any)) error {
 	var view effectView
 	if _, err := api.do(ctx, http.MethodGet, "/v1/effects/"+e.id, "", nil, &view); err != nil {
-		return false, fmt.Errorf("read %s: %w", e.label, err)
+		return fmt.Errorf("read %s: %w", e.label, err)
 	}
 	for _, tr := range view.History[min(e.seen, len(view.History)):] {
 		if tr.From == "" {
@@ -187,27 +223,8 @@ func follow(ctx context.Context, api *apiClient, e *tracked, say func(string, ..
 		say("%-12s %s → %s  (%s)", e.label, tr.From, tr.To, tr.Reason)
 	}
 	e.seen = len(view.History)
-	e.state, e.err = view.State, view.Error
-	return view.State == "CONFIRMED" || view.State == "FAILED" || view.State == "STUCK", nil
-}
-
-// findCompensations looks for the compensations the reactor enqueued for the demo's effects.
-func findCompensations(ctx context.Context, api *apiClient, effects []*tracked) ([]*tracked, error) {
-	var page struct {
-		Effects []effectView `json:"effects"`
-	}
-	if _, err := api.do(ctx, http.MethodGet, "/v1/effects?connector="+connectorName+"&limit=1000", "", nil, &page); err != nil {
-		return nil, fmt.Errorf("list effects: %w", err)
-	}
-	var found []*tracked
-	for _, view := range page.Effects {
-		for _, e := range effects {
-			if view.CompensatesID != "" && view.CompensatesID == e.id {
-				found = append(found, &tracked{label: e.label + "/undo", id: view.ID})
-			}
-		}
-	}
-	return found, nil
+	e.state, e.err, e.updated = view.State, view.Error, view.UpdatedAt
+	return nil
 }
 
 func summary(out io.Writer, cfg *config, effects []*tracked, bank *fakebank.Bank) {
@@ -335,7 +352,7 @@ func waitFor(ctx context.Context, within time.Duration, check func() (bool, erro
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not within %v", within)
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
 		}
 	}

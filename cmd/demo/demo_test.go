@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,11 +38,34 @@ func TestDemo(t *testing.T) {
 	server := proctest.Start(t, env, serverBin, "-addr", "127.0.0.1:0")
 	reactor := proctest.Start(t, env, reactorBin, "-addr", "127.0.0.1:0", "-connector-sync-interval", "200ms",
 		"-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms", "-sweep-interval", "200ms")
-	cfg := &config{token: token, server: "http://" + server.Addr(t), reactor: "http://" + reactor.Addr(t),
+	// The demo talks to the server through a proxy that counts its reads.
+	serverURL, err := url.Parse("http://" + server.Addr(t))
+	require.NoError(t, err)
+	var lists, reads atomic.Int64
+	proxy := httputil.NewSingleHostReverseProxy(serverURL)
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/effects" {
+			lists.Add(1)
+		} else if r.Method == http.MethodGet {
+			reads.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(counting.Close)
+	cfg := &config{token: token, server: counting.URL, reactor: "http://" + reactor.Addr(t),
 		bankAddr: "127.0.0.1:0", once: true, timeout: 90 * time.Second}
 	var out bytes.Buffer
+	start := time.Now()
 	require.NoError(t, demo(context.Background(), cfg, &out), out.String())
+	elapsed := time.Since(start)
 	text := out.String()
+
+	// It polls about twice a second (one list call), and reads an effect's history only when the
+	// effect changed: a few times per effect, not every effect every round.
+	require.LessOrEqual(t, float64(lists.Load()), elapsed.Seconds()/pollInterval.Seconds()+2, "list calls in %v", elapsed)
+	transitions := len(regexp.MustCompile(`(?m)^demo: \S+\s+[A-Z]+ → `).FindAllString(text, -1))
+	t.Logf("%d list calls and %d effect reads in %v for %d transitions", lists.Load(), reads.Load(), elapsed, transitions)
+	require.LessOrEqual(t, reads.Load(), int64(2*transitions+len(scenarios)+2), "effect reads for %d transitions", transitions)
 
 	for _, want := range []string{
 		"plain        PENDING → CONFIRMED",
@@ -56,7 +83,7 @@ func TestDemo(t *testing.T) {
 	// The printed curl resolves the STUCK effect.
 	match := regexp.MustCompile(`curl -sS -X POST (\S+/resolve)`).FindStringSubmatch(text)
 	require.NotNil(t, match, text)
-	req, err := http.NewRequest(http.MethodPost, match[1], strings.NewReader(`{"to":"CONFIRMED","reason":"bank ledger shows the wire","actor":"test"}`))
+	req, err := http.NewRequest(http.MethodPost, strings.Replace(match[1], counting.URL, serverURL.String(), 1), strings.NewReader(`{"to":"CONFIRMED","reason":"bank ledger shows the wire","actor":"test"}`))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
