@@ -173,11 +173,24 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	mux := http.NewServeMux()
 	health.Register(mux, pool, migrator, metrics)
 	apiServer.Register(mux)
-	go purgeIdempotencyKeys(ctx, logger, apiServer, *idempotencyTTL)
-	go syncConnectors(ctx, logger, pool, client.Registry(), *connectorSync)
-	go syncSagas(ctx, logger, pool, sagas, *connectorSync)
+	// On a database whose migrations are not current, only /healthz, /readyz and /metrics are
+	// served (the API answers 503 schema_not_current) and the background work waits, until a
+	// check every second finds them applied.
+	schema := health.NewSchemaGate(migrator, logger)
+	schema.Check(ctx)
+	go schema.Watch(ctx, time.Second)
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-schema.Current():
+		}
+		go purgeIdempotencyKeys(ctx, logger, apiServer, *idempotencyTTL)
+		go syncConnectors(ctx, logger, pool, client.Registry(), *connectorSync)
+		syncSagas(ctx, logger, pool, sagas, *connectorSync)
+	}()
 	logger.Info("server starting")
-	if err := serve(ctx, logger, *addr, mux, *drain); err != nil {
+	if err := serve(ctx, logger, *addr, schema.Guard(mux), *drain); err != nil {
 		return err
 	}
 	logger.Info("server stopped")

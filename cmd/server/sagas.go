@@ -27,29 +27,26 @@ const sagasUsage = `server sagas define -f definition.json [-skip-connector-chec
 server sagas list [-json]`
 
 // newSagaClient is the server's saga client: on the effects client that enqueues (never started
-// here), with the stored definitions loaded now (when the schema allows), whenever a request names one it has not loaded,
-// and every interval by syncSagas.
+// here), with the stored definitions loaded by syncSagas (at once when the schema is current, then
+// every interval) and whenever a request names one it has not loaded.
 func newSagaClient(ctx context.Context, pool *pgxpool.Pool, client *effects.Client, logger *slog.Logger) (*saga.Client, error) {
 	sagas, err := saga.NewClient(pool, &saga.Config{Effects: client, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
 	sagadef.Install(sagas)
-	// The server starts on an unmigrated database too (it reports not ready): a failed first load
-	// is retried by syncSagas and on demand.
-	if _, err := sagadef.Sync(ctx, pool, sagas); err != nil {
-		logger.Warn("load saga definitions; retrying later", slog.Any("error", err))
-	}
 	return sagas, nil
 }
 
-// syncSagas loads new saga definitions every interval until ctx ends.
+// syncSagas loads the saga definitions now and then new ones every interval until ctx ends.
 func syncSagas(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, sagas *saga.Client, interval time.Duration) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(interval):
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval):
+			}
 		}
 		result, err := sagadef.Sync(ctx, pool, sagas)
 		if err != nil && ctx.Err() == nil {

@@ -29,7 +29,7 @@ func NewRegistry() *prometheus.Registry {
 }
 
 // Register adds /healthz, /readyz and /metrics to mux. Readiness pings the database through pool
-// and asks migrator whether any migration is pending; each check has two seconds.
+// and asks migrator whether any migration is pending (503 naming them); each check has two seconds.
 func Register(mux *http.ServeMux, pool *pgxpool.Pool, migrator *db.Migrator, registry *prometheus.Registry) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -49,7 +49,7 @@ func Register(mux *http.ServeMux, pool *pgxpool.Pool, migrator *db.Migrator, reg
 		if !status.Current() {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{
 				"status": "unavailable", "error": "migrations pending: run `server migrate up`",
-				"pending": len(status.Pending), "river_pending": status.RiverPending,
+				"pending": PendingMigrations(status), "river_pending": status.RiverPending,
 			})
 			return
 		}
