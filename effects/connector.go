@@ -45,8 +45,9 @@ type Connector struct {
 	// varies by up to ±10% around it (jitter, as River's retry policy), so that effects that
 	// failed together — an upstream outage — are not all tried again at the same instant.
 	Backoff func(attempt int) time.Duration
-	// StatusCheckLimit is how many inconclusive status checks an UNKNOWN effect gets before it
-	// becomes STUCK. Default 5.
+	// StatusCheckLimit is how many inconclusive status checks an UNKNOWN effect gets: it becomes
+	// STUCK at the last one. Answers are counted as they are recorded, so a check whose answer
+	// was lost (its reactor died before recording it) does not count. Default 5.
 	StatusCheckLimit int
 	// Unsafe allows registering a connector that is not retry safe and has no status check,
 	// business key or compensation: its UNKNOWN outcomes can only be resolved by a person.

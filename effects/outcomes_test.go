@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
@@ -124,6 +126,70 @@ func TestInconclusiveBecomesStuckAndOperatorResolves(t *testing.T) {
 	again := h.wait(second.ID)
 	require.Equal(t, effects.StateConfirmed, again.State)
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>STUCK", "STUCK>PENDING", "PENDING>CONFIRMED"}, h.path(second.ID))
+}
+
+// Inconclusive status checks are counted as they are recorded, not as the reconcile job runs: a
+// run whose conclusive answer could not be written (the effect's row stayed locked until the job
+// timed out, as when Postgres goes away in between) counts for nothing; the effect becomes STUCK at
+// exactly StatusCheckLimit inconclusive answers, and the audit trail gives their true number. Sent
+// back to PENDING by an operator, it gets the whole limit again.
+func TestInconclusiveChecksAreCountedWhenRecorded(t *testing.T) {
+	t.Parallel()
+	h := setup(t, func(c *effects.Config) { c.InFlightMargin = 500 * time.Millisecond })
+	ctx := context.Background()
+	const limit = 3
+	var checks atomic.Int64
+	unlocked := make(chan error, 1)
+	require.NoError(t, h.registry.Register(effects.Connector{
+		Name: "foggy", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: fastBackoff, StatusCheckLimit: limit,
+		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
+			return nil, errors.New("connection reset by peer") // UNKNOWN
+		},
+		StatusCheck: func(_ context.Context, call effects.Call) (effects.Status, error) {
+			if checks.Add(1) > 1 {
+				return effects.Inconclusive("the ledger is behind"), nil
+			}
+			// The first answer is conclusive but cannot be recorded: the effect's row stays locked
+			// until its reconcile job has given up (timed out) and waits to run again.
+			tx, err := h.pool.Begin(ctx)
+			require.NoError(t, err)
+			var jobID int64
+			require.NoError(t, tx.QueryRow(ctx, `SELECT job_id FROM reckon_effects WHERE id = $1 FOR UPDATE`, call.EffectID).Scan(&jobID))
+			go func() {
+				defer func() { unlocked <- tx.Rollback(ctx) }()
+				for h.count(`SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running'`, jobID) == 1 {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}()
+			return effects.Present(json.RawMessage(`{"wire":"w-1"}`)), nil
+		},
+	}))
+	h.start()
+
+	stuckAfter := func(id uuid.UUID, wantChecks int64) {
+		t.Helper()
+		effect := h.wait(id)
+		require.Equal(t, effects.StateStuck, effect.State)
+		require.Equal(t, wantChecks, checks.Load(), "status checks asked")
+		history, err := h.client.History(ctx, id)
+		require.NoError(t, err)
+		last := history[len(history)-1]
+		require.Equal(t, effects.StateStuck, last.To)
+		require.Equal(t, "status check inconclusive 3 times: the ledger is behind", last.Reason)
+		require.JSONEq(t, `{"status":"inconclusive","inconclusive_checks":3}`, string(last.Detail))
+		require.Equal(t, limit, h.count(`SELECT inconclusive_checks FROM reckon_effects WHERE id = $1`, id))
+	}
+	effect := h.enqueue("foggy", "fog-counted", 10)
+	stuckAfter(effect.ID, 1+limit) // the unrecorded answer, then three inconclusive ones
+	require.NoError(t, <-unlocked)
+	require.Equal(t, 1+limit, h.count(`SELECT max(attempt) FROM river_job WHERE kind = 'reckon_reconcile'`),
+		"the reconcile job ran once more than the answers it recorded")
+	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>STUCK"}, h.path(effect.ID))
+
+	_, err := h.client.Resolve(ctx, effect.ID, effects.StatePending, "alice", "try once more")
+	require.NoError(t, err)
+	require.Equal(t, 0, h.count(`SELECT inconclusive_checks FROM reckon_effects WHERE id = $1`, effect.ID), "back to PENDING: the count starts over")
+	stuckAfter(effect.ID, 1+2*limit)
 }
 
 func TestPermanentFailsWithoutRetry(t *testing.T) {

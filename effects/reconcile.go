@@ -16,9 +16,15 @@ import (
 
 // reconcileWorker resolves UNKNOWN effects (DESIGN.md section 2). With a status check: present →
 // CONFIRMED; absent → PENDING and a new dispatch (FAILED when no attempts are left); duplicate →
-// CONFIRMED plus a compensation for each extra; inconclusive → asked again with backoff (River
-// retries this job), STUCK after the connector's StatusCheckLimit. Without one: retry-safe effects
-// are dispatched again with the same key while attempts last; the rest become STUCK.
+// CONFIRMED plus a compensation for each extra; inconclusive → counted, and asked again with
+// backoff (River retries this job), STUCK at the connector's StatusCheckLimit-th inconclusive
+// answer. Without one: retry-safe effects are dispatched again with the same key while attempts
+// last; the rest become STUCK.
+//
+// The limit is compared with the effect's count of inconclusive answers (inconclusive_checks),
+// added to in the transaction that records each one, never with the job's attempt: a run whose
+// answer was not recorded — its reactor died and the job was handed back, or the write failed —
+// asked nothing as far as the effect is concerned.
 type reconcileWorker struct {
 	river.WorkerDefaults[reconcileArgs]
 	client *Client
@@ -28,19 +34,24 @@ func (w *reconcileWorker) Timeout(job *river.Job[reconcileArgs]) time.Duration {
 	return time.Duration(job.Args.TimeoutMS)*time.Millisecond + w.client.config.InFlightMargin
 }
 
-// NextRetry spaces the status checks of an inconclusive effect by the connector's backoff.
+// NextRetry spaces the status checks of an inconclusive effect by the connector's backoff, retry n
+// coming after the n-th inconclusive answer.
 func (w *reconcileWorker) NextRetry(job *river.Job[reconcileArgs]) time.Time {
-	return time.Now().Add(w.client.backoffFor(job.Args.EffectID, job.Attempt))
+	return time.Now().Add(w.client.statusCheckDelay(job.Args.EffectID, job.Attempt))
 }
 
-func (c *Client) backoffFor(effectID uuid.UUID, attempt int) time.Duration {
+// statusCheckDelay is how long an UNKNOWN effect waits for its next status check. jobAttempt
+// stands in for the count of inconclusive answers when the effect cannot be read.
+func (c *Client) statusCheckDelay(effectID uuid.UUID, jobAttempt int) time.Duration {
 	row, err := c.queries.EffectGetByID(context.Background(), effectID)
-	if err == nil {
-		if connector, ok := c.registry.Get(row.Connector); ok {
-			return connector.retryDelay(attempt)
-		}
+	if err != nil {
+		return jitter(defaultBackoff(jobAttempt))
 	}
-	return jitter(defaultBackoff(attempt))
+	retry := max(int(row.InconclusiveChecks), 1) // a run that recorded nothing waits as after one
+	if connector, ok := c.registry.Get(row.Connector); ok {
+		return connector.retryDelay(retry)
+	}
+	return jitter(defaultBackoff(retry))
 }
 
 func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs]) error {
@@ -68,7 +79,10 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 	t := transition{from: StateUnknown, fence: fence{jobID: &job.ID}, actor: actor}
 	retrySafe := Policy(row.Policy).RetrySafe()
 	attemptsLeft := row.Attempts < row.MaxAttempts
-	var duplicates int
+	var (
+		duplicates   int
+		inconclusive *Status // an inconclusive answer, to be counted
+	)
 
 	switch {
 	case connector.StatusCheck == nil || row.CompensatesID != nil:
@@ -82,7 +96,7 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 		}
 	default:
 		status := c.checkStatus(ctx, row, connector)
-		t.detail = map[string]any{"status": status.Kind.String(), "check": job.Attempt}
+		t.detail = map[string]any{"status": status.Kind.String(), "inconclusive_checks": row.InconclusiveChecks}
 		switch status.Kind {
 		case StatusPresent:
 			t.to, t.result, t.reason = StateConfirmed, status.Result, "status check: present"
@@ -97,20 +111,35 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 			t.to, t.result = StateConfirmed, status.Result
 			t.reason = fmt.Sprintf("status check: performed %d times; compensating %d", max(status.Count, 2), duplicates)
 		default:
-			if job.Attempt < connector.StatusCheckLimit {
-				return fmt.Errorf("status check inconclusive (%d of %d): %s", job.Attempt, connector.StatusCheckLimit, status.Reason)
-			}
-			t.to = StateStuck
-			t.reason = fmt.Sprintf("status check inconclusive %d times: %s", job.Attempt, status.Reason)
-			t.errMsg = status.Reason
+			inconclusive = &status // counted below: STUCK at the limit, else asked again
 		}
 	}
 	if t.to == StatePending {
 		c.holdCancelledRun(ctx, row, &t) // run.go: a cancelled run's effects are not dispatched again
 	}
 
-	var compensations []*Effect
+	var (
+		compensations []*Effect
+		checks        int // inconclusive answers recorded, this one included
+	)
 	err = c.withTx(ctx, func(tx pgx.Tx) error {
+		if inconclusive != nil {
+			t.to = "" // decided by the count (withTx may run this function again)
+			n, err := dbsqlc.New(tx).EffectAddInconclusiveCheck(ctx, dbsqlc.EffectAddInconclusiveCheckParams{ID: row.ID, JobID: job.ID})
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errFencedOut
+			}
+			if err != nil {
+				return fmt.Errorf("effects: count inconclusive status check of effect %s: %w", row.ID, err)
+			}
+			checks = int(n)
+			if checks < connector.StatusCheckLimit {
+				return nil // the count commits; the job fails below and River retries it
+			}
+			t.to, t.errMsg = StateStuck, inconclusive.Reason
+			t.reason = fmt.Sprintf("status check inconclusive %d times: %s", checks, inconclusive.Reason)
+			t.detail["inconclusive_checks"] = checks
+		}
 		if t.to == StatePending {
 			if t.newJobID, err = c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, time.Time{}); err != nil {
 				return err
@@ -131,11 +160,18 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 		return completeJobTx(ctx, tx, job)
 	})
 	if errors.Is(err, errFencedOut) {
-		c.observeFencedOut(ctx, row.ID, row.Connector, actor, "reconciliation to "+string(t.to), t.detail)
+		what := "reconciliation to " + string(t.to)
+		if t.to == "" {
+			what = "inconclusive status check"
+		}
+		c.observeFencedOut(ctx, row.ID, row.Connector, actor, what, t.detail)
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if t.to == "" { // an inconclusive answer below the limit, counted
+		return fmt.Errorf("status check inconclusive (%d of %d): %s", checks, connector.StatusCheckLimit, inconclusive.Reason)
 	}
 	c.countTransition(row.Connector, row.Policy, StateUnknown, t.to)
 	for range compensations {

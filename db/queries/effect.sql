@@ -80,10 +80,12 @@ RETURNING *;
 -- Writes the outcome of an attempt or a reconciliation, fenced: only while the effect is still in
 -- from_state and still belongs to the caller — its River job (job_id) or, for an inline attempt,
 -- its lease (lease_token). It hands the effect to new_job_id, clears any lease, counts attempted
--- attempts, and keeps result and error when given NULL. No row: the caller was fenced out.
+-- attempts, and keeps result and error when given NULL. An effect going back to PENDING starts
+-- its count of inconclusive status checks over. No row: the caller was fenced out.
 UPDATE reckon_effects
 SET state = @to_state,
     attempts = attempts + @attempted::integer,
+    inconclusive_checks = CASE WHEN @to_state::reckon_effect_state = 'PENDING' THEN 0 ELSE inconclusive_checks END,
     result = coalesce(sqlc.narg(result), result),
     error = coalesce(sqlc.narg(error), error),
     job_id = sqlc.narg(new_job_id),
@@ -114,6 +116,15 @@ WHERE id = @id
   AND CASE WHEN sqlc.narg(lease_token)::uuid IS NOT NULL THEN lease_token = sqlc.narg(lease_token)::uuid
            ELSE job_id IS NOT DISTINCT FROM sqlc.narg(job_id)::bigint END
 RETURNING *;
+
+-- name: EffectAddInconclusiveCheck :one
+-- Counts an inconclusive status check of an UNKNOWN effect, fenced by its reconcile job (the
+-- effect must still be UNKNOWN and still that job's), and returns the new count. Not a
+-- transition. No row: the caller was fenced out.
+UPDATE reckon_effects
+SET inconclusive_checks = inconclusive_checks + 1
+WHERE id = @id AND state = 'UNKNOWN' AND job_id = @job_id::bigint
+RETURNING inconclusive_checks;
 
 -- name: EffectResetAttempts :exec
 -- Gives a STUCK effect that an operator sends back to PENDING a fresh attempt budget.

@@ -27,7 +27,7 @@ WHERE id = $4
   AND state = 'PENDING'
   AND CASE WHEN $5::uuid IS NOT NULL THEN lease_token = $5::uuid
            ELSE job_id IS NOT DISTINCT FROM $6::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
 `
 
 type EffectAcceptParams struct {
@@ -86,8 +86,31 @@ func (q *Queries) EffectAccept(ctx context.Context, arg EffectAcceptParams) (Rec
 		&i.CorrelationID,
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
 	)
 	return i, err
+}
+
+const effectAddInconclusiveCheck = `-- name: EffectAddInconclusiveCheck :one
+UPDATE reckon_effects
+SET inconclusive_checks = inconclusive_checks + 1
+WHERE id = $1 AND state = 'UNKNOWN' AND job_id = $2::bigint
+RETURNING inconclusive_checks
+`
+
+type EffectAddInconclusiveCheckParams struct {
+	ID    uuid.UUID
+	JobID int64
+}
+
+// Counts an inconclusive status check of an UNKNOWN effect, fenced by its reconcile job (the
+// effect must still be UNKNOWN and still that job's), and returns the new count. Not a
+// transition. No row: the caller was fenced out.
+func (q *Queries) EffectAddInconclusiveCheck(ctx context.Context, arg EffectAddInconclusiveCheckParams) (int32, error) {
+	row := q.db.QueryRow(ctx, effectAddInconclusiveCheck, arg.ID, arg.JobID)
+	var inconclusive_checks int32
+	err := row.Scan(&inconclusive_checks)
+	return inconclusive_checks, err
 }
 
 const effectArgsEqual = `-- name: EffectArgsEqual :one
@@ -142,7 +165,7 @@ func (q *Queries) EffectCountUnresolved(ctx context.Context) ([]EffectCountUnres
 }
 
 const effectGetByID = `-- name: EffectGetByID :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE id = $1
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE id = $1
 `
 
 func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -181,12 +204,13 @@ func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect
 		&i.CorrelationID,
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
 	)
 	return i, err
 }
 
 const effectGetByIDForUpdate = `-- name: EffectGetByIDForUpdate :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -225,12 +249,13 @@ func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Rec
 		&i.CorrelationID,
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
 	)
 	return i, err
 }
 
 const effectGetByIdempotencyKey = `-- name: EffectGetByIdempotencyKey :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
 `
 
 type EffectGetByIdempotencyKeyParams struct {
@@ -274,6 +299,7 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 		&i.CorrelationID,
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
 	)
 	return i, err
 }
@@ -291,7 +317,7 @@ INSERT INTO reckon_effects (
     $22::text, $23::text, $24
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
 `
 
 type EffectInsertParams struct {
@@ -384,6 +410,7 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		&i.CorrelationID,
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
 	)
 	return i, err
 }
@@ -417,7 +444,7 @@ FROM (
         unnest($17::text[]) AS owner
 ) AS u
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
 `
 
 type EffectInsertManyParams struct {
@@ -502,6 +529,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 			&i.CorrelationID,
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
+			&i.InconclusiveChecks,
 		); err != nil {
 			return nil, err
 		}
@@ -514,7 +542,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 }
 
 const effectList = `-- name: EffectList :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects
 WHERE tenant_id = $1
   AND ($2::reckon_effect_state IS NULL OR state = $2::reckon_effect_state)
   AND ($3::text IS NULL OR connector = $3::text)
@@ -593,6 +621,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 			&i.CorrelationID,
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
+			&i.InconclusiveChecks,
 		); err != nil {
 			return nil, err
 		}
@@ -605,7 +634,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 }
 
 const effectListByCorrelationIDForUpdate = `-- name: EffectListByCorrelationIDForUpdate :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects
 WHERE correlation_id = $1 AND ($2::text = '' OR tenant_id = $2::text)
 ORDER BY id
 LIMIT 2
@@ -661,6 +690,7 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 			&i.CorrelationID,
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
+			&i.InconclusiveChecks,
 		); err != nil {
 			return nil, err
 		}
@@ -673,7 +703,7 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 }
 
 const effectListByIDs = `-- name: EffectListByIDs :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE id = ANY ($1::uuid[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE id = ANY ($1::uuid[])
 `
 
 func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]ReckonEffect, error) {
@@ -718,6 +748,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 			&i.CorrelationID,
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
+			&i.InconclusiveChecks,
 		); err != nil {
 			return nil, err
 		}
@@ -730,7 +761,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 }
 
 const effectListByIdempotencyKeys = `-- name: EffectListByIdempotencyKeys :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
 `
 
 type EffectListByIdempotencyKeysParams struct {
@@ -780,6 +811,7 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 			&i.CorrelationID,
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
+			&i.InconclusiveChecks,
 		); err != nil {
 			return nil, err
 		}
@@ -792,7 +824,7 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 }
 
 const effectListByRun = `-- name: EffectListByRun :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout FROM reckon_effects WHERE run_id = $1 ORDER BY created_at, id
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE run_id = $1 ORDER BY created_at, id
 `
 
 // The effects of a run, oldest first.
@@ -838,6 +870,7 @@ func (q *Queries) EffectListByRun(ctx context.Context, runID *string) ([]ReckonE
 			&i.CorrelationID,
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
+			&i.InconclusiveChecks,
 		); err != nil {
 			return nil, err
 		}
@@ -850,7 +883,7 @@ func (q *Queries) EffectListByRun(ctx context.Context, runID *string) ([]ReckonE
 }
 
 const effectListPendingByRunForUpdate = `-- name: EffectListPendingByRunForUpdate :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
 WHERE e.run_id = $1 AND e.state = 'PENDING' AND e.compensates_id IS NULL
@@ -908,6 +941,7 @@ func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, runID *st
 			&i.ReckonEffect.CorrelationID,
 			&i.ReckonEffect.AsyncTimeoutMs,
 			&i.ReckonEffect.AsyncHardTimeout,
+			&i.ReckonEffect.InconclusiveChecks,
 			&i.JobState,
 			&i.JobAttempt,
 		); err != nil {
@@ -999,7 +1033,7 @@ WHERE id = $3
   AND state = 'PENDING'
   AND CASE WHEN $4::uuid IS NOT NULL THEN lease_token = $4::uuid
            ELSE job_id IS NOT DISTINCT FROM $5::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
 `
 
 type EffectRetryLaterParams struct {
@@ -1054,6 +1088,7 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 		&i.CorrelationID,
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
 	)
 	return i, err
 }
@@ -1079,7 +1114,7 @@ func (q *Queries) EffectSetAsyncOptions(ctx context.Context, arg EffectSetAsyncO
 const effectSetCorrelationID = `-- name: EffectSetCorrelationID :one
 UPDATE reckon_effects SET correlation_id = $1::text
 WHERE id = $2 AND correlation_id IS NULL
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
 `
 
 type EffectSetCorrelationIDParams struct {
@@ -1125,6 +1160,7 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 		&i.CorrelationID,
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
 	)
 	return i, err
 }
@@ -1132,7 +1168,7 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 const effectSetJob = `-- name: EffectSetJob :one
 UPDATE reckon_effects SET job_id = $1::bigint
 WHERE id = $2 AND state = $3 AND job_id IS NOT DISTINCT FROM $4::bigint
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
 `
 
 type EffectSetJobParams struct {
@@ -1185,6 +1221,7 @@ func (q *Queries) EffectSetJob(ctx context.Context, arg EffectSetJobParams) (Rec
 		&i.CorrelationID,
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
 	)
 	return i, err
 }
@@ -1193,6 +1230,7 @@ const effectSettle = `-- name: EffectSettle :one
 UPDATE reckon_effects
 SET state = $1,
     attempts = attempts + $2::integer,
+    inconclusive_checks = CASE WHEN $1::reckon_effect_state = 'PENDING' THEN 0 ELSE inconclusive_checks END,
     result = coalesce($3, result),
     error = coalesce($4, error),
     job_id = $5,
@@ -1206,7 +1244,7 @@ WHERE id = $9
   AND state = $10
   AND CASE WHEN $11::uuid IS NOT NULL THEN lease_token = $11::uuid
            ELSE job_id IS NOT DISTINCT FROM $12::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
 `
 
 type EffectSettleParams struct {
@@ -1227,7 +1265,8 @@ type EffectSettleParams struct {
 // Writes the outcome of an attempt or a reconciliation, fenced: only while the effect is still in
 // from_state and still belongs to the caller — its River job (job_id) or, for an inline attempt,
 // its lease (lease_token). It hands the effect to new_job_id, clears any lease, counts attempted
-// attempts, and keeps result and error when given NULL. No row: the caller was fenced out.
+// attempts, and keeps result and error when given NULL. An effect going back to PENDING starts
+// its count of inconclusive status checks over. No row: the caller was fenced out.
 func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (ReckonEffect, error) {
 	row := q.db.QueryRow(ctx, effectSettle,
 		arg.ToState,
@@ -1277,6 +1316,7 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 		&i.CorrelationID,
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
 	)
 	return i, err
 }
@@ -1462,7 +1502,7 @@ SET state = $1,
     transition_reason = $3::text,
     transition_detail = $4
 WHERE id = $5 AND state = $6
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
 `
 
 type EffectTransitionParams struct {
@@ -1519,6 +1559,7 @@ func (q *Queries) EffectTransition(ctx context.Context, arg EffectTransitionPara
 		&i.CorrelationID,
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
 	)
 	return i, err
 }

@@ -544,38 +544,39 @@ type ReckonConnector struct {
 }
 
 type ReckonEffect struct {
-	ID               uuid.UUID
-	TenantID         string
-	Connector        string
-	Args             json.RawMessage
-	IdempotencyKey   string
-	BusinessKey      *string
-	Policy           ReckonEffectPolicy
-	Tags             []string
-	State            ReckonEffectState
-	Attempts         int32
-	MaxAttempts      int32
-	LeaseOwner       *string
-	LeaseToken       *uuid.UUID
-	LeaseExpiresAt   *time.Time
-	Result           json.RawMessage
-	Error            *string
-	DeadlineAt       *time.Time
-	RunID            *string
-	TurnID           *uuid.UUID
-	TurnGroup        *string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
-	TransitionActor  *string
-	TransitionReason *string
-	TransitionDetail json.RawMessage
-	JobID            *int64
-	TimeoutMs        int32
-	CompensatesID    *uuid.UUID
-	Owner            *string
-	CorrelationID    *string
-	AsyncTimeoutMs   *int32
-	AsyncHardTimeout bool
+	ID                 uuid.UUID
+	TenantID           string
+	Connector          string
+	Args               json.RawMessage
+	IdempotencyKey     string
+	BusinessKey        *string
+	Policy             ReckonEffectPolicy
+	Tags               []string
+	State              ReckonEffectState
+	Attempts           int32
+	MaxAttempts        int32
+	LeaseOwner         *string
+	LeaseToken         *uuid.UUID
+	LeaseExpiresAt     *time.Time
+	Result             json.RawMessage
+	Error              *string
+	DeadlineAt         *time.Time
+	RunID              *string
+	TurnID             *uuid.UUID
+	TurnGroup          *string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	TransitionActor    *string
+	TransitionReason   *string
+	TransitionDetail   json.RawMessage
+	JobID              *int64
+	TimeoutMs          int32
+	CompensatesID      *uuid.UUID
+	Owner              *string
+	CorrelationID      *string
+	AsyncTimeoutMs     *int32
+	AsyncHardTimeout   bool
+	InconclusiveChecks int32
 }
 
 type ReckonEffectTransition struct {
