@@ -10,7 +10,8 @@ run:
 	scripts/run
 
 ## test: the whole suite with the race detector. Databases come from TEST_DATABASE_URL, else a
-## Postgres container (testcontainers), else, when Docker does not answer, the local Postgres.
+## Postgres container (testcontainers), else (no Docker engine, or one that cannot pull the image)
+## the local Postgres, said loudly. Without a database the database tests fail, never pass silently.
 test:
 	scripts/test
 

@@ -253,16 +253,17 @@ func TestBatchJobUnknownConnector(t *testing.T) {
 // idempotent effect again, which then settles; its sibling settled in the first run.
 func TestBatchJobHookFailure(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	var panicked atomic.Bool
+	h := setup(t, func(c *effects.Config) {
+		c.Plugins = []effects.Plugin{effects.OnSettle("boom", func(_ context.Context, _ pgx.Tx, e *effects.Effect) error {
+			if e.IdempotencyKey == "panic-1" && panicked.CompareAndSwap(false, true) {
+				panic("hook exploded")
+			}
+			return nil
+		})}
+	})
 	h.bank.SetIdempotent(true)
 	h.wire(fakebank.ConnectorOptions{Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent}})
-	var panicked atomic.Bool
-	h.client.OnSettle("boom", func(_ context.Context, _ pgx.Tx, e *effects.Effect) error {
-		if e.IdempotencyKey == "panic-1" && panicked.CompareAndSwap(false, true) {
-			panic("hook exploded")
-		}
-		return nil
-	})
 	specs := []effects.Spec{
 		{Connector: "bank.wire", IdempotencyKey: "panic-0", Owner: "boom", Args: map[string]any{"account": "a", "amount": 1}},
 		{Connector: "bank.wire", IdempotencyKey: "panic-1", Owner: "boom", Args: map[string]any{"account": "a", "amount": 1}},

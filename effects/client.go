@@ -38,8 +38,7 @@ type Client struct {
 	loader    *loader
 	fatal     chan error // Fatal
 
-	hooksMu sync.RWMutex
-	hooks   map[string]SettleHook // by owner; see OnSettle
+	hooks map[string]SettleHook // by owner, from the plugins; fixed once NewClient returns
 
 	mu          sync.Mutex
 	started     bool
@@ -97,11 +96,10 @@ type Config struct {
 	// AsyncTimeout is how long an effect accepted upstream (Accepted) awaits its callback when
 	// neither its Spec nor its Connector says. Default DefaultAsyncTimeout.
 	AsyncTimeout time.Duration
-	// AddWorkers, if set, is called by NewClient with the River workers bundle before the River
-	// client is created, so that packages built on effects (turns, saga) run their own jobs on the
-	// same River client, queue (Queue) and worker pool (Workers). An error fails NewClient.
-	// Default: nil (effects' workers only).
-	AddWorkers func(workers *river.Workers) error
+	// Plugins extend the client as it is built: the packages built on effects (turns.Client,
+	// saga.Client) and an application's own settle hooks (OnSettle). NewClient installs them in
+	// order; see Plugin. Default: none.
+	Plugins []Plugin
 }
 
 func (c *Config) setDefaults() {
@@ -184,6 +182,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
 		fatal:    make(chan error, 1),
+		hooks:    map[string]SettleHook{},
 	}
 	metrics, err := newMetrics(cfg.Registerer, c.queries)
 	if err != nil {
@@ -191,26 +190,30 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	}
 	c.metrics = metrics
 
-	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &dispatchWorker{client: c}); err != nil {
-		return nil, err
+	host := &PluginHost{client: c, workers: river.NewWorkers(), queues: map[string]river.QueueConfig{cfg.Queue: {MaxWorkers: cfg.Workers}}}
+	for _, err := range []error{
+		AddWorker(host, &dispatchWorker{client: c}),
+		AddWorker(host, &reconcileWorker{client: c}),
+		AddWorker(host, &deadlineWorker{client: c}),
+	} {
+		if err != nil {
+			return nil, err
+		}
 	}
-	if err := river.AddWorkerSafely(workers, &reconcileWorker{client: c}); err != nil {
-		return nil, err
-	}
-	if err := river.AddWorkerSafely(workers, &deadlineWorker{client: c}); err != nil {
-		return nil, err
-	}
-	if cfg.AddWorkers != nil {
-		if err := cfg.AddWorkers(workers); err != nil {
-			return nil, fmt.Errorf("effects: add workers: %w", err)
+	for i, plugin := range cfg.Plugins {
+		if plugin == nil {
+			return nil, fmt.Errorf("effects: Config.Plugins[%d] is nil", i)
+		}
+		if err := plugin.Install(host); err != nil {
+			return nil, fmt.Errorf("effects: install plugin %T: %w", plugin, err)
 		}
 	}
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		ID:                c.config.ID,
 		Logger:            c.logger,
-		Queues:            map[string]river.QueueConfig{cfg.Queue: {MaxWorkers: cfg.Workers}},
-		Workers:           workers,
+		Queues:            host.queues,
+		Workers:           host.workers,
+		PeriodicJobs:      host.periodic,
 		FetchCooldown:     cfg.FetchCooldown,
 		FetchPollInterval: cfg.FetchPollInterval,
 		// Our workers bound their own time (Timeout per job). A dead reactor's running jobs are
@@ -227,14 +230,13 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	return c, nil
 }
 
-// River returns the client's River client, for packages that insert jobs of workers added with
-// Config.AddWorkers in a caller's transaction (InsertTx). Jobs must go to Config.Queue
-// (InsertOpts.Queue) to be worked. The River client is started and stopped by Start and Stop;
-// callers must not start or stop it themselves.
+// River returns the client's River client, for plugins that insert jobs of the workers they added
+// (AddWorker) in a caller's transaction (InsertTx). Jobs must go to Config.Queue or a queue a
+// plugin added (InsertOpts.Queue) to be worked. The River client is started and stopped by Start
+// and Stop; callers must not start or stop it themselves.
 func (c *Client) River() *river.Client[pgx.Tx] { return c.river }
 
-// Queue returns the River queue the client's workers work (Config.Queue): the queue of jobs
-// inserted through River for workers added with Config.AddWorkers.
+// Queue returns the River queue the client's workers work (Config.Queue).
 func (c *Client) Queue() string { return c.config.Queue }
 
 // Registry returns the client's connector registry.

@@ -47,7 +47,7 @@
 // # Settle hooks
 //
 // A component built on effects (package saga) owns its effects: Spec.Owner names it, and the
-// hook it registers with Client.OnSettle runs inside the transaction that makes an owned effect
+// hook it registers as a plugin (Config.Plugins, PluginHost.OnSettle) runs inside the transaction that makes an owned effect
 // CONFIRMED, FAILED or STUCK — by dispatch, reconciliation, Do, Cancel or an operator's Resolve —
 // so that it can enqueue what comes next atomically. A hook error rolls the transition back; an
 // owner without a hook in the process is refused (ErrNoSettleHook), never skipped. Owned outcomes

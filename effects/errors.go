@@ -23,7 +23,7 @@ var (
 	// compensated.
 	ErrNotCompensatable = errors.New("effects: effect cannot be compensated")
 	// ErrNoSettleHook: the effect is owned (Spec.Owner) and its owner registered no SettleHook
-	// in this process (Client.OnSettle); the write is refused.
+	// in this client (Config.Plugins, OnSettle); the write is refused.
 	ErrNoSettleHook = errors.New("effects: no settle hook registered for owner")
 	// ErrPresumedDead: the started client lost its database connection for longer than
 	// Config.TakeoverGrace, another reactor took it for dead and handed its running jobs to

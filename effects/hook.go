@@ -15,40 +15,16 @@ import (
 // returns the error). The hook must not commit or roll back tx.
 type SettleHook func(ctx context.Context, tx pgx.Tx, e *Effect) error
 
-// OnSettle registers hook for the effects whose Spec.Owner is owner. Register before Start and
-// before enqueueing owned effects: an owned effect whose owner has no hook in this process is
-// refused — its enqueue returns ErrNoSettleHook, a reactor leaves it untouched (snoozes its job)
-// and any other write that would settle it fails — so an owner is never silently skipped.
-// Registering again for the same owner replaces the hook. An empty owner or a nil hook is a
-// programming error and panics, as registering a nil http.Handler does.
-//
-// Owned effects never go through group commit: their outcome is written in a transaction of its
-// own, in which the hook runs.
-func (c *Client) OnSettle(owner string, hook SettleHook) {
-	if owner == "" || hook == nil {
-		panic("effects: OnSettle needs an owner and a hook")
-	}
-	c.hooksMu.Lock()
-	defer c.hooksMu.Unlock()
-	if c.hooks == nil {
-		c.hooks = map[string]SettleHook{}
-	}
-	c.hooks[owner] = hook
-}
-
-// settleHook returns the hook of owner, or nil.
-func (c *Client) settleHook(owner string) SettleHook {
-	c.hooksMu.RLock()
-	defer c.hooksMu.RUnlock()
-	return c.hooks[owner]
-}
+// settleHook returns the hook of owner (registered by a plugin, PluginHost.OnSettle), or nil. The
+// hooks are fixed once NewClient returns.
+func (c *Client) settleHook(owner string) SettleHook { return c.hooks[owner] }
 
 // checkOwner returns ErrNoSettleHook when the effect is owned and its owner has no hook here.
 func (c *Client) checkOwner(owner *string) error {
 	if owner == nil || *owner == "" || c.settleHook(*owner) != nil {
 		return nil
 	}
-	return fmt.Errorf("%w %q in this process: register it with Client.OnSettle", ErrNoSettleHook, *owner)
+	return fmt.Errorf("%w %q in this process: register it with a plugin (effects.OnSettle, Config.Plugins)", ErrNoSettleHook, *owner)
 }
 
 // runHook calls the owner's hook for an effect that has just been moved to state to in tx.

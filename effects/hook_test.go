@@ -68,11 +68,10 @@ func (h *harness) hookLog(id uuid.UUID) []string {
 }
 
 func setupHooked(t *testing.T) (*harness, *hookRecorder) {
-	h := setup(t)
+	rec := &hookRecorder{}
+	h := setup(t, func(c *effects.Config) { c.Plugins = []effects.Plugin{effects.OnSettle("test", rec.hook)} })
 	_, err := h.pool.Exec(context.Background(), `CREATE TABLE hook_log (id serial PRIMARY KEY, effect_id uuid, state text, seen text)`)
 	require.NoError(t, err)
-	rec := &hookRecorder{}
-	h.client.OnSettle("test", rec.hook)
 	return h, rec
 }
 

@@ -36,7 +36,7 @@ type Spec struct {
 	TurnGroup string
 	// MaxAttempts overrides the connector's MaxAttempts.
 	MaxAttempts int
-	// Owner names the component whose SettleHook (Client.OnSettle) runs in the transaction that
+	// Owner names the component whose SettleHook (registered by a plugin: Config.Plugins, OnSettle) runs in the transaction that
 	// makes the effect CONFIRMED, FAILED or STUCK, e.g. "saga". Default: none. Enqueueing an owned
 	// effect whose owner has no hook in this process fails with ErrNoSettleHook.
 	Owner string

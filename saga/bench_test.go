@@ -31,9 +31,10 @@ func BenchmarkThreeStepSagas(b *testing.B) {
 	}
 	config := effectsConfig(registry)
 	config.Workers = 50
-	ec, err := effects.NewClient(pool, config)
+	sc, err := saga.NewClient(pool, &saga.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(b, err)
-	sc, err := saga.NewClient(pool, &saga.Config{Effects: ec, Logger: slog.New(slog.DiscardHandler)})
+	config.Plugins = []effects.Plugin{sc}
+	ec, err := effects.NewClient(pool, config)
 	require.NoError(b, err)
 	step := func(connector string) saga.Step {
 		return saga.Step{Name: connector, Undo: saga.NoUndo(), Effect: func(saga.Input) (effects.Spec, error) {

@@ -41,14 +41,15 @@ func runChildReactor() int {
 	if margin, err := time.ParseDuration(os.Getenv("CHILD_IN_FLIGHT_MARGIN")); err == nil {
 		config.InFlightMargin = margin // takeover tests: only the takeover may finish the work soon
 	}
+	sc, err := saga.NewClient(pool, &saga.Config{Logger: logger})
+	if err != nil {
+		logger.Error("child: saga client", slog.String("error", err.Error()))
+		return 1
+	}
+	config.Plugins = []effects.Plugin{sc}
 	ec, err := effects.NewClient(pool, config)
 	if err != nil {
 		logger.Error("child: effects client", slog.String("error", err.Error()))
-		return 1
-	}
-	sc, err := saga.NewClient(pool, &saga.Config{Effects: ec, Logger: logger})
-	if err != nil {
-		logger.Error("child: saga client", slog.String("error", err.Error()))
 		return 1
 	}
 	sc.MustRegister(orderSaga(0))

@@ -22,55 +22,55 @@ import (
 // Owner is the effects owner (effects.Spec.Owner) of every saga effect: steps and compensations.
 const Owner = "saga"
 
-// Client starts and inspects sagas and advances them. It registers its settle hook with the
-// effects client, so that a reactor built on that effects client advances sagas in the same
-// transaction as the transitions of their effects. It is safe for concurrent use.
+// Client starts and inspects sagas and advances them. It is a plugin of an effects.Client
+// (effects.Config.Plugins): it registers its settle hook there, so that a reactor built on that
+// effects client advances sagas in the same transaction as the transitions of their effects, and
+// it enqueues the sagas' effects through it. It is safe for concurrent use.
 type Client struct {
 	pool    *pgxpool.Pool
 	queries *dbsqlc.Queries
-	effects *effects.Client
 	logger  *slog.Logger
 	metrics *metrics
+	unknown DefinitionLoader
 
 	mu      sync.RWMutex
+	effects *effects.Client // the effects client it is installed in
 	defs    map[string]*Definition
-	unknown func(ctx context.Context, tx pgx.Tx, name string) error
 }
 
-// Config configures a Client. Effects is required.
+// DefinitionLoader is called, in the transaction at hand, when a saga names a definition the
+// client has not registered — a start (StartTx) or a reactor advancing a saga — before the name is
+// refused with ErrUnknownDefinition. It may Register it, e.g. from the definitions stored in the
+// database (sagadef.Load); the lookup is then tried again. Its error is returned (a database
+// error aborts tx).
+type DefinitionLoader func(ctx context.Context, tx pgx.Tx, c *Client, name string) error
+
+// Config configures a Client. Every field has a default.
 type Config struct {
-	// Effects is the effects client the saga's effects go through. NewClient registers the saga
-	// settle hook on it (effects.Client.OnSettle with Owner). Required.
-	Effects *effects.Client
 	// Logger receives the client's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the client's Prometheus metrics. Default: none (not exported).
 	Registerer prometheus.Registerer
+	// OnUnknownDefinition loads a definition the client does not have. Default: none (an unknown
+	// name is refused).
+	OnUnknownDefinition DefinitionLoader
 }
 
-// Validate reports what is wrong with the configuration.
-func (c *Config) Validate() error {
-	if c == nil || c.Effects == nil {
-		return errors.New("saga: Config.Effects is required")
-	}
-	return nil
-}
-
-// NewClient returns a Client on pool, the database of config.Effects, and registers its settle
-// hook with config.Effects. Create it before starting the effects client.
+// NewClient returns a Client on pool. Register its definitions and pass it in
+// effects.Config.Plugins (the effects client on the same database) before using it.
 func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
-	if err := config.Validate(); err != nil {
-		return nil, err
-	}
 	if pool == nil {
 		return nil, errors.New("saga: NewClient needs a pool")
+	}
+	if config == nil {
+		config = &Config{}
 	}
 	cfg := *config
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	c := &Client{
-		pool: pool, queries: dbsqlc.New(pool), effects: cfg.Effects, logger: cfg.Logger,
+		pool: pool, queries: dbsqlc.New(pool), logger: cfg.Logger, unknown: cfg.OnUnknownDefinition,
 		defs: map[string]*Definition{},
 	}
 	m, err := newMetrics(cfg.Registerer, c.queries)
@@ -78,8 +78,32 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		return nil, err
 	}
 	c.metrics = m
-	cfg.Effects.OnSettle(Owner, c.onSettle)
 	return c, nil
+}
+
+// Install makes the client a plugin of the effects client being built (effects.Config.Plugins):
+// its settle hook advances the sagas whose effects (Spec.Owner Owner) settle.
+func (c *Client) Install(host *effects.PluginHost) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.effects != nil {
+		return errors.New("saga: client already installed in an effects client")
+	}
+	if err := host.OnSettle(Owner, c.onSettle); err != nil {
+		return fmt.Errorf("saga: %w", err)
+	}
+	c.effects = host.Client()
+	return nil
+}
+
+// effectsClient returns the effects client the client is installed in.
+func (c *Client) effectsClient() (*effects.Client, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.effects == nil {
+		return nil, ErrNotInstalled
+	}
+	return c.effects, nil
 }
 
 // Register adds a definition. It refuses an invalid one (see Definition and Step) and a name
@@ -113,30 +137,16 @@ func (c *Client) Registered(name string) bool {
 	return err == nil
 }
 
-// OnUnknownDefinition sets fn to be called, in the transaction at hand, when a saga names a
-// definition that is not registered — a start (StartTx) or a reactor advancing a saga — before
-// the name is refused with ErrUnknownDefinition. fn may Register it, e.g. from definitions stored
-// in the database (package saga/sagadef); the lookup is then tried again. An error of fn is
-// returned (a database error aborts tx). Set it before starting the effects client.
-func (c *Client) OnUnknownDefinition(fn func(ctx context.Context, tx pgx.Tx, name string) error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.unknown = fn
-}
-
 // lookup is definition with the OnUnknownDefinition fallback.
 func (c *Client) lookup(ctx context.Context, tx pgx.Tx, name string) (*Definition, error) {
 	def, err := c.definition(name)
 	if err == nil {
 		return def, nil
 	}
-	c.mu.RLock()
-	fn := c.unknown
-	c.mu.RUnlock()
-	if fn == nil {
+	if c.unknown == nil {
 		return nil, err
 	}
-	if ferr := fn(ctx, tx, name); ferr != nil {
+	if ferr := c.unknown(ctx, tx, c, name); ferr != nil {
 		return nil, fmt.Errorf("saga: load definition %q: %w", name, ferr)
 	}
 	return c.definition(name)
@@ -249,7 +259,11 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 func (c *Client) startInSavepoint(ctx context.Context, sp pgx.Tx, def *Definition, name string, id uuid.UUID, tenant string,
 	startKey *string, data json.RawMessage, spec effects.Spec, actor, reason, key string) (*Saga, error) {
 	q := dbsqlc.New(sp)
-	effect, err := c.effects.EnqueueTx(ctx, sp, spec, &effects.EnqueueOpts{Actor: actor, Reason: fmt.Sprintf("saga %s step 0 (%s)", name, def.Steps[0].Name)})
+	ec, err := c.effectsClient()
+	if err != nil {
+		return nil, err
+	}
+	effect, err := ec.EnqueueTx(ctx, sp, spec, &effects.EnqueueOpts{Actor: actor, Reason: fmt.Sprintf("saga %s step 0 (%s)", name, def.Steps[0].Name)})
 	if err != nil {
 		return nil, fmt.Errorf("saga %s: step 0 (%s): %w", name, def.Steps[0].Name, err)
 	}

@@ -10,7 +10,7 @@
 // mechanism), UndoWith (an effect of its own, e.g. a refund) or NoUndo.
 //
 // StartTx records the saga and its first step's effect in the caller's transaction. From then on
-// the saga advances inside effects' settle hook (effects.Client.OnSettle, owner "saga"): the
+// the saga advances inside effects' settle hook (the saga client is a plugin of the effects client, effects.Config.Plugins; owner "saga"): the
 // transaction that makes a step's effect CONFIRMED also enqueues the next step (or completes the
 // saga); the one that makes it FAILED turns the saga COMPENSATING and enqueues the compensation of
 // the last confirmed step; each confirmed compensation enqueues the one before it, until the saga

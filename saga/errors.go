@@ -8,6 +8,9 @@ var (
 	ErrNotFound = errors.New("saga: not found")
 	// ErrUnknownDefinition: no definition of that name is registered in this process.
 	ErrUnknownDefinition = errors.New("saga: unknown definition")
+	// ErrNotInstalled: the client was used before an effects client installed it (pass it in
+	// effects.Config.Plugins).
+	ErrNotInstalled = errors.New("saga: client not installed in an effects client (effects.Config.Plugins)")
 	// ErrStartKeyConflict: the start key is taken by a saga of another definition or input (or
 	// was taken concurrently; roll back and try again).
 	ErrStartKeyConflict = errors.New("saga: start key already used")

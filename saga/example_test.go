@@ -65,11 +65,11 @@ func Example() {
 		},
 	})
 
-	reactor, err := effects.NewClient(pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
+	sagas, err := saga.NewClient(pool, &saga.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
-	sagas, err := saga.NewClient(pool, &saga.Config{Effects: reactor, Logger: slog.New(slog.DiscardHandler)})
+	reactor, err := effects.NewClient(pool, &effects.Config{Registry: registry, Plugins: []effects.Plugin{sagas}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}

@@ -159,18 +159,20 @@ func (h *harness) newClients(registerer prometheus.Registerer, compensationAttem
 	h.t.Helper()
 	config := effectsConfig(h.registry)
 	config.Registerer = registerer
-	return h.newClientsWith(config, compensationAttempts)
+	return h.newClientsWith(config, saga.Config{}, compensationAttempts)
 }
 
 // newClientsWith is newClients with an effects configuration of the caller's (its Registerer
 // serves both clients).
-func (h *harness) newClientsWith(config *effects.Config, compensationAttempts int) (*effects.Client, *saga.Client) {
+func (h *harness) newClientsWith(config *effects.Config, sagaConfig saga.Config, compensationAttempts int) (*effects.Client, *saga.Client) {
 	h.t.Helper()
+	sagaConfig.Registerer, sagaConfig.Logger = config.Registerer, slog.New(slog.DiscardHandler)
+	sc, err := saga.NewClient(h.pool, &sagaConfig)
+	require.NoError(h.t, err)
+	config.Plugins = append(config.Plugins, sc)
 	ec, err := effects.NewClient(h.pool, config)
 	require.NoError(h.t, err)
 	h.t.Cleanup(func() { require.NoError(h.t, ec.Stop(context.Background())) })
-	sc, err := saga.NewClient(h.pool, &saga.Config{Effects: ec, Registerer: config.Registerer, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(h.t, err)
 	require.NoError(h.t, sc.Register(orderSaga(compensationAttempts)))
 	return ec, sc
 }

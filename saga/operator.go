@@ -60,7 +60,11 @@ func (c *Client) Resolve(ctx context.Context, id uuid.UUID, decision Decision, a
 			return fmt.Errorf("saga: step %d of saga %s is %s, not COMPENSATION_STUCK", k, id, step.State)
 		}
 		if step.CompensationEffectID != nil {
-			comp, err := c.effects.Get(ctx, *step.CompensationEffectID)
+			ec, err := c.effectsClient()
+			if err != nil {
+				return err
+			}
+			comp, err := ec.Get(ctx, *step.CompensationEffectID)
 			if err != nil {
 				return err
 			}

@@ -51,12 +51,13 @@ func setupRuns(t *testing.T, def saga.Definition) *runHarness {
 	add("undo", ok, 10*time.Millisecond)
 	add("fail", func() (json.RawMessage, error) { return nil, effects.Permanent(errors.New("refused")) }, 10*time.Millisecond)
 	add("flaky", func() (json.RawMessage, error) { return nil, effects.Retryable(errors.New("503: try later")) }, 5*time.Second)
+	sc, err := saga.NewClient(pool, &saga.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
 	ec, err := effects.NewClient(pool, &effects.Config{
 		Registry: registry, Logger: slog.New(slog.DiscardHandler), Workers: 4, InFlightMargin: time.Second,
 		SweepInterval: 100 * time.Millisecond, FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+		Plugins: []effects.Plugin{sc},
 	})
-	require.NoError(t, err)
-	sc, err := saga.NewClient(pool, &saga.Config{Effects: ec, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	require.NoError(t, sc.Register(def))
 	r.effects, r.sagas = ec, sc

@@ -272,8 +272,13 @@ func TestBadInputIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, "unknown state")
 	_, err = h.sagas.Resolve(ctx, uuid.New(), saga.MarkCompensated, "a", "b")
 	require.ErrorIs(t, err, saga.ErrNotFound)
-	_, err = saga.NewClient(h.pool, &saga.Config{})
+	_, err = saga.NewClient(nil, &saga.Config{})
 	require.Error(t, err)
+	uninstalled, err := saga.NewClient(h.pool, &saga.Config{})
+	require.NoError(t, err)
+	uninstalled.MustRegister(orderSaga(0))
+	_, err = uninstalled.Start(ctx, "order", order{Account: "a-1", Amount: 5}, nil)
+	require.ErrorIs(t, err, saga.ErrNotInstalled)
 }
 
 // A step that cannot be built once the saga runs fails it: the steps before are compensated.

@@ -39,7 +39,7 @@ func TestTakeoverOfSagaStep(t *testing.T) {
 	live.InFlightMargin = time.Minute
 	h.metrics = prometheus.NewRegistry() // the live reactor's own
 	live.Registerer = h.metrics
-	ec, sc := h.newClientsWith(live, 0)
+	ec, sc := h.newClientsWith(live, saga.Config{}, 0)
 	h.start(ec)
 
 	var jobID int64

@@ -20,7 +20,7 @@ func TestOnUnknownDefinition(t *testing.T) {
 	ctx := context.Background()
 	var asked []string
 	var fail error
-	h.sagas.OnUnknownDefinition(func(ctx context.Context, tx pgx.Tx, name string) error {
+	loader := func(ctx context.Context, tx pgx.Tx, c *saga.Client, name string) error {
 		asked = append(asked, name)
 		var one int
 		if err := tx.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil { // the caller's transaction
@@ -32,10 +32,11 @@ func TestOnUnknownDefinition(t *testing.T) {
 		if name == "order-copy" {
 			def := orderSaga(0)
 			def.Name = name
-			return h.sagas.Register(def)
+			return c.Register(def)
 		}
 		return nil
-	})
+	}
+	h.effects, h.sagas = h.newClientsWith(effectsConfig(h.registry), saga.Config{OnUnknownDefinition: loader}, 0)
 
 	_, err := h.sagas.Start(ctx, "nothing-here", order{Account: "a-1", Amount: 5}, nil)
 	require.ErrorIs(t, err, saga.ErrUnknownDefinition)

@@ -37,9 +37,11 @@ type HandlerFunc func(ctx context.Context, turn *Turn) error
 // HandleTurn calls f.
 func (f HandlerFunc) HandleTurn(ctx context.Context, turn *Turn) error { return f(ctx, turn) }
 
-// Config configures a Client. Handler is required; every other field has a default.
+// Config configures a Client. Every field has a default.
 type Config struct {
-	// Handler processes the turns. Required.
+	// Handler processes the turns. Default: none — a process that only submits messages needs
+	// none; its turn jobs wait, as for a Readier that is not ready, until a process with a
+	// handler runs them.
 	Handler Handler
 	// Decider chooses what a turn does about messages that arrive while it runs. Default
 	// DefaultDecider (seed 002's conservative default).
@@ -69,10 +71,10 @@ type Config struct {
 	// ID names this process in reckon_turns.holder. Default: host name, pid and a random suffix.
 	ID string
 	// Queue is the River queue of the turn jobs (aggregation windows and the periodic recovery).
-	// Default: the attached effects client's queue (effects.Config.Queue), which every River
-	// client on that queue then must be able to work: a reactor without the turn workers fetches
-	// turn jobs it cannot run. Another queue keeps them to the processes that attach a turns
-	// client: Attach adds it to the effects client's River client, with QueueWorkers workers.
+	// Default: the effects client's queue (effects.Config.Queue), which every River client on
+	// that queue then must be able to work: a reactor without the turn workers fetches turn jobs
+	// it cannot run. Another queue keeps them to the processes that install a turns client:
+	// Install adds it to the effects client's River client, with QueueWorkers workers.
 	Queue string
 	// QueueWorkers is how many turn jobs run at once per process on Queue, when Queue is not the
 	// effects client's queue (otherwise they share effects.Config.Workers). Default 10.
@@ -126,8 +128,6 @@ func (c *Config) setDefaults() {
 // Validate reports what is wrong with the configuration.
 func (c *Config) Validate() error {
 	switch {
-	case c.Handler == nil:
-		return errors.New("turns: Config.Handler is required")
 	case c.AcquireTimeout < 0 || c.TurnTimeout < 0 || c.NotReadyDelay < 0:
 		return errors.New("turns: Config.AcquireTimeout, TurnTimeout and NotReadyDelay must not be negative")
 	case c.MaxAttempts < 1 || c.MaxAttempts > 1000:
@@ -145,12 +145,11 @@ func (c *Config) Validate() error {
 
 // Client submits inbound messages and runs logical turns. It is safe for concurrent use.
 //
-// It runs its aggregation jobs on an effects.Client's River client: create the Client, pass
-// AddWorkers as effects.Config.AddWorkers, then Attach the effects client:
+// It is a plugin of an effects.Client (effects.Config.Plugins), whose River client runs its
+// aggregation jobs and which enqueues the turns' effects:
 //
 //	tc, err := turns.NewClient(pool, &turns.Config{Handler: handler})
-//	ec, err := effects.NewClient(pool, &effects.Config{Registry: registry, AddWorkers: tc.AddWorkers})
-//	err = tc.Attach(ec)
+//	ec, err := effects.NewClient(pool, &effects.Config{Registry: registry, Plugins: []effects.Plugin{tc}})
 //	err = ec.Start(ctx) // runs the turns too
 type Client struct {
 	config  Config
@@ -160,15 +159,15 @@ type Client struct {
 	logger  *slog.Logger
 	metrics *metrics
 
-	mu           sync.RWMutex
-	effects      *effects.Client
-	workersAdded bool
+	mu       sync.RWMutex
+	effects  *effects.Client // the effects client it is installed in
+	jobQueue string          // the River queue of its jobs
 
 	loopMu      sync.Mutex // guards loopRunning
 	loopRunning bool       // the recovery ticker runs (recover.go)
 }
 
-// NewClient returns a Client on pool; it must be attached to an effects client before use.
+// NewClient returns a Client on pool; pass it in effects.Config.Plugins before using it.
 func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if config == nil {
 		config = &Config{}
@@ -185,58 +184,47 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	return &Client{config: cfg, pool: pool, queries: dbsqlc.New(pool), mutex: NewMutex(pool), logger: cfg.Logger, metrics: m}, nil
 }
 
-// AddWorkers adds the turn workers (River job kinds "reckon_turn" and "reckon_turn_recover") to
-// workers; pass it as effects.Config.AddWorkers. Every River client that works the turn jobs'
-// queue (Config.Queue, by default the effects client's) must have them.
-func (c *Client) AddWorkers(workers *river.Workers) error {
-	if err := river.AddWorkerSafely(workers, &turnWorker{client: c}); err != nil {
-		return fmt.Errorf("turns: add worker: %w", err)
-	}
-	if err := river.AddWorkerSafely(workers, &recoverWorker{client: c}); err != nil {
-		return fmt.Errorf("turns: add worker: %w", err)
-	}
-	c.mu.Lock()
-	c.workersAdded = true
-	c.mu.Unlock()
-	return nil
-}
-
-// Attach gives the client the effects client whose River client runs its jobs (created with
-// AddWorkers) and which enqueues the turns' effects. Call it once, before any other use.
-func (c *Client) Attach(ec *effects.Client) error {
-	if ec == nil {
-		return errors.New("turns: Attach: nil effects client")
-	}
+// Install makes the client a plugin of the effects client being built (effects.Config.Plugins):
+// the turn workers (River job kinds "reckon_turn" and "reckon_turn_recover") run on its River
+// client, on Config.Queue (by default the effects client's), with the periodic recovery; the
+// turns' effects are enqueued through it. Every River client that works the turn jobs' queue must
+// have these workers, which is why a client without a Handler installs them too: its turn jobs
+// wait (as for a Readier that is not ready) until a process with a handler runs them.
+func (c *Client) Install(host *effects.PluginHost) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.workersAdded {
-		return errors.New("turns: Attach: the effects client was not created with this client's AddWorkers (effects.Config.AddWorkers)")
-	}
 	if c.effects != nil {
-		if c.effects != ec {
-			return errors.New("turns: Attach: already attached to another effects client")
-		}
-		return nil
+		return errors.New("turns: client already installed in an effects client")
 	}
-	if queue := c.config.Queue; queue != "" && queue != ec.Queue() {
-		if err := ec.River().Queues().Add(queue, river.QueueConfig{MaxWorkers: c.config.QueueWorkers}); err != nil {
-			return fmt.Errorf("turns: Attach: add queue %q: %w", queue, err)
-		}
-	}
-	if err := c.schedulePeriodicRecover(ec); err != nil {
+	if err := effects.AddWorker(host, &turnWorker{client: c}); err != nil {
 		return err
 	}
-	c.effects = ec
+	if err := effects.AddWorker(host, &recoverWorker{client: c}); err != nil {
+		return err
+	}
+	queue := host.Queue()
+	if c.config.Queue != "" && c.config.Queue != queue {
+		queue = c.config.Queue
+		if err := host.AddQueue(queue, river.QueueConfig{MaxWorkers: c.config.QueueWorkers}); err != nil {
+			return fmt.Errorf("turns: %w", err)
+		}
+	}
+	c.jobQueue = queue
+	if c.config.RecoverInterval > 0 {
+		host.AddPeriodicJob(river.NewPeriodicJob(
+			river.PeriodicInterval(c.config.RecoverInterval),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return recoverArgs{}, &river.InsertOpts{Queue: queue, MaxAttempts: 1}
+			},
+			nil,
+		))
+	}
+	c.effects = host.Client()
 	return nil
 }
 
 // queue returns the River queue of the turn jobs.
-func (c *Client) queue(ec *effects.Client) string {
-	if c.config.Queue != "" {
-		return c.config.Queue
-	}
-	return ec.Queue()
-}
+func (c *Client) queue() string { return c.jobQueue }
 
 func (c *Client) effectsClient() (*effects.Client, error) {
 	c.mu.RLock()

@@ -2,13 +2,16 @@ package turns_test
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/turns"
 )
@@ -22,8 +25,10 @@ func TestFailingStagedMutationCommitsNothing(t *testing.T) {
 	fail.Store(true)
 	var before *turns.Record
 	var h *harness
-	var sagas *saga.Client
-	h = setup(t, turns.Config{Handler: turns.HandlerFunc(func(ctx context.Context, turn *turns.Turn) error {
+	pool := pgtest.NewDB(t)
+	sagas, err := saga.NewClient(pool, &saga.Config{})
+	require.NoError(t, err)
+	h = setupOn(t, pool, turns.Config{Handler: turns.HandlerFunc(func(ctx context.Context, turn *turns.Turn) error {
 		var err error
 		if before, err = h.tc.Get(ctx, turn.ID); err != nil {
 			return err
@@ -52,10 +57,7 @@ func TestFailingStagedMutationCommitsNothing(t *testing.T) {
 			}
 			return nil
 		})
-	})})
-	var err error
-	sagas, err = saga.NewClient(h.pool, &saga.Config{Effects: h.ec})
-	require.NoError(t, err)
+	})}, sagas)
 	require.NoError(t, sagas.Register(saga.Definition{Name: "turn-followup", Steps: []saga.Step{{
 		Name: "refund",
 		Effect: func(in saga.Input) (effects.Spec, error) {
@@ -183,8 +185,6 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_messages`))
 	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_turns`))
 
-	_, err = turns.NewClient(h.pool, &turns.Config{})
-	require.ErrorContains(t, err, "Handler is required")
 	_, err = turns.NewClient(h.pool, &turns.Config{Handler: turns.HandlerFunc(func(context.Context, *turns.Turn) error { return nil }),
 		Policies: map[string]turns.ChannelPolicy{"web": {Mode: "sometimes"}}})
 	require.ErrorContains(t, err, `aggregation mode "sometimes"`)
@@ -192,7 +192,35 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 	require.NoError(t, err)
 	_, err = unattached.Submit(ctx, turns.Inbound{SessionKey: newSession("web")})
 	require.ErrorIs(t, err, turns.ErrNotAttached)
-	require.Error(t, unattached.Attach(h.ec), "the effects client was not created with its AddWorkers")
+	_, err = effects.NewClient(h.pool, &effects.Config{Registry: effects.NewRegistry(), Plugins: []effects.Plugin{h.tc}})
+	require.ErrorContains(t, err, "already installed", "a turns client belongs to one effects client")
+}
+
+// A process that only submits messages needs no handler: its client records the message and
+// schedules the turn (RunTurn there says it is not ready), and a reactor with a handler on the
+// same database runs the turn.
+func TestSubmitOnlyClientNeedsNoHandler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	submitter, err := turns.NewClient(pool, &turns.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	ec, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Plugins: []effects.Plugin{submitter}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, ec.Stop(context.Background())) })
+	session := newSession("web")
+	_, err = submitter.Submit(ctx, turns.Inbound{SessionKey: session, MessageID: "m1"})
+	require.NoError(t, err)
+	_, err = submitter.RunTurn(ctx, session)
+	require.ErrorIs(t, err, turns.ErrNotReady)
+
+	h := setupOn(t, pool, turns.Config{Handler: turns.HandlerFunc(func(ctx context.Context, turn *turns.Turn) error {
+		return turn.Enqueue(refundSpec(turn, 0, 7))
+	})})
+	h.start()
+	require.Eventually(t, func() bool {
+		return h.count(`SELECT count(*) FROM reckon_turns WHERE session_key = $1 AND status = 'COMPLETE'`, session) == 1
+	}, 15*time.Second, 20*time.Millisecond, "the reactor ran the submitted turn")
 }
 
 // A turn refuses bad staging with a clear error and stages nothing; methods after the handler

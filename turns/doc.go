@@ -23,9 +23,8 @@
 // QUEUE or FORCE_COMPLETE. Every decision is recorded in reckon_turn_decisions and counted in
 // reckon_turn_decisions_total.
 //
-// Wiring: create the Client, pass Client.AddWorkers as effects.Config.AddWorkers, then Attach the
-// effects client; a started effects client (a reactor) runs the turns. RunTurn runs a session's
-// turn at once, without River.
+// Wiring: create the Client and pass it in effects.Config.Plugins; a started effects client (a
+// reactor) then runs the turns. RunTurn runs a session's turn at once, without River.
 //
 // # Failures
 //

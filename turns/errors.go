@@ -27,6 +27,7 @@ var (
 	// turn handler is configured for its tenant. Nothing was changed: the turn stays ACCUMULATING
 	// with its messages, and its job tries again after Config.NotReadyDelay.
 	ErrNotReady = errors.New("turns: handler not ready for the session")
-	// ErrNotAttached: the client was used before Attach gave it its effects client.
-	ErrNotAttached = errors.New("turns: client not attached to an effects client (call Attach)")
+	// ErrNotAttached: the client was used before an effects client installed it (pass it in
+	// effects.Config.Plugins).
+	ErrNotAttached = errors.New("turns: client not installed in an effects client (effects.Config.Plugins)")
 )

@@ -69,13 +69,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	ec, err := effects.NewClient(pool, &effects.Config{Registry: registry, AddWorkers: tc.AddWorkers, Logger: slog.New(slog.DiscardHandler)})
+	ec, err := effects.NewClient(pool, &effects.Config{Registry: registry, Plugins: []effects.Plugin{tc}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
-	if err := tc.Attach(ec); err != nil {
-		panic(err)
-	}
+	defer ec.Stop(ctx) //nolint:errcheck // never started
 	// A reactor would call ec.Start: the session's turn then runs when its aggregation window
 	// closes. Here the turn runs at once.
 	session := turns.SessionKey("acme", "support-bot", "user-7", "whatsapp")

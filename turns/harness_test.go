@@ -66,7 +66,7 @@ func (b *bank) refundConnector() effects.Connector {
 
 // clients builds a turns client attached to an effects client on pool, the way an application
 // does.
-func clients(pool *pgxpool.Pool, registry *effects.Registry, config turns.Config, registerer prometheus.Registerer) (*turns.Client, *effects.Client, error) {
+func clients(pool *pgxpool.Pool, registry *effects.Registry, config turns.Config, registerer prometheus.Registerer, plugins ...effects.Plugin) (*turns.Client, *effects.Client, error) {
 	if config.Logger == nil {
 		config.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -83,12 +83,9 @@ func clients(pool *pgxpool.Pool, registry *effects.Registry, config turns.Config
 		SweepInterval:     100 * time.Millisecond,
 		FetchCooldown:     5 * time.Millisecond,
 		FetchPollInterval: 50 * time.Millisecond,
-		AddWorkers:        tc.AddWorkers,
+		Plugins:           append([]effects.Plugin{tc}, plugins...),
 	})
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := tc.Attach(ec); err != nil {
 		return nil, nil, err
 	}
 	return tc, ec, nil
@@ -113,15 +110,15 @@ func setup(t testing.TB, config turns.Config) *harness {
 	return setupOn(t, pgtest.NewDB(t), config)
 }
 
-// setupOn is setup on a given pool.
-func setupOn(t testing.TB, pool *pgxpool.Pool, config turns.Config) *harness {
+// setupOn is setup on a given pool, with more plugins of the effects client.
+func setupOn(t testing.TB, pool *pgxpool.Pool, config turns.Config, plugins ...effects.Plugin) *harness {
 	t.Helper()
 	h := &harness{t: t, pool: pool, bank: newBank(), metrics: prometheus.NewRegistry()}
 	_, err := h.pool.Exec(context.Background(), appSchema)
 	require.NoError(t, err)
 	registry := effects.NewRegistry()
 	require.NoError(t, registry.Register(h.bank.refundConnector()))
-	h.tc, h.ec, err = clients(h.pool, registry, config, h.metrics)
+	h.tc, h.ec, err = clients(h.pool, registry, config, h.metrics, plugins...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, h.ec.Stop(context.Background())) })
 	return h

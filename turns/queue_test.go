@@ -57,5 +57,6 @@ func TestTurnsQueueConfigErrors(t *testing.T) {
 
 	pool := pgtest.NewDB(t)
 	_, _, err = clients(pool, effects.NewRegistry(), turns.Config{Handler: handler, Queue: "no spaces allowed"}, prometheus.NewRegistry())
-	require.ErrorContains(t, err, `add queue "no spaces allowed"`)
+	require.ErrorContains(t, err, `queue name is invalid`)
+	require.ErrorContains(t, err, `"no spaces allowed"`)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
@@ -132,25 +131,6 @@ func (w *recoverWorker) Work(ctx context.Context, _ *river.Job[recoverArgs]) err
 	if err != nil {
 		// The failed turns stay abandoned for the next round; the job itself is done.
 		w.client.logger.WarnContext(ctx, "recover abandoned turns", slog.String("error", err.Error()))
-	}
-	return nil
-}
-
-// schedulePeriodicRecover adds the periodic Recover job to the effects client's River client.
-func (c *Client) schedulePeriodicRecover(ec *effects.Client) error {
-	if c.config.RecoverInterval < 0 {
-		return nil
-	}
-	queue := c.queue(ec)
-	_, err := ec.River().PeriodicJobs().AddSafely(river.NewPeriodicJob(
-		river.PeriodicInterval(c.config.RecoverInterval),
-		func() (river.JobArgs, *river.InsertOpts) {
-			return recoverArgs{}, &river.InsertOpts{Queue: queue, MaxAttempts: 1}
-		},
-		nil,
-	))
-	if err != nil {
-		return fmt.Errorf("turns: schedule recovery: %w", err)
 	}
 	return nil
 }

@@ -49,6 +49,9 @@ func (c *Client) process(ctx context.Context, sessionKey string, respectWindow b
 	if err != nil {
 		return nil, err
 	}
+	if c.config.Handler == nil {
+		return nil, fmt.Errorf("%w: this process has no turn handler (turns.Config.Handler)", ErrNotReady)
+	}
 	if readier, ok := c.config.Handler.(Readier); ok {
 		if err := readier.Ready(ctx, sessionKey); err != nil {
 			if !errors.Is(err, ErrNotReady) {

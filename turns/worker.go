@@ -38,7 +38,7 @@ func (c *Client) jobOpts(ec *effects.Client, due time.Time) *river.InsertOpts {
 		scheduledAt = time.Time{}
 	}
 	return &river.InsertOpts{
-		Queue:       c.queue(ec),
+		Queue:       c.queue(),
 		ScheduledAt: scheduledAt,
 		MaxAttempts: c.config.MaxAttempts + 5,
 		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{

@@ -126,15 +126,12 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	effectsConfig.AddWorkers = sessions.AddWorkers
-	client, err := effects.NewClient(pool, effectsConfig)
+	sagas, err := newSagaSync(ctx, pool, logger, metrics) // sagas.go
 	if err != nil {
 		return err
 	}
-	if err := sessions.Attach(client); err != nil {
-		return err
-	}
-	sagas, err := newSagaSync(ctx, pool, client, logger, metrics) // sagas.go
+	effectsConfig.Plugins = []effects.Plugin{sessions, sagas.sagas}
+	client, err := effects.NewClient(pool, effectsConfig)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
 )
@@ -24,13 +23,12 @@ type sagaSync struct {
 	logger *slog.Logger
 }
 
-// newSagaSync creates the saga client on client, before it starts, and loads the definitions.
-func newSagaSync(ctx context.Context, pool *pgxpool.Pool, client *effects.Client, logger *slog.Logger, registerer prometheus.Registerer) (*sagaSync, error) {
-	sagas, err := saga.NewClient(pool, &saga.Config{Effects: client, Logger: logger, Registerer: registerer})
+// newSagaSync creates the saga client (a plugin of the effects client) and loads the definitions.
+func newSagaSync(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, registerer prometheus.Registerer) (*sagaSync, error) {
+	sagas, err := saga.NewClient(pool, &saga.Config{Logger: logger, Registerer: registerer, OnUnknownDefinition: sagadef.Load})
 	if err != nil {
 		return nil, err
 	}
-	sagadef.Install(sagas)
 	s := &sagaSync{pool: pool, sagas: sagas, logger: logger}
 	if err := s.sync(ctx); err != nil {
 		return nil, fmt.Errorf("load saga definitions: %w", err)

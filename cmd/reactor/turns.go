@@ -12,7 +12,7 @@ import (
 )
 
 // newTurnsClient is the reactor's turns client: its aggregation jobs run on the effects client's
-// River client (AddWorkers, then Attach), and its turns go to an HTTP turn handler, with the
+// River client (it is a plugin of the effects client), and its turns go to an HTTP turn handler, with the
 // connectors of registry: the tenant's own, stored in reckon_turn_handlers (PUT
 // /v1/turn-handlers/{tenant}, read at every turn), else -turn-handler-url. A tenant with neither
 // waits: its turn jobs snooze and its turns stay ACCUMULATING with their messages.

@@ -94,15 +94,19 @@ func syncConnectors(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool
 	}
 }
 
+// tenantsUsage is the synopsis of `server tenants`.
+const tenantsUsage = `server tenants create ID [-name N]   create a tenant (then: server tokens create -tenant ID)
+server tenants list                  list the tenants
+server tenants disable ID            refuse the tenant's tokens
+server tenants enable ID             accept them again`
+
 // runTenants: server tenants create ID [-name N] | list | disable ID | enable ID.
 func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "server tenants create|list|disable|enable [ID] [flags]"
-	if len(args) == 0 {
-		return fmt.Errorf("%w: %s", errUsage, usage)
+	action, args, err := splitAction("server tenants", tenantsUsage, args, stdout)
+	if err != nil {
+		return err
 	}
-	action, args := args[0], args[1:]
-	fs := flag.NewFlagSet("server tenants "+action, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("server tenants "+action, "", stdout)
 	var common commonFlags
 	common.register(fs)
 	var name *string
@@ -111,7 +115,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		name = fs.String("name", "", "display name of the tenant")
 	case "list", "disable", "enable":
 	default:
-		return fmt.Errorf("%w: unknown tenants action %q: %s", errUsage, action, usage)
+		return fmt.Errorf("%w: unknown tenants action %q; want one of:\n%s", errUsage, action, tenantsUsage)
 	}
 	id, err := parseWithID(fs, args, action != "list")
 	if err != nil {
@@ -153,15 +157,18 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
+// tokensUsage is the synopsis of `server tokens`.
+const tokensUsage = `server tokens create -tenant T [-name N] [-admin]   print a new API token for T (shown once)
+server tokens list -tenant T                        list T's tokens
+server tokens revoke ID                             revoke a token`
+
 // runTokens: server tokens create -tenant T [-name N] | list -tenant T | revoke ID.
 func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "server tokens create -tenant T [-name N] | list -tenant T | revoke ID"
-	if len(args) == 0 {
-		return fmt.Errorf("%w: %s", errUsage, usage)
+	action, args, err := splitAction("server tokens", tokensUsage, args, stdout)
+	if err != nil {
+		return err
 	}
-	action, args := args[0], args[1:]
-	fs := flag.NewFlagSet("server tokens "+action, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("server tokens "+action, "", stdout)
 	var common commonFlags
 	common.register(fs)
 	var tenant, name *string
@@ -175,7 +182,7 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		tenant = fs.String("tenant", "", "tenant whose tokens to list (required)")
 	case "revoke":
 	default:
-		return fmt.Errorf("%w: unknown tokens action %q: %s", errUsage, action, usage)
+		return fmt.Errorf("%w: unknown tokens action %q; want one of:\n%s", errUsage, action, tokensUsage)
 	}
 	rawID, err := parseWithID(fs, args, action == "revoke")
 	if err != nil {
@@ -241,11 +248,8 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // parseWithID parses flags around one positional ID argument (required when wantID, forbidden
 // otherwise). Flags may come before or after the ID.
 func parseWithID(fs *flag.FlagSet, args []string, wantID bool) (string, error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", err
-		}
-		return "", fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args); err != nil {
+		return "", err
 	}
 	if !wantID {
 		if fs.NArg() > 0 {
@@ -257,8 +261,8 @@ func parseWithID(fs *flag.FlagSet, args []string, wantID bool) (string, error) {
 		return "", fmt.Errorf("%w: %s needs an ID", errUsage, fs.Name())
 	}
 	id := fs.Arg(0)
-	if err := fs.Parse(fs.Args()[1:]); err != nil {
-		return "", fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, fs.Args()[1:]); err != nil {
+		return "", err
 	}
 	if fs.NArg() > 0 {
 		return "", fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))

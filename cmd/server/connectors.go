@@ -30,12 +30,11 @@ server connectors delete -name NAME`
 // effects/httpconn): put (insert or replace, validated like a Go connector), list and delete.
 // Reactors pick changes up at their next sync.
 func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: want one of:\n%s", errUsage, connectorsUsage)
+	action, args, err := splitAction("server connectors", connectorsUsage, args, stdout)
+	if err != nil {
+		return err
 	}
-	action, args := args[0], args[1:]
-	fs := flag.NewFlagSet("server connectors "+action, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("server connectors "+action, "", stdout)
 	var common commonFlags
 	common.register(fs)
 	var run func(context.Context, httpconn.DBTX) error

@@ -10,6 +10,7 @@
 //	server tokens list -tenant T | revoke ID     list or revoke API tokens
 //	server connectors put|list|delete   manage the HTTP connectors (docs/connectors.md)
 //	server sagas define -f F | list     manage the saga definitions (docs/api.md)
+//	server -h | help [COMMAND]          list the commands and serve's flags; COMMAND -h describes one
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
 // RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_IDEMPOTENCY_TTL,
@@ -26,6 +27,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -64,8 +67,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runConnectors(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "sagas":
 		err = runSagas(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "help":
+		// `server help` is `server -h`; `server help COMMAND` is `server COMMAND -h`.
+		if len(args) == 1 {
+			return run(ctx, []string{"-h"}, stdout, stderr)
+		}
+		if !slices.Contains(commandNames, args[1]) || args[1] == "help" {
+			err = unknownCommand(args[1])
+			break
+		}
+		return run(ctx, []string{args[1], "-h"}, stdout, stderr)
 	default:
-		err = runServe(ctx, args, stderr)
+		if command != "" && !strings.HasPrefix(command, "-") {
+			err = unknownCommand(command)
+			break
+		}
+		err = runServe(ctx, args, stdout, stderr)
 	}
 	switch {
 	case err == nil:
@@ -91,22 +108,8 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.logFormat, "log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	return nil
-}
-
-func runServe(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("server", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("server", serverUsage, stdout)
 	var common commonFlags
 	common.register(fs)
 	addr := fs.String("addr", cli.Env("RECKON_SERVER_ADDR", "127.0.0.1:8080"), "address to listen on (env RECKON_SERVER_ADDR)")
@@ -119,8 +122,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	idempotencyTTL := envDurationVar(fs, &envErrs, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", 24*time.Hour, "how long a response stored for an Idempotency-Key is replayed")
 	connectorSync := envDurationVar(fs, &envErrs, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
 		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")
-	if err := parse(fs, args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return serveArgsError(fs)
 	}
 	if err := envErrs.err(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -197,13 +203,17 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	return nil
 }
 
+// migrateUsage is the synopsis of `server migrate`.
+const migrateUsage = `server migrate up [-create-db]         apply pending migrations (River's, then Reckon's)
+server migrate down [-steps N | -all]  roll back Reckon's newest migration(s); -all removes River's too
+server migrate status                  list migrations and whether they are applied`
+
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: server migrate up|down|status [flags]", errUsage)
+	direction, args, err := splitAction("server migrate", migrateUsage, args, stdout)
+	if err != nil {
+		return err
 	}
-	direction, args := args[0], args[1:]
-	fs := flag.NewFlagSet("server migrate "+direction, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("server migrate "+direction, "", stdout)
 	var common commonFlags
 	common.register(fs)
 	var (
@@ -219,7 +229,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		all = fs.Bool("all", false, "roll back every migration, River's included")
 	case "status":
 	default:
-		return fmt.Errorf("%w: unknown migrate direction %q: want up, down or status", errUsage, direction)
+		return fmt.Errorf("%w: unknown migrate direction %q; want one of:\n%s", errUsage, direction, migrateUsage)
 	}
 	if err := parse(fs, args); err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -64,12 +63,11 @@ func syncSagas(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, sag
 // runSagas manages the saga definitions stored in reckon_saga_definitions (package
 // saga/sagadef): define (validated; definitions never change) and list.
 func runSagas(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: want one of:\n%s", errUsage, sagasUsage)
+	action, args, err := splitAction("server sagas", sagasUsage, args, stdout)
+	if err != nil {
+		return err
 	}
-	action, args := args[0], args[1:]
-	fs := flag.NewFlagSet("server sagas "+action, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("server sagas "+action, "", stdout)
 	var common commonFlags
 	common.register(fs)
 	var run func(context.Context, *pgxpool.Pool) error

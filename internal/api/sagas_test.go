@@ -50,12 +50,12 @@ func setupSagas(t *testing.T, extra ...effects.Connector) *harness {
 	}
 	_, err = httpconn.Sync(ctx, h.pool, registry)
 	require.NoError(t, err)
+	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: sagadef.Load})
+	require.NoError(t, err)
 	client, err := effects.NewClient(h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
-		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond, SweepInterval: 100 * time.Millisecond})
+		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
+		Plugins: []effects.Plugin{sagas}})
 	require.NoError(t, err)
-	sagas, err := saga.NewClient(h.pool, &saga.Config{Effects: client, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	sagadef.Install(sagas)
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

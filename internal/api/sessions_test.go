@@ -28,9 +28,8 @@ func setupSessions(t *testing.T) (*harness, *turns.Client) {
 		Logger:  slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
-	client, err := effects.NewClient(h.pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler), AddWorkers: tc.AddWorkers})
+	client, err := effects.NewClient(h.pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Plugins: []effects.Plugin{tc}})
 	require.NoError(t, err)
-	require.NoError(t, tc.Attach(client))
 	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
 	h.client = client
 	h.server, err = api.New(&api.Config{Pool: h.pool, Effects: client, Turns: tc, Logger: slog.New(slog.DiscardHandler)})

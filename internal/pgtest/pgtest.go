@@ -2,12 +2,14 @@
 //
 // The first test that asks for a database in a test binary finds a server: TEST_DATABASE_URL when
 // it is set, otherwise a Postgres container started with testcontainers-go (image
-// RECKON_TEST_PG_IMAGE, default DefaultImage). On that server a template database is migrated once
-// (Reckon's and River's migrations) and every test gets a clone of it, which is dropped when the
-// test ends. Cloning takes milliseconds, so tests that commit can still run in parallel.
+// RECKON_TEST_PG_IMAGE, default DefaultImage), otherwise — no Docker engine, or one that cannot
+// pull the image — the local Postgres at LocalURL, with a warning on stderr. RECKON_REQUIRE_CONTAINER=1
+// forbids that fallback. On that server a template database is migrated once (Reckon's and River's
+// migrations) and every test gets a clone of it, which is dropped when the test ends. Cloning takes
+// milliseconds, so tests that commit can still run in parallel.
 //
-// Without a server a test is skipped with the reason, except under CI=true, where it fails: a
-// database test must never pass in CI without a database.
+// Without a server a database test fails with the reason: it must never pass without a database.
+// Outside CI (CI=true), RECKON_TEST_SKIP_DB=1 skips those tests instead, and Main reports how many.
 //
 // A package that uses pgtest calls Main from its TestMain, so that the container is stopped:
 //
@@ -20,9 +22,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +44,9 @@ import (
 // DefaultImage is the container image used when RECKON_TEST_PG_IMAGE is not set.
 const DefaultImage = "postgres:15-alpine"
 
+// LocalURL is the local Postgres, used when TEST_DATABASE_URL is not set and no container starts.
+const LocalURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
 // Mode says where the databases come from.
 type Mode string
 
@@ -48,6 +55,8 @@ const (
 	ModeURL Mode = "url"
 	// ModeContainer: a Postgres container this test binary started.
 	ModeContainer Mode = "container"
+	// ModeLocal: the local Postgres at LocalURL, because no container could be started.
+	ModeLocal Mode = "local"
 )
 
 // lockKeyTemplate is the advisory lock key held while a template database is built.
@@ -57,13 +66,19 @@ var (
 	defaultOnce   sync.Once
 	defaultServer *server
 	defaultErr    error
+
+	skipped atomic.Int64 // database tests skipped for want of a server
 )
 
-// Main runs the tests of a package and then stops the container it started, if any.
+// Main runs the tests of a package and then stops the container it started, if any. It reports
+// on stderr how many database tests were skipped (RECKON_TEST_SKIP_DB=1).
 func Main(m *testing.M) {
 	code := m.Run()
 	if defaultServer != nil {
 		defaultServer.close()
+	}
+	if n := skipped.Load(); n > 0 {
+		fmt.Fprintf(os.Stderr, "pgtest: %d DATABASE TESTS SKIPPED (RECKON_TEST_SKIP_DB=1): %v\n", n, defaultErr)
 	}
 	os.Exit(code)
 }
@@ -86,12 +101,19 @@ func mustServer(tb testing.TB) *server {
 	tb.Helper()
 	srv, err := defaultSrv()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("pgtest: no test database in CI: %v", err)
+		if skipWithoutDatabase(os.Getenv) {
+			skipped.Add(1)
+			tb.Skipf("pgtest: no test database, skipped (RECKON_TEST_SKIP_DB=1): %v", err)
 		}
-		tb.Skipf("pgtest: no test database (set TEST_DATABASE_URL or start Docker): %v", err)
+		tb.Fatalf("pgtest: no test database: %v (outside CI, RECKON_TEST_SKIP_DB=1 skips the database tests)", err)
 	}
 	return srv
+}
+
+// skipWithoutDatabase reports whether a database test without a server is skipped rather than
+// failed: only when RECKON_TEST_SKIP_DB=1 asks for it, and never in CI.
+func skipWithoutDatabase(getenv func(string) string) bool {
+	return getenv("CI") != "true" && getenv("RECKON_TEST_SKIP_DB") == "1"
 }
 
 // Info describes the server the databases of this test binary come from.
@@ -116,17 +138,54 @@ func defaultSrv() (*server, error) {
 	defaultOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if conn := os.Getenv("TEST_DATABASE_URL"); conn != "" {
-			defaultServer, defaultErr = newURLServer(conn)
-			return
-		}
-		image := os.Getenv("RECKON_TEST_PG_IMAGE")
-		if image == "" {
-			image = DefaultImage
-		}
-		defaultServer, defaultErr = startContainer(ctx, image)
+		f := finder{getenv: os.Getenv, startContainer: startContainer, reachable: reachable, warn: os.Stderr}
+		defaultServer, defaultErr = f.find(ctx)
 	})
 	return defaultServer, defaultErr
+}
+
+// finder decides where the databases of a test binary come from.
+type finder struct {
+	getenv         func(string) string
+	startContainer func(ctx context.Context, image string) (*server, error)
+	reachable      func(ctx context.Context, conn string) error
+	warn           io.Writer // told when the local Postgres stands in for a container
+}
+
+// find returns the server of TEST_DATABASE_URL; else a new container; else, unless
+// RECKON_REQUIRE_CONTAINER=1, the local Postgres, saying so loudly.
+func (f finder) find(ctx context.Context) (*server, error) {
+	if conn := f.getenv("TEST_DATABASE_URL"); conn != "" {
+		return newURLServer(conn)
+	}
+	image := f.getenv("RECKON_TEST_PG_IMAGE")
+	if image == "" {
+		image = DefaultImage
+	}
+	srv, containerErr := f.startContainer(ctx, image)
+	if containerErr == nil {
+		return srv, nil
+	}
+	if f.getenv("RECKON_REQUIRE_CONTAINER") == "1" {
+		return nil, fmt.Errorf("RECKON_REQUIRE_CONTAINER=1 and no container: %w", containerErr)
+	}
+	if err := f.reachable(ctx, LocalURL); err != nil {
+		return nil, fmt.Errorf("no container (%w) and no local Postgres at %s (%v): set TEST_DATABASE_URL, or make Docker or Postgres available",
+			containerErr, LocalURL, err)
+	}
+	fmt.Fprintf(f.warn, "pgtest: NO POSTGRES CONTAINER: %v\npgtest: FALLING BACK to the local Postgres at %s\n", containerErr, LocalURL)
+	return &server{Info: Info{Mode: ModeLocal, AdminURL: LocalURL}}, nil
+}
+
+// reachable connects to conn once.
+func reachable(ctx context.Context, conn string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, conn)
+	if err != nil {
+		return err
+	}
+	return c.Close(ctx)
 }
 
 // server is one Postgres server on which test databases are cloned from a template.

@@ -1,7 +1,9 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -56,13 +58,7 @@ func requireIsolated(t *testing.T, srv *server) {
 }
 
 func TestIsolationDefaultServer(t *testing.T) {
-	srv, err := defaultSrv()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no test database in CI: %v", err)
-		}
-		t.Skipf("no test database: %v", err)
-	}
+	srv := mustServer(t)
 	t.Logf("mode %s", srv.Mode)
 	requireIsolated(t, srv)
 }
@@ -72,14 +68,7 @@ func TestIsolationDefaultServer(t *testing.T) {
 func TestIsolationURLMode(t *testing.T) {
 	conn := os.Getenv("TEST_DATABASE_URL")
 	if conn == "" {
-		srv, err := defaultSrv()
-		if err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("no test database in CI: %v", err)
-			}
-			t.Skipf("no test database: %v", err)
-		}
-		conn = srv.AdminURL
+		conn = mustServer(t).AdminURL
 	}
 	srv, err := newURLServer(conn)
 	require.NoError(t, err)
@@ -157,5 +146,98 @@ func TestWithDatabase(t *testing.T) {
 		config, err := pgx.ParseConfig(got)
 		require.NoError(t, err)
 		require.Equal(t, "x_1", config.Database)
+	}
+}
+
+// TestFind: where the databases come from, for each environment. A Docker engine that answers but
+// cannot pull the image is a container that does not start: the local Postgres stands in, loudly,
+// unless a container is required.
+func TestFind(t *testing.T) {
+	t.Parallel()
+	errPull := errors.New("pull postgres:15-alpine: no route to registry")
+	errRefused := errors.New("connection refused")
+	container := &server{Info: Info{Mode: ModeContainer, AdminURL: "postgres://ctr"}}
+	for _, tc := range []struct {
+		name         string
+		env          map[string]string
+		containerErr error
+		localErr     error
+		wantMode     Mode
+		wantURL      string
+		wantErr      []string // substrings of the error
+		wantWarning  bool
+		wantStarted  bool
+	}{
+		{name: "TEST_DATABASE_URL", env: map[string]string{"TEST_DATABASE_URL": "postgres://u@h/db"},
+			wantMode: ModeURL, wantURL: "postgres://u@h/db"},
+		{name: "container", wantMode: ModeContainer, wantURL: "postgres://ctr", wantStarted: true},
+		{name: "no container: local", containerErr: errPull, wantMode: ModeLocal, wantURL: LocalURL, wantWarning: true, wantStarted: true},
+		{name: "no container in CI: local", env: map[string]string{"CI": "true"}, containerErr: errPull,
+			wantMode: ModeLocal, wantURL: LocalURL, wantWarning: true, wantStarted: true},
+		{name: "container required", env: map[string]string{"CI": "true", "RECKON_REQUIRE_CONTAINER": "1"}, containerErr: errPull,
+			wantErr: []string{"RECKON_REQUIRE_CONTAINER=1", "no route to registry"}, wantStarted: true},
+		{name: "neither", containerErr: errPull, localErr: errRefused,
+			wantErr: []string{"no route to registry", "no local Postgres at " + LocalURL, "connection refused"}, wantStarted: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var warn bytes.Buffer
+			started, probed := false, false
+			f := finder{
+				getenv: func(name string) string { return tc.env[name] },
+				startContainer: func(_ context.Context, image string) (*server, error) {
+					started = true
+					require.Equal(t, DefaultImage, image)
+					if tc.containerErr != nil {
+						return nil, tc.containerErr
+					}
+					return container, nil
+				},
+				reachable: func(_ context.Context, conn string) error {
+					probed = true
+					require.Equal(t, LocalURL, conn)
+					return tc.localErr
+				},
+				warn: &warn,
+			}
+			srv, err := f.find(context.Background())
+			require.Equal(t, tc.wantStarted, started, "container started")
+			if tc.wantErr != nil {
+				require.Error(t, err)
+				for _, want := range tc.wantErr {
+					require.Contains(t, err.Error(), want)
+				}
+				require.Empty(t, warn.String())
+				require.Equal(t, tc.env["RECKON_REQUIRE_CONTAINER"] != "1", probed, "the local Postgres is tried only when a container is not required")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.wantMode, srv.Mode)
+			require.Equal(t, tc.wantURL, srv.AdminURL)
+			if tc.wantWarning {
+				require.Contains(t, warn.String(), "FALLING BACK to the local Postgres at "+LocalURL)
+				require.Contains(t, warn.String(), "no route to registry", "the warning says why")
+			} else {
+				require.Empty(t, warn.String())
+			}
+		})
+	}
+}
+
+// TestSkipWithoutDatabase: without a server a database test fails, unless RECKON_TEST_SKIP_DB=1
+// asks to skip it; in CI it always fails.
+func TestSkipWithoutDatabase(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		skip bool
+	}{
+		{nil, false},
+		{map[string]string{"RECKON_TEST_SKIP_DB": "1"}, true},
+		{map[string]string{"RECKON_TEST_SKIP_DB": "1", "CI": "true"}, false},
+		{map[string]string{"CI": "true"}, false},
+		{map[string]string{"RECKON_TEST_SKIP_DB": "true"}, false},
+	} {
+		require.Equal(t, tc.skip, skipWithoutDatabase(func(name string) string { return tc.env[name] }), "%v", tc.env)
 	}
 }

@@ -190,15 +190,15 @@ func setupBank(t *testing.T) *bankHarness {
 // stored definitions installed (loaded when named), started when start is set.
 func (h *bankHarness) sagaClient(t *testing.T, start bool) *saga.Client {
 	t.Helper()
+	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: sagadef.Load})
+	require.NoError(t, err)
 	client, err := effects.NewClient(h.pool, &effects.Config{
 		Registry: h.registry, Logger: slog.New(slog.DiscardHandler), Workers: 10,
 		InFlightMargin: 2 * time.Second, SweepInterval: 100 * time.Millisecond,
 		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+		Plugins: []effects.Plugin{sagas},
 	})
 	require.NoError(t, err)
-	sagas, err := saga.NewClient(h.pool, &saga.Config{Effects: client, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	sagadef.Install(sagas)
 	if start {
 		require.NoError(t, client.Start(context.Background()))
 	}

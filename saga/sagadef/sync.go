@@ -71,12 +71,12 @@ func skip(result *SyncResult, name string, err error) {
 	result.Skipped[name] = err
 }
 
-// Install makes client load stored definitions whenever a saga names one it has not registered
-// (saga.Client.OnUnknownDefinition): a Sync in the transaction at hand. Call it before starting
-// the effects client; call Sync at start and periodically too.
-func Install(client *saga.Client) {
-	client.OnUnknownDefinition(func(ctx context.Context, tx pgx.Tx, _ string) error {
-		_, err := Sync(ctx, tx, client)
-		return err
-	})
+// Load is a saga.DefinitionLoader (saga.Config.OnUnknownDefinition) that loads the stored
+// definitions whenever a saga names one the client has not registered: a Sync in the transaction
+// at hand. Call Sync at start and periodically too.
+func Load(ctx context.Context, tx pgx.Tx, client *saga.Client, _ string) error {
+	_, err := Sync(ctx, tx, client)
+	return err
 }
+
+var _ saga.DefinitionLoader = Load

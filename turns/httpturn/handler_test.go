@@ -101,9 +101,8 @@ func setup(t *testing.T, url string, timeout time.Duration) *harness {
 	require.NoError(t, err)
 	h.tc, err = turns.NewClient(h.pool, &turns.Config{Handler: handler, Logger: slog.New(slog.DiscardHandler), MaxAttempts: 3})
 	require.NoError(t, err)
-	h.ec, err = effects.NewClient(h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler), AddWorkers: h.tc.AddWorkers})
+	h.ec, err = effects.NewClient(h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler), Plugins: []effects.Plugin{h.tc}})
 	require.NoError(t, err)
-	require.NoError(t, h.tc.Attach(h.ec))
 	t.Cleanup(func() { require.NoError(t, h.ec.Stop(context.Background())) })
 	return h
 }
