@@ -158,18 +158,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, AddWorkers: sessions.AddWorkers})
+	sagas, err := newSagaClient(ctx, pool, logger)
 	if err != nil {
 		return err
 	}
-	if err := sessions.Attach(client); err != nil {
+	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sessions, sagas}})
+	if err != nil {
 		return err
 	}
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
-	sagas, err := newSagaClient(ctx, pool, client, logger)
-	if err != nil {
-		return err
-	}
 	apiServer, err := api.New(&api.Config{
 		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Logger: logger, Registerer: metrics, MaxBodyBytes: *maxBody,
 	})

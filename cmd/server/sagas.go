@@ -28,12 +28,11 @@ server sagas list [-json]`
 // newSagaClient is the server's saga client: on the effects client that enqueues (never started
 // here), with the stored definitions loaded by syncSagas (at once when the schema is current, then
 // every interval) and whenever a request names one it has not loaded.
-func newSagaClient(ctx context.Context, pool *pgxpool.Pool, client *effects.Client, logger *slog.Logger) (*saga.Client, error) {
-	sagas, err := saga.NewClient(pool, &saga.Config{Effects: client, Logger: logger})
+func newSagaClient(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*saga.Client, error) {
+	sagas, err := saga.NewClient(pool, &saga.Config{Logger: logger, OnUnknownDefinition: sagadef.Load})
 	if err != nil {
 		return nil, err
 	}
-	sagadef.Install(sagas)
 	return sagas, nil
 }
 
