@@ -3,7 +3,14 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Error codes, stable across versions: clients branch on them.
@@ -44,6 +51,7 @@ const (
 	CodeInternal             = "internal"                // 500
 	CodeNotImplemented       = "not_implemented"         // 501: a feature this server was not configured with
 	CodeUnavailable          = "unavailable"             // 503: the request ended while waiting for the busy server, or it is stopping
+	CodeDatabaseUnavailable  = "database_unavailable"    // 503: the database could not be reached or went away; Retry-After says when to try again
 )
 
 // Error is an API error: an HTTP status, a stable code and a message for people. Handlers return
@@ -52,6 +60,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter, when positive, is sent as the Retry-After header (whole seconds, rounded up).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
@@ -81,4 +91,49 @@ func asError(err error) *Error {
 		return apiErr
 	}
 	return nil
+}
+
+// databaseRetryAfter is the Retry-After of a database_unavailable answer: long enough for the pool
+// to reconnect to a restarted Postgres, short enough not to keep clients waiting after it is back.
+const databaseRetryAfter = 2 * time.Second
+
+// errDatabaseUnavailable answers a request that failed because the database could not be
+// reached or went away.
+var errDatabaseUnavailable = &Error{
+	Status: http.StatusServiceUnavailable, Code: CodeDatabaseUnavailable,
+	Message: "the database is unavailable; retry later", RetryAfter: databaseRetryAfter,
+}
+
+// databaseUnavailable reports whether err says that the database could not be reached or went away
+// (a request that may succeed once it is back), as opposed to refusing the request. It decides
+// by error types and SQLSTATEs, never by message:
+//   - an error the server sent decides by its SQLSTATE: connection exceptions (class 08, except
+//     08P01 protocol_violation), admin_shutdown (57P01), crash_shutdown (57P02),
+//     cannot_connect_now (57P03: starting up, shutting down, in recovery) and
+//     too_many_connections (53300). Any other SQLSTATE — a missing database, a failed
+//     authentication, a constraint — is not unavailability, even inside a failed connection
+//     attempt;
+//   - otherwise, a network error (connection refused or reset, no route, unknown host, a dial
+//     timeout), a connection that ended mid-message (io.ErrUnexpectedEOF), or a connection pgx
+//     had already closed (pgconn.ErrConnClosed).
+//
+// Handlers talk to nothing else over the network, so a network error is the database's.
+func databaseUnavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow, pgerrcode.TooManyConnections:
+			return true
+		case pgerrcode.ProtocolViolation:
+			return false
+		}
+		return pgerrcode.IsConnectionException(pgErr.Code)
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, pgconn.ErrConnClosed)
+}
+
+// retryAfterSeconds formats d for a Retry-After header: whole seconds, rounded up.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
 }

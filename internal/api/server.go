@@ -665,13 +665,23 @@ func (s *Server) writeRaw(w http.ResponseWriter, r *http.Request, status int, bo
 	s.requests.WithLabelValues(route, fmt.Sprint(status)).Inc()
 }
 
-// writeError answers err: an *Error as it is, anything else as 500 (logged, not shown).
+// writeError answers err: an *Error as it is; a database that could not be reached as 503
+// database_unavailable with Retry-After; anything else as 500 (logged, not shown).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	apiErr := asError(err)
-	if apiErr == nil {
+	switch {
+	case apiErr != nil:
+	case databaseUnavailable(err):
+		s.logger.WarnContext(r.Context(), "api request failed: database unavailable", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.Any("error", err))
+		apiErr = errDatabaseUnavailable
+	default:
 		s.logger.ErrorContext(r.Context(), "api request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))
 		apiErr = Errorf(http.StatusInternalServerError, CodeInternal, "internal error; the server log has the details")
+	}
+	if apiErr.RetryAfter > 0 {
+		w.Header().Set("Retry-After", retryAfterSeconds(apiErr.RetryAfter))
 	}
 	encoded, _ := marshal(errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message}})
 	s.writeRaw(w, r, apiErr.Status, encoded)
