@@ -257,9 +257,12 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return errors.New("effects: client already started")
 	}
+	if err := c.checkSchema(ctx); err != nil {
+		return err
+	}
 	live, err := c.startLiveness(ctx)
 	if err != nil {
-		return err
+		return schemaError(err)
 	}
 	c.committer = newCommitter(c) // a new one each Start: stop closes its queue
 	c.committer.start()

@@ -65,6 +65,11 @@ func (c *Client) Enqueue(ctx context.Context, spec Spec, opts *EnqueueOpts) (*Ef
 // effects. The result is in the order of specs. The same idempotency key twice in specs yields
 // the same effect twice when the args agree and ErrIdempotencyConflict when they do not.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opts *EnqueueOpts) ([]*Effect, error) {
+	effects, err := c.enqueueManyTx(ctx, tx, specs, opts)
+	return effects, schemaError(err)
+}
+
+func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opts *EnqueueOpts) ([]*Effect, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}

@@ -25,6 +25,10 @@ var (
 	// ErrNoSettleHook: the effect is owned (Spec.Owner) and its owner registered no SettleHook
 	// in this client (Config.Plugins, OnSettle); the write is refused.
 	ErrNoSettleHook = errors.New("effects: no settle hook registered for owner")
+	// ErrSchemaNotCurrent: the database lacks Reckon's or River's tables, or some of their
+	// migrations: run db.Migrate (or `server migrate up`) first. Start checks; an enqueue that
+	// meets a missing table or column says so.
+	ErrSchemaNotCurrent = errors.New("effects: the database schema is not current: run db.Migrate (or `server migrate up`) first")
 	// ErrPresumedDead: the started client lost its database connection for longer than
 	// Config.TakeoverGrace, another reactor took it for dead and handed its running jobs to
 	// others, so it stopped its work (Client.Fatal). Restart the process.
