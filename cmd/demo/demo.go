@@ -188,13 +188,13 @@ func poll(ctx context.Context, api *apiClient, effects []*tracked, say func(stri
 			compensations++
 		}
 	}
-	settled := compensations > 0
+	updated := make(map[string]time.Time, len(page.Effects))
 	for _, view := range page.Effects {
-		e, ok := byID[view.ID]
-		if !ok {
-			continue
-		}
-		if e.state == "" || !view.UpdatedAt.Equal(e.updated) {
+		updated[view.ID] = view.UpdatedAt
+	}
+	settled := compensations > 0
+	for _, e := range effects { // in the tour's order, not the list's (newest first)
+		if at, ok := updated[e.id]; e.state == "" || (ok && !at.Equal(e.updated)) {
 			if err := follow(ctx, api, e, say); err != nil {
 				return effects, false, err
 			}
