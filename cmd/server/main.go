@@ -69,10 +69,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runSagas(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "help":
 		// `server help` is `server -h`; `server help COMMAND` is `server COMMAND -h`.
-		if len(args) == 1 {
+		if len(args) == 1 || args[1] == "help" {
 			return run(ctx, []string{"-h"}, stdout, stderr)
 		}
-		if !slices.Contains(commandNames, args[1]) || args[1] == "help" {
+		if !slices.Contains(commandNames, args[1]) {
 			err = unknownCommand(args[1])
 			break
 		}

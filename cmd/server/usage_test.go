@@ -23,7 +23,7 @@ func TestHelp(t *testing.T) {
 		require.Contains(t, top.Stdout, "\n  "+command+" ", "server -h lists %s", command)
 	}
 	require.Contains(t, top.Stdout, "-addr", "server -h lists the serve flags")
-	for _, args := range [][]string{{"--help"}, {"-help"}, {"help"}} {
+	for _, args := range [][]string{{"--help"}, {"-help"}, {"help"}, {"help", "help"}} {
 		res := proctest.Run(t, env, server, args...)
 		require.Equal(t, 0, res.ExitCode, "%v: %s", args, res.Stderr)
 		require.Equal(t, top.Stdout, res.Stdout, "%v prints what -h prints", args)
