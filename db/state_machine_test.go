@@ -26,7 +26,7 @@ const (
 	stuck     = dbsqlc.ReckonEffectStateSTUCK
 )
 
-// legalTransitions is the table of DESIGN.md section 2, written out here independently of the
+// legalTransitions is the table of docs/design.md, written out here independently of the
 // database so that the test checks the schema against the design.
 var legalTransitions = map[[2]dbsqlc.ReckonEffectState]bool{
 	{pending, confirmed}: true,

@@ -22,7 +22,7 @@ import (
 type Connector struct {
 	// Name identifies the connector, e.g. "bank.wire". Required.
 	Name string
-	// Tags say what the calls do (seed 003). They decide the policy: see PolicyOf. An empty set is
+	// Tags say what the calls do. They decide the policy: see PolicyOf. An empty set is
 	// treated as the most dangerous: not retry safe, not parallel safe.
 	Tags []Tag
 	// Dispatch performs the effect. Required.

@@ -28,8 +28,8 @@ func (h *harness) startChild() *proctest.Process {
 	return p
 }
 
-// TestCrashWindows kills a real reactor process with SIGKILL in each crash window of DESIGN.md
-// section 3; a new reactor then resolves the effect, and the non-idempotent bank never holds a
+// TestCrashWindows kills a real reactor process with SIGKILL in each crash window of the
+// dispatch protocol (docs/design.md); a new reactor then resolves the effect, and the non-idempotent bank never holds a
 // wire that was performed twice.
 func TestCrashWindows(t *testing.T) {
 	t.Parallel()

@@ -17,7 +17,7 @@
 //   - without a status check, a retry-safe (idempotent) effect is dispatched again with the same
 //     key; any other becomes STUCK for an operator to Resolve.
 //
-// The state machine (DESIGN.md section 2) is enforced by the database, and every transition is
+// The state machine (docs/design.md) is enforced by the database, and every transition is
 // in reckon_effect_transitions with its actor and reason.
 //
 // # Crash safety

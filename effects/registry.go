@@ -18,7 +18,7 @@ func NewRegistry() *Registry { return &Registry{connectors: map[string]*Connecto
 // Register adds a connector. It refuses a connector without a name or Dispatch, with unknown tags
 // or out-of-range settings, one already registered under the same name, and — unless Unsafe is
 // set — one that is not retry safe and has none of StatusCheck, BusinessKey and Compensate, since
-// nothing could then resolve its UNKNOWN outcomes (seed 004).
+// nothing could then resolve its UNKNOWN outcomes.
 func (r *Registry) Register(c Connector) error {
 	connector, err := c.withDefaults()
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// State is where an effect stands. DESIGN.md section 2 gives the machine; the database enforces it.
+// State is where an effect stands. docs/design.md gives the machine; the database enforces it.
 type State string
 
 const (
@@ -21,7 +21,7 @@ const (
 	StateStuck State = "STUCK"
 )
 
-// States lists every state, in the order of DESIGN.md.
+// States lists every state, in the order of docs/design.md.
 var States = []State{StatePending, StateConfirmed, StateFailed, StateUnknown, StateStuck}
 
 // ParseState returns the State named s (upper case), or an error naming the valid ones.
@@ -38,7 +38,7 @@ func (s State) Terminal() bool { return s == StateConfirmed || s == StateFailed 
 // Settled reports whether s is terminal or STUCK: nothing automatic will happen to the effect.
 func (s State) Settled() bool { return s.Terminal() || s == StateStuck }
 
-// Tag is a fact about what a connector does (seed 003).
+// Tag is a fact about what a connector does.
 type Tag string
 
 const (
@@ -89,7 +89,7 @@ func ParallelSafe(tags []Tag) bool {
 // Destructive reports whether the tags include destructive.
 func Destructive(tags []Tag) bool { return slices.Contains(tags, TagDestructive) }
 
-// Policy is what may be done with an effect when things go wrong (seed 000), derived from the
+// Policy is what may be done with an effect when things go wrong, derived from the
 // connector's tags and capabilities by PolicyOf.
 type Policy string
 

@@ -1,5 +1,5 @@
 // Package saga runs durable multi-step effects: ordered steps, each an effect with a compensation;
-// when a step fails, the confirmed steps are compensated in reverse order (DESIGN.md section 6).
+// when a step fails, the confirmed steps are compensated in reverse order (docs/design.md, "Sagas").
 // It builds on package effects.
 //
 // # Basics

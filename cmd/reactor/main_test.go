@@ -112,7 +112,7 @@ func (f *fixture) path(effect *effects.Effect) string {
 
 // TestReactorHTTPConnectorOutcomes runs the reactor binary against HTTP connectors stored in the
 // database, in front of the fake bank on 127.0.0.1, and checks that every class of answer of the
-// wire protocol ends where DESIGN.md section 8 says, with the bank's ledger showing each wire
+// wire protocol ends where docs/connectors.md says, with the bank's ledger showing each wire
 // performed exactly once (never twice, never lost). It also checks that a connector stored while
 // the reactor runs is picked up, and that a refused connection is retried until the endpoint is up.
 func TestReactorHTTPConnectorOutcomes(t *testing.T) {

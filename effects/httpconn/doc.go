@@ -1,5 +1,5 @@
 // Package httpconn runs connectors that are HTTP endpoints instead of Go code, so that services in
-// any language can perform effects (DESIGN.md section 8).
+// any language can perform effects (the wire protocol is in docs/connectors.md).
 //
 // # Basics
 //
