@@ -44,7 +44,7 @@ type Config struct {
 	// handler runs them.
 	Handler Handler
 	// Decider chooses what a turn does about messages that arrive while it runs. Default
-	// DefaultDecider (seed 002's conservative default).
+	// DefaultDecider (the conservative DefaultDecision).
 	Decider Decider
 	// Policies gives the aggregation policy per channel (the session key's last part), over
 	// DefaultPolicies. Channels in neither use DefaultPolicy.

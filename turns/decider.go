@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Action is what a turn does about messages that arrived while it runs (seed 002).
+// Action is what a turn does about messages that arrived while it runs.
 type Action string
 
 const (
@@ -44,7 +44,7 @@ type DecisionInput struct {
 	InterruptPoint string
 }
 
-// Decider chooses what a turn does about new messages (seed 002's SupersedeCapable brain). An
+// Decider chooses what a turn does about new messages. An
 // error fails the turn's handler call that asked.
 type Decider interface {
 	Decide(ctx context.Context, in DecisionInput) (Decision, error)
@@ -58,7 +58,7 @@ func (f DeciderFunc) Decide(ctx context.Context, in DecisionInput) (Decision, er
 	return f(ctx, in)
 }
 
-// DefaultDecision is seed 002's conservative default: QUEUE once the turn reached a commit point
+// DefaultDecision is the conservative default: QUEUE once the turn reached a commit point
 // or executed a side effect, otherwise SUPERSEDE.
 func DefaultDecision(in DecisionInput) Decision {
 	switch {

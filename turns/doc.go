@@ -1,6 +1,6 @@
 // Package turns serializes each conversation session with a Postgres advisory lock and groups
 // inbound messages into logical turns that commit their mutations and effects atomically
-// (DESIGN.md section 5, seed 002). It builds on package effects.
+// (docs/design.md, "Turns"). It builds on package effects.
 //
 // # Basics
 //
@@ -8,7 +8,7 @@
 // in the inbox (reckon_messages) and adds it to the session's ACCUMULATING turn (reckon_turns),
 // scheduling a River job for when the channel's aggregation window after the last message closes
 // (ChannelPolicy: off, fixed, or adaptive between a minimum and a maximum; DefaultPolicies are
-// seed 002's per-channel defaults). The job acquires the session mutex (Mutex: a session-level
+// the per-channel defaults). The job acquires the session mutex (Mutex: a session-level
 // pg_advisory_lock on a dedicated pooled connection), moves the turn to PROCESSING and calls the
 // Handler with a Turn.
 //
@@ -18,7 +18,7 @@
 // it — and then releases the mutex.
 //
 // Before anything irreversible the handler calls Turn.BeforeIrreversible: if messages arrived
-// meanwhile, the Decider (Config.Decider, else seed 002's conservative DefaultDecision) chooses
+// meanwhile, the Decider (Config.Decider, else the conservative DefaultDecision) chooses
 // SUPERSEDE (the turn stops; the next turn takes all messages in the same turn group), ABSORB,
 // QUEUE or FORCE_COMPLETE. Every decision is recorded in reckon_turn_decisions and counted in
 // reckon_turn_decisions_total.

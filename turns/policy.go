@@ -6,8 +6,7 @@ import (
 	"time"
 )
 
-// AggregationMode says how a channel groups a burst of inbound messages into one logical turn
-// (seed 002).
+// AggregationMode says how a channel groups a burst of inbound messages into one logical turn.
 type AggregationMode string
 
 const (
@@ -29,9 +28,9 @@ const (
 // a later one opens the next turn.
 //
 // Whatever the earlier gaps, a message that arrives within Window of the previous one joins the
-// same turn (fixed and adaptive; off has no window). Seed 002's policy also has a minimum
-// (min_window_ms, 200ms) that let a quick burst shrink the window below Window, and so split
-// bursts well within the channel's window; it has no counterpart here.
+// same turn (fixed and adaptive; off has no window). There is deliberately no minimum
+// below Window: a quick burst never shrinks the window, which would split bursts well within
+// the channel's window.
 type ChannelPolicy struct {
 	// Mode is off, fixed or adaptive. Default adaptive.
 	Mode AggregationMode
@@ -45,11 +44,11 @@ type ChannelPolicy struct {
 	MaxWindow time.Duration
 }
 
-// DefaultPolicy is the policy of a channel with none of its own (seed 002's ChannelPolicy
-// defaults).
+// DefaultPolicy is the policy of a channel with none of its own: adaptive from
+// 800ms, up to 3s.
 var DefaultPolicy = ChannelPolicy{Mode: AggregationAdaptive, Window: 800 * time.Millisecond, MaxWindow: 3 * time.Second}
 
-// DefaultPolicies returns seed 002's default profiles: whatsapp adaptive from 1.2s, sms adaptive
+// DefaultPolicies returns the default per-channel profiles: whatsapp adaptive from 1.2s, sms adaptive
 // from 800ms, web adaptive from 600ms (each up to 3s), email off.
 func DefaultPolicies() map[string]ChannelPolicy {
 	adaptive := func(window time.Duration) ChannelPolicy {
@@ -138,7 +137,7 @@ func (p ChannelPolicy) reason() string {
 	return "adaptive"
 }
 
-// SessionKey returns the key of a session, "tenant:agent:interlocutor:channel" (seed 002). None
+// SessionKey returns the key of a session, "tenant:agent:interlocutor:channel". None
 // of the parts may be empty or contain a colon: see ParseSessionKey.
 func SessionKey(tenant, agent, interlocutor, channel string) string {
 	return tenant + ":" + agent + ":" + interlocutor + ":" + channel

@@ -16,7 +16,7 @@ import (
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
-// Status is a turn's place in its life (seed 002's LogicalTurnStatus, plus FAILED).
+// Status is a turn's place in its life.
 type Status string
 
 const (

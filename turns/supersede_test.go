@@ -12,7 +12,7 @@ import (
 	"github.com/reckonhq/reckon/turns"
 )
 
-// The default decision is seed 002's conservative table.
+// The default decision is the conservative table of DefaultDecision.
 func TestDefaultDecision(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

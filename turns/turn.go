@@ -128,7 +128,7 @@ func (t *Turn) HasPendingMessages(ctx context.Context) (bool, error) {
 	return len(pending) > 0, nil
 }
 
-// BeforeIrreversible is the supersede check (seed 002): call it before anything that cannot be
+// BeforeIrreversible is the supersede check: call it before anything that cannot be
 // undone. Without new messages it returns the zero Decision. With messages it has not decided on
 // yet, it asks the decider (Config.Decider, else DefaultDecider), records the decision in
 // reckon_turn_decisions, counts it, and acts:
@@ -180,7 +180,7 @@ func (t *Turn) Do(ctx context.Context, spec effects.Spec) (*effects.Effect, erro
 }
 
 // ReachCommitPoint records that the turn passed a point after which it must not be silently
-// restarted (seed 002's commit point): from now on the default decider QUEUEs new messages.
+// restarted (the turn's commit point): from now on the default decider QUEUEs new messages.
 func (t *Turn) ReachCommitPoint(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
