@@ -27,7 +27,7 @@ type callbackRequest struct {
 }
 
 // callback: POST /v1/callbacks/{correlation_id}, the async result of an accepted effect of the
-// caller's tenant (DESIGN.md section 7). 200 when applied or repeated; 404 for an unknown
+// caller's tenant (docs/async.md). 200 when applied or repeated; 404 for an unknown
 // correlation id (or another tenant's); 409 when it conflicts with the recorded outcome or the
 // effect is STUCK (recorded in the effect's audit trail all the same).
 func (s *Server) callback(ctx context.Context, call *Call) (int, any, error) {

@@ -1,4 +1,4 @@
-// Package api is the HTTP API of cmd/server (DESIGN.md section 8): effects enqueued, inspected,
+// Package api is the HTTP API of cmd/server (docs/api.md): effects enqueued, inspected,
 // listed, resolved and cancelled over JSON, callbacks and runs, HTTP connectors, sagas (started,
 // inspected, resolved by operators), and sessions (inbound messages and their turns), for callers
 // authenticated by a bearer token of their tenant. docs/api.md is the reference.

@@ -2,14 +2,14 @@ package api
 
 // routes registers the API's endpoints. It is the one place that lists them all.
 func (s *Server) routes() {
-	// Effects (DESIGN.md section 8).
+	// Effects (docs/api.md).
 	s.HandleMutation("POST /v1/effects", s.createEffect)
 	s.HandleQuery("GET /v1/effects", s.listEffects)
 	s.HandleQuery("GET /v1/effects/{id}", s.getEffect)
 	s.HandleMutation("POST /v1/effects/{id}/resolve", s.resolveEffect)
 	s.HandleMutation("POST /v1/effects/{id}/cancel", s.cancelEffect)
 
-	// Async effects and runs (DESIGN.md section 7).
+	// Async effects and runs (docs/async.md).
 	s.HandleAction("POST /v1/callbacks/{correlation_id}", s.callback)
 	s.HandleQuery("GET /v1/runs/{id}", s.getRun)
 

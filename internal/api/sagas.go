@@ -20,7 +20,7 @@ import (
 	"github.com/reckonhq/reckon/saga/sagadef"
 )
 
-// Sagas over HTTP (DESIGN.md section 6): definitions stored as data (package saga/sagadef),
+// Sagas over HTTP (docs/sagas.md): definitions stored as data (package saga/sagadef),
 // shared by every tenant like connectors; sagas started and inspected per tenant.
 
 func (s *Server) requireSagas() error {

@@ -15,7 +15,7 @@ import (
 	"github.com/reckonhq/reckon/turns"
 )
 
-// Sessions over HTTP (DESIGN.md section 5): inbound messages for turn aggregation and the
+// Sessions over HTTP (docs/turns.md): inbound messages for turn aggregation and the
 // session's turns, for teams in any language. A reactor runs the turns with its HTTP turn handler
 // (package turns/httpturn).
 

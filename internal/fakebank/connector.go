@@ -129,7 +129,7 @@ func (o ConnectorOptions) Connector() effects.Connector {
 	return c
 }
 
-// postJSON sends body and classifies the answer the way DESIGN.md's HTTP connector protocol does:
+// postJSON sends body and classifies the answer the way Reckon's HTTP connector protocol does (docs/connectors.md):
 // 2xx → result; 4xx (but 408, 425, 429) → Permanent; 429 and 503 → Retryable (not performed);
 // connection refused → Retryable; anything else → an ordinary error (UNKNOWN).
 func postJSON(ctx context.Context, client *http.Client, url, idempotencyKey string, body []byte) (json.RawMessage, error) {

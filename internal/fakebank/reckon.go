@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// The bank also speaks Reckon's HTTP connector wire protocol (DESIGN.md section 8), so that it can
+// The bank also speaks Reckon's HTTP connector wire protocol (docs/connectors.md), so that it can
 // stand behind an HTTP connector (package effects/httpconn) in tests and in the demo:
 //
 //	POST /reckon/wires             dispatch: headers Idempotency-Key, Reckon-Effect-Id,

@@ -1,5 +1,5 @@
 // Package fakejobs is a fake asynchronous upstream for tests and demos of Reckon's pending events
-// (DESIGN.md section 7): a real HTTP server on 127.0.0.1 that accepts jobs, answers 202 at once,
+// (docs/async.md): a real HTTP server on 127.0.0.1 that accepts jobs, answers 202 at once,
 // and reports each job's outcome later by calling the callback URL it was given — when the test
 // says so (Finish, Fail).
 //
