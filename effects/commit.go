@@ -41,10 +41,9 @@ type outcomeWrite struct {
 	done        chan writeResult
 }
 
-type writeResult struct {
-	fenced bool
-	err    error
-}
+// writeResult is what the group commit did with one write: nil, errFencedOut, or its
+// transaction's error.
+type writeResult struct{ err error }
 
 type committer struct {
 	client *Client
@@ -72,16 +71,17 @@ func (m *committer) stop() {
 	m.wg.Wait()
 }
 
-// write submits w and waits for its transaction.
-func (m *committer) write(ctx context.Context, w *outcomeWrite) (fenced bool, err error) {
+// write submits w and waits for its transaction: nil once written, errFencedOut when the effect
+// had moved on (nothing written).
+func (m *committer) write(ctx context.Context, w *outcomeWrite) error {
 	w.done = make(chan writeResult, 1)
 	select {
 	case m.queue <- w:
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return ctx.Err()
 	}
 	res := <-w.done // always answered: the committers drain the queue before they stop
-	return res.fenced, res.err
+	return res.err
 }
 
 func (m *committer) loop() {
@@ -103,8 +103,11 @@ func (m *committer) loop() {
 		linger.Stop()
 		written, err := m.commit(batch)
 		for _, w := range batch {
-			_, ok := written[w.effectID]
-			w.done <- writeResult{fenced: err == nil && !ok, err: err}
+			res := writeResult{err: err}
+			if _, ok := written[w.effectID]; err == nil && !ok {
+				res.err = errFencedOut
+			}
+			w.done <- res
 		}
 	}
 }

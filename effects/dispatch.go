@@ -27,7 +27,7 @@ const recordTimeout = 30 * time.Second
 // unknownConnectorSnooze is how long a job waits when this reactor has no connector for it.
 const unknownConnectorSnooze = 30 * time.Second
 
-// dispatchWorker runs DESIGN.md section 3. River's fetch is the durable attempt claim: the job is
+// dispatchWorker runs the dispatch protocol (docs/design.md). River's fetch is the durable attempt claim: the job is
 // `running` with attempt n, committed, before Work runs. The outcome is written fenced by the job
 // (the effect must still be PENDING and still belong to this job) together with the job's
 // completion, in one transaction; a batch job, carrying several effects, completes after the
@@ -150,24 +150,17 @@ func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], eff
 		if out.kind == outcomeFailed {
 			w.to, w.result, w.errMsg, w.reason = StateFailed, nil, out.err.Error(), "permanent failure"
 		}
-		fenced, err := c.committer.write(recordCtx, w)
-		if err == nil && fenced {
-			err = errFencedOut
-		}
-		return c.afterRecord(recordCtx, row, job, actor, out, err)
+		return c.afterRecord(recordCtx, row, job, actor, out, c.committer.write(recordCtx, w))
 	}
 	var (
 		settled dbsqlc.ReckonEffect
 		retryIn time.Duration
 	)
 	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
-		var (
-			fenced bool
-			err    error
-		)
-		settled, retryIn, fenced, err = c.recordAttempt(recordCtx, tx, row, connector, f, actor, out)
-		if err != nil || fenced || retryIn > 0 {
-			return errors.Join(err, errFenced(fenced))
+		var err error
+		settled, retryIn, err = c.recordAttempt(recordCtx, tx, row, connector, f, actor, out)
+		if err != nil || retryIn > 0 {
+			return err
 		}
 		return completeDispatchTx(recordCtx, tx, job)
 	})
@@ -201,7 +194,7 @@ func (c *Client) waitAWhile(ctx context.Context, job *river.Job[dispatchArgs], r
 			ID: row.ID, State: dbsqlc.ReckonEffectStatePENDING, JobID: &job.ID, NewJobID: *newJob,
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return errFenced(true) // someone else decided first; the new job is rolled back
+			return errFencedOut // someone else decided first; the new job is rolled back
 		}
 		return err
 	})
@@ -226,25 +219,27 @@ func (c *Client) afterRecord(ctx context.Context, row dbsqlc.ReckonEffect, job *
 // recordInterrupted makes the effect UNKNOWN because an earlier run of its job claimed an attempt
 // and recorded nothing: it may have called the upstream.
 func (c *Client) recordInterrupted(ctx context.Context, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect, f fence, actor string) error {
-	fenced := false
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
 		reconcileJob, err := c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector)
 		if err != nil {
 			return err
 		}
-		_, fenced, err = c.settle(ctx, tx, row.ID, transition{
+		_, err = c.settle(ctx, tx, row.ID, transition{
 			from: StatePending, to: StateUnknown, fence: f, attempted: job.Attempt - 1,
 			errMsg:   fmt.Sprintf("dispatch attempt %d was interrupted before its outcome was recorded", job.Attempt-1),
 			newJobID: reconcileJob, actor: actor,
 			reason: "earlier attempt interrupted: outcome unknown; reconcile instead of calling again",
 			detail: map[string]any{"job_id": job.ID, "job_attempt": job.Attempt},
 		})
-		if err != nil || fenced {
-			return err
+		if err != nil {
+			return err // fenced out: the reconcile job is rolled back with it
 		}
 		return completeDispatchTx(ctx, tx, job)
 	})
-	if err != nil || fenced {
+	if errors.Is(err, errFencedOut) {
+		return nil // settled or handed on by someone else
+	}
+	if err != nil {
 		return err
 	}
 	c.countTransition(row.Connector, row.Policy, StatePending, StateUnknown)

@@ -35,6 +35,11 @@ var (
 	ErrPresumedDead = errors.New("effects: this reactor was taken for dead and its jobs were handed to other reactors")
 )
 
+// errFencedOut: a fenced write found the effect moved on — another writer decided first — and
+// wrote nothing. It is the one signal of being fenced out: it rolls back the writer's transaction,
+// and the writer keeps what it saw in the audit trail only (observeFencedOut).
+var errFencedOut = errors.New("effects: fenced out")
+
 type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }

@@ -80,9 +80,8 @@ func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 	f := fence{leaseToken: &token}
 	var settled dbsqlc.ReckonEffect
 	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
-		var fenced bool
-		settled, _, fenced, err = c.recordAttempt(recordCtx, tx, row, r.connector, f, actor, out)
-		return errors.Join(err, errFenced(fenced))
+		settled, _, err = c.recordAttempt(recordCtx, tx, row, r.connector, f, actor, out)
+		return err
 	})
 	fenced := errors.Is(err, errFencedOut)
 	if err != nil && !fenced {

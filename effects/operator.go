@@ -75,7 +75,7 @@ func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, to Stat
 			return nil, err
 		}
 	}
-	settled, _, err := c.settle(ctx, tx, id, t)
+	settled, err := c.settle(ctx, tx, id, t)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, r
 	if !cancelled {
 		return nil, fmt.Errorf("%w: effect %s is in flight (dispatch job %s, attempt %d)", ErrNotCancellable, id, job.State, job.Attempt)
 	}
-	settled, _, err := c.settle(ctx, tx, id, transition{
+	settled, err := c.settle(ctx, tx, id, transition{
 		from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
 		errMsg: "cancelled: " + reason, actor: "operator:" + actor, reason: "cancelled: " + reason,
 	})

@@ -16,7 +16,7 @@ import (
 	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
-// Pending events (DESIGN.md section 7): a connector's upstream may accept an effect and finish it
+// Pending events (docs/design.md, async effects): a connector's upstream may accept an effect and finish it
 // later, calling back. The effect stays PENDING, awaiting its callback, until a River job
 // scheduled at its deadline (the durable timer) moves it on.
 
@@ -135,7 +135,7 @@ func (deadlineArgs) Kind() string { return "reckon_deadline" }
 // recordAccepted records, in tx and fenced by f, that the upstream accepted the effect: it stays
 // PENDING, handed to a deadline job scheduled at its deadline, with an observation in the audit
 // trail. A correlation id already taken by another effect leaves the outcome unknown.
-func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, connector *Connector, f fence, actor, correlationID string) (dbsqlc.ReckonEffect, bool, error) {
+func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, connector *Connector, f fence, actor, correlationID string) (dbsqlc.ReckonEffect, error) {
 	own := correlationIDOf(row)
 	if correlationID == "" {
 		correlationID = own
@@ -153,7 +153,7 @@ func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.Recko
 			other := others[0]
 			reconcileJob, err := c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector)
 			if err != nil {
-				return row, false, err
+				return row, err
 			}
 			return c.settle(ctx, tx, row.ID, transition{
 				from: StatePending, to: StateUnknown, fence: f, attempted: 1, newJobID: reconcileJob, actor: actor,
@@ -161,7 +161,7 @@ func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.Recko
 				reason: "accepted under a correlation id already in use: outcome unknown",
 			})
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
-			return row, false, fmt.Errorf("effects: look up correlation id: %w", err)
+			return row, fmt.Errorf("effects: look up correlation id: %w", err)
 		}
 	}
 	hard := row.AsyncHardTimeout || connector.HardTimeout
@@ -169,32 +169,32 @@ func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.Recko
 	res, err := c.river.InsertTx(ctx, tx, deadlineArgs{EffectID: row.ID, TimeoutMS: row.TimeoutMs},
 		&river.InsertOpts{Queue: c.config.Queue, MaxAttempts: dispatchJobMaxAttempts, ScheduledAt: deadline})
 	if err != nil {
-		return row, false, fmt.Errorf("effects: insert deadline job: %w", err)
+		return row, fmt.Errorf("effects: insert deadline job: %w", err)
 	}
 	settled, err := q.EffectAccept(ctx, dbsqlc.EffectAcceptParams{
 		ID: row.ID, CorrelationID: correlationID, DeadlineAt: deadline, NewJobID: res.Job.ID,
 		LeaseToken: f.leaseToken, JobID: f.jobID,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return row, true, nil
+		return row, errFencedOut
 	}
 	if err != nil {
-		return row, false, fmt.Errorf("effects: record acceptance of %s: %w", row.ID, err)
+		return row, fmt.Errorf("effects: record acceptance of %s: %w", row.ID, err)
 	}
 	detail, err := marshalDetail(map[string]any{
 		"correlation_id": correlationID, "deadline_at": deadline, "hard_timeout": hard,
 		"attempt": settled.Attempts, "deadline_job_id": res.Job.ID,
 	})
 	if err != nil {
-		return row, false, err
+		return row, err
 	}
 	if err := q.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
 		EffectID: row.ID, Actor: actor, Reason: "accepted upstream: awaiting callback", Detail: detail,
 	}); err != nil {
-		return row, false, fmt.Errorf("effects: record acceptance of %s: %w", row.ID, err)
+		return row, fmt.Errorf("effects: record acceptance of %s: %w", row.ID, err)
 	}
 	c.metrics.accepted.WithLabelValues(row.Connector).Inc()
-	return settled, false, nil
+	return settled, nil
 }
 
 // deadlineWorker is the durable timer of an accepted effect. When it runs and the effect still
@@ -256,9 +256,8 @@ func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs])
 				return err
 			}
 		}
-		_, fenced, err := c.settle(recordCtx, tx, row.ID, t)
-		if err != nil || fenced {
-			return errors.Join(err, errFenced(fenced))
+		if _, err := c.settle(recordCtx, tx, row.ID, t); err != nil {
+			return err
 		}
 		return completeJobTx(recordCtx, tx, job)
 	})
@@ -354,15 +353,15 @@ func (c *Client) callback(ctx context.Context, tenant, correlationID string, res
 			if row.Attempts == 0 && row.LeaseToken == nil && (job == nil || job.Attempt == 0) {
 				return fmt.Errorf("%w: effect %s was never dispatched", ErrUnknownCorrelation, row.ID)
 			}
-			settled, fenced, err := c.settle(ctx, tx, row.ID, transition{
+			settled, err := c.settle(ctx, tx, row.ID, transition{
 				from: from, to: to, fence: fence{jobID: row.JobID, leaseToken: row.LeaseToken},
 				result: result, errMsg: errMsg, actor: "callback", reason: reason, detail: detail,
 			})
+			if errors.Is(err, errFencedOut) {
+				return fmt.Errorf("effects: callback for %s: the effect changed under its lock", row.ID)
+			}
 			if err != nil {
 				return err
-			}
-			if fenced {
-				return fmt.Errorf("effects: callback for %s: the effect changed under its lock", row.ID)
 			}
 			// The job that owned the effect — its deadline timer, a queued reconcile — has
 			// nothing left to do; one that is running is fenced out when it records.

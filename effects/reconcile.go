@@ -14,7 +14,7 @@ import (
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
-// reconcileWorker resolves UNKNOWN effects (DESIGN.md section 2). With a status check: present →
+// reconcileWorker resolves UNKNOWN effects (docs/design.md). With a status check: present →
 // CONFIRMED; absent → PENDING and a new dispatch (FAILED when no attempts are left); duplicate →
 // CONFIRMED plus a compensation for each extra; inconclusive → counted, and asked again with
 // backoff (River retries this job), STUCK at the connector's StatusCheckLimit-th inconclusive
@@ -145,9 +145,9 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 				return err
 			}
 		}
-		settled, fenced, err := c.settle(ctx, tx, row.ID, t)
-		if err != nil || fenced {
-			return errors.Join(err, errFenced(fenced))
+		settled, err := c.settle(ctx, tx, row.ID, t)
+		if err != nil {
+			return err
 		}
 		for i := range duplicates {
 			comp, err := c.compensateTx(ctx, tx, settled, CompensateOpts{KeySuffix: fmt.Sprintf("duplicate-%d", i+2)}, actor,
@@ -194,14 +194,4 @@ func (c *Client) checkStatus(ctx context.Context, row dbsqlc.ReckonEffect, conne
 	}
 	c.metrics.statusChecks.WithLabelValues(row.Connector, status.Kind.String()).Inc()
 	return status
-}
-
-// errFencedOut rolls back a transaction whose fenced write found the effect moved on.
-var errFencedOut = errors.New("effects: fenced out")
-
-func errFenced(fenced bool) error {
-	if fenced {
-		return errFencedOut
-	}
-	return nil
 }

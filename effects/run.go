@@ -415,15 +415,15 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string) (*RunC
 					res.Left = append(res.Left, row.ID)
 					continue
 				}
-				_, fenced, err := c.settle(ctx, tx, row.ID, transition{
+				_, err := c.settle(ctx, tx, row.ID, transition{
 					from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
 					errMsg: "cancelled: " + why, actor: who, reason: "cancelled: " + why,
 				})
-				if err != nil {
-					return err
-				}
-				if !fenced {
+				switch {
+				case err == nil:
 					failed = append(failed, row)
+				case !errors.Is(err, errFencedOut): // fenced out: someone else decided; nothing written
+					return err
 				}
 			case notStarted && row.CorrelationID != nil:
 				await = append(await, awaiting{row: row, jobID: *row.JobID})
@@ -496,8 +496,8 @@ func (c *Client) cancelAwaiting(ctx context.Context, row dbsqlc.ReckonEffect, jo
 				return err
 			}
 		}
-		_, fenced, err := c.settle(ctx, tx, row.ID, t)
-		return errors.Join(err, errFenced(fenced))
+		_, err = c.settle(ctx, tx, row.ID, t)
+		return err
 	})
 	if errors.Is(err, errFencedOut) {
 		return false, nil
@@ -554,17 +554,20 @@ func (c *Client) stopCancelledRetry(ctx context.Context, job *river.Job[dispatch
 		if err != nil || !cancelled {
 			return err
 		}
-		_, fenced, err := c.settle(ctx, tx, row.ID, transition{
+		_, err = c.settle(ctx, tx, row.ID, transition{
 			from: StatePending, to: StateFailed, fence: f, errMsg: "run cancelled", actor: actor,
 			reason: "the run was cancelled: not tried again (no earlier attempt took effect)",
 			detail: map[string]any{"job_id": job.ID},
 		})
-		if err != nil || fenced {
+		if err != nil {
 			return err
 		}
 		stopped = true
 		return completeDispatchTx(ctx, tx, job)
 	})
+	if errors.Is(err, errFencedOut) {
+		return true, nil // settled or handed on meanwhile: not this job's to dispatch
+	}
 	if err != nil || !stopped {
 		return false, err
 	}

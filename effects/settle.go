@@ -39,14 +39,15 @@ type transition struct {
 	detail    map[string]any
 }
 
-// settle writes t in tx. fenced is true (and nothing is written) when the effect is no longer in
-// t.from or no longer belongs to t.fence: someone else decided first. It is the one place an effect
+// settle writes t in tx. It returns errFencedOut (and writes nothing; tx stays usable) when the
+// effect is no longer in t.from or no longer belongs to t.fence: someone else decided first. It is
+// the one place an effect
 // changes state: for an owned effect that becomes CONFIRMED, FAILED or STUCK it runs the owner's
 // SettleHook in tx, and the hook's error (or a missing hook) fails the write.
-func (c *Client) settle(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, t transition) (row dbsqlc.ReckonEffect, fenced bool, err error) {
+func (c *Client) settle(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, t transition) (row dbsqlc.ReckonEffect, err error) {
 	detail, err := marshalDetail(t.detail)
 	if err != nil {
-		return row, false, err
+		return row, err
 	}
 	row, err = dbsqlc.New(tx).EffectSettle(ctx, dbsqlc.EffectSettleParams{
 		ID:         effectID,
@@ -63,16 +64,16 @@ func (c *Client) settle(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, t tr
 		JobID:      t.fence.jobID,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return row, true, nil
+		return row, errFencedOut
 	}
 	if err != nil {
-		return row, false, fmt.Errorf("effects: %s -> %s of effect %s: %w", t.from, t.to, effectID, err)
+		return row, fmt.Errorf("effects: %s -> %s of effect %s: %w", t.from, t.to, effectID, err)
 	}
 	// The owner learns of the settlement in this same transaction; its error rolls it back.
 	if err := c.runHook(ctx, tx, effectFromRow(row)); err != nil {
-		return row, false, err
+		return row, err
 	}
-	return row, false, nil
+	return row, nil
 }
 
 // observeFencedOut records, outside any transaction that failed, what a fenced-out writer saw.
@@ -208,7 +209,7 @@ func classify(result json.RawMessage, err error) outcome {
 // job it needs. It returns the delay after which a retryable effect is tried again (zero
 // otherwise). When fenced is true the caller must roll tx back: a follow-up job may have been
 // inserted for nothing.
-func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, connector *Connector, f fence, actor string, out outcome) (settled dbsqlc.ReckonEffect, retryIn time.Duration, fenced bool, err error) {
+func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, connector *Connector, f fence, actor string, out outcome) (settled dbsqlc.ReckonEffect, retryIn time.Duration, err error) {
 	t := transition{from: StatePending, fence: f, attempted: 1, actor: actor}
 	if out.err != nil {
 		t.errMsg = out.err.Error()
@@ -226,7 +227,7 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 		}
 		// A cancelled run is not tried again — but a compensation is: it undoes what the run did.
 		if cancelled, err := c.runCancelledTx(ctx, tx, row.RunID); err != nil {
-			return settled, 0, false, err
+			return settled, 0, err
 		} else if cancelled && row.CompensatesID == nil { // run.go
 			t.to, t.reason = StateFailed, "retryable failure, none applied, and the run was cancelled: not tried again"
 			break
@@ -240,31 +241,31 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 		retryJob := f.jobID
 		if retryJob == nil || f.sharedJob {
 			if retryJob, err = c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, time.Now().Add(retryIn)); err != nil {
-				return settled, 0, false, err
+				return settled, 0, err
 			}
 		}
 		settled, err = dbsqlc.New(tx).EffectRetryLater(ctx, dbsqlc.EffectRetryLaterParams{
 			ID: row.ID, Error: t.errMsg, NewJobID: *retryJob, LeaseToken: f.leaseToken, JobID: f.jobID,
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return settled, 0, true, nil
+			return settled, 0, errFencedOut
 		}
-		return settled, retryIn, false, err
+		return settled, retryIn, err
 	case outcomeAccepted:
-		settled, fenced, err = c.recordAccepted(ctx, tx, row, connector, f, actor, out.correlationID)
-		return settled, 0, fenced, err
+		settled, err = c.recordAccepted(ctx, tx, row, connector, f, actor, out.correlationID)
+		return settled, 0, err
 	default:
 		t.to, t.reason = StateUnknown, "outcome unknown: "+t.errMsg
 		if t.newJobID, err = c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector); err != nil {
-			return settled, 0, false, err
+			return settled, 0, err
 		}
 	}
 	t.detail = map[string]any{"attempt": attempt}
 	if f.jobID != nil {
 		t.detail["job_id"] = *f.jobID
 	}
-	settled, fenced, err = c.settle(ctx, tx, row.ID, t)
-	return settled, 0, fenced, err
+	settled, err = c.settle(ctx, tx, row.ID, t)
+	return settled, 0, err
 }
 
 // countTransition counts a committed transition in the metrics.

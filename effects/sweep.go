@@ -2,6 +2,7 @@ package effects
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -78,16 +79,16 @@ func (c *Client) sweepOnce(ctx context.Context) (int, error) {
 				done = append(done, swept{cand, "reconcile " + reason})
 				continue
 			}
-			_, fenced, err := c.settle(ctx, tx, cand.ID, transition{
+			_, err = c.settle(ctx, tx, cand.ID, transition{
 				from: StatePending, to: StateUnknown, fence: fence{jobID: cand.JobID, leaseToken: cand.LeaseToken},
 				attempted: 1, errMsg: reason, newJobID: jobID, actor: actor,
 				reason: reason + ": outcome unknown; reconcile instead of calling again",
 			})
-			if err != nil {
-				return err
-			}
-			if !fenced {
+			switch {
+			case err == nil:
 				done = append(done, swept{cand, reason})
+			case !errors.Is(err, errFencedOut): // fenced out: its worker recorded it meanwhile
+				return err
 			}
 		}
 		return nil
