@@ -11,15 +11,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // Client enqueues, dispatches, reconciles and inspects effects. Every process that records effects
@@ -322,36 +321,12 @@ func (c *Client) Stop(ctx context.Context) error {
 // should call Stop and exit so that it is restarted (cmd/reactor exits with status 1).
 func (c *Client) Fatal() <-chan error { return c.fatal }
 
-// withTx runs fn in a transaction on the pool: committed if fn returns nil, rolled back otherwise.
-// A transaction that Postgres aborts as a deadlock victim or for a serialization failure is run
-// again from the start, a few times: fn must only write through tx (and may be run more than once).
-// Otherwise an outcome already obtained from an upstream — a deadlock between a settle hook and an
-// operator action, say — would be handed back to River as a failed run, and a re-run job of a
-// non-idempotent effect can only declare its outcome unknown.
+// withTx runs fn in a transaction on the pool (txn.Run): committed if fn returns nil, rolled back
+// otherwise, and run again from the start when Postgres aborts it as a deadlock victim or for a
+// serialization failure, so fn must only write through tx. Otherwise an outcome already obtained
+// from an upstream — a deadlock between a settle hook and an operator action, say — would be
+// handed back to River as a failed run, and a re-run job of a non-idempotent effect can only
+// declare its outcome unknown.
 func (c *Client) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	var err error
-	for attempt := 1; ; attempt++ {
-		err = pgx.BeginFunc(ctx, c.pool, fn)
-		if attempt == txAttempts || !transient(err) {
-			return err
-		}
-		c.logger.WarnContext(ctx, "transaction aborted by Postgres; running it again",
-			slog.Int("attempt", attempt), slog.String("error", err.Error()))
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(attempt*attempt) * 10 * time.Millisecond):
-		}
-	}
-}
-
-// txAttempts bounds how often withTx runs a transaction that Postgres keeps aborting.
-const txAttempts = 5
-
-// transient reports whether err is Postgres aborting a transaction that may succeed if run again:
-// a deadlock victim or a serialization failure.
-func transient(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) &&
-		(pgErr.Code == pgerrcode.DeadlockDetected || pgErr.Code == pgerrcode.SerializationFailure)
+	return txn.Run(ctx, c.pool, c.logger, fn)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // Owner is the effects owner (effects.Spec.Owner) of every saga effect: steps and compensations.
@@ -290,7 +291,7 @@ func (c *Client) startInSavepoint(ctx context.Context, sp pgx.Tx, def *Definitio
 // Start is StartTx in a transaction of its own.
 func (c *Client) Start(ctx context.Context, name string, input any, opts *StartOpts) (*Saga, error) {
 	var s *Saga
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+	err := txn.Run(ctx, c.pool, c.logger, func(tx pgx.Tx) error {
 		var err error
 		s, err = c.StartTx(ctx, tx, name, input, opts)
 		return err

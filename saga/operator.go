@@ -12,6 +12,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // Decision is an operator's answer to a saga STUCK on a compensation.
@@ -42,7 +43,7 @@ func (c *Client) Resolve(ctx context.Context, id uuid.UUID, decision Decision, a
 		return nil, errors.New("saga: resolve needs an actor and a reason")
 	}
 	var out *Saga
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+	err := txn.Run(ctx, c.pool, c.logger, func(tx pgx.Tx) error {
 		a, err := c.begin(ctx, tx, id, "operator:"+actor)
 		if err != nil {
 			return err

@@ -20,6 +20,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // Handler processes one logical turn. It reads turn.Messages, stages its database mutations
@@ -355,7 +356,7 @@ func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, in Inbound) (*Message,
 // Submit is SubmitTx in a transaction of its own.
 func (c *Client) Submit(ctx context.Context, in Inbound) (*Message, error) {
 	var m *Message
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+	err := txn.Run(ctx, c.pool, c.logger, func(tx pgx.Tx) error {
 		var err error
 		m, err = c.SubmitTx(ctx, tx, in)
 		return err
