@@ -193,7 +193,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		syncSagas(ctx, logger, pool, sagas, *connectorSync)
 	}()
 	logger.Info("server starting")
-	if err := serve(ctx, logger, *addr, schema.Guard(mux), *drain); err != nil {
+	if err := cli.Serve(ctx, logger, "http", *addr, schema.Guard(mux), *drain); err != nil {
 		return err
 	}
 	logger.Info("server stopped")

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -66,18 +67,32 @@ func OpenPool(ctx context.Context, databaseURL string, maxConns int) (*pgxpool.P
 	return pool, nil
 }
 
-// Serve listens on addr and serves handler until ctx ends, then shuts down, giving requests in
-// flight up to drain to finish. It logs the address it listens on (useful with port 0).
+// maxCancelGrace bounds the part of Serve's drain kept for cancelled requests to return.
+const maxCancelGrace = 2 * time.Second
+
+// Serve listens on addr and serves handler until ctx ends, then shuts down within drain: requests
+// in flight may finish during most of it; those still running then (a hung client, a request
+// waiting for a database connection) have their contexts cancelled and their connections closed,
+// and get the rest of drain (at most maxCancelGrace) to return. Request contexts do not end with
+// ctx itself, so a SIGTERM never interrupts a request that can finish in time. It logs the address
+// it listens on (useful with port 0); name labels its log lines and errors ("http", "health").
 func Serve(ctx context.Context, logger *slog.Logger, name, addr string, handler http.Handler, drain time.Duration) error {
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
 	}
+	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	var inFlight atomic.Int64
 	server := &http.Server{
-		Handler:           handler,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inFlight.Add(1)
+			defer inFlight.Add(-1)
+			handler.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	logger.Info("listening", slog.String("server", name), slog.String("addr", listener.Addr().String()))
 
@@ -88,10 +103,23 @@ func Serve(ctx context.Context, logger *slog.Logger, name, addr string, handler 
 		return fmt.Errorf("%s: %w", name, err)
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
-	defer cancel()
-	if err := server.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("%s: shutdown: %w", name, err)
+	deadline := time.Now().Add(drain)
+	grace := min(drain/4, maxCancelGrace)
+	shutdownCtx, cancel := context.WithDeadline(context.Background(), deadline.Add(-grace))
+	err = server.Shutdown(shutdownCtx)
+	cancel()
+	if err != nil {
+		logger.Warn("shutdown: cancelling the requests still running", slog.String("server", name), slog.Int64("requests", inFlight.Load()), slog.Duration("after", drain-grace))
+		cancelRequests()
+		_ = server.Close() // closes every connection: a hung client's request ends too
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for inFlight.Load() > 0 && time.Now().Before(deadline) {
+			<-tick.C
+		}
+		if n := inFlight.Load(); n > 0 {
+			return fmt.Errorf("%s: shutdown: %d requests still running after -shutdown-timeout %s", name, n, drain)
+		}
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("%s: %w", name, err)
