@@ -42,11 +42,13 @@ var errFencedOut = errors.New("effects: fenced out")
 
 type permanentError struct{ err error }
 
-func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// Permanent marks err as a definite failure: the upstream refused and will refuse again, and the
-// call did not take effect. The effect becomes FAILED without a retry.
+// Permanent marks err as a definite failure: trying again cannot help. A connector returns it when
+// the upstream refused and will refuse again, and the call did not take effect: the effect becomes
+// FAILED without a retry. A turn handler (package turns) returns it when the application refuses
+// the turn's messages: the turn becomes FAILED at once. The error's message is err's.
 func Permanent(err error) error {
 	if err == nil {
 		return nil

@@ -21,7 +21,7 @@ var (
 	// non-empty parts.
 	ErrInvalidSessionKey = errors.New("turns: invalid session key")
 	// ErrTurnFailed: the turn ended FAILED at once, without further attempts, because its handler
-	// returned a Permanent error. Nothing it staged was committed; its messages stay recorded.
+	// returned an effects.Permanent error. Nothing it staged was committed; its messages stay recorded.
 	ErrTurnFailed = errors.New("turns: turn failed for good")
 	// ErrNotReady: the handler (a Readier) cannot process the session's turns now, e.g. no HTTP
 	// turn handler is configured for its tenant. Nothing was changed: the turn stays ACCUMULATING

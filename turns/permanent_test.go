@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -31,7 +32,7 @@ func TestPermanentHandlerErrorFailsTheTurn(t *testing.T) {
 		if err := turn.Enqueue(refundSpec(turn, 0, 10)); err != nil {
 			return err
 		}
-		return turns.Permanent(fmt.Errorf("handler answered 422: %w", errors.New("unknown product")))
+		return effects.Permanent(fmt.Errorf("handler answered 422: %w", errors.New("unknown product")))
 	})})
 	session := newSession("web")
 	h.submit(session, "m1")
@@ -39,7 +40,7 @@ func TestPermanentHandlerErrorFailsTheTurn(t *testing.T) {
 	result, err := h.tc.RunTurn(ctx, session)
 	require.ErrorIs(t, err, turns.ErrTurnFailed)
 	require.ErrorContains(t, err, "unknown product")
-	require.True(t, turns.IsPermanent(err))
+	require.True(t, effects.IsPermanent(err))
 	require.Equal(t, turns.StatusFailed, result.Turn.Status)
 	require.Contains(t, result.Turn.StatusReason, "handler answered 422: unknown product")
 	require.Equal(t, 0, h.count(`SELECT count(*) FROM app_notes`))
@@ -50,7 +51,7 @@ func TestPermanentHandlerErrorFailsTheTurn(t *testing.T) {
 	_, err = h.tc.RunTurn(ctx, session)
 	require.ErrorIs(t, err, turns.ErrNoTurn, "no further attempt")
 	require.Equal(t, int32(1), calls.Load())
-	require.Nil(t, turns.Permanent(nil))
+	require.Nil(t, effects.Permanent(nil))
 }
 
 // readyHandler is a Readier whose readiness the test switches.

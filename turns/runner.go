@@ -34,7 +34,7 @@ func (e *notDueError) Error() string { return "turns: aggregation window open un
 // turns whose holder died or failed (a new attempt of their messages in the same turn group),
 // runs the handler and commits. ErrNoTurn when there is nothing to process; ErrNotReady (nothing
 // changed) when the handler is a Readier that is not ready for the session; ErrTurnFailed, with
-// the FAILED turn in the Result, when the handler returned a Permanent error. On another handler or
+// the FAILED turn in the Result, when the handler returned an effects.Permanent error. On another handler or
 // commit error nothing the turn staged is committed and the turn stays PROCESSING, to be taken
 // over by the next run of the session.
 func (c *Client) RunTurn(ctx context.Context, sessionKey string) (*Result, error) {
@@ -100,7 +100,7 @@ func (c *Client) process(ctx context.Context, sessionKey string, respectWindow b
 		}
 		return &Result{Turn: ended}, nil
 	}
-	if handlerErr != nil && IsPermanent(handlerErr) {
+	if handlerErr != nil && effects.IsPermanent(handlerErr) {
 		return c.fail(ctx, lock, row.ID, handlerErr)
 	}
 	if handlerErr != nil {
@@ -259,7 +259,7 @@ func (c *Client) supersedeTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, sessi
 	return q.TurnInherit(ctx, dbsqlc.TurnInheritParams{ID: acc.ID, TurnGroup: from.TurnGroup, Attempt: 1})
 }
 
-// fail ends a turn whose handler returned a Permanent error: FAILED with the error as its reason,
+// fail ends a turn whose handler returned an effects.Permanent error: FAILED with the error as its reason,
 // nothing staged committed. The run returns ErrTurnFailed.
 func (c *Client) fail(ctx context.Context, lock *Lock, id uuid.UUID, handlerErr error) (*Result, error) {
 	reason := "handler failed permanently: " + handlerErr.Error()

@@ -194,13 +194,13 @@ func (h *Handler) call(ctx context.Context, turn *turns.Turn, target Target) (*R
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return nil, turns.Permanent(fmt.Errorf("httpturn: encode turn: %w", err))
+		return nil, effects.Permanent(fmt.Errorf("httpturn: encode turn: %w", err))
 	}
 	callCtx, cancel := context.WithTimeout(ctx, target.Timeout)
 	defer cancel()
 	httpReq, err := http.NewRequestWithContext(callCtx, http.MethodPost, target.URL, bytes.NewReader(body))
 	if err != nil {
-		return nil, turns.Permanent(fmt.Errorf("httpturn: request: %w", err))
+		return nil, effects.Permanent(fmt.Errorf("httpturn: request: %w", err))
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Reckon-Turn-Id", turn.ID.String())
@@ -216,7 +216,7 @@ func (h *Handler) call(ctx context.Context, turn *turns.Turn, target Target) (*R
 	case resp.StatusCode >= 200 && resp.StatusCode <= 299:
 	case resp.StatusCode >= 400 && resp.StatusCode <= 499 &&
 		resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooEarly && resp.StatusCode != http.StatusTooManyRequests:
-		return nil, turns.Permanent(fmt.Errorf("httpturn: the handler answered %d: %s", resp.StatusCode, snippet(raw)))
+		return nil, effects.Permanent(fmt.Errorf("httpturn: the handler answered %d: %s", resp.StatusCode, snippet(raw)))
 	default:
 		return nil, fmt.Errorf("httpturn: the handler answered %d: %s", resp.StatusCode, snippet(raw))
 	}
@@ -224,7 +224,7 @@ func (h *Handler) call(ctx context.Context, turn *turns.Turn, target Target) (*R
 		return nil, fmt.Errorf("httpturn: read the handler's answer: %w", readErr)
 	}
 	if len(raw) > maxResponseBytes {
-		return nil, turns.Permanent(fmt.Errorf("httpturn: the handler's answer exceeds %d bytes", maxResponseBytes))
+		return nil, effects.Permanent(fmt.Errorf("httpturn: the handler's answer exceeds %d bytes", maxResponseBytes))
 	}
 	var out Response
 	if len(bytes.TrimSpace(raw)) == 0 {
@@ -236,7 +236,7 @@ func (h *Handler) call(ctx context.Context, turn *turns.Turn, target Target) (*R
 		if err == nil {
 			err = errors.New("trailing data")
 		}
-		return nil, turns.Permanent(fmt.Errorf("httpturn: the handler answered %d with an invalid body (%v): %s", resp.StatusCode, err, snippet(raw)))
+		return nil, effects.Permanent(fmt.Errorf("httpturn: the handler answered %d with an invalid body (%v): %s", resp.StatusCode, err, snippet(raw)))
 	}
 	return &out, nil
 }
@@ -247,17 +247,17 @@ func (h *Handler) specs(turn *turns.Turn, answer *Response) (specs []effects.Spe
 	for i, e := range answer.Effects {
 		switch {
 		case e.Connector == "":
-			return nil, false, turns.Permanent(fmt.Errorf("httpturn: effect %d: connector is required", i))
+			return nil, false, effects.Permanent(fmt.Errorf("httpturn: effect %d: connector is required", i))
 		case e.Decision == nil || e.CallIndex == nil:
-			return nil, false, turns.Permanent(fmt.Errorf("httpturn: effect %d (%s): decision and call_index are required", i, e.Connector))
+			return nil, false, effects.Permanent(fmt.Errorf("httpturn: effect %d (%s): decision and call_index are required", i, e.Connector))
 		case *e.Decision < 0 || *e.CallIndex < 0:
-			return nil, false, turns.Permanent(fmt.Errorf("httpturn: effect %d (%s): decision and call_index must not be negative", i, e.Connector))
+			return nil, false, effects.Permanent(fmt.Errorf("httpturn: effect %d (%s): decision and call_index must not be negative", i, e.Connector))
 		}
 		args := strings.TrimSpace(string(e.Args))
 		if args == "" || args == "null" {
 			e.Args = json.RawMessage(`{}`)
 		} else if !strings.HasPrefix(args, "{") {
-			return nil, false, turns.Permanent(fmt.Errorf("httpturn: effect %d (%s): args must be a JSON object", i, e.Connector))
+			return nil, false, effects.Permanent(fmt.Errorf("httpturn: effect %d (%s): args must be a JSON object", i, e.Connector))
 		}
 		connector, ok := h.config.Registry.Get(e.Connector)
 		if !ok {
