@@ -260,17 +260,7 @@ type MutationFunc func(ctx context.Context, tx pgx.Tx, call *Call) (int, any, er
 
 // HandleQuery adds an authenticated read-only endpoint, e.g. "GET /v1/sagas/{id}".
 func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		defer s.observe(r, time.Now())
-		call, ok := s.begin(w, r)
-		if !ok {
-			return
-		}
-		release, ok := s.enter(w, r)
-		if !ok {
-			return
-		}
-		defer release()
+	s.handle(pattern, func(w http.ResponseWriter, r *http.Request, call *Call) {
 		status, body, err := fn(r.Context(), call)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -283,19 +273,7 @@ func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
 // HandleMutation adds an authenticated endpoint that changes something, e.g. "POST /v1/sagas",
 // with Idempotency-Key support (see the package documentation).
 func (s *Server) HandleMutation(pattern string, fn MutationFunc) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		defer s.observe(r, time.Now())
-		call, ok := s.begin(w, r)
-		if !ok {
-			return
-		}
-		release, ok := s.enter(w, r)
-		if !ok {
-			return
-		}
-		defer release()
-		s.mutate(w, r, call, fn)
-	})
+	s.handle(pattern, func(w http.ResponseWriter, r *http.Request, call *Call) { s.mutate(w, r, call, fn) })
 }
 
 // ActionFunc answers a request that changes something (POST) in transactions of its own, for an
@@ -310,6 +288,13 @@ type ActionFunc func(ctx context.Context, call *Call) (int, any, error)
 // concurrent first requests with one key may both run fn (which is why fn must be idempotent);
 // the later one then answers with the stored response (or 422 when its request differs).
 func (s *Server) HandleAction(pattern string, fn ActionFunc) {
+	s.handle(pattern, func(w http.ResponseWriter, r *http.Request, call *Call) { s.act(w, r, call, fn) })
+}
+
+// handle adds an authenticated endpoint: every Handle… method goes through it. It observes the
+// request's duration, authenticates it and reads its body (begin), waits for a request slot
+// (enter), then calls serve; a request refused on the way has already been answered.
+func (s *Server) handle(pattern string, serve func(w http.ResponseWriter, r *http.Request, call *Call)) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		defer s.observe(r, time.Now())
 		call, ok := s.begin(w, r)
@@ -321,7 +306,7 @@ func (s *Server) HandleAction(pattern string, fn ActionFunc) {
 			return
 		}
 		defer release()
-		s.act(w, r, call, fn)
+		serve(w, r, call)
 	})
 }
 
