@@ -96,8 +96,8 @@ type runJSON struct {
 
 // getRun: GET /v1/runs/{id}, a run's status with its guardrails and effects by state.
 func (s *Server) getRun(ctx context.Context, call *Call) (int, any, error) {
-	if len(call.Request.URL.Query()) > 0 {
-		return 0, nil, badRequest(CodeInvalidParameter, "GET /v1/runs/{id} takes no query parameters")
+	if _, err := (listParams{}).parse(call); err != nil {
+		return 0, nil, err
 	}
 	id := call.Request.PathValue("id")
 	run, err := s.effects.GetRun(ctx, id)

@@ -62,8 +62,8 @@ func (s *Server) putConnector(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 
 // listConnectors: GET /v1/connectors, by name.
 func (s *Server) listConnectors(ctx context.Context, call *Call) (int, any, error) {
-	if len(call.Request.URL.Query()) > 0 {
-		return 0, nil, badRequest(CodeInvalidParameter, "GET /v1/connectors takes no query parameters")
+	if _, err := (listParams{}).parse(call); err != nil {
+		return 0, nil, err
 	}
 	defs, err := httpconn.List(ctx, s.pool)
 	if err != nil {

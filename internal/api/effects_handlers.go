@@ -2,12 +2,10 @@ package api
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -266,40 +264,25 @@ type listResponse struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-var listParams = map[string]bool{"state": true, "connector": true, "run": true, "limit": true, "cursor": true}
+// effectListParams are the query parameters of GET /v1/effects.
+var effectListParams = listParams{filters: []string{"state", "connector", "run"}, limit: 100, maxLimit: 1000, cursor: true}
 
 // listEffects: GET /v1/effects?state=&connector=&run=&limit=&cursor=, newest first.
 func (s *Server) listEffects(ctx context.Context, call *Call) (int, any, error) {
-	query := call.Request.URL.Query()
-	for name, values := range query {
-		if !listParams[name] {
-			return 0, nil, badRequest(CodeInvalidParameter, "unknown query parameter %q: want state, connector, run, limit or cursor", name)
-		}
-		if len(values) > 1 {
-			return 0, nil, badRequest(CodeInvalidParameter, "query parameter %q given %d times", name, len(values))
-		}
+	query, err := effectListParams.parse(call)
+	if err != nil {
+		return 0, nil, err
 	}
-	filter := effects.ListFilter{TenantID: call.Tenant(), Connector: query.Get("connector"), RunID: query.Get("run"), Limit: 100}
-	if raw := query.Get("state"); raw != "" {
+	filter := effects.ListFilter{TenantID: call.Tenant(), Connector: query.filters["connector"], RunID: query.filters["run"], Limit: query.limit}
+	if raw, ok := query.filters["state"]; ok {
 		state, err := effects.ParseState(raw)
 		if err != nil {
 			return 0, nil, badRequest(CodeInvalidState, "state %q: want one of PENDING, CONFIRMED, FAILED, UNKNOWN, STUCK", raw)
 		}
 		filter.State = state
 	}
-	if raw := query.Get("limit"); raw != "" {
-		limit, err := strconv.Atoi(raw)
-		if err != nil || limit < 1 || limit > 1000 {
-			return 0, nil, badRequest(CodeInvalidParameter, "limit %q: want a whole number from 1 to 1000", raw)
-		}
-		filter.Limit = limit
-	}
-	if raw := query.Get("cursor"); raw != "" {
-		cursor, err := decodeCursor(raw)
-		if err != nil {
-			return 0, nil, badRequest(CodeInvalidCursor, "cursor %q was not issued by this API", raw)
-		}
-		filter.After = cursor
+	if query.after != nil {
+		filter.After = &effects.Cursor{CreatedAt: query.after.CreatedAt, ID: query.after.ID}
 	}
 	page, next, err := s.effects.List(ctx, filter)
 	if err != nil {
@@ -310,36 +293,9 @@ func (s *Server) listEffects(ctx context.Context, call *Call) (int, any, error) 
 		out.Effects[i] = toJSON(e)
 	}
 	if next != nil {
-		out.NextCursor = encodeCursor(next)
+		out.NextCursor = encodeCursor(next.CreatedAt, next.ID)
 	}
 	return http.StatusOK, out, nil
-}
-
-type cursorJSON struct {
-	CreatedAt time.Time `json:"t"`
-	ID        uuid.UUID `json:"id"`
-}
-
-func encodeCursor(c *effects.Cursor) string {
-	raw, _ := json.Marshal(cursorJSON{CreatedAt: c.CreatedAt, ID: c.ID})
-	return base64.RawURLEncoding.EncodeToString(raw)
-}
-
-func decodeCursor(s string) (*effects.Cursor, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return nil, err
-	}
-	var c cursorJSON
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, err
-	}
-	if c.CreatedAt.IsZero() || c.ID == uuid.Nil {
-		return nil, errors.New("incomplete cursor")
-	}
-	return &effects.Cursor{CreatedAt: c.CreatedAt, ID: c.ID}, nil
 }
 
 // resolveRequest is the body of POST /v1/effects/{id}/resolve and /cancel.

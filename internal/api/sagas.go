@@ -2,13 +2,11 @@ package api
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -81,8 +79,8 @@ func (s *Server) putSagaDefinition(ctx context.Context, tx pgx.Tx, call *Call) (
 
 // listSagaDefinitions: GET /v1/saga-definitions, by name.
 func (s *Server) listSagaDefinitions(ctx context.Context, call *Call) (int, any, error) {
-	if len(call.Request.URL.Query()) > 0 {
-		return 0, nil, badRequest(CodeInvalidParameter, "GET /v1/saga-definitions takes no query parameters")
+	if _, err := (listParams{}).parse(call); err != nil {
+		return 0, nil, err
 	}
 	defs, err := sagadef.List(ctx, s.pool)
 	if err != nil {
@@ -261,7 +259,8 @@ type sagaListResponse struct {
 	NextCursor string      `json:"next_cursor,omitempty"`
 }
 
-var sagaListParams = map[string]bool{"state": true, "definition": true, "limit": true, "cursor": true}
+// sagaListParams are the query parameters of GET /v1/sagas.
+var sagaListParams = listParams{filters: []string{"state", "definition"}, limit: 100, maxLimit: 1000, cursor: true}
 
 var sagaStates = map[saga.State]bool{
 	saga.StateRunning: true, saga.StateCompleted: true, saga.StateCompensating: true,
@@ -273,35 +272,19 @@ func (s *Server) listSagas(ctx context.Context, call *Call) (int, any, error) {
 	if err := s.requireSagas(); err != nil {
 		return 0, nil, err
 	}
-	query := call.Request.URL.Query()
-	for name, values := range query {
-		if !sagaListParams[name] {
-			return 0, nil, badRequest(CodeInvalidParameter, "unknown query parameter %q: want state, definition, limit or cursor", name)
-		}
-		if len(values) > 1 {
-			return 0, nil, badRequest(CodeInvalidParameter, "query parameter %q given %d times", name, len(values))
-		}
+	query, err := sagaListParams.parse(call)
+	if err != nil {
+		return 0, nil, err
 	}
-	filter := saga.ListFilter{TenantID: call.Tenant(), Name: query.Get("definition"), Limit: 100}
-	if raw := query.Get("state"); raw != "" {
+	filter := saga.ListFilter{TenantID: call.Tenant(), Name: query.filters["definition"], Limit: query.limit}
+	if raw, ok := query.filters["state"]; ok {
 		if !sagaStates[saga.State(raw)] {
 			return 0, nil, badRequest(CodeInvalidState, "state %q: want one of RUNNING, COMPLETED, COMPENSATING, COMPENSATED, STUCK", raw)
 		}
 		filter.State = saga.State(raw)
 	}
-	if raw := query.Get("limit"); raw != "" {
-		limit, err := strconv.Atoi(raw)
-		if err != nil || limit < 1 || limit > 1000 {
-			return 0, nil, badRequest(CodeInvalidParameter, "limit %q: want a whole number from 1 to 1000", raw)
-		}
-		filter.Limit = limit
-	}
-	if raw := query.Get("cursor"); raw != "" {
-		cursor, err := decodeCursor(raw)
-		if err != nil {
-			return 0, nil, badRequest(CodeInvalidCursor, "cursor %q was not issued by this API", raw)
-		}
-		filter.After = &saga.Cursor{CreatedAt: cursor.CreatedAt, ID: cursor.ID}
+	if query.after != nil {
+		filter.After = &saga.Cursor{CreatedAt: query.after.CreatedAt, ID: query.after.ID}
 	}
 	page, next, err := s.config.Sagas.List(ctx, filter)
 	if err != nil {
@@ -312,8 +295,7 @@ func (s *Server) listSagas(ctx context.Context, call *Call) (int, any, error) {
 		out.Sagas[i] = sagaToJSON(sg)
 	}
 	if next != nil {
-		raw, _ := json.Marshal(cursorJSON{CreatedAt: next.CreatedAt, ID: next.ID})
-		out.NextCursor = base64.RawURLEncoding.EncodeToString(raw)
+		out.NextCursor = encodeCursor(next.CreatedAt, next.ID)
 	}
 	return http.StatusOK, out, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -162,6 +161,9 @@ type turnsResponse struct {
 	Turns      []*turnJSON `json:"turns"`
 }
 
+// turnListParams are the query parameters of GET /v1/sessions/{key}/turns.
+var turnListParams = listParams{limit: 50, maxLimit: 500}
+
 // listTurns: GET /v1/sessions/{key}/turns?limit=, the session's newest turns (default 50, at most
 // 500) in order, each with its messages and supersede decisions.
 func (s *Server) listTurns(ctx context.Context, call *Call) (int, any, error) {
@@ -172,17 +174,11 @@ func (s *Server) listTurns(ctx context.Context, call *Call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	limit := 50
-	for name, values := range call.Request.URL.Query() {
-		if name != "limit" || len(values) > 1 {
-			return 0, nil, badRequest(CodeInvalidParameter, "unknown or repeated query parameter %q: want limit", name)
-		}
-		n, err := strconv.Atoi(values[0])
-		if err != nil || n < 1 || n > 500 {
-			return 0, nil, badRequest(CodeInvalidParameter, "limit %q: want a whole number from 1 to 500", values[0])
-		}
-		limit = n
+	query, err := turnListParams.parse(call)
+	if err != nil {
+		return 0, nil, err
 	}
+	limit := query.limit
 	records, err := s.config.Turns.List(ctx, key)
 	if err != nil {
 		return 0, nil, err

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// listParams names the query parameters an endpoint takes; parse checks a request's against
+// them. Every endpoint that reads its query string goes through it (one with none takes the zero
+// listParams), so an unknown, repeated or malformed parameter is always 400 invalid_parameter (or
+// invalid_cursor) naming the parameter.
+type listParams struct {
+	// filters are the endpoint's filter parameters, e.g. "state", "connector"; their values are
+	// the handler's to check.
+	filters []string
+	// limit is the page size without a limit parameter; maxLimit the largest one accepted. Zero:
+	// the endpoint takes no limit.
+	limit, maxLimit int
+	// cursor: the endpoint pages with a cursor from an earlier answer's next_cursor.
+	cursor bool
+}
+
+// listQuery is what a request's query parameters ask for.
+type listQuery struct {
+	filters map[string]string // by name; absent when not given
+	limit   int               // listParams.limit when not given
+	after   *cursor           // nil on the first page
+}
+
+// cursor is a position in a listing newest first: after the row created at CreatedAt with ID.
+type cursor struct {
+	CreatedAt time.Time `json:"t"`
+	ID        uuid.UUID `json:"id"`
+}
+
+// parse checks call's query parameters against p.
+func (p listParams) parse(call *Call) (listQuery, error) {
+	names := append([]string(nil), p.filters...)
+	if p.maxLimit > 0 {
+		names = append(names, "limit")
+	}
+	if p.cursor {
+		names = append(names, "cursor")
+	}
+	q := listQuery{filters: map[string]string{}, limit: p.limit}
+	query := call.Request.URL.Query()
+	for name, values := range query {
+		switch {
+		case !contains(names, name) && len(names) == 0:
+			return q, badRequest(CodeInvalidParameter, "unknown query parameter %q: %s takes no query parameters", name, call.Request.Pattern)
+		case !contains(names, name):
+			return q, badRequest(CodeInvalidParameter, "unknown query parameter %q: want %s", name, wantList(names))
+		case len(values) > 1:
+			return q, badRequest(CodeInvalidParameter, "query parameter %q given %d times", name, len(values))
+		}
+	}
+	for _, name := range p.filters {
+		if raw := query.Get(name); raw != "" {
+			q.filters[name] = raw
+		}
+	}
+	if raw := query.Get("limit"); raw != "" {
+		limit, err := strconv.Atoi(raw)
+		if err != nil || limit < 1 || limit > p.maxLimit {
+			return q, badRequest(CodeInvalidParameter, "limit %q: want a whole number from 1 to %d", raw, p.maxLimit)
+		}
+		q.limit = limit
+	}
+	if raw := query.Get("cursor"); raw != "" {
+		after, err := decodeCursor(raw)
+		if err != nil {
+			return q, badRequest(CodeInvalidCursor, "cursor %q was not issued by this API", raw)
+		}
+		q.after = after
+	}
+	return q, nil
+}
+
+func contains(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// wantList is names as prose: "a, b or c".
+func wantList(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// encodeCursor is the next_cursor of a page whose last row was created at createdAt with id.
+func encodeCursor(createdAt time.Time, id uuid.UUID) string {
+	raw, _ := json.Marshal(cursor{CreatedAt: createdAt, ID: id})
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+func decodeCursor(s string) (*cursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	var c cursor
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, err
+	}
+	if c.CreatedAt.IsZero() || c.ID == uuid.Nil {
+		return nil, errors.New("incomplete cursor")
+	}
+	return &c, nil
+}
