@@ -378,13 +378,8 @@ func (b *Bank) handleWire(w http.ResponseWriter, r *http.Request) {
 		Amount  int64  `json:"amount"`
 		Key     string `json:"key"`
 	}
-	if err := readJSON(w, r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
-		return
-	}
-	key := idempotencyKey(r, req.Key)
-	if key == "" {
-		writeError(w, http.StatusBadRequest, "missing Idempotency-Key")
+	key, ok := readKeyed(w, r, &req, &req.Key)
+	if !ok {
 		return
 	}
 	if req.Amount <= 0 {
@@ -392,17 +387,7 @@ func (b *Bank) handleWire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	b.mu.Lock()
-	beh := b.nextLocked(key, true)
-	var res wireResult
-	switch beh {
-	case Succeed, PerformThenDrop, PerformThenHang:
-		res = b.performWireLocked(key, req.Amount, 1)
-	case PerformTwice, PerformTwiceThenDrop:
-		res = b.performWireLocked(key, req.Amount, 2)
-	}
-	b.mu.Unlock()
-
+	beh, res := b.wire(key, req.Amount)
 	b.respond(w, r, beh, res)
 }
 
@@ -412,13 +397,8 @@ func (b *Bank) handleCompensate(w http.ResponseWriter, r *http.Request) {
 		Amount      int64  `json:"amount"`
 		Key         string `json:"key"`
 	}
-	if err := readJSON(w, r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
-		return
-	}
-	key := idempotencyKey(r, req.Key)
-	if key == "" {
-		writeError(w, http.StatusBadRequest, "missing Idempotency-Key")
+	key, ok := readKeyed(w, r, &req, &req.Key)
+	if !ok {
 		return
 	}
 	if req.OriginalKey == "" {
@@ -430,18 +410,39 @@ func (b *Bank) handleCompensate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	beh, res := b.compensate(key, req.OriginalKey, req.Amount)
+	b.respond(w, r, beh, res)
+}
+
+// wire takes the next behavior scripted for a wire with key and performs what it performs (once,
+// twice or not at all); respond then delivers the result as the behavior says.
+func (b *Bank) wire(key string, amount int64) (Behavior, wireResult) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	beh := b.nextLocked(key, true)
+	var res wireResult
+	switch beh {
+	case Succeed, PerformThenDrop, PerformThenHang:
+		res = b.performWireLocked(key, amount, 1)
+	case PerformTwice, PerformTwiceThenDrop:
+		res = b.performWireLocked(key, amount, 2)
+	}
+	return beh, res
+}
+
+// compensate is wire for a compensation with key that reverses amount of the wire of.
+func (b *Bank) compensate(key, of string, amount int64) (Behavior, reversalResult) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	beh := b.nextLocked(key, false)
 	var res reversalResult
 	switch beh {
 	case Succeed, PerformThenDrop, PerformThenHang:
-		res = b.performCompLocked(key, req.OriginalKey, req.Amount, 1)
+		res = b.performCompLocked(key, of, amount, 1)
 	case PerformTwice:
-		res = b.performCompLocked(key, req.OriginalKey, req.Amount, 2)
+		res = b.performCompLocked(key, of, amount, 2)
 	}
-	b.mu.Unlock()
-
-	b.respond(w, r, beh, res)
+	return beh, res
 }
 
 // respond delivers the outcome of a wire or compensation call according to its behavior.
@@ -477,32 +478,11 @@ func (b *Bank) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 
 	b.mu.Lock()
-	sb := StatusFromLedger
-	if q := b.statusScripts[req.Key]; len(q) > 0 {
-		sb = q[0]
-		b.statusScripts[req.Key] = q[1:]
-	}
-	var out statusResult
-	switch sb {
-	case StatusFromLedger:
-		idx := b.wires[req.Key]
-		switch len(idx) {
-		case 0:
-			out.Status = "absent"
-		case 1:
-			res := wireResultOf(b.ledger[idx[0]])
-			out.Status, out.Result = "present", &res
-		default:
-			res := wireResultOf(b.ledger[idx[0]])
-			out.Status, out.Count, out.Result = "duplicate", len(idx), &res
-		}
-	case StatusInconclusive:
-		out.Status = "inconclusive"
-	}
+	out := b.statusLocked(req.Key)
 	b.mu.Unlock()
 
 	if out.Status == "" {
-		writeError(w, http.StatusInternalServerError, "unknown scripted status behavior "+sb.String())
+		writeError(w, http.StatusInternalServerError, "unknown scripted status behavior")
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -651,6 +631,22 @@ func allow(w http.ResponseWriter, r *http.Request, method string) bool {
 	w.Header().Set("Allow", method)
 	writeError(w, http.StatusMethodNotAllowed, "method not allowed")
 	return false
+}
+
+// readKeyed reads a wire or compensation request into v, whose idempotency key field is bodyKey,
+// and returns the call's key (idempotencyKey). It answers 400 and reports false when the body is
+// not JSON or there is no key.
+func readKeyed(w http.ResponseWriter, r *http.Request, v any, bodyKey *string) (string, bool) {
+	if err := readJSON(w, r, v); err != nil {
+		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+		return "", false
+	}
+	key := idempotencyKey(r, *bodyKey)
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "missing Idempotency-Key")
+		return "", false
+	}
+	return key, true
 }
 
 // readJSON reads the whole body (so that the server notices a client that goes away while the

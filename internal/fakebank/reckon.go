@@ -83,6 +83,10 @@ func (b *Bank) serveReckon(w http.ResponseWriter, r *http.Request) bool {
 		b.mu.Lock()
 		out := b.statusLocked(key)
 		b.mu.Unlock()
+		if out.Status == "" {
+			writeError(w, http.StatusInternalServerError, "unknown scripted status behavior")
+			return true
+		}
 		writeJSON(w, http.StatusOK, out)
 	case "/wires/compensate":
 		if req.Original == nil || req.Original.Result.Key == "" || req.Original.Result.Amount <= 0 {
@@ -101,32 +105,14 @@ func (b *Bank) reckonWire(w http.ResponseWriter, r *http.Request, key string, am
 		writeError(w, http.StatusBadRequest, "amount must be positive")
 		return
 	}
-	b.mu.Lock()
-	beh := b.nextLocked(key, true)
-	var res wireResult
-	switch beh {
-	case Succeed, PerformThenDrop, PerformThenHang:
-		res = b.performWireLocked(key, amount, 1)
-	case PerformTwice, PerformTwiceThenDrop:
-		res = b.performWireLocked(key, amount, 2)
-	}
-	b.mu.Unlock()
+	beh, res := b.wire(key, amount)
 	if !b.respondReckonOnly(w, beh) {
 		b.respond(w, r, beh, res)
 	}
 }
 
 func (b *Bank) reckonCompensate(w http.ResponseWriter, r *http.Request, key, of string, amount int64) {
-	b.mu.Lock()
-	beh := b.nextLocked(key, false)
-	var res reversalResult
-	switch beh {
-	case Succeed, PerformThenDrop, PerformThenHang:
-		res = b.performCompLocked(key, of, amount, 1)
-	case PerformTwice:
-		res = b.performCompLocked(key, of, amount, 2)
-	}
-	b.mu.Unlock()
+	beh, res := b.compensate(key, of, amount)
 	if !b.respondReckonOnly(w, beh) {
 		b.respond(w, r, beh, res)
 	}
@@ -148,7 +134,8 @@ func (b *Bank) respondReckonOnly(w http.ResponseWriter, beh Behavior) bool {
 	return true
 }
 
-// statusLocked answers a status check for key from the scripts and the ledger.
+// statusLocked answers a status check for key from the scripts and the ledger; Status is empty
+// for a status behavior it does not know.
 func (b *Bank) statusLocked(key string) statusResult {
 	sb := StatusFromLedger
 	if q := b.statusScripts[key]; len(q) > 0 {
@@ -156,9 +143,13 @@ func (b *Bank) statusLocked(key string) statusResult {
 		b.statusScripts[key] = q[1:]
 	}
 	var out statusResult
-	if sb == StatusInconclusive {
+	switch sb {
+	case StatusFromLedger:
+	case StatusInconclusive:
 		out.Status = "inconclusive"
 		return out
+	default:
+		return out // no status: the caller answers 500
 	}
 	idx := b.wires[key]
 	switch len(idx) {
