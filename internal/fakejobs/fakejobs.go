@@ -207,17 +207,27 @@ func (u *Upstream) handleJob(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (u *Upstream) handleStatus(w http.ResponseWriter, r *http.Request) {
+// readCorrelationID reads a status or cancel request's correlation_id; it answers 400 and reports
+// false when the body is not JSON.
+func readCorrelationID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	var req struct {
 		CorrelationID string `json:"correlation_id"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request"})
+		return "", false
+	}
+	return req.CorrelationID, true
+}
+
+func (u *Upstream) handleStatus(w http.ResponseWriter, r *http.Request) {
+	correlationID, ok := readCorrelationID(w, r)
+	if !ok {
 		return
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	j, ok := u.jobs[req.CorrelationID]
+	j, ok := u.jobs[correlationID]
 	if !ok {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "absent"})
 		return
@@ -226,16 +236,13 @@ func (u *Upstream) handleStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *Upstream) handleCancel(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		CorrelationID string `json:"correlation_id"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request"})
+	correlationID, ok := readCorrelationID(w, r)
+	if !ok {
 		return
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	j, ok := u.jobs[req.CorrelationID]
+	j, ok := u.jobs[correlationID]
 	switch {
 	case !ok:
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such job"})
