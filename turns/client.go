@@ -2,12 +2,9 @@ package turns
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -69,7 +66,8 @@ type Config struct {
 	// NotReadyDelay is how long a turn job waits before asking a Readier handler again after it
 	// answered not ready. Default 30s.
 	NotReadyDelay time.Duration
-	// ID names this process in reckon_turns.holder. Default: host name, pid and a random suffix.
+	// ID names this process in reckon_turns.holder. Default: the ID of the effects client the
+	// client is installed in (effects.Config.ID).
 	ID string
 	// Queue is the River queue of the turn jobs (aggregation windows and the periodic recovery).
 	// Default: the effects client's queue (effects.Config.Queue), which every River client on
@@ -117,12 +115,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	if c.ID == "" {
-		host, _ := os.Hostname()
-		suffix := make([]byte, 3)
-		_, _ = rand.Read(suffix)
-		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(suffix))
 	}
 }
 
@@ -211,6 +203,9 @@ func (c *Client) Install(host *effects.PluginHost) error {
 		}
 	}
 	c.jobQueue = queue
+	if c.config.ID == "" {
+		c.config.ID = host.Client().ID()
+	}
 	if c.config.RecoverInterval > 0 {
 		host.AddPeriodicJob(river.NewPeriodicJob(
 			river.PeriodicInterval(c.config.RecoverInterval),
