@@ -215,6 +215,7 @@ func (m *Migrator) migrateRiver(ctx context.Context, conn *pgxpool.Conn, directi
 		var applied []rivermigrate.MigrateVersion
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			opts := &rivermigrate.MigrateOpts{MaxSteps: 1}
+			//lint:ignore SA1019 one version per transaction (MaxSteps 1) is what the deprecation asks for; Migrate would not run on the connection that holds our lock
 			res, err := m.river.MigrateTx(ctx, tx, direction, opts)
 			if err != nil {
 				return err

@@ -3,7 +3,6 @@ package effects
 import (
 	"fmt"
 	"sync"
-	"time"
 )
 
 // Registry holds the connectors a Client can enqueue and dispatch. It is safe for concurrent use.
@@ -87,15 +86,4 @@ func (r *Registry) lookup(name string) (*Connector, error) {
 		return c, nil
 	}
 	return nil, fmt.Errorf("%w %q: register it with the Registry", ErrUnknownConnector, name)
-}
-
-// maxTimeout is the longest Timeout of the registered connectors.
-func (r *Registry) maxTimeout() time.Duration {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	longest := time.Duration(0)
-	for _, c := range r.connectors {
-		longest = max(longest, c.Timeout)
-	}
-	return longest
 }

@@ -86,9 +86,6 @@ func ParallelSafe(tags []Tag) bool {
 	return slices.Contains(tags, TagRead) && !slices.Contains(tags, TagWrite) && !slices.Contains(tags, TagDestructive)
 }
 
-// Destructive reports whether the tags include destructive.
-func Destructive(tags []Tag) bool { return slices.Contains(tags, TagDestructive) }
-
 // Policy is what may be done with an effect when things go wrong, derived from the
 // connector's tags and capabilities by PolicyOf.
 type Policy string

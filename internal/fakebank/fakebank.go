@@ -106,18 +106,6 @@ const (
 	StatusInconclusive
 )
 
-// String returns the status behavior's name.
-func (s StatusBehavior) String() string {
-	switch s {
-	case StatusFromLedger:
-		return "StatusFromLedger"
-	case StatusInconclusive:
-		return "StatusInconclusive"
-	default:
-		return fmt.Sprintf("StatusBehavior(%d)", int(s))
-	}
-}
-
 // Entry is one operation the bank actually performed.
 type Entry struct {
 	// Key is the idempotency key of the wire (for compensations: the compensation's own key).

@@ -1,3 +1,5 @@
+//lint:file-ignore U1000 these stand in for what README.md's blocks use; the test compiles them with the blocks
+
 package readmetest
 
 import (
