@@ -18,7 +18,6 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/api"
-	"github.com/reckonhq/reckon/internal/cli"
 )
 
 // envError collects the environment variables whose values cannot be parsed: the server refuses
@@ -102,59 +101,54 @@ server tenants enable ID             accept them again`
 
 // runTenants: server tenants create ID [-name N] | list | disable ID | enable ID.
 func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	action, args, err := splitAction("server tenants", tenantsUsage, args, stdout)
+	cmd, err := newCommand("server tenants", tenantsUsage, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("server tenants "+action, "", stdout)
-	var common commonFlags
-	common.register(fs)
+	action := cmd.action
 	var name *string
 	switch action {
 	case "create":
-		name = fs.String("name", "", "display name of the tenant")
+		name = cmd.fs.String("name", "", "display name of the tenant")
 	case "list", "disable", "enable":
 	default:
-		return fmt.Errorf("%w: unknown tenants action %q; want one of:\n%s", errUsage, action, tenantsUsage)
+		return cmd.unknownAction("tenants action")
 	}
-	id, err := parseWithID(fs, args, action != "list")
+	id, err := parseWithID(cmd.fs, cmd.args, action != "list")
 	if err != nil {
 		return err
 	}
-	pool, err := cli.OpenPool(ctx, common.databaseURL, 2)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	switch action {
-	case "create":
-		tenant, err := api.CreateTenant(ctx, pool, id, *name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "created tenant %s\n", tenant.ID)
-	case "list":
-		tenants, err := api.ListTenants(ctx, pool)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSTATUS")
-		for _, t := range tenants {
-			status := "enabled"
-			if t.DisabledAt != nil {
-				status = "disabled " + t.DisabledAt.UTC().Format(time.RFC3339)
+	return cmd.common.withPool(ctx, 2, func(ctx context.Context, pool *pgxpool.Pool) error {
+		switch action {
+		case "create":
+			tenant, err := api.CreateTenant(ctx, pool, id, *name)
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), status)
+			fmt.Fprintf(stdout, "created tenant %s\n", tenant.ID)
+		case "list":
+			tenants, err := api.ListTenants(ctx, pool)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSTATUS")
+			for _, t := range tenants {
+				status := "enabled"
+				if t.DisabledAt != nil {
+					status = "disabled " + t.DisabledAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), status)
+			}
+			return tw.Flush()
+		case "disable", "enable":
+			if _, err := api.SetTenantDisabled(ctx, pool, id, action == "disable"); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%sd tenant %s\n", action, id)
 		}
-		return tw.Flush()
-	case "disable", "enable":
-		if _, err := api.SetTenantDisabled(ctx, pool, id, action == "disable"); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%sd tenant %s\n", action, id)
-	}
-	return nil
+		return nil
+	})
 }
 
 // tokensUsage is the synopsis of `server tokens`.
@@ -164,13 +158,11 @@ server tokens revoke ID                             revoke a token`
 
 // runTokens: server tokens create -tenant T [-name N] | list -tenant T | revoke ID.
 func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	action, args, err := splitAction("server tokens", tokensUsage, args, stdout)
+	cmd, err := newCommand("server tokens", tokensUsage, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("server tokens "+action, "", stdout)
-	var common commonFlags
-	common.register(fs)
+	action, fs := cmd.action, cmd.fs
 	var tenant, name *string
 	var admin *bool
 	switch action {
@@ -182,9 +174,9 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		tenant = fs.String("tenant", "", "tenant whose tokens to list (required)")
 	case "revoke":
 	default:
-		return fmt.Errorf("%w: unknown tokens action %q; want one of:\n%s", errUsage, action, tokensUsage)
+		return cmd.unknownAction("tokens action")
 	}
-	rawID, err := parseWithID(fs, args, action == "revoke")
+	rawID, err := parseWithID(fs, cmd.args, action == "revoke")
 	if err != nil {
 		return err
 	}
@@ -197,52 +189,49 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("%w: token id %q is not a UUID", errUsage, rawID)
 		}
 	}
-	pool, err := cli.OpenPool(ctx, common.databaseURL, 2)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	switch action {
-	case "create":
-		secret, token, err := api.CreateToken(ctx, pool, *tenant, &api.TokenOpts{Name: *name, Admin: *admin})
-		if err != nil {
-			return err
-		}
-		// The token goes to stdout alone, for scripts; the rest to stderr, labeled so that the
-		// token's id is not taken for the token.
-		fmt.Fprintln(stdout, secret)
-		kind := "token"
-		if token.Admin {
-			kind = "admin token"
-		}
-		fmt.Fprintf(stderr, "created an API %s of tenant %s, printed on stdout and shown only now: store it safely (its id, for `tokens list` and `tokens revoke`: %s)\n",
-			kind, token.TenantID, token.ID)
-	case "list":
-		tokens, err := api.ListTokens(ctx, pool, *tenant)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tCREATED\tSTATUS")
-		for _, t := range tokens {
-			status := "live"
-			if t.RevokedAt != nil {
-				status = "revoked " + t.RevokedAt.UTC().Format(time.RFC3339)
+	return cmd.common.withPool(ctx, 2, func(ctx context.Context, pool *pgxpool.Pool) error {
+		switch action {
+		case "create":
+			secret, token, err := api.CreateToken(ctx, pool, *tenant, &api.TokenOpts{Name: *name, Admin: *admin})
+			if err != nil {
+				return err
 			}
-			if t.Admin {
-				status += " (admin)"
+			// The token goes to stdout alone, for scripts; the rest to stderr, labeled so that the
+			// token's id is not taken for the token.
+			fmt.Fprintln(stdout, secret)
+			kind := "token"
+			if token.Admin {
+				kind = "admin token"
 			}
-			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\n", t.ID, t.Prefix, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), status)
+			fmt.Fprintf(stderr, "created an API %s of tenant %s, printed on stdout and shown only now: store it safely (its id, for `tokens list` and `tokens revoke`: %s)\n",
+				kind, token.TenantID, token.ID)
+		case "list":
+			tokens, err := api.ListTokens(ctx, pool, *tenant)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tCREATED\tSTATUS")
+			for _, t := range tokens {
+				status := "live"
+				if t.RevokedAt != nil {
+					status = "revoked " + t.RevokedAt.UTC().Format(time.RFC3339)
+				}
+				if t.Admin {
+					status += " (admin)"
+				}
+				fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\n", t.ID, t.Prefix, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), status)
+			}
+			return tw.Flush()
+		case "revoke":
+			token, err := api.RevokeToken(ctx, pool, id)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "revoked token %s of tenant %s\n", token.ID, token.TenantID)
 		}
-		return tw.Flush()
-	case "revoke":
-		token, err := api.RevokeToken(ctx, pool, id)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "revoked token %s of tenant %s\n", token.ID, token.TenantID)
-	}
-	return nil
+		return nil
+	})
 }
 
 // parseWithID parses flags around one positional ID argument (required when wantID, forbidden

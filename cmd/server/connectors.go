@@ -3,18 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/cli"
 )
 
 // connectorsUsage is the synopsis of `server connectors`.
@@ -30,18 +29,16 @@ server connectors delete -name NAME`
 // effects/httpconn): put (insert or replace, validated like a Go connector), list and delete.
 // Reactors pick changes up at their next sync.
 func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	action, args, err := splitAction("server connectors", connectorsUsage, args, stdout)
+	cmd, err := newCommand("server connectors", connectorsUsage, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("server connectors "+action, "", stdout)
-	var common commonFlags
-	common.register(fs)
-	var run func(context.Context, httpconn.DBTX) error
-	switch action {
+	fs := cmd.fs
+	var run func(context.Context, *pgxpool.Pool) error
+	switch cmd.action {
 	case "put":
 		def, file := connectorFlags(fs)
-		run = func(ctx context.Context, db httpconn.DBTX) error {
+		run = func(ctx context.Context, db *pgxpool.Pool) error {
 			if *file != "" {
 				if err := readDefinition(*file, stdin, def, fs); err != nil {
 					return err
@@ -61,7 +58,7 @@ func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		}
 	case "list":
 		asJSON := fs.Bool("json", false, "print a JSON array of definitions")
-		run = func(ctx context.Context, db httpconn.DBTX) error {
+		run = func(ctx context.Context, db *pgxpool.Pool) error {
 			defs, err := httpconn.List(ctx, db)
 			if err != nil {
 				return err
@@ -79,7 +76,7 @@ func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		}
 	case "delete":
 		name := fs.String("name", "", "the connector to delete (required)")
-		run = func(ctx context.Context, db httpconn.DBTX) error {
+		run = func(ctx context.Context, db *pgxpool.Pool) error {
 			if *name == "" {
 				return fmt.Errorf("%w: -name is required", errUsage)
 			}
@@ -90,24 +87,9 @@ func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, 
 			return nil
 		}
 	default:
-		return fmt.Errorf("%w: unknown connectors action %q; want one of:\n%s", errUsage, action, connectorsUsage)
+		return cmd.unknownAction("connectors action")
 	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if _, err := cli.NewLogger(common.logFormat); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	pool, err := cli.OpenPool(ctx, common.databaseURL, 0)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	err = run(ctx, pool)
-	if errors.Is(err, httpconn.ErrInvalid) {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return err
+	return cmd.run(ctx, httpconn.ErrInvalid, run)
 }
 
 // definitionFlags is a Definition filled from flags.
@@ -148,17 +130,9 @@ func connectorFlags(fs *flag.FlagSet) (*definitionFlags, *string) {
 // readDefinition reads the JSON definition of file (or stdin for "-") into d; flags given on the
 // command line win over the file.
 func readDefinition(file string, stdin io.Reader, d *definitionFlags, fs *flag.FlagSet) error {
-	var (
-		raw []byte
-		err error
-	)
-	if file == "-" {
-		raw, err = io.ReadAll(io.LimitReader(stdin, 1<<20))
-	} else {
-		raw, err = os.ReadFile(file)
-	}
+	raw, err := readFile(file, stdin)
 	if err != nil {
-		return fmt.Errorf("%w: read %s: %v", errUsage, file, err)
+		return err
 	}
 	var fromFile httpconn.Definition
 	if err := json.Unmarshal(raw, &fromFile); err != nil {

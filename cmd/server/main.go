@@ -33,6 +33,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/api"
@@ -98,16 +100,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-type commonFlags struct {
-	databaseURL string
-	logFormat   string
-}
-
-func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.databaseURL, "database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
-	fs.StringVar(&c.logFormat, "log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
-}
-
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("server", serverUsage, stdout)
 	var common commonFlags
@@ -139,9 +131,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *dbConns < 2 || *dbConns > 10000:
 		return fmt.Errorf("%w: -db-conns must be between 2 and 10000, got %d", errUsage, *dbConns)
 	}
-	logger, err := cli.NewLogger(common.logFormat)
+	logger, err := common.logger()
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
 	pool, err := cli.OpenPool(ctx, common.databaseURL, int(*dbConns))
 	if err != nil {
@@ -206,19 +198,17 @@ server migrate down [-steps N | -all]  roll back Reckon's newest migration(s); -
 server migrate status                  list migrations and whether they are applied`
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	direction, args, err := splitAction("server migrate", migrateUsage, args, stdout)
+	cmd, err := newCommand("server migrate", migrateUsage, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("server migrate "+direction, "", stdout)
-	var common commonFlags
-	common.register(fs)
+	fs := cmd.fs
 	var (
 		createDB *bool
 		steps    *int
 		all      *bool
 	)
-	switch direction {
+	switch cmd.action {
 	case "up":
 		createDB = fs.Bool("create-db", false, "create the database first if it does not exist")
 	case "down":
@@ -226,20 +216,20 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		all = fs.Bool("all", false, "roll back every migration, River's included")
 	case "status":
 	default:
-		return fmt.Errorf("%w: unknown migrate direction %q; want one of:\n%s", errUsage, direction, migrateUsage)
+		return cmd.unknownAction("migrate direction")
 	}
-	if err := parse(fs, args); err != nil {
+	if err := parse(fs, cmd.args); err != nil {
 		return err
 	}
 	if steps != nil && *steps < 1 {
 		return fmt.Errorf("%w: -steps must be at least 1, got %d", errUsage, *steps)
 	}
-	logger, err := cli.NewLogger(common.logFormat)
+	logger, err := cmd.common.logger()
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
 	if createDB != nil && *createDB {
-		created, err := db.EnsureDatabase(ctx, common.databaseURL)
+		created, err := db.EnsureDatabase(ctx, cmd.common.databaseURL)
 		if err != nil {
 			return err
 		}
@@ -247,37 +237,33 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			logger.Info("created database")
 		}
 	}
-	pool, err := cli.OpenPool(ctx, common.databaseURL, 0)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger})
-	if err != nil {
-		return err
-	}
-
-	switch direction {
-	case "up":
-		result, err := migrator.Up(ctx)
+	return cmd.common.withPool(ctx, 0, func(ctx context.Context, pool *pgxpool.Pool) error {
+		migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "applied %d River and %d Reckon migrations\n", len(result.River), len(result.Reckon))
-	case "down":
-		result, err := migrator.Down(ctx, &db.DownOpts{Steps: *steps, All: *all})
-		if err != nil {
-			return err
+		switch cmd.action {
+		case "up":
+			result, err := migrator.Up(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "applied %d River and %d Reckon migrations\n", len(result.River), len(result.Reckon))
+		case "down":
+			result, err := migrator.Down(ctx, &db.DownOpts{Steps: *steps, All: *all})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "rolled back %d Reckon and %d River migrations\n", len(result.Reckon), len(result.River))
+		case "status":
+			status, err := migrator.Status(ctx)
+			if err != nil {
+				return err
+			}
+			printStatus(stdout, status)
 		}
-		fmt.Fprintf(stdout, "rolled back %d Reckon and %d River migrations\n", len(result.Reckon), len(result.River))
-	case "status":
-		status, err := migrator.Status(ctx)
-		if err != nil {
-			return err
-		}
-		printStatus(stdout, status)
-	}
-	return nil
+		return nil
+	})
 }
 
 func printStatus(w io.Writer, status *db.Status) {

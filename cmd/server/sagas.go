@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
 )
@@ -62,15 +60,13 @@ func syncSagas(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, sag
 // runSagas manages the saga definitions stored in reckon_saga_definitions (package
 // saga/sagadef): define (validated; definitions never change) and list.
 func runSagas(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	action, args, err := splitAction("server sagas", sagasUsage, args, stdout)
+	cmd, err := newCommand("server sagas", sagasUsage, args, stdout)
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("server sagas "+action, "", stdout)
-	var common commonFlags
-	common.register(fs)
+	fs := cmd.fs
 	var run func(context.Context, *pgxpool.Pool) error
-	switch action {
+	switch cmd.action {
 	case "define":
 		file := fs.String("f", "", "read the definition as JSON from this file (- for stdin) (required)")
 		skipCheck := fs.Bool("skip-connector-check", false, "do not check that the connectors are stored HTTP connectors (for Go connectors of your own reactors)")
@@ -128,24 +124,9 @@ func runSagas(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return w.Flush()
 		}
 	default:
-		return fmt.Errorf("%w: unknown sagas action %q; want one of:\n%s", errUsage, action, sagasUsage)
+		return cmd.unknownAction("sagas action")
 	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if _, err := cli.NewLogger(common.logFormat); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	pool, err := cli.OpenPool(ctx, common.databaseURL, 0)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	err = run(ctx, pool)
-	if errors.Is(err, sagadef.ErrInvalid) {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return err
+	return cmd.run(ctx, sagadef.ErrInvalid, run)
 }
 
 func readFile(file string, stdin io.Reader) ([]byte, error) {

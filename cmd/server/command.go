@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reckonhq/reckon/internal/cli"
+)
+
+// commonFlags are the flags of serve and of every command.
+type commonFlags struct {
+	databaseURL string
+	logFormat   string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.databaseURL, "database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
+	fs.StringVar(&c.logFormat, "log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
+}
+
+// logger is the logger -log-format asks for; an unknown format is a usage mistake.
+func (c *commonFlags) logger() (*slog.Logger, error) {
+	logger, err := cli.NewLogger(c.logFormat)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return logger, nil
+}
+
+// withPool opens a pool of -database-url (maxConns as for cli.OpenPool), calls fn with it and
+// closes it.
+func (c *commonFlags) withPool(ctx context.Context, maxConns int, fn func(context.Context, *pgxpool.Pool) error) error {
+	pool, err := cli.OpenPool(ctx, c.databaseURL, maxConns)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(ctx, pool)
+}
+
+// command is one `server COMMAND ACTION …` invocation: its action, the arguments after it, and a
+// flag set named for both with the common flags registered, for the action to add its own.
+type command struct {
+	usage  string // the command's synopsis
+	action string
+	args   []string
+	fs     *flag.FlagSet
+	common commonFlags
+}
+
+// newCommand splits args into the action and its arguments (splitAction: no action, or a request
+// for help, ends the command here).
+func newCommand(name, usage string, args []string, stdout io.Writer) (*command, error) {
+	action, args, err := splitAction(name, usage, args, stdout)
+	if err != nil {
+		return nil, err
+	}
+	c := &command{usage: usage, action: action, args: args, fs: newFlagSet(name+" "+action, "", stdout)}
+	c.common.register(c.fs)
+	return c, nil
+}
+
+// run parses the action's flags (no positional arguments), checks -log-format, and calls fn with
+// a pool of -database-url. An error fn returns that wraps invalid (what the command refused as
+// invalid input) is a usage mistake: exit status 2.
+func (c *command) run(ctx context.Context, invalid error, fn func(context.Context, *pgxpool.Pool) error) error {
+	if err := parse(c.fs, c.args); err != nil {
+		return err
+	}
+	if _, err := c.common.logger(); err != nil {
+		return err
+	}
+	err := c.common.withPool(ctx, 0, fn)
+	if errors.Is(err, invalid) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return err
+}
+
+// unknownAction is the usage mistake of an action the command does not have.
+func (c *command) unknownAction(noun string) error {
+	return fmt.Errorf("%w: unknown %s %q; want one of:\n%s", errUsage, noun, c.action, c.usage)
+}
