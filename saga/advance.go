@@ -36,7 +36,7 @@ type advance struct {
 func (c *Client) onSettle(ctx context.Context, tx pgx.Tx, e *effects.Effect) error {
 	q := dbsqlc.New(tx)
 	step, err := q.SagaStepGetByEffect(ctx, e.ID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return fmt.Errorf("saga: effect %s is owned by %q but belongs to no saga step", e.ID, Owner)
 	}
 	if err != nil {
@@ -58,7 +58,7 @@ func (c *Client) onSettle(ctx context.Context, tx pgx.Tx, e *effects.Effect) err
 func (c *Client) begin(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor string) (*advance, error) {
 	q := dbsqlc.New(tx)
 	row, err := q.SagaGetByIDForUpdate(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {

@@ -224,7 +224,7 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 			}
 			s.Deduplicated = true
 			return s, nil
-		case !errors.Is(err, pgx.ErrNoRows):
+		case !isNoRows(err):
 			return nil, fmt.Errorf("saga %s: read start key %q: %w", name, opts.Key, err)
 		}
 	}
@@ -271,7 +271,7 @@ func (c *Client) startInSavepoint(ctx context.Context, sp pgx.Tx, def *Definitio
 	row, err := q.SagaInsert(ctx, dbsqlc.SagaInsertParams{
 		ID: id, TenantID: tenant, Name: name, StartKey: startKey, Input: data, StepCount: int32(len(def.Steps)),
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: key %q was taken concurrently; start again", ErrStartKeyConflict, key)
 	}
 	if err != nil {
@@ -302,7 +302,7 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts *StartO
 // Get returns the saga with id and its steps, or ErrNotFound.
 func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Saga, error) {
 	row, err := c.queries.SagaGetByID(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {

@@ -1,6 +1,10 @@
 package turns
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // Sentinel errors. Test with errors.Is.
 var (
@@ -31,3 +35,7 @@ var (
 	// effects.Config.Plugins).
 	ErrNotAttached = errors.New("turns: client not installed in an effects client (effects.Config.Plugins)")
 )
+
+// isNoRows reports whether a query found no row: the one place this package reads
+// pgx.ErrNoRows. What that means — not found, a duplicate, nothing to do — each caller says.
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

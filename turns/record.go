@@ -1,12 +1,9 @@
 package turns
 
 import (
-	"errors"
-
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/jackc/pgx/v5"
 	"slices"
 	"strings"
 	"time"
@@ -154,5 +151,3 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
-
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

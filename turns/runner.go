@@ -131,7 +131,7 @@ func (c *Client) open(ctx context.Context, lock *Lock, respectWindow bool) (dbsq
 		}
 		acc, err := q.TurnGetAccumulating(ctx, sessionKey)
 		hasAcc := err == nil
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !isNoRows(err) {
 			return fmt.Errorf("read accumulating turn: %w", err)
 		}
 		orphans, err := q.TurnListInFlight(ctx, sessionKey)
