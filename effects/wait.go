@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -17,7 +18,7 @@ const settledChannel = "reckon_effect_settled"
 
 // Wait returns the effect once it is settled — CONFIRMED, FAILED or STUCK — or ctx's error. It
 // listens for the database's notification rather than polling; one connection serves all the
-// Waits of a Client.
+// Waits of a Client (see Listen).
 func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Effect, error) {
 	ch, unsubscribe, err := c.notifier.subscribe(ctx, id)
 	if err != nil {
@@ -45,25 +46,74 @@ func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Effect, error) {
 	}
 }
 
-// notifier holds one connection that LISTENs on settledChannel and wakes the waiters of each
-// notified effect. It starts with the first subscription and reconnects after errors.
+// Subscription is interest in the notifications of one Postgres channel that name one key (see
+// Client.Listen).
+type Subscription struct {
+	// C receives a value when a notification on the channel names the key, and when the client's
+	// listening connection has been replaced after an error (a notification may have been missed
+	// meanwhile). Notifications that arrive before C is read coalesce into one value. C is never
+	// closed.
+	C <-chan struct{}
+
+	once        sync.Once
+	unsubscribe func()
+}
+
+// Close ends the subscription. It may be called more than once.
+func (s *Subscription) Close() {
+	s.once.Do(s.unsubscribe)
+}
+
+// Listen subscribes to the notifications the database sends on channel (NOTIFY, pg_notify) whose
+// payload — one key, or several separated by commas — names key. It returns once the client
+// listens on channel, so that every notification committed after Listen returns reaches the
+// subscription: look at the state you wait for after Listen, then wait on Subscription.C.
+//
+// One connection, taken from the pool with the first subscription and closed by Stop, listens on
+// every channel the client's subscribers name (Wait, WaitRun and sagas' Wait use it too): a
+// subscription holds no connection of its own. The listener reconnects after an error, waking
+// every subscription, so a waiter should still look again now and then. Errors: ctx's, when it
+// ends before the listener is in place (a database that cannot be reached); nothing to close then.
+func (c *Client) Listen(ctx context.Context, channel, key string) (*Subscription, error) {
+	ch := make(chan struct{}, 1)
+	unsubscribe, err := c.notifier.subscribeKey(ctx, notifyKey{channel: channel, key: key}, ch)
+	if err != nil {
+		return nil, err
+	}
+	return &Subscription{C: ch, unsubscribe: unsubscribe}, nil
+}
+
+// notifyKey is what a waiter waits for: a notification on channel whose payload names key.
+type notifyKey struct {
+	channel, key string
+}
+
+// notifier holds one connection that LISTENs on every channel its waiters name and wakes the
+// waiters of each notified key. It starts with the first subscription, LISTENs on a new channel
+// as soon as one is asked for, and reconnects after errors.
 type notifier struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 
-	mu      sync.Mutex
-	waiters map[uuid.UUID]map[chan struct{}]struct{}
-	ready   chan struct{} // closed once LISTEN is in place
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu       sync.Mutex
+	waiters  map[notifyKey]map[chan struct{}]struct{}
+	channels map[string]chan struct{} // every channel asked for → closed once LISTENed to
+	// interrupt ends the listener's wait for a notification, so that it LISTENs on a new
+	// channel; nil while the listener is not waiting.
+	interrupt context.CancelFunc
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 func newNotifier(pool *pgxpool.Pool, logger *slog.Logger) *notifier {
-	return &notifier{pool: pool, logger: logger, waiters: map[uuid.UUID]map[chan struct{}]struct{}{}}
+	return &notifier{
+		pool: pool, logger: logger,
+		waiters: map[notifyKey]map[chan struct{}]struct{}{}, channels: map[string]chan struct{}{},
+	}
 }
 
-// subscribe registers interest in id and returns once the listener is in place, so that no
-// notification after the call is missed.
+// subscribe registers interest in effect id and returns once the listener is in place, so that
+// no notification after the call is missed.
 func (n *notifier) subscribe(ctx context.Context, id uuid.UUID) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{}, 1)
 	unsubscribe, err := n.subscribeTo(ctx, id, ch)
@@ -76,25 +126,38 @@ func (n *notifier) subscribe(ctx context.Context, id uuid.UUID) (<-chan struct{}
 // subscribeTo is subscribe with the caller's channel (buffered), which several subscriptions may
 // share: the completion gate wakes on any effect of its run.
 func (n *notifier) subscribeTo(ctx context.Context, id uuid.UUID, ch chan struct{}) (func(), error) {
+	return n.subscribeKey(ctx, notifyKey{channel: settledChannel, key: id.String()}, ch)
+}
+
+// subscribeKey registers ch for the notifications of k and returns once the listener LISTENs on
+// k's channel.
+func (n *notifier) subscribeKey(ctx context.Context, k notifyKey, ch chan struct{}) (func(), error) {
 	n.mu.Lock()
-	if n.waiters[id] == nil {
-		n.waiters[id] = map[chan struct{}]struct{}{}
+	if n.waiters[k] == nil {
+		n.waiters[k] = map[chan struct{}]struct{}{}
 	}
-	n.waiters[id][ch] = struct{}{}
+	n.waiters[k][ch] = struct{}{}
+	ready, ok := n.channels[k.channel]
+	if !ok {
+		ready = make(chan struct{})
+		n.channels[k.channel] = ready
+		if n.interrupt != nil {
+			n.interrupt()
+		}
+	}
 	if n.done == nil {
 		listenCtx, cancel := context.WithCancel(context.Background())
-		n.cancel, n.done, n.ready = cancel, make(chan struct{}), make(chan struct{})
-		go n.run(listenCtx, n.ready, n.done)
+		n.cancel, n.done = cancel, make(chan struct{})
+		go n.run(listenCtx, n.done)
 	}
-	ready := n.ready
 	n.mu.Unlock()
 
 	unsubscribe := func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		delete(n.waiters[id], ch)
-		if len(n.waiters[id]) == 0 {
-			delete(n.waiters, id)
+		delete(n.waiters[k], ch)
+		if len(n.waiters[k]) == 0 {
+			delete(n.waiters, k)
 		}
 	}
 	select {
@@ -106,15 +169,14 @@ func (n *notifier) subscribeTo(ctx context.Context, id uuid.UUID, ch chan struct
 	}
 }
 
-func (n *notifier) run(ctx context.Context, ready, done chan struct{}) {
+func (n *notifier) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	readyOnce := sync.OnceFunc(func() { close(ready) })
-	for ctx.Err() == nil {
-		err := n.listen(ctx, readyOnce)
+	for reconnect := false; ctx.Err() == nil; reconnect = true {
+		err := n.listen(ctx, reconnect)
 		if ctx.Err() != nil {
 			return
 		}
-		n.logger.Warn("effects: settled-effect listener failed; reconnecting", slog.String("error", err.Error()))
+		n.logger.Warn("effects: notification listener failed; reconnecting", slog.String("error", err.Error()))
 		n.wakeAll() // waiters look again themselves
 		select {
 		case <-ctx.Done():
@@ -123,35 +185,92 @@ func (n *notifier) run(ctx context.Context, ready, done chan struct{}) {
 	}
 }
 
-func (n *notifier) listen(ctx context.Context, ready func()) error {
+// listen LISTENs, on a connection of its own, on every channel asked for, and wakes the waiters
+// of each notification until ctx ends or the connection fails. On a reconnection it first wakes
+// every waiter: a notification may have been sent while there was no listener.
+func (n *notifier) listen(ctx context.Context, reconnect bool) error {
 	conn, err := n.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	// The connection carries a LISTEN: close it instead of returning it to the pool.
+	// The connection carries LISTENs: close it instead of returning it to the pool.
 	defer func() { _ = conn.Hijack().Close(context.Background()) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+settledChannel); err != nil {
-		return err
-	}
-	ready()
-	n.wakeAll() // anything settled while reconnecting
+	listening := map[string]bool{}
 	for {
-		notification, err := conn.Conn().WaitForNotification(ctx)
+		n.mu.Lock()
+		var todo []string
+		for channel := range n.channels {
+			if !listening[channel] {
+				todo = append(todo, channel)
+			}
+		}
+		n.mu.Unlock()
+		for _, channel := range todo {
+			if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+				return err
+			}
+			listening[channel] = true
+		}
+		waitCtx, interrupt := context.WithCancel(ctx)
+		n.mu.Lock()
+		if ctx.Err() != nil { // stopped: the channels are the next listener's
+			n.mu.Unlock()
+			interrupt()
+			return ctx.Err()
+		}
+		for channel, ready := range n.channels {
+			switch {
+			case !listening[channel]:
+				interrupt() // asked for since: LISTEN on it first
+			case !isClosed(ready):
+				close(ready)
+			}
+		}
+		n.interrupt = interrupt
+		n.mu.Unlock()
+		if reconnect {
+			n.wakeAll()
+			reconnect = false
+		}
+		err := n.wait(waitCtx, conn.Conn())
+		interrupted := waitCtx.Err() != nil
+		n.mu.Lock()
+		n.interrupt = nil
+		n.mu.Unlock()
+		interrupt()
+		if ctx.Err() != nil || !interrupted || conn.Conn().IsClosed() {
+			return err
+		}
+		// Interrupted for a new channel, on a connection still good: LISTEN on it too.
+	}
+}
+
+// wait wakes the waiters of each notification conn receives until ctx ends or conn fails.
+func (n *notifier) wait(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		notification, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		for _, field := range strings.Split(notification.Payload, ",") {
-			if id, err := uuid.Parse(field); err == nil {
-				n.wake(id)
-			}
+		for _, key := range strings.Split(notification.Payload, ",") {
+			n.wake(notifyKey{channel: notification.Channel, key: key})
 		}
 	}
 }
 
-func (n *notifier) wake(id uuid.UUID) {
+func isClosed[T any](ch <-chan T) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func (n *notifier) wake(k notifyKey) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for ch := range n.waiters[id] {
+	for ch := range n.waiters[k] {
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -172,13 +291,25 @@ func (n *notifier) wakeAll() {
 	}
 }
 
+// stop ends the listener and closes its connection. A later subscription starts another.
 func (n *notifier) stop() {
 	n.mu.Lock()
 	cancel, done := n.cancel, n.done
 	n.cancel, n.done = nil, nil
-	n.mu.Unlock()
 	if cancel != nil {
+		// Cancelled under the lock: the listener, which looks at ctx under it, no longer
+		// touches channels.
 		cancel()
+	}
+	// The next listener LISTENs afresh: every channel of a remaining waiter is asked for again.
+	n.channels = map[string]chan struct{}{}
+	for k := range n.waiters {
+		if _, ok := n.channels[k.channel]; !ok {
+			n.channels[k.channel] = make(chan struct{})
+		}
+	}
+	n.mu.Unlock()
+	if done != nil {
 		<-done
 	}
 }

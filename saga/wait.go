@@ -13,26 +13,22 @@ import (
 const settledChannel = "reckon_saga_settled"
 
 // Wait returns the saga once it is settled — COMPLETED, COMPENSATED or STUCK — or ctx's error. It
-// listens for the database's notification on a connection of its own for the duration (rechecking
-// now and then in case a notification is lost), so keep the number of concurrent Waits well below
-// the pool's size.
+// wakes on the database's notification, through the listener the effects client shares among all
+// its waiters (effects.Client.Listen): a Wait holds no connection while it waits, only for each
+// look at the saga. It looks again every few seconds in case the listener had to reconnect.
+// Errors: ErrNotInstalled, ErrNotFound, a database error from a look, ctx's error.
 func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Saga, error) {
-	conn, err := c.pool.Acquire(ctx)
+	ec, err := c.effectsClient()
+	if err != nil {
+		return nil, err
+	}
+	sub, err := ec.Listen(ctx, settledChannel, id.String())
 	if err != nil {
 		return nil, fmt.Errorf("saga: wait for %s: %w", id, err)
 	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+settledChannel); err != nil {
-		return nil, fmt.Errorf("saga: wait for %s: listen: %w", id, err)
-	}
-	defer func() {
-		// Leave the pooled connection as we found it.
-		cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(cleanCtx, "UNLISTEN "+settledChannel); err != nil {
-			conn.Conn().Close(cleanCtx) //nolint:errcheck // the pool drops a closed connection
-		}
-	}()
+	defer sub.Close()
+	recheck := time.NewTicker(5 * time.Second)
+	defer recheck.Stop()
 	for {
 		s, err := c.Get(ctx, id)
 		if err != nil {
@@ -41,12 +37,11 @@ func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Saga, error) {
 		if s.State.Settled() {
 			return s, nil
 		}
-		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = conn.Conn().WaitForNotification(waitCtx)
-		cancel()
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-sub.C:
+		case <-recheck.C:
 		}
-		_ = err // a notification for any saga, or the recheck timeout: look again
 	}
 }
