@@ -1,4 +1,4 @@
--- Effects and their audit trail. DESIGN.md section 2 is the contract: the five states, the legal
+-- Effects and their audit trail. docs/design.md describes the contract: the five states, the legal
 -- transitions between them, and an append-only record of every insert and transition.
 
 CREATE TYPE reckon_effect_state AS ENUM ('PENDING', 'CONFIRMED', 'FAILED', 'UNKNOWN', 'STUCK');
@@ -68,7 +68,7 @@ CREATE TABLE reckon_effect_transitions (
 CREATE INDEX reckon_effect_transitions_effect_idx ON reckon_effect_transitions (effect_id, id);
 CREATE INDEX reckon_effect_transitions_tenant_at_idx ON reckon_effect_transitions (tenant_id, at);
 
--- The legal transitions of DESIGN.md section 2. A function rather than a table so that nobody can
+-- The legal transitions of the state machine (docs/design.md). A function rather than a table so that nobody can
 -- widen the state machine with an INSERT.
 CREATE FUNCTION reckon_effect_transition_allowed(from_state reckon_effect_state, to_state reckon_effect_state)
 RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$

@@ -1,4 +1,4 @@
--- What the reactors need to dispatch, reconcile and compensate effects (DESIGN.md section 3).
+-- What the reactors need to dispatch, reconcile and compensate effects (docs/design.md, the dispatch protocol).
 
 ALTER TABLE reckon_effects
     -- The River job now responsible for the effect: its dispatch job while PENDING, its reconcile

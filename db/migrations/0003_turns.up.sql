@@ -1,4 +1,4 @@
--- Logical turns, the inbox of inbound messages and supersede decisions (DESIGN.md section 5).
+-- Logical turns, the inbox of inbound messages and supersede decisions (docs/turns.md).
 -- One session (tenant:agent:interlocutor:channel) processes one logical turn at a time; the
 -- session mutex is a Postgres advisory lock (package turns), and the indexes below make the
 -- database refuse a second in-flight or accumulating turn for a session as well.
@@ -72,7 +72,7 @@ CREATE TABLE reckon_messages (
 
 CREATE INDEX reckon_messages_turn_idx ON reckon_messages (turn_id);
 
--- Every supersede decision a turn took (seed 002): what was decided, why, by whom, and about
+-- Every supersede decision a turn took (docs/turns.md): what was decided, why, by whom, and about
 -- which newly arrived messages.
 CREATE TABLE reckon_turn_decisions (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -1,4 +1,4 @@
--- Sagas (DESIGN.md section 6) and the settle hooks they advance by.
+-- Sagas (docs/sagas.md) and the settle hooks they advance by.
 
 -- The component that owns an effect (e.g. 'saga'). effects calls the owner's settle hook inside
 -- the transaction that moves an owned effect to CONFIRMED, FAILED or STUCK, and refuses that write

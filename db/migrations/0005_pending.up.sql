@@ -1,4 +1,4 @@
--- Pending events (DESIGN.md section 7): async effects that a connector's upstream accepted and
+-- Pending events (docs/async.md): async effects that a connector's upstream accepted and
 -- finishes later by callback, and runs with their guardrails.
 
 ALTER TABLE reckon_effects

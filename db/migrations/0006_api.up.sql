@@ -1,4 +1,4 @@
--- The HTTP API of cmd/server (DESIGN.md sections 4 and 8): tenants, their bearer tokens, the
+-- The HTTP API of cmd/server (docs/api.md): tenants, their bearer tokens, the
 -- responses stored for the Idempotency-Key header, and the audit views over effects and their
 -- transitions.
 

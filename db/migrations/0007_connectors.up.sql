@@ -1,4 +1,4 @@
--- HTTP connectors (DESIGN.md section 8): connectors for services not written in Go, stored as rows
+-- HTTP connectors (docs/connectors.md): connectors for services not written in Go, stored as rows
 -- and loaded by every reactor (package effects/httpconn). A row holds what effects.Connector holds
 -- for a Go connector, with URLs in place of functions. Connectors are shared by all tenants, like
 -- the Go connectors a reactor registers.

@@ -1,4 +1,4 @@
--- Declarative saga definitions (DESIGN.md section 6, for teams not writing Go): a saga's ordered
+-- Declarative saga definitions (docs/sagas.md, for teams not writing Go): a saga's ordered
 -- steps, each naming a connector (HTTP or Go) and how to undo it, stored as rows and loaded into
 -- the saga clients of servers and reactors (package saga/sagadef). Shared by all tenants, like
 -- connectors. A definition never changes once stored: sagas in flight rely on its steps, so a new
