@@ -4,8 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
@@ -44,73 +42,42 @@ type config struct {
 	turnNotReadyDelay  time.Duration
 }
 
-// envError collects the environment variables whose values cannot be parsed.
-type envError struct{ problems []error }
-
-func (e *envError) add(err error) { e.problems = append(e.problems, err) }
-
-func (e *envError) err() error { return errors.Join(e.problems...) }
-
-func envIntVar(fs *flag.FlagSet, errs *envError, p *int, name, env string, def int, usage string) {
-	if raw := os.Getenv(env); raw != "" {
-		v, err := strconv.Atoi(raw)
-		if err != nil {
-			errs.add(fmt.Errorf("%s=%q: not an integer", env, raw))
-		} else {
-			def = v
-		}
-	}
-	fs.IntVar(p, name, def, usage+" (env "+env+")")
-}
-
-func envDurationVar(fs *flag.FlagSet, errs *envError, p *time.Duration, name, env string, def time.Duration, usage string) {
-	if raw := os.Getenv(env); raw != "" {
-		v, err := time.ParseDuration(raw)
-		if err != nil {
-			errs.add(fmt.Errorf("%s=%q: not a duration such as 30s or 1m", env, raw))
-		} else {
-			def = v
-		}
-	}
-	fs.DurationVar(p, name, def, usage+" (env "+env+")")
-}
-
 // parseConfig reads flags over environment variables. A bad value is an error naming it.
 func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 	c := &config{}
-	var errs envError
+	env := cli.EnvFlags{FlagSet: fs}
 	fs.StringVar(&c.databaseURL, "database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
 	fs.StringVar(&c.logFormat, "log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
 	fs.StringVar(&c.addr, "addr", cli.Env("RECKON_REACTOR_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics (env RECKON_REACTOR_ADDR)")
 	fs.StringVar(&c.id, "id", cli.Env("RECKON_REACTOR_ID", ""), "name of this reactor in the audit trail and to River; unique per process (env RECKON_REACTOR_ID; default host-pid-random)")
 	fs.StringVar(&c.queue, "queue", cli.Env("RECKON_QUEUE", "reckon"), "River queue of Reckon's jobs; every reactor and enqueuer of one deployment must agree (env RECKON_QUEUE)")
-	envIntVar(fs, &errs, &c.workers, "workers", "RECKON_WORKERS", 50, "jobs worked on at once (a dispatch job of effects enqueued together calls them concurrently)")
-	envIntVar(fs, &errs, &c.dbConns, "db-conns", "RECKON_DB_CONNS", 20, "database connections; River's listener, fetches, reads and group commits share them")
-	envDurationVar(fs, &errs, &c.shutdown, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 30*time.Second,
+	env.IntVar(&c.workers, "workers", "RECKON_WORKERS", 50, "jobs worked on at once (a dispatch job of effects enqueued together calls them concurrently)")
+	env.IntVar(&c.dbConns, "db-conns", "RECKON_DB_CONNS", 20, "database connections; River's listener, fetches, reads and group commits share them")
+	env.DurationVar(&c.shutdown, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 30*time.Second,
 		"how long work in flight may take to finish after SIGTERM; then it is cancelled, recorded as UNKNOWN and reconciled later")
-	envDurationVar(fs, &errs, &c.inFlightMargin, "in-flight-margin", "RECKON_IN_FLIGHT_MARGIN", 30*time.Second,
+	env.DurationVar(&c.inFlightMargin, "in-flight-margin", "RECKON_IN_FLIGHT_MARGIN", 30*time.Second,
 		"how long past its call timeout an attempt may run before the sweeper presumes its worker dead")
-	envDurationVar(fs, &errs, &c.sweepInterval, "sweep-interval", "RECKON_SWEEP_INTERVAL", 5*time.Second,
+	env.DurationVar(&c.sweepInterval, "sweep-interval", "RECKON_SWEEP_INTERVAL", 5*time.Second,
 		"how often to look for effects whose attempt or job is gone")
-	envDurationVar(fs, &errs, &c.livenessInterval, "liveness-interval", "RECKON_LIVENESS_INTERVAL", time.Second,
+	env.DurationVar(&c.livenessInterval, "liveness-interval", "RECKON_LIVENESS_INTERVAL", time.Second,
 		"how often this reactor writes its heartbeat and looks for dead reactors whose running jobs it hands back to River")
-	envDurationVar(fs, &errs, &c.takeoverGrace, "takeover-grace", "RECKON_TAKEOVER_GRACE", 2*time.Second,
+	env.DurationVar(&c.takeoverGrace, "takeover-grace", "RECKON_TAKEOVER_GRACE", 2*time.Second,
 		"how long a reactor's liveness lock must stay free before its jobs are taken over (covers a reconnect after a Postgres restart); 0 takes over at once")
-	envDurationVar(fs, &errs, &c.heartbeatTimeout, "heartbeat-timeout", "RECKON_HEARTBEAT_TIMEOUT", 30*time.Second,
+	env.DurationVar(&c.heartbeatTimeout, "heartbeat-timeout", "RECKON_HEARTBEAT_TIMEOUT", 30*time.Second,
 		"how long a reactor may go without a heartbeat before the others end its database connection and take its jobs over (a host that vanished)")
-	envDurationVar(fs, &errs, &c.syncInterval, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
+	env.DurationVar(&c.syncInterval, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
 		"how often to reload the HTTP connectors and the saga definitions from the database")
-	envDurationVar(fs, &errs, &c.fetchPoll, "fetch-poll-interval", "RECKON_FETCH_POLL_INTERVAL", 0,
+	env.DurationVar(&c.fetchPoll, "fetch-poll-interval", "RECKON_FETCH_POLL_INTERVAL", 0,
 		"how often River polls for jobs when no notification arrives (default River's, 1s)")
-	envDurationVar(fs, &errs, &c.fetchCooldown, "fetch-cooldown", "RECKON_FETCH_COOLDOWN", 0,
+	env.DurationVar(&c.fetchCooldown, "fetch-cooldown", "RECKON_FETCH_COOLDOWN", 0,
 		"shortest time between two fetches (default River's, 100ms)")
-	envDurationVar(fs, &errs, &c.asyncTimeout, "async-timeout", "RECKON_ASYNC_TIMEOUT", effects.DefaultAsyncTimeout,
+	env.DurationVar(&c.asyncTimeout, "async-timeout", "RECKON_ASYNC_TIMEOUT", effects.DefaultAsyncTimeout,
 		"how long an effect whose dispatch was accepted upstream (HTTP 202) awaits its callback when neither the effect nor its connector says (async_timeout_ms); 1ms to 168h")
 	fs.StringVar(&c.turnHandlerURL, "turn-handler-url", cli.Env("RECKON_TURN_HANDLER_URL", ""),
 		"URL of the HTTP turn handler of the tenants without their own (PUT /v1/turn-handlers/{tenant}): each logical turn is POSTed there and the effects it answers are committed with the turn (docs/turns.md); empty: their turns wait (env RECKON_TURN_HANDLER_URL)")
-	envDurationVar(fs, &errs, &c.turnHandlerTimeout, "turn-handler-timeout", "RECKON_TURN_HANDLER_TIMEOUT", 30*time.Second,
+	env.DurationVar(&c.turnHandlerTimeout, "turn-handler-timeout", "RECKON_TURN_HANDLER_TIMEOUT", 30*time.Second,
 		"how long one call to the turn handler may take; a timeout attempts the turn again")
-	envDurationVar(fs, &errs, &c.turnNotReadyDelay, "turn-not-ready-delay", "RECKON_TURN_NOT_READY_DELAY", 30*time.Second,
+	env.DurationVar(&c.turnNotReadyDelay, "turn-not-ready-delay", "RECKON_TURN_NOT_READY_DELAY", 30*time.Second,
 		"how long the turn job of a tenant without a turn handler waits before it is offered again")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -118,7 +85,7 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if err := errs.err(); err != nil {
+	if err := env.Err(); err != nil {
 		return nil, err
 	}
 	return c, c.validate()

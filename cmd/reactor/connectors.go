@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,20 +64,4 @@ func (s *connectorSync) sync(ctx context.Context) error {
 	s.count += len(res.Added) - len(res.Removed)
 	s.loaded.Set(float64(s.count))
 	return nil
-}
-
-// run syncs every interval until ctx ends. A failed sync keeps the connectors loaded so far.
-func (s *connectorSync) run(ctx context.Context, interval time.Duration) {
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		if err := s.sync(ctx); err != nil && ctx.Err() == nil {
-			s.logger.WarnContext(ctx, "http connectors: sync failed; keeping the ones loaded", slog.String("error", err.Error()))
-		}
-	}
 }

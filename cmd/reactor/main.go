@@ -78,15 +78,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
-	pool, err := cli.OpenPool(ctx, cfg.databaseURL, cfg.dbConns)
+	pool, migrator, err := cli.OpenDatabase(ctx, cfg.databaseURL, cfg.dbConns, logger)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger})
-	if err != nil {
-		return err
-	}
 	status, err := migrator.Status(ctx)
 	if err != nil {
 		return err
@@ -140,16 +136,20 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
+	// Reload the HTTP connectors, then the saga definitions, every -connector-sync-interval. A
+	// failed reload keeps what is loaded.
 	syncCtx, stopSync := context.WithCancel(ctx)
 	syncDone := make(chan struct{})
 	go func() {
 		defer close(syncDone)
-		connectors.run(syncCtx, cfg.syncInterval)
-	}()
-	sagaSyncDone := make(chan struct{})
-	go func() {
-		defer close(sagaSyncDone)
-		sagas.run(syncCtx, cfg.syncInterval)
+		cli.Every(syncCtx, cfg.syncInterval, func(ctx context.Context) {
+			if err := connectors.sync(ctx); err != nil && ctx.Err() == nil {
+				logger.WarnContext(ctx, "http connectors: sync failed; keeping the ones loaded", slog.String("error", err.Error()))
+			}
+			if err := sagas.sync(ctx); err != nil && ctx.Err() == nil {
+				logger.WarnContext(ctx, "saga definitions: sync failed; keeping the ones loaded", slog.String("error", err.Error()))
+			}
+		})
 	}()
 
 	// The reactor also stops when it was taken for dead (its database connection was lost for too
@@ -172,7 +172,6 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	logger.Info("reactor stopping: draining work in flight", slog.Duration("shutdown_timeout", cfg.shutdown))
 	stopSync()
 	<-syncDone
-	<-sagaSyncDone
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdown)
 	defer cancel()
 	if err := client.Stop(stopCtx); err != nil {

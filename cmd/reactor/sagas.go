@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,20 +47,4 @@ func (s *sagaSync) sync(ctx context.Context) error {
 		s.logger.WarnContext(ctx, "saga definition skipped", slog.String("definition", name), slog.String("error", err.Error()))
 	}
 	return nil
-}
-
-// run syncs every interval until ctx ends.
-func (s *sagaSync) run(ctx context.Context, interval time.Duration) {
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		if err := s.sync(ctx); err != nil && ctx.Err() == nil {
-			s.logger.WarnContext(ctx, "saga definitions: sync failed; keeping the ones loaded", slog.String("error", err.Error()))
-		}
-	}
 }

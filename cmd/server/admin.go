@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -20,76 +17,29 @@ import (
 	"github.com/reckonhq/reckon/internal/api"
 )
 
-// envError collects the environment variables whose values cannot be parsed: the server refuses
-// to start (exit status 2) naming each, rather than run on a default the operator did not choose.
-type envError struct{ problems []error }
-
-func (e *envError) add(err error) { e.problems = append(e.problems, err) }
-
-func (e *envError) err() error { return errors.Join(e.problems...) }
-
-func envInt64Var(fs *flag.FlagSet, errs *envError, name, env string, def int64, usage string) *int64 {
-	if raw := os.Getenv(env); raw != "" {
-		v, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil {
-			errs.add(fmt.Errorf("%s=%q: not an integer", env, raw))
-		} else {
-			def = v
-		}
-	}
-	return fs.Int64(name, def, usage+" (env "+env+")")
-}
-
-func envDurationVar(fs *flag.FlagSet, errs *envError, name, env string, def time.Duration, usage string) *time.Duration {
-	if raw := os.Getenv(env); raw != "" {
-		v, err := time.ParseDuration(raw)
-		if err != nil {
-			errs.add(fmt.Errorf("%s=%q: not a duration such as 30s or 1m", env, raw))
-		} else {
-			def = v
-		}
-	}
-	return fs.Duration(name, def, usage+" (env "+env+")")
-}
-
-// purgeIdempotencyKeys forgets stored Idempotency-Key responses older than ttl, at start and then
-// every ttl/24 (at most hourly), until ctx ends. Several servers may do it at once.
+// purgeIdempotencyKeys forgets stored Idempotency-Key responses older than ttl. Several servers
+// may do it at once.
 func purgeIdempotencyKeys(ctx context.Context, logger *slog.Logger, server *api.Server, ttl time.Duration) {
-	interval := min(max(ttl/24, time.Second), time.Hour)
-	for {
-		n, err := server.PurgeIdempotencyKeys(ctx, time.Now().Add(-ttl))
-		if err != nil && ctx.Err() == nil {
-			logger.Warn("purge idempotency keys", slog.Any("error", err))
-		} else if n > 0 {
-			logger.Info("purged idempotency keys", slog.Int64("count", n))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(interval):
-		}
+	n, err := server.PurgeIdempotencyKeys(ctx, time.Now().Add(-ttl))
+	if err != nil && ctx.Err() == nil {
+		logger.Warn("purge idempotency keys", slog.Any("error", err))
+	} else if n > 0 {
+		logger.Info("purged idempotency keys", slog.Int64("count", n))
 	}
 }
 
-// syncConnectors loads the HTTP connectors into registry now and then every interval until ctx
-// ends, so that enqueueing uses current definitions (policy, timeout).
-func syncConnectors(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, registry *effects.Registry, interval time.Duration) {
-	for {
-		result, err := httpconn.Sync(ctx, pool, registry)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			logger.Warn("sync HTTP connectors", slog.Any("error", err))
-		case result.Changed():
-			logger.Info("HTTP connectors synced", slog.Any("added", result.Added), slog.Any("updated", result.Updated), slog.Any("removed", result.Removed))
-		}
-		for name, err := range result.Skipped {
-			logger.Warn("HTTP connector skipped", slog.String("connector", name), slog.Any("error", err))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(interval):
-		}
+// syncConnectors loads the HTTP connectors into registry, so that enqueueing uses current
+// definitions (policy, timeout).
+func syncConnectors(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, registry *effects.Registry) {
+	result, err := httpconn.Sync(ctx, pool, registry)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		logger.Warn("sync HTTP connectors", slog.Any("error", err))
+	case result.Changed():
+		logger.Info("HTTP connectors synced", slog.Any("added", result.Added), slog.Any("updated", result.Updated), slog.Any("removed", result.Removed))
+	}
+	for name, err := range result.Skipped {
+		logger.Warn("HTTP connector skipped", slog.String("connector", name), slog.Any("error", err))
 	}
 }
 

@@ -33,8 +33,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/api"
@@ -105,14 +103,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var common commonFlags
 	common.register(fs)
 	addr := fs.String("addr", cli.Env("RECKON_SERVER_ADDR", "127.0.0.1:8080"), "address to listen on (env RECKON_SERVER_ADDR)")
-	var envErrs envError
-	drain := envDurationVar(fs, &envErrs, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 10*time.Second,
+	env := cli.EnvFlags{FlagSet: fs}
+	var (
+		drain, idempotencyTTL, connectorSync time.Duration
+		dbConns, maxBody                     int64
+	)
+	env.DurationVar(&drain, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 10*time.Second,
 		"how long requests in flight may take to finish after SIGTERM; those still running then are cancelled")
-	dbConns := envInt64Var(fs, &envErrs, "db-conns", "RECKON_DB_CONNS", 20,
+	env.Int64Var(&dbConns, "db-conns", "RECKON_DB_CONNS", 20,
 		"database connections; at most half of them serve API requests at once, the rest keep health checks and reloads going")
-	maxBody := envInt64Var(fs, &envErrs, "max-body-bytes", "RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes, "largest request body accepted")
-	idempotencyTTL := envDurationVar(fs, &envErrs, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", 24*time.Hour, "how long a response stored for an Idempotency-Key is replayed")
-	connectorSync := envDurationVar(fs, &envErrs, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
+	env.Int64Var(&maxBody, "max-body-bytes", "RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes, "largest request body accepted")
+	env.DurationVar(&idempotencyTTL, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", 24*time.Hour, "how long a response stored for an Idempotency-Key is replayed")
+	env.DurationVar(&connectorSync, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
 		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -120,30 +122,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return serveArgsError(fs)
 	}
-	if err := envErrs.err(); err != nil {
+	if err := env.Err(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	switch {
-	case *maxBody < 1 || *idempotencyTTL <= 0 || *connectorSync <= 0:
+	case maxBody < 1 || idempotencyTTL <= 0 || connectorSync <= 0:
 		return fmt.Errorf("%w: -max-body-bytes, -idempotency-ttl and -connector-sync-interval must be positive", errUsage)
-	case *drain <= 0:
-		return fmt.Errorf("%w: -shutdown-timeout must be positive, got %s", errUsage, *drain)
-	case *dbConns < 2 || *dbConns > 10000:
-		return fmt.Errorf("%w: -db-conns must be between 2 and 10000, got %d", errUsage, *dbConns)
+	case drain <= 0:
+		return fmt.Errorf("%w: -shutdown-timeout must be positive, got %s", errUsage, drain)
+	case dbConns < 2 || dbConns > 10000:
+		return fmt.Errorf("%w: -db-conns must be between 2 and 10000, got %d", errUsage, dbConns)
 	}
 	logger, err := common.logger()
 	if err != nil {
 		return err
 	}
-	pool, err := cli.OpenPool(ctx, common.databaseURL, int(*dbConns))
+	pool, migrator, err := cli.OpenDatabase(ctx, common.databaseURL, int(dbConns), logger)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger})
-	if err != nil {
-		return err
-	}
 
 	metrics := health.NewRegistry()
 	sessions, err := newTurnsClient(pool, logger) // turns.go
@@ -160,7 +158,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
 	apiServer, err := api.New(&api.Config{
-		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Logger: logger, Registerer: metrics, MaxBodyBytes: *maxBody,
+		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Logger: logger, Registerer: metrics, MaxBodyBytes: maxBody,
 	})
 	if err != nil {
 		return err
@@ -180,12 +178,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return
 		case <-schema.Current():
 		}
-		go purgeIdempotencyKeys(ctx, logger, apiServer, *idempotencyTTL)
-		go syncConnectors(ctx, logger, pool, client.Registry(), *connectorSync)
-		syncSagas(ctx, logger, pool, sagas, *connectorSync)
+		// Idempotency-Key responses are purged at once, then every ttl/24 (at most hourly); the
+		// HTTP connectors and then the saga definitions are reloaded at once, then every
+		// -connector-sync-interval.
+		purge := func(ctx context.Context) { purgeIdempotencyKeys(ctx, logger, apiServer, idempotencyTTL) }
+		purge(ctx)
+		go cli.Every(ctx, min(max(idempotencyTTL/24, time.Second), time.Hour), purge)
+		reload := func(ctx context.Context) {
+			syncConnectors(ctx, logger, pool, client.Registry())
+			syncSagas(ctx, logger, pool, sagas)
+		}
+		reload(ctx)
+		cli.Every(ctx, connectorSync, reload)
 	}()
 	logger.Info("server starting")
-	if err := cli.Serve(ctx, logger, "http", *addr, schema.Guard(mux), *drain); err != nil {
+	if err := cli.Serve(ctx, logger, "http", *addr, schema.Guard(mux), drain); err != nil {
 		return err
 	}
 	logger.Info("server stopped")
@@ -237,33 +244,32 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			logger.Info("created database")
 		}
 	}
-	return cmd.common.withPool(ctx, 0, func(ctx context.Context, pool *pgxpool.Pool) error {
-		migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger})
+	pool, migrator, err := cli.OpenDatabase(ctx, cmd.common.databaseURL, 0, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	switch cmd.action {
+	case "up":
+		result, err := migrator.Up(ctx)
 		if err != nil {
 			return err
 		}
-		switch cmd.action {
-		case "up":
-			result, err := migrator.Up(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "applied %d River and %d Reckon migrations\n", len(result.River), len(result.Reckon))
-		case "down":
-			result, err := migrator.Down(ctx, &db.DownOpts{Steps: *steps, All: *all})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "rolled back %d Reckon and %d River migrations\n", len(result.Reckon), len(result.River))
-		case "status":
-			status, err := migrator.Status(ctx)
-			if err != nil {
-				return err
-			}
-			printStatus(stdout, status)
+		fmt.Fprintf(stdout, "applied %d River and %d Reckon migrations\n", len(result.River), len(result.Reckon))
+	case "down":
+		result, err := migrator.Down(ctx, &db.DownOpts{Steps: *steps, All: *all})
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+		fmt.Fprintf(stdout, "rolled back %d Reckon and %d River migrations\n", len(result.Reckon), len(result.River))
+	case "status":
+		status, err := migrator.Status(ctx)
+		if err != nil {
+			return err
+		}
+		printStatus(stdout, status)
+	}
+	return nil
 }
 
 func printStatus(w io.Writer, status *db.Status) {

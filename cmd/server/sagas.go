@@ -34,26 +34,17 @@ func newSagaClient(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger)
 	return sagas, nil
 }
 
-// syncSagas loads the saga definitions now and then new ones every interval until ctx ends.
-func syncSagas(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, sagas *saga.Client, interval time.Duration) {
-	for first := true; ; first = false {
-		if !first {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(interval):
-			}
-		}
-		result, err := sagadef.Sync(ctx, pool, sagas)
-		if err != nil && ctx.Err() == nil {
-			logger.Warn("sync saga definitions", slog.Any("error", err))
-		}
-		if len(result.Added) > 0 {
-			logger.Info("saga definitions loaded", slog.Any("added", result.Added))
-		}
-		for name, err := range result.Skipped {
-			logger.Warn("saga definition skipped", slog.String("definition", name), slog.Any("error", err))
-		}
+// syncSagas loads the saga definitions not loaded yet.
+func syncSagas(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, sagas *saga.Client) {
+	result, err := sagadef.Sync(ctx, pool, sagas)
+	if err != nil && ctx.Err() == nil {
+		logger.Warn("sync saga definitions", slog.Any("error", err))
+	}
+	if len(result.Added) > 0 {
+		logger.Info("saga definitions loaded", slog.Any("added", result.Added))
+	}
+	for name, err := range result.Skipped {
+		logger.Warn("saga definition skipped", slog.String("definition", name), slog.Any("error", err))
 	}
 }
 

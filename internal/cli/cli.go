@@ -67,6 +67,21 @@ func OpenPool(ctx context.Context, databaseURL string, maxConns int) (*pgxpool.P
 	return pool, nil
 }
 
+// OpenDatabase is OpenPool with the migrator of the pool, which reads (and applies) the schema's
+// migrations and logs to logger. The caller closes the pool.
+func OpenDatabase(ctx context.Context, databaseURL string, maxConns int, logger *slog.Logger) (*pgxpool.Pool, *db.Migrator, error) {
+	pool, err := OpenPool(ctx, databaseURL, maxConns)
+	if err != nil {
+		return nil, nil, err
+	}
+	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, migrator, nil
+}
+
 // maxCancelGrace bounds the part of Serve's drain kept for cancelled requests to return.
 const maxCancelGrace = 2 * time.Second
 

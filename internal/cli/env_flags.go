@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// EnvFlags registers flags whose defaults come from environment variables. A variable whose value
+// cannot be parsed does not become a default: it is collected, and Err names each, so that a
+// binary refuses to start (exit status 2) rather than run on a default the operator did not choose.
+type EnvFlags struct {
+	FlagSet  *flag.FlagSet
+	problems []error
+}
+
+// IntVar defines an int flag name whose default is env's value, else def.
+func (e *EnvFlags) IntVar(p *int, name, env string, def int, usage string) {
+	if raw := os.Getenv(env); raw != "" {
+		v, err := strconv.Atoi(raw)
+		if err != nil {
+			e.problems = append(e.problems, fmt.Errorf("%s=%q: not an integer", env, raw))
+		} else {
+			def = v
+		}
+	}
+	e.FlagSet.IntVar(p, name, def, usage+" (env "+env+")")
+}
+
+// Int64Var is IntVar for an int64.
+func (e *EnvFlags) Int64Var(p *int64, name, env string, def int64, usage string) {
+	if raw := os.Getenv(env); raw != "" {
+		v, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			e.problems = append(e.problems, fmt.Errorf("%s=%q: not an integer", env, raw))
+		} else {
+			def = v
+		}
+	}
+	e.FlagSet.Int64Var(p, name, def, usage+" (env "+env+")")
+}
+
+// DurationVar defines a duration flag name whose default is env's value, else def.
+func (e *EnvFlags) DurationVar(p *time.Duration, name, env string, def time.Duration, usage string) {
+	if raw := os.Getenv(env); raw != "" {
+		v, err := time.ParseDuration(raw)
+		if err != nil {
+			e.problems = append(e.problems, fmt.Errorf("%s=%q: not a duration such as 30s or 1m", env, raw))
+		} else {
+			def = v
+		}
+	}
+	e.FlagSet.DurationVar(p, name, def, usage+" (env "+env+")")
+}
+
+// Err names every environment variable whose value could not be parsed; nil when there is none.
+func (e *EnvFlags) Err() error { return errors.Join(e.problems...) }
