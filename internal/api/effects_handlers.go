@@ -281,20 +281,13 @@ func (s *Server) listEffects(ctx context.Context, call *Call) (int, any, error) 
 		}
 		filter.State = state
 	}
-	if query.after != nil {
-		filter.After = &effects.Cursor{CreatedAt: query.after.CreatedAt, ID: query.after.ID}
-	}
-	page, next, err := s.effects.List(ctx, filter)
+	filter.After = afterOf[effects.Cursor](query)
+	rows, next, err := s.effects.List(ctx, filter)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := listResponse{Effects: make([]*effectJSON, len(page))}
-	for i, e := range page {
-		out.Effects[i] = toJSON(e)
-	}
-	if next != nil {
-		out.NextCursor = encodeCursor(next.CreatedAt, next.ID)
-	}
+	var out listResponse
+	out.Effects, out.NextCursor = page(rows, toJSON, next)
 	return http.StatusOK, out, nil
 }
 
@@ -350,7 +343,7 @@ func (s *Server) resolveEffect(ctx context.Context, tx pgx.Tx, call *Call) (int,
 	if effects.State(row.State) == effects.StatePending && to == effects.StateFailed {
 		return s.cancel(ctx, tx, call, id, req)
 	}
-	resolved, err := s.effects.ResolveTx(ctx, tx, id, to, call.Actor(req.Actor), req.Reason, opts)
+	resolved, err := s.effects.ResolveTx(ctx, tx, id, effects.Resolution{To: to, Actor: call.Actor(req.Actor), Reason: req.Reason}, opts)
 	if err != nil {
 		return 0, nil, operatorError(err)
 	}

@@ -99,9 +99,40 @@ func wantList(names []string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// encodeCursor is the next_cursor of a page whose last row was created at createdAt with id.
-func encodeCursor(createdAt time.Time, id uuid.UUID) string {
-	raw, _ := json.Marshal(cursor{CreatedAt: createdAt, ID: id})
+// pageCursor is a cursor type of a package Reckon lists from (effects.Cursor, saga.Cursor).
+type pageCursor interface {
+	~struct {
+		CreatedAt time.Time
+		ID        uuid.UUID
+	}
+}
+
+// afterOf is the position query.after asks for, as the listing package's cursor type; nil on the
+// first page.
+func afterOf[C pageCursor](query listQuery) *C {
+	if query.after == nil {
+		return nil
+	}
+	after := C(*query.after)
+	return &after
+}
+
+// page is a listing's page in its JSON form, and the next_cursor that continues it ("" on the last
+// page: next is nil).
+func page[T, J any, C pageCursor](rows []T, toJSON func(T) J, next *C) ([]J, string) {
+	out := make([]J, len(rows))
+	for i, row := range rows {
+		out[i] = toJSON(row)
+	}
+	if next == nil {
+		return out, ""
+	}
+	return out, encodeCursor(cursor(*next))
+}
+
+// encodeCursor is c as a next_cursor: base64 of its JSON, which decodeCursor reads.
+func encodeCursor(c cursor) string {
+	raw, _ := json.Marshal(c)
 	return base64.RawURLEncoding.EncodeToString(raw)
 }
 

@@ -283,20 +283,13 @@ func (s *Server) listSagas(ctx context.Context, call *Call) (int, any, error) {
 		}
 		filter.State = saga.State(raw)
 	}
-	if query.after != nil {
-		filter.After = &saga.Cursor{CreatedAt: query.after.CreatedAt, ID: query.after.ID}
-	}
-	page, next, err := s.config.Sagas.List(ctx, filter)
+	filter.After = afterOf[saga.Cursor](query)
+	rows, next, err := s.config.Sagas.List(ctx, filter)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := sagaListResponse{Sagas: make([]*sagaJSON, len(page))}
-	for i, sg := range page {
-		out.Sagas[i] = sagaToJSON(sg)
-	}
-	if next != nil {
-		out.NextCursor = encodeCursor(next.CreatedAt, next.ID)
-	}
+	var out sagaListResponse
+	out.Sagas, out.NextCursor = page(rows, sagaToJSON, next)
 	return http.StatusOK, out, nil
 }
 
