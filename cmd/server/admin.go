@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -81,8 +80,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSTATUS")
+			tw := newTable(stdout, "ID\tNAME\tCREATED\tSTATUS")
 			for _, t := range tenants {
 				status := "enabled"
 				if t.DisabledAt != nil {
@@ -160,8 +158,7 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tCREATED\tSTATUS")
+			tw := newTable(stdout, "ID\tPREFIX\tNAME\tCREATED\tSTATUS")
 			for _, t := range tokens {
 				status := "live"
 				if t.RevokedAt != nil {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"text/tabwriter"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -81,6 +83,20 @@ func (c *command) run(ctx context.Context, invalid error, fn func(context.Contex
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return err
+}
+
+// newTable is a table printed to w with the tab-separated header; Flush prints it.
+func newTable(w io.Writer, header string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	return tw
+}
+
+// printJSON prints v to w as indented JSON (the -json form of a list).
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // unknownAction is the usage mistake of an action the command does not have.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -64,12 +63,10 @@ func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, 
 				return err
 			}
 			if *asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
 				if defs == nil {
 					defs = []httpconn.Definition{}
 				}
-				return enc.Encode(defs)
+				return printJSON(stdout, defs)
 			}
 			printConnectors(stdout, defs)
 			return nil
@@ -197,8 +194,7 @@ func printConnectors(w io.Writer, defs []httpconn.Definition) {
 		fmt.Fprintln(w, "no HTTP connectors; add one with `server connectors put`")
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPOLICY\tTAGS\tDISPATCH\tSTATUS\tCOMPENSATE\tTIMEOUT\tATTEMPTS\tUPDATED")
+	tw := newTable(w, "NAME\tPOLICY\tTAGS\tDISPATCH\tSTATUS\tCOMPENSATE\tTIMEOUT\tATTEMPTS\tUPDATED")
 	for _, d := range defs {
 		tags := make([]string, len(d.Tags))
 		for i, tag := range d.Tags {

@@ -30,7 +30,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/reckonhq/reckon/db"
@@ -273,8 +272,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func printStatus(w io.Writer, status *db.Status) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tNAME\tSTATUS\tAPPLIED AT")
+	tw := newTable(w, "VERSION\tNAME\tSTATUS\tAPPLIED AT")
 	for _, m := range status.Applied {
 		fmt.Fprintf(tw, "%04d\t%s\tapplied\t%s\n", m.Version, m.Name, m.AppliedAt.UTC().Format(time.RFC3339))
 	}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -99,12 +97,9 @@ func runSagas(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 				return err
 			}
 			if *asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(defs)
+				return printJSON(stdout, defs)
 			}
-			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSTEPS\tCREATED")
+			w := newTable(stdout, "NAME\tSTEPS\tCREATED")
 			for _, d := range defs {
 				steps := make([]string, len(d.Steps))
 				for i, s := range d.Steps {
