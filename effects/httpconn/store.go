@@ -7,19 +7,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
 // DBTX is what the store functions run their statements on: a *pgxpool.Pool, a *pgx.Conn or a
-// pgx.Tx (to store a definition in the caller's transaction).
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// pgx.Tx (to store a definition in the caller's transaction). It is the interface Reckon's
+// generated queries run on (Exec, Query, QueryRow as pgx has them), not a copy of it.
+type DBTX = dbsqlc.DBTX
 
 // Sentinel errors of the store. Test with errors.Is.
 var (

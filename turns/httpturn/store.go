@@ -17,12 +17,9 @@ import (
 // StoreLookup sends each tenant's turns to its stored URL, and the other tenants' to Config.URL.
 
 // DBTX is what the store functions run their statements on: a *pgxpool.Pool, a *pgx.Conn or a
-// pgx.Tx.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// pgx.Tx. It is the interface Reckon's generated queries run on (Exec, Query, QueryRow as pgx has
+// them), not a copy of it.
+type DBTX = dbsqlc.DBTX
 
 // Sentinel errors of the store. Test with errors.Is.
 var (
