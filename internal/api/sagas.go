@@ -224,15 +224,25 @@ func (s *Server) startSaga(ctx context.Context, tx pgx.Tx, call *Call) (int, any
 	return http.StatusCreated, out, nil
 }
 
-// getSaga: GET /v1/sagas/{id}, with its steps and history.
-func (s *Server) getSaga(ctx context.Context, call *Call) (int, any, error) {
+// sagaID is the {id} of a /v1/sagas/{id} request: 400 when it is not a UUID, 501 on a server
+// without a saga client.
+func (s *Server) sagaID(call *Call) (uuid.UUID, error) {
 	if err := s.requireSagas(); err != nil {
-		return 0, nil, err
+		return uuid.Nil, err
 	}
 	raw := call.Request.PathValue("id")
 	id, err := uuid.Parse(raw)
 	if err != nil {
-		return 0, nil, badRequest(CodeInvalidParameter, "saga id %q is not a UUID", raw)
+		return uuid.Nil, badRequest(CodeInvalidParameter, "saga id %q is not a UUID", raw)
+	}
+	return id, nil
+}
+
+// getSaga: GET /v1/sagas/{id}, with its steps and history.
+func (s *Server) getSaga(ctx context.Context, call *Call) (int, any, error) {
+	id, err := s.sagaID(call)
+	if err != nil {
+		return 0, nil, err
 	}
 	sg, err := s.config.Sagas.Get(ctx, id)
 	if errors.Is(err, saga.ErrNotFound) || (err == nil && sg.TenantID != call.Tenant()) {
@@ -305,13 +315,9 @@ type resolveSagaRequest struct {
 // 409 not_stuck when it is not STUCK, 409 resolve_effect when a STUCK effect holds it (resolve
 // that effect instead).
 func (s *Server) resolveSaga(ctx context.Context, call *Call) (int, any, error) {
-	if err := s.requireSagas(); err != nil {
-		return 0, nil, err
-	}
-	raw := call.Request.PathValue("id")
-	id, err := uuid.Parse(raw)
+	id, err := s.sagaID(call)
 	if err != nil {
-		return 0, nil, badRequest(CodeInvalidParameter, "saga id %q is not a UUID", raw)
+		return 0, nil, err
 	}
 	var req resolveSagaRequest
 	if err := call.Decode(&req); err != nil {

@@ -334,30 +334,25 @@ func (b *Bank) serve(w http.ResponseWriter, r *http.Request) {
 	if b.serveReckon(w, r) {
 		return
 	}
-	switch r.URL.Path {
-	case "/wires":
-		if !allow(w, r, http.MethodPost) {
-			return
-		}
-		b.handleWire(w, r)
-	case "/wires/status":
-		if !allow(w, r, http.MethodPost) {
-			return
-		}
-		b.handleStatus(w, r)
-	case "/wires/compensate":
-		if !allow(w, r, http.MethodPost) {
-			return
-		}
-		b.handleCompensate(w, r)
-	case "/checkpoint":
-		if !allow(w, r, http.MethodGet) {
-			return
-		}
-		b.handleCheckpoint(w, r)
-	default:
+	route, ok := routes[r.URL.Path]
+	if !ok {
 		writeError(w, http.StatusNotFound, "not found")
+		return
 	}
+	if allow(w, r, route.method) {
+		route.handle(b, w, r)
+	}
+}
+
+// routes are the bank's plain endpoints (the /reckon/ ones are serveReckon's), by path.
+var routes = map[string]struct {
+	method string
+	handle func(*Bank, http.ResponseWriter, *http.Request)
+}{
+	"/wires":            {http.MethodPost, (*Bank).handleWire},
+	"/wires/status":     {http.MethodPost, (*Bank).handleStatus},
+	"/wires/compensate": {http.MethodPost, (*Bank).handleCompensate},
+	"/checkpoint":       {http.MethodGet, (*Bank).handleCheckpoint},
 }
 
 func (b *Bank) handleWire(w http.ResponseWriter, r *http.Request) {

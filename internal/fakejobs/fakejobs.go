@@ -220,40 +220,43 @@ func readCorrelationID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return req.CorrelationID, true
 }
 
-func (u *Upstream) handleStatus(w http.ResponseWriter, r *http.Request) {
+// withJob reads a status or cancel request's correlation id and calls answer, with the upstream
+// locked, with its job (found false: there is none). A body that is not JSON is 400.
+func (u *Upstream) withJob(w http.ResponseWriter, r *http.Request, answer func(j *Job, found bool)) {
 	correlationID, ok := readCorrelationID(w, r)
 	if !ok {
 		return
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	j, ok := u.jobs[correlationID]
-	if !ok {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "absent"})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": j.State, "result": j.Result, "error": j.Error})
+	j, found := u.jobs[correlationID]
+	answer(j, found)
+}
+
+func (u *Upstream) handleStatus(w http.ResponseWriter, r *http.Request) {
+	u.withJob(w, r, func(j *Job, found bool) {
+		if !found {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "absent"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": j.State, "result": j.Result, "error": j.Error})
+	})
 }
 
 func (u *Upstream) handleCancel(w http.ResponseWriter, r *http.Request) {
-	correlationID, ok := readCorrelationID(w, r)
-	if !ok {
-		return
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	j, ok := u.jobs[correlationID]
-	switch {
-	case !ok:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such job"})
-	case j.State == "cancelled":
-		writeJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
-	case j.State != "running" || u.notCancelable:
-		writeJSON(w, http.StatusConflict, map[string]string{"error": "cannot cancel a " + j.State + " job"})
-	default:
-		j.State = "cancelled"
-		writeJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
-	}
+	u.withJob(w, r, func(j *Job, found bool) {
+		switch {
+		case !found:
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such job"})
+		case j.State == "cancelled":
+			writeJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
+		case j.State != "running" || u.notCancelable:
+			writeJSON(w, http.StatusConflict, map[string]string{"error": "cannot cancel a " + j.State + " job"})
+		default:
+			j.State = "cancelled"
+			writeJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
+		}
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
