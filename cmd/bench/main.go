@@ -29,11 +29,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,15 +78,16 @@ type options struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "reactor" {
-		os.Exit(runReactorProcess(os.Args[2:]))
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	cli.Main(func(ctx context.Context) int {
+		if len(os.Args) > 1 && os.Args[1] == "reactor" {
+			return runReactorProcess(ctx, os.Args[2:])
+		}
+		if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	})
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
@@ -17,30 +16,20 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/cli"
 )
 
 // runReactorProcess is `bench reactor`: a reactor process with the bench connectors, which
-// prints "ready" and then its Go heap every 100ms on stdout until SIGTERM.
-func runReactorProcess(args []string) int {
+// prints "ready" and then its Go heap every 100ms on stdout until ctx ends (SIGTERM).
+func runReactorProcess(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("bench reactor", flag.ContinueOnError)
 	databaseURL := fs.String("database-url", "", "bench database")
 	workers := fs.Int("workers", 100, "workers")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	config, err := pgxpool.ParseConfig(*databaseURL)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	db.ConfigurePool(config)
-	pool, err := pgxpool.NewWithConfig(ctx, config)
+	pool, err := cli.OpenPool(ctx, *databaseURL, 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

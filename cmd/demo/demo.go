@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/fakebank"
 )
 
@@ -82,13 +85,40 @@ type effectView struct {
 	} `json:"history"`
 }
 
+// serveBank serves a fake bank on addr (cli.ServeOn, as every server of Reckon's binaries) until
+// stop, which releases the requests the bank holds and shuts its server down.
+func serveBank(ctx context.Context, addr string) (bank *fakebank.Bank, stop func() error, err error) {
+	listener, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fake bank: listen on %s: %w", addr, err)
+	}
+	bank = fakebank.NewHandler("http://" + listener.Addr().String())
+	serveCtx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- cli.ServeOn(serveCtx, slog.New(slog.DiscardHandler), "bank", listener, bank, bankDrain)
+	}()
+	return bank, func() error {
+		bank.Close()
+		cancel()
+		return <-errc
+	}, nil
+}
+
+// bankDrain bounds the fake bank's shutdown.
+const bankDrain = 2 * time.Second
+
 func demo(ctx context.Context, cfg *config, out io.Writer) error {
 	say := func(format string, args ...any) { fmt.Fprintf(out, "demo: "+format+"\n", args...) }
-	bank, err := fakebank.NewServerOn(cfg.bankAddr)
+	bank, stopBank, err := serveBank(ctx, cfg.bankAddr)
 	if err != nil {
 		return err
 	}
-	defer bank.Close()
+	defer func() {
+		if err := stopBank(); err != nil {
+			say("fake bank: %v", err)
+		}
+	}()
 	say("fake bank listening on %s (wire protocol under %s/)", bank.URL(), fakebank.ReckonPrefix)
 	api := &apiClient{base: cfg.server, token: cfg.token, http: &http.Client{Timeout: 10 * time.Second}}
 

@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -22,6 +24,15 @@ import (
 
 // DefaultDatabaseURL is the database used when DATABASE_URL is not set: the local Postgres.
 const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/reckon?sslmode=disable"
+
+// Main runs run with a context that ends on SIGINT or SIGTERM, then exits with the status run
+// returns. Every binary's main is one call of it.
+func Main(run func(ctx context.Context) int) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx)
+	stop()
+	os.Exit(code)
+}
 
 // Env returns the environment variable name, or def when it is unset or empty.
 func Env(name, def string) string {
@@ -96,6 +107,12 @@ func Serve(ctx context.Context, logger *slog.Logger, name, addr string, handler 
 	if err != nil {
 		return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
 	}
+	return ServeOn(ctx, logger, name, listener, handler, drain)
+}
+
+// ServeOn is Serve on a listener the caller opened (to know at once that the address is free, or
+// which port it got), which it closes.
+func ServeOn(ctx context.Context, logger *slog.Logger, name string, listener net.Listener, handler http.Handler, drain time.Duration) error {
 	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	var inFlight atomic.Int64
@@ -121,7 +138,7 @@ func Serve(ctx context.Context, logger *slog.Logger, name, addr string, handler 
 	deadline := time.Now().Add(drain)
 	grace := min(drain/4, maxCancelGrace)
 	shutdownCtx, cancel := context.WithDeadline(context.Background(), deadline.Add(-grace))
-	err = server.Shutdown(shutdownCtx)
+	err := server.Shutdown(shutdownCtx)
 	cancel()
 	if err != nil {
 		logger.Warn("shutdown: cancelling the requests still running", slog.String("server", name), slog.Int64("requests", inFlight.Load()), slog.Duration("after", drain-grace))

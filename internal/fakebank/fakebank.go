@@ -36,7 +36,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -122,7 +121,8 @@ type Entry struct {
 
 // Bank is a fake bank HTTP server with a ledger. All methods are safe for concurrent use.
 type Bank struct {
-	srv       *httptest.Server
+	srv       *httptest.Server // nil for NewHandler
+	url       string
 	closing   chan struct{}
 	closeOnce sync.Once
 	performed chan Entry
@@ -161,23 +161,21 @@ func New(tb testing.TB) *Bank {
 func NewServer() *Bank {
 	b := newBank()
 	b.srv = httptest.NewServer(http.HandlerFunc(b.serve))
+	b.url = b.srv.URL
 	return b
 }
 
-// NewServerOn starts a bank listening on addr, e.g. "127.0.0.1:9091" (for demos that need a
-// stable address); the caller must Close it.
-func NewServerOn(addr string) (*Bank, error) {
-	listener, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("fakebank: listen on %s: %w", addr, err)
-	}
+// NewHandler returns a bank that listens nowhere itself, for a program to serve (it is an
+// http.Handler) with its own server at baseURL, e.g. "http://127.0.0.1:9091", which URL returns.
+// Close releases the requests it holds; the server is the caller's to stop.
+func NewHandler(baseURL string) *Bank {
 	b := newBank()
-	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
-	_ = b.srv.Listener.Close()
-	b.srv.Listener = listener
-	b.srv.Start()
-	return b, nil
+	b.url = baseURL
+	return b
 }
+
+// ServeHTTP answers the bank's endpoints.
+func (b *Bank) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.serve(w, r) }
 
 func newBank() *Bank {
 	return &Bank{
@@ -194,14 +192,16 @@ func newBank() *Bank {
 }
 
 // URL returns the bank's base URL, e.g. http://127.0.0.1:port.
-func (b *Bank) URL() string { return b.srv.URL }
+func (b *Bank) URL() string { return b.url }
 
 // Close releases held requests (Timeout, PerformThenHang, armed checkpoints) by dropping their
 // connections, then shuts the server down. It is idempotent.
 func (b *Bank) Close() {
 	b.closeOnce.Do(func() {
 		close(b.closing)
-		b.srv.Close()
+		if b.srv != nil {
+			b.srv.Close()
+		}
 	})
 }
 
