@@ -61,6 +61,17 @@ func (c *Client) Enqueue(ctx context.Context, spec Spec, opts *EnqueueOpts) (*Ef
 	return effect, err
 }
 
+// EnqueueMany is EnqueueManyTx in a transaction of its own: every effect is recorded, or none.
+func (c *Client) EnqueueMany(ctx context.Context, specs []Spec, opts *EnqueueOpts) ([]*Effect, error) {
+	var effects []*Effect
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		effects, err = c.EnqueueManyTx(ctx, tx, specs, opts)
+		return err
+	})
+	return effects, err
+}
+
 // EnqueueManyTx is EnqueueTx for many effects at once, with one insert of the jobs and one of the
 // effects. The result is in the order of specs. The same idempotency key twice in specs yields
 // the same effect twice when the args agree and ErrIdempotencyConflict when they do not.

@@ -53,7 +53,7 @@ func ExampleClient_Callback() {
 	// Later, the upstream's webhook arrives (POST /v1/callbacks/{correlation_id} in cmd/server).
 	// Even one that overtakes the dispatch's own record of the acceptance is applied.
 	correlationID := <-webhooks
-	if _, err := client.Callback(ctx, correlationID, json.RawMessage(`{"url":"https://cdn.example/3.mp4"}`), ""); err != nil {
+	if _, err := client.Callback(ctx, correlationID, json.RawMessage(`{"url":"https://cdn.example/3.mp4"}`), "", nil); err != nil {
 		panic(err)
 	}
 

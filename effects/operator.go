@@ -28,21 +28,31 @@ func (o *OperatorOpts) tenantID() string {
 	return o.TenantID
 }
 
-// Resolve records an operator's decision on a STUCK effect: CONFIRMED (it happened), FAILED (it
-// did not) or PENDING (dispatch it again, with the same idempotency key). actor and reason are
-// required and go to the audit trail. Errors: ErrNotFound, ErrNotStuck, or a usage error for
-// another target state; nothing changes then.
-func (c *Client) Resolve(ctx context.Context, id uuid.UUID, to State, actor, reason string) (*Effect, error) {
+// Resolution is an operator's decision on a STUCK effect (Resolve).
+type Resolution struct {
+	// To is the decision: CONFIRMED (it happened), FAILED (it did not) or PENDING (dispatch it
+	// again, with the same idempotency key and a fresh attempt budget). Required.
+	To State
+	// Actor and Reason go to the audit trail (the actor as "operator:{Actor}"). Required.
+	Actor, Reason string
+}
+
+// Resolve records an operator's decision on a STUCK effect, in a transaction of its own. Errors:
+// ErrNotFound (also another tenant's effect, with opts.TenantID), ErrNotStuck, or a usage error (a
+// decision other than CONFIRMED, FAILED or PENDING, a missing actor or reason); nothing changes
+// then. A database error rolls the decision back, so Resolve can simply be called again: a
+// decision that was in fact recorded makes the retry ErrNotStuck.
+func (c *Client) Resolve(ctx context.Context, id uuid.UUID, r Resolution, opts *OperatorOpts) (*Effect, error) {
 	var effect *Effect
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		effect, err = c.ResolveTx(ctx, tx, id, to, actor, reason, nil)
+		effect, err = c.ResolveTx(ctx, tx, id, r, opts)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.countTransition(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), StateStuck, to)
+	c.countTransition(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), StateStuck, r.To)
 	return effect, nil
 }
 
@@ -51,11 +61,12 @@ func (c *Client) Resolve(ctx context.Context, id uuid.UUID, to State, actor, rea
 // until then. On ErrNotFound, ErrNotStuck or a usage error nothing was written and tx is still
 // usable; a database error aborts tx. ResolveTx does not count the transition in the metrics,
 // since it cannot know whether tx commits.
-func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, to State, actor, reason string, opts *OperatorOpts) (*Effect, error) {
+func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, r Resolution, opts *OperatorOpts) (*Effect, error) {
+	to := r.To
 	if to != StateConfirmed && to != StateFailed && to != StatePending {
 		return nil, fmt.Errorf("effects: resolve to %q: want CONFIRMED, FAILED or PENDING", to)
 	}
-	if actor == "" || reason == "" {
+	if r.Actor == "" || r.Reason == "" {
 		return nil, errors.New("effects: resolve needs an actor and a reason")
 	}
 	row, err := c.lockEffect(ctx, tx, id, opts.tenantID())
@@ -65,7 +76,7 @@ func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, to Stat
 	if State(row.State) != StateStuck {
 		return nil, fmt.Errorf("%w: effect %s is %s", ErrNotStuck, id, row.State)
 	}
-	t := transition{from: StateStuck, to: to, fence: fence{jobID: row.JobID}, actor: "operator:" + actor, reason: reason}
+	t := transition{from: StateStuck, to: to, fence: fence{jobID: row.JobID}, actor: "operator:" + r.Actor, reason: r.Reason}
 	if to == StatePending {
 		if t.newJobID, err = c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, time.Time{}); err != nil {
 			return nil, err
@@ -84,12 +95,13 @@ func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, to Stat
 
 // Cancel fails a PENDING effect that was never attempted, with actor and reason in the audit
 // trail, and cancels its dispatch job. An effect that is in flight, was attempted, or is not
-// PENDING is refused with ErrNotCancellable (ErrNotFound for none at all), and nothing changes.
-func (c *Client) Cancel(ctx context.Context, id uuid.UUID, actor, reason string) (*Effect, error) {
+// PENDING is refused with ErrNotCancellable (ErrNotFound for none at all, or another tenant's with
+// opts.TenantID), and nothing changes. A database error rolls the cancellation back.
+func (c *Client) Cancel(ctx context.Context, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
 	var effect *Effect
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		effect, err = c.CancelTx(ctx, tx, id, actor, reason, nil)
+		effect, err = c.CancelTx(ctx, tx, id, actor, reason, opts)
 		return err
 	})
 	if err != nil {
@@ -134,37 +146,37 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, r
 	return effectFromRow(settled), nil
 }
 
-// CompensateTx enqueues, in tx, the compensation of a CONFIRMED effect: a new effect of the same
-// connector whose dispatch calls its Compensate with the original, under the idempotency key
-// "{original key}/compensate". Enqueueing it twice returns the first. Errors: ErrNotFound,
-// ErrNotCompensatable.
-func (c *Client) CompensateTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string) (*Effect, error) {
-	row, err := dbsqlc.New(tx).EffectGetByID(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return c.compensateTx(ctx, tx, row, CompensateOpts{}, actor, reason)
-}
-
-// CompensateOpts adjusts CompensateWithTx.
+// CompensateOpts adjusts a compensation (Compensate, CompensateTx). Nil means the defaults.
 type CompensateOpts struct {
 	// KeySuffix tells apart several compensations of one effect (a retry after a compensation
 	// FAILED): the key becomes "{original key}/compensate-{suffix}". Default: none.
 	KeySuffix string
-	// Owner is the compensation's Spec.Owner: its owner's SettleHook runs when it settles. Default:
-	// none.
+	// Owner is the compensation's Spec.Owner: its owner's SettleHook runs when it settles. An
+	// owner without a hook in this process is refused with ErrNoSettleHook. Default: none.
 	Owner string
 	// ScheduledAt delays the compensation's first dispatch. Default: as soon as a reactor is free.
 	ScheduledAt time.Time
 }
 
-// CompensateWithTx is CompensateTx with options: a key suffix for another compensation of the same
-// effect, an owner, a delay. Nil opts is CompensateTx. An Owner without a hook in this process is
-// refused with ErrNoSettleHook.
-func (c *Client) CompensateWithTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *CompensateOpts) (*Effect, error) {
+// Compensate is CompensateTx in a transaction of its own.
+func (c *Client) Compensate(ctx context.Context, id uuid.UUID, actor, reason string, opts *CompensateOpts) (*Effect, error) {
+	var effect *Effect
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		effect, err = c.CompensateTx(ctx, tx, id, actor, reason, opts)
+		return err
+	})
+	return effect, err
+}
+
+// CompensateTx enqueues, in tx, the compensation of a CONFIRMED effect: a new effect of the same
+// connector whose dispatch calls its Compensate with the original, under the idempotency key
+// "{original key}/compensate" (plus "-{KeySuffix}"); it exists, with its dispatch job, once tx
+// commits. Enqueueing the same compensation twice returns the first, marked Deduplicated, so a
+// retry after an error is safe. actor and reason go to the compensation's audit trail. Errors:
+// ErrNotFound, ErrNotCompensatable (not CONFIRMED, or a connector without Compensate),
+// ErrNoSettleHook change nothing and leave tx usable; a database error aborts tx.
+func (c *Client) CompensateTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *CompensateOpts) (*Effect, error) {
 	if opts == nil {
 		opts = &CompensateOpts{}
 	}

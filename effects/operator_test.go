@@ -35,7 +35,7 @@ func TestOperatorTxScopedToTenant(t *testing.T) {
 
 	other := &effects.OperatorOpts{TenantID: "globex"}
 	err = h.inTx(func(tx pgx.Tx) error {
-		_, err := h.client.ResolveTx(ctx, tx, stuck.ID, effects.StateConfirmed, "mallory", "not mine", other)
+		_, err := h.client.ResolveTx(ctx, tx, stuck.ID, effects.Resolution{To: effects.StateConfirmed, Actor: "mallory", Reason: "not mine"}, other)
 		return err
 	})
 	require.ErrorIs(t, err, effects.ErrNotFound)
@@ -52,7 +52,7 @@ func TestOperatorTxScopedToTenant(t *testing.T) {
 	own := &effects.OperatorOpts{TenantID: "acme"}
 	tx, err := h.pool.Begin(ctx)
 	require.NoError(t, err)
-	resolved, err := h.client.ResolveTx(ctx, tx, stuck.ID, effects.StateFailed, "alice", "bank says no", own)
+	resolved, err := h.client.ResolveTx(ctx, tx, stuck.ID, effects.Resolution{To: effects.StateFailed, Actor: "alice", Reason: "bank says no"}, own)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateFailed, resolved.State)
 	require.NoError(t, tx.Rollback(ctx))
@@ -60,7 +60,7 @@ func TestOperatorTxScopedToTenant(t *testing.T) {
 
 	// And committed.
 	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
-		if _, err := h.client.ResolveTx(ctx, tx, stuck.ID, effects.StateFailed, "alice", "bank says no", own); err != nil {
+		if _, err := h.client.ResolveTx(ctx, tx, stuck.ID, effects.Resolution{To: effects.StateFailed, Actor: "alice", Reason: "bank says no"}, own); err != nil {
 			return err
 		}
 		_, err := h.client.CancelTx(ctx, tx, pending.ID, "alice", "withdrawn", own)

@@ -281,6 +281,15 @@ func (c *Client) cancelUpstream(ctx context.Context, row dbsqlc.ReckonEffect, co
 	return err
 }
 
+// CallbackOpts adjusts a Callback. Nil means the defaults.
+type CallbackOpts struct {
+	// TenantID, when set, restricts the callback to that tenant's effects, for callbacks arriving
+	// over a multi-tenant API: a correlation id naming another tenant's effect is
+	// ErrUnknownCorrelation, exactly like one that names no effect, and nothing is recorded.
+	// Default: any tenant.
+	TenantID string
+}
+
 // Callback resolves the effect awaiting correlationID with the upstream's report: errMsg empty
 // means success (CONFIRMED with result, which may be empty), otherwise FAILED with errMsg. The
 // effect's deadline timer becomes a no-op. It resolves an effect still PENDING — even one whose
@@ -288,23 +297,18 @@ func (c *Client) cancelUpstream(ctx context.Context, row dbsqlc.ReckonEffect, co
 // out — and one already UNKNOWN because its deadline passed (a late callback).
 //
 // A callback repeating the recorded outcome (same result, or same error) succeeds and changes
-// nothing. Errors: ErrUnknownCorrelation when no dispatched effect has that correlation id;
+// nothing, so an upstream may retry a callback whose answer it did not get. Errors:
+// ErrUnknownCorrelation when no dispatched effect (of opts.TenantID's) has that correlation id;
 // ErrCallbackConflict when the effect is CONFIRMED or FAILED with another outcome; ErrCallbackStuck
 // when it is STUCK. Both of the last two record the callback in the effect's audit trail and
 // return the effect; nothing else changes. Bad input (a result that is not JSON, or both a result
-// and an error) changes nothing.
-func (c *Client) Callback(ctx context.Context, correlationID string, result json.RawMessage, errMsg string) (*Effect, error) {
-	return c.callback(ctx, "", correlationID, result, errMsg)
-}
-
-// CallbackFor is Callback on behalf of a tenant, for callbacks arriving over a multi-tenant API:
-// a correlation id naming another tenant's effect is ErrUnknownCorrelation, exactly like one that
-// names no effect, and nothing is recorded. An empty tenantID means DefaultTenant.
-func (c *Client) CallbackFor(ctx context.Context, tenantID, correlationID string, result json.RawMessage, errMsg string) (*Effect, error) {
-	if tenantID == "" {
-		tenantID = DefaultTenant
+// and an error) changes nothing; a database error rolls everything back.
+func (c *Client) Callback(ctx context.Context, correlationID string, result json.RawMessage, errMsg string, opts *CallbackOpts) (*Effect, error) {
+	tenant := ""
+	if opts != nil {
+		tenant = opts.TenantID
 	}
-	return c.callback(ctx, tenantID, correlationID, result, errMsg)
+	return c.callback(ctx, tenant, correlationID, result, errMsg)
 }
 
 // callback is Callback limited to tenant's effects; "" means any tenant.
@@ -428,7 +432,7 @@ func (c *Client) lockByCorrelation(ctx context.Context, tx pgx.Tx, tenant, corre
 	case len(rows) == 1:
 		return rows[0], nil
 	case len(rows) > 1:
-		return row, fmt.Errorf("%w: %q is held by effects of several tenants: use CallbackFor", ErrUnknownCorrelation, correlationID)
+		return row, fmt.Errorf("%w: %q is held by effects of several tenants: name the tenant (CallbackOpts.TenantID)", ErrUnknownCorrelation, correlationID)
 	}
 	run, id, err := ParseCorrelationID(correlationID)
 	if err != nil {

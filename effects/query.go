@@ -14,7 +14,17 @@ import (
 
 // Get returns the effect with id, or ErrNotFound.
 func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Effect, error) {
-	row, err := c.queries.EffectGetByID(ctx, id)
+	return c.get(ctx, c.queries, id)
+}
+
+// GetTx is Get in tx, the caller's transaction: it sees what tx has written, and takes no lock.
+// ErrNotFound leaves tx usable; a database error aborts it.
+func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Effect, error) {
+	return c.get(ctx, dbsqlc.New(tx), id)
+}
+
+func (c *Client) get(ctx context.Context, q *dbsqlc.Queries, id uuid.UUID) (*Effect, error) {
+	row, err := q.EffectGetByID(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}

@@ -165,7 +165,7 @@ func (a *advance) compensate(ctx context.Context, k int, scheduledAt time.Time, 
 	)
 	switch step.Undo.kind {
 	case undoConnector:
-		effect, err = a.c.effects.CompensateWithTx(ctx, a.tx, a.steps[k].EffectID, actor, reason, &effects.CompensateOpts{
+		effect, err = a.c.effects.CompensateTx(ctx, a.tx, a.steps[k].EffectID, actor, reason, &effects.CompensateOpts{
 			KeySuffix: connectorSuffix(n), Owner: Owner, ScheduledAt: scheduledAt,
 		})
 	case undoSpec:

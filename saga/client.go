@@ -301,14 +301,25 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts *StartO
 
 // Get returns the saga with id and its steps, or ErrNotFound.
 func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Saga, error) {
-	row, err := c.queries.SagaGetByID(ctx, id)
+	return c.get(ctx, c.queries, id)
+}
+
+// GetTx is Get in tx, the caller's transaction: it sees what tx has written (a saga StartTx
+// started in it, say), and takes no lock. ErrNotFound leaves tx usable; a database error aborts
+// it.
+func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Saga, error) {
+	return c.get(ctx, dbsqlc.New(tx), id)
+}
+
+func (c *Client) get(ctx context.Context, q *dbsqlc.Queries, id uuid.UUID) (*Saga, error) {
+	row, err := q.SagaGetByID(ctx, id)
 	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("saga: get %s: %w", id, err)
 	}
-	return c.load(ctx, c.queries, row)
+	return c.load(ctx, q, row)
 }
 
 func (c *Client) load(ctx context.Context, q *dbsqlc.Queries, row dbsqlc.ReckonSaga) (*Saga, error) {

@@ -57,8 +57,8 @@ const (
 )
 
 // UndoByConnector compensates the step with its connector's Compensate, through effects'
-// compensation mechanism (Client.CompensateWithTx): an effect of the same connector whose dispatch
-// calls Compensate with the original effect, under the key "{step key}/compensate-saga-{n}".
+// compensation mechanism (effects.Client.CompensateTx): an effect of the same connector whose
+// dispatch calls Compensate with the original effect, under the key "{step key}/compensate-saga-{n}".
 func UndoByConnector() Undo { return Undo{kind: undoConnector} }
 
 // UndoWith compensates the step with an effect of its own, built by build; in.Step is the index

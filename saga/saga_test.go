@@ -191,7 +191,7 @@ func TestStuckStepHoldsTheSagaUntilItsEffectIsResolved(t *testing.T) {
 	_, err := h.sagas.Resolve(ctx, s.ID, saga.RetryCompensation, "alice", "x")
 	require.ErrorIs(t, err, saga.ErrResolveEffect)
 
-	_, err = h.effects.Resolve(ctx, stuck.Steps[2].EffectID, effects.StateConfirmed, "alice", "carrier confirmed by phone")
+	_, err = h.effects.Resolve(ctx, stuck.Steps[2].EffectID, effects.Resolution{To: effects.StateConfirmed, Actor: "alice", Reason: "carrier confirmed by phone"}, nil)
 	require.NoError(t, err)
 	done, err := h.sagas.Get(ctx, s.ID)
 	require.NoError(t, err)
@@ -331,7 +331,7 @@ func TestStuckCompensationIsResolvedOnItsEffect(t *testing.T) {
 	_, err := h.sagas.Resolve(ctx, s.ID, saga.MarkCompensated, "alice", "x")
 	require.ErrorIs(t, err, saga.ErrResolveEffect)
 
-	_, err = h.effects.Resolve(ctx, refund.ID, effects.StateConfirmed, "alice", "card processor shows the refund")
+	_, err = h.effects.Resolve(ctx, refund.ID, effects.Resolution{To: effects.StateConfirmed, Actor: "alice", Reason: "card processor shows the refund"}, nil)
 	require.NoError(t, err)
 	done := h.wait(s.ID)
 	require.Equal(t, saga.StateCompensated, done.State)
@@ -349,7 +349,7 @@ func TestCancelledStepCompensates(t *testing.T) {
 	ctx := context.Background()
 	s, err := h.sagas.Start(ctx, "order", order{Account: "acct-1", Amount: 5, ShipAmount: 1}, nil)
 	require.NoError(t, err)
-	_, err = h.effects.Cancel(ctx, s.Steps[0].EffectID, "alice", "customer called it off")
+	_, err = h.effects.Cancel(ctx, s.Steps[0].EffectID, "alice", "customer called it off", nil)
 	require.NoError(t, err)
 	got, err := h.sagas.Get(ctx, s.ID)
 	require.NoError(t, err)

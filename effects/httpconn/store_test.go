@@ -127,7 +127,7 @@ func TestDeleteInUse(t *testing.T) {
 	_, err = httpconn.Get(ctx, pool, "bank.wire")
 	require.NoError(t, err, "still stored")
 
-	_, err = client.Cancel(ctx, effect.ID, "test", "no longer wanted")
+	_, err = client.Cancel(ctx, effect.ID, "test", "no longer wanted", nil)
 	require.NoError(t, err)
 	require.NoError(t, httpconn.Delete(ctx, pool, "bank.wire"))
 }

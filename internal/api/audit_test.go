@@ -116,7 +116,7 @@ ORDER BY id;`, foggy))
 	require.Equal(t, 3, n)
 
 	// The operator's decision shows up as such.
-	_, err := h.client.Resolve(ctx, foggy, effects.StateConfirmed, "alice", "bank statement")
+	_, err := h.client.Resolve(ctx, foggy, effects.Resolution{To: effects.StateConfirmed, Actor: "alice", Reason: "bank statement"}, nil)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{foggy}, ids(`SELECT effect_id FROM reckon_audit_transitions WHERE actor LIKE 'operator:%' AND at >= now() - interval '7 days'`))
 	var settled bool

@@ -59,7 +59,7 @@ func (s *Server) callback(ctx context.Context, call *Call) (int, any, error) {
 	}
 	// The callback runs in a transaction of its own (HandleAction: the request holds none): a
 	// refused callback is still recorded in the effect's audit trail. It is idempotent by itself.
-	effect, err := s.effects.CallbackFor(ctx, call.Tenant(), id, result, errMsg)
+	effect, err := s.effects.Callback(ctx, id, result, errMsg, &effects.CallbackOpts{TenantID: call.Tenant()})
 	switch {
 	case errors.Is(err, effects.ErrUnknownCorrelation):
 		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no effect awaits correlation id %q", id)

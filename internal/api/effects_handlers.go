@@ -343,7 +343,7 @@ func (s *Server) resolveEffect(ctx context.Context, tx pgx.Tx, call *Call) (int,
 	if effects.State(row.State) == effects.StatePending && to == effects.StateFailed {
 		return s.cancel(ctx, tx, call, id, req)
 	}
-	resolved, err := s.effects.ResolveTx(ctx, tx, id, to, call.Actor(req.Actor), req.Reason, opts)
+	resolved, err := s.effects.ResolveTx(ctx, tx, id, effects.Resolution{To: to, Actor: call.Actor(req.Actor), Reason: req.Reason}, opts)
 	if err != nil {
 		return 0, nil, operatorError(err)
 	}

@@ -155,7 +155,7 @@ func CallbackHandler(client *effects.Client) http.Handler {
 		if string(body.Result) == "null" {
 			body.Result = nil
 		}
-		effect, err := client.Callback(r.Context(), id, body.Result, body.Error)
+		effect, err := client.Callback(r.Context(), id, body.Result, body.Error, nil)
 		switch {
 		case err == nil:
 			writeJSON(w, http.StatusOK, map[string]string{"state": string(effect.State)})

@@ -1,0 +1,126 @@
+package effects_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/fakebank"
+)
+
+// GetTx reads in the caller's transaction: it sees an effect enqueued there before the commit,
+// which Get does not, and an unknown id is ErrNotFound with the transaction still usable.
+func TestGetTxSeesTheTransaction(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	ctx := context.Background()
+	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
+		e, err := h.client.EnqueueTx(ctx, tx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "k-1",
+			Args: map[string]any{"account": "a", "amount": 1}}, nil)
+		require.NoError(t, err)
+		got, err := h.client.GetTx(ctx, tx, e.ID)
+		require.NoError(t, err)
+		require.Equal(t, e.ID, got.ID)
+		require.Equal(t, effects.StatePending, got.State)
+		_, err = h.client.Get(ctx, e.ID)
+		require.ErrorIs(t, err, effects.ErrNotFound, "not committed yet")
+		_, err = h.client.GetTx(ctx, tx, uuid.New())
+		require.ErrorIs(t, err, effects.ErrNotFound)
+		_, err = h.client.GetTx(ctx, tx, e.ID)
+		return err // tx still usable
+	}))
+}
+
+// EnqueueMany records every effect of the batch in one transaction, or none of them.
+func TestEnqueueManyAllOrNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	ctx := context.Background()
+	spec := func(connector, key string) effects.Spec {
+		return effects.Spec{Connector: connector, IdempotencyKey: key, Args: map[string]any{"account": "a", "amount": 1}}
+	}
+	_, err := h.client.EnqueueMany(ctx, []effects.Spec{spec("bank.wire", "k-1"), spec("no.such", "k-2")}, nil)
+	require.ErrorIs(t, err, effects.ErrUnknownConnector)
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_effects`))
+
+	batch, err := h.client.EnqueueMany(ctx, []effects.Spec{spec("bank.wire", "k-1"), spec("bank.wire", "k-2")}, nil)
+	require.NoError(t, err)
+	require.Len(t, batch, 2)
+	require.Equal(t, "k-2", batch[1].IdempotencyKey)
+	require.Equal(t, 2, h.count(`SELECT count(*) FROM reckon_effects`))
+}
+
+// Resolve and Cancel take the same OperatorOpts as their Tx forms: another tenant's effect is
+// ErrNotFound and is not touched.
+func TestResolveAndCancelScopedToTenant(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	ctx := context.Background()
+	later := &effects.EnqueueOpts{ScheduledAt: time.Now().Add(time.Hour)}
+	enqueue := func(key string) *effects.Effect {
+		e, err := h.client.Enqueue(ctx, effects.Spec{TenantID: "acme", Connector: "bank.wire", IdempotencyKey: key,
+			Args: map[string]any{"account": "a", "amount": 1}}, later)
+		require.NoError(t, err)
+		return e
+	}
+	pending, stuck := enqueue("k-1"), enqueue("k-2")
+	for _, state := range []string{"UNKNOWN", "STUCK"} {
+		_, err := h.pool.Exec(ctx, `UPDATE reckon_effects SET state = $2, transition_actor = 'test', transition_reason = 'setup' WHERE id = $1`, stuck.ID, state)
+		require.NoError(t, err)
+	}
+
+	other := &effects.OperatorOpts{TenantID: "globex"}
+	decision := effects.Resolution{To: effects.StateConfirmed, Actor: "alice", Reason: "bank statement"}
+	_, err := h.client.Resolve(ctx, stuck.ID, decision, other)
+	require.ErrorIs(t, err, effects.ErrNotFound)
+	_, err = h.client.Cancel(ctx, pending.ID, "alice", "withdrawn", other)
+	require.ErrorIs(t, err, effects.ErrNotFound)
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects WHERE state = 'STUCK'`))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects WHERE state = 'PENDING'`))
+
+	own := &effects.OperatorOpts{TenantID: "acme"}
+	resolved, err := h.client.Resolve(ctx, stuck.ID, decision, own)
+	require.NoError(t, err)
+	require.Equal(t, effects.StateConfirmed, resolved.State)
+	cancelled, err := h.client.Cancel(ctx, pending.ID, "alice", "withdrawn", nil) // nil: any tenant
+	require.NoError(t, err)
+	require.Equal(t, effects.StateFailed, cancelled.State)
+	_, err = h.client.Resolve(ctx, stuck.ID, decision, nil)
+	require.ErrorIs(t, err, effects.ErrNotStuck, "a decision already recorded")
+}
+
+// Compensate is CompensateTx in a transaction of its own: the compensation of a CONFIRMED effect,
+// the same one again on a retry, and ErrNotCompensatable for an effect that is not CONFIRMED.
+func TestCompensateInItsOwnTransaction(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{Compensate: true})
+	ctx := context.Background()
+	later := &effects.EnqueueOpts{ScheduledAt: time.Now().Add(time.Hour)}
+	e, err := h.client.Enqueue(ctx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "k-1",
+		Args: map[string]any{"account": "a", "amount": 5}}, later)
+	require.NoError(t, err)
+	_, err = h.client.Compensate(ctx, e.ID, "alice", "refund", nil)
+	require.ErrorIs(t, err, effects.ErrNotCompensatable, "still PENDING")
+	_, err = h.pool.Exec(ctx, `UPDATE reckon_effects SET state = 'CONFIRMED', transition_actor = 'test', transition_reason = 'setup' WHERE id = $1`, e.ID)
+	require.NoError(t, err)
+
+	compensation, err := h.client.Compensate(ctx, e.ID, "alice", "refund", &effects.CompensateOpts{ScheduledAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, "k-1/compensate", compensation.IdempotencyKey)
+	require.Equal(t, effects.StatePending, compensation.State)
+	again, err := h.client.Compensate(ctx, e.ID, "alice", "refund", nil)
+	require.NoError(t, err)
+	require.True(t, again.Deduplicated)
+	require.Equal(t, compensation.ID, again.ID)
+	_, err = h.client.Compensate(ctx, e.ID, "alice", "refund", &effects.CompensateOpts{KeySuffix: "2", Owner: "nobody"})
+	require.ErrorIs(t, err, effects.ErrNoSettleHook)
+}
