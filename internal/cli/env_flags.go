@@ -19,42 +19,34 @@ type EnvFlags struct {
 
 // IntVar defines an int flag name whose default is env's value, else def.
 func (e *EnvFlags) IntVar(p *int, name, env string, def int, usage string) {
-	if raw := os.Getenv(env); raw != "" {
-		v, err := strconv.Atoi(raw)
-		if err != nil {
-			e.problems = append(e.problems, fmt.Errorf("%s=%q: not an integer", env, raw))
-		} else {
-			def = v
-		}
-	}
-	e.FlagSet.IntVar(p, name, def, usage+" (env "+env+")")
+	e.FlagSet.IntVar(p, name, envDefault(e, env, def, strconv.Atoi, "an integer"), usage+" (env "+env+")")
 }
 
 // Int64Var is IntVar for an int64.
 func (e *EnvFlags) Int64Var(p *int64, name, env string, def int64, usage string) {
-	if raw := os.Getenv(env); raw != "" {
-		v, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil {
-			e.problems = append(e.problems, fmt.Errorf("%s=%q: not an integer", env, raw))
-		} else {
-			def = v
-		}
-	}
-	e.FlagSet.Int64Var(p, name, def, usage+" (env "+env+")")
+	parse := func(raw string) (int64, error) { return strconv.ParseInt(raw, 10, 64) }
+	e.FlagSet.Int64Var(p, name, envDefault(e, env, def, parse, "an integer"), usage+" (env "+env+")")
 }
 
 // DurationVar defines a duration flag name whose default is env's value, else def.
 func (e *EnvFlags) DurationVar(p *time.Duration, name, env string, def time.Duration, usage string) {
-	if raw := os.Getenv(env); raw != "" {
-		v, err := time.ParseDuration(raw)
-		if err != nil {
-			e.problems = append(e.problems, fmt.Errorf("%s=%q: not a duration such as 30s or 1m", env, raw))
-		} else {
-			def = v
-		}
-	}
-	e.FlagSet.DurationVar(p, name, def, usage+" (env "+env+")")
+	e.FlagSet.DurationVar(p, name, envDefault(e, env, def, time.ParseDuration, "a duration such as 30s or 1m"), usage+" (env "+env+")")
 }
 
 // Err names every environment variable whose value could not be parsed; nil when there is none.
 func (e *EnvFlags) Err() error { return errors.Join(e.problems...) }
+
+// envDefault is env's value parsed, or def when env is unset or empty, or (collected as a
+// problem) not want.
+func envDefault[T any](e *EnvFlags, env string, def T, parse func(string) (T, error), want string) T {
+	raw := os.Getenv(env)
+	if raw == "" {
+		return def
+	}
+	v, err := parse(raw)
+	if err != nil {
+		e.problems = append(e.problems, fmt.Errorf("%s=%q: not %s", env, raw, want))
+		return def
+	}
+	return v
+}
