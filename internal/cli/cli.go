@@ -1,5 +1,8 @@
-// Package cli holds the plumbing cmd/server and cmd/reactor share: configuration from the
-// environment, logging, the database pool, and an HTTP server that stops gracefully.
+// Package cli holds the plumbing Reckon's binaries (server, reactor, demo, bench) share, so that
+// each is done one way: main's signal handling (Main), flags that default to environment
+// variables (Env, EnvFlags), logging (NewLogger), the database pool and migrator (OpenPool,
+// OpenDatabase), periodic work (Every), and the one HTTP server that stops gracefully (Serve,
+// ServeOn).
 package cli
 
 import (
