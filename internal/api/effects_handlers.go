@@ -265,7 +265,10 @@ type listResponse struct {
 }
 
 // effectListParams are the query parameters of GET /v1/effects.
-var effectListParams = listParams{filters: []string{"state", "connector", "run"}, limit: 100, maxLimit: 1000, cursor: true}
+var effectListParams = listParams{
+	filters: []string{"state", "connector", "run"}, limit: 100, maxLimit: 1000, cursor: true,
+	states: stateNames(effects.States),
+}
 
 // listEffects: GET /v1/effects?state=&connector=&run=&limit=&cursor=, newest first.
 func (s *Server) listEffects(ctx context.Context, call *Call) (int, any, error) {
@@ -273,15 +276,10 @@ func (s *Server) listEffects(ctx context.Context, call *Call) (int, any, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	filter := effects.ListFilter{TenantID: call.Tenant(), Connector: query.filters["connector"], RunID: query.filters["run"], Limit: query.limit}
-	if raw, ok := query.filters["state"]; ok {
-		state, err := effects.ParseState(raw)
-		if err != nil {
-			return 0, nil, badRequest(CodeInvalidState, "state %q: want one of PENDING, CONFIRMED, FAILED, UNKNOWN, STUCK", raw)
-		}
-		filter.State = state
+	filter := effects.ListFilter{
+		TenantID: call.Tenant(), State: effects.State(query.filters["state"]), Connector: query.filters["connector"],
+		RunID: query.filters["run"], Limit: query.limit, After: afterOf[effects.Cursor](query),
 	}
-	filter.After = afterOf[effects.Cursor](query)
 	rows, next, err := s.effects.List(ctx, filter)
 	if err != nil {
 		return 0, nil, err

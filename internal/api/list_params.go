@@ -24,6 +24,8 @@ type listParams struct {
 	limit, maxLimit int
 	// cursor: the endpoint pages with a cursor from an earlier answer's next_cursor.
 	cursor bool
+	// states are the values the "state" filter takes; another is 400 invalid_state.
+	states []string
 }
 
 // listQuery is what a request's query parameters ask for.
@@ -65,6 +67,9 @@ func (p listParams) parse(call *Call) (listQuery, error) {
 			q.filters[name] = raw
 		}
 	}
+	if raw, ok := q.filters["state"]; ok && !contains(p.states, raw) {
+		return q, badRequest(CodeInvalidState, "state %q: want one of %s", raw, strings.Join(p.states, ", "))
+	}
 	if raw := query.Get("limit"); raw != "" {
 		limit, err := strconv.Atoi(raw)
 		if err != nil || limit < 1 || limit > p.maxLimit {
@@ -80,6 +85,15 @@ func (p listParams) parse(call *Call) (listQuery, error) {
 		q.after = after
 	}
 	return q, nil
+}
+
+// stateNames are states as the "state" filter's values.
+func stateNames[S ~string](states []S) []string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	return names
 }
 
 func contains(names []string, name string) bool {

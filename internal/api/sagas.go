@@ -270,11 +270,9 @@ type sagaListResponse struct {
 }
 
 // sagaListParams are the query parameters of GET /v1/sagas.
-var sagaListParams = listParams{filters: []string{"state", "definition"}, limit: 100, maxLimit: 1000, cursor: true}
-
-var sagaStates = map[saga.State]bool{
-	saga.StateRunning: true, saga.StateCompleted: true, saga.StateCompensating: true,
-	saga.StateCompensated: true, saga.StateStuck: true,
+var sagaListParams = listParams{
+	filters: []string{"state", "definition"}, limit: 100, maxLimit: 1000, cursor: true,
+	states: stateNames([]saga.State{saga.StateRunning, saga.StateCompleted, saga.StateCompensating, saga.StateCompensated, saga.StateStuck}),
 }
 
 // listSagas: GET /v1/sagas?state=&definition=&limit=&cursor=, newest first.
@@ -286,14 +284,10 @@ func (s *Server) listSagas(ctx context.Context, call *Call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	filter := saga.ListFilter{TenantID: call.Tenant(), Name: query.filters["definition"], Limit: query.limit}
-	if raw, ok := query.filters["state"]; ok {
-		if !sagaStates[saga.State(raw)] {
-			return 0, nil, badRequest(CodeInvalidState, "state %q: want one of RUNNING, COMPLETED, COMPENSATING, COMPENSATED, STUCK", raw)
-		}
-		filter.State = saga.State(raw)
+	filter := saga.ListFilter{
+		TenantID: call.Tenant(), State: saga.State(query.filters["state"]), Name: query.filters["definition"],
+		Limit: query.limit, After: afterOf[saga.Cursor](query),
 	}
-	filter.After = afterOf[saga.Cursor](query)
 	rows, next, err := s.config.Sagas.List(ctx, filter)
 	if err != nil {
 		return 0, nil, err
