@@ -272,20 +272,17 @@ var effectListParams = listParams{
 
 // listEffects: GET /v1/effects?state=&connector=&run=&limit=&cursor=, newest first.
 func (s *Server) listEffects(ctx context.Context, call *Call) (int, any, error) {
-	query, err := effectListParams.parse(call)
-	if err != nil {
-		return 0, nil, err
-	}
-	filter := effects.ListFilter{
-		TenantID: call.Tenant(), State: effects.State(query.filters["state"]), Connector: query.filters["connector"],
-		RunID: query.filters["run"], Limit: query.limit, After: afterOf[effects.Cursor](query),
-	}
-	rows, next, err := s.effects.List(ctx, filter)
-	if err != nil {
-		return 0, nil, err
+	list := func(ctx context.Context, query listQuery) ([]*effects.Effect, *effects.Cursor, error) {
+		return s.effects.List(ctx, effects.ListFilter{
+			TenantID: call.Tenant(), State: effects.State(query.filters["state"]), Connector: query.filters["connector"],
+			RunID: query.filters["run"], Limit: query.limit, After: afterOf[effects.Cursor](query),
+		})
 	}
 	var out listResponse
-	out.Effects, out.NextCursor = page(rows, toJSON, next)
+	var err error
+	if out.Effects, out.NextCursor, err = listPage(ctx, call, effectListParams, list, toJSON); err != nil {
+		return 0, nil, err
+	}
 	return http.StatusOK, out, nil
 }
 

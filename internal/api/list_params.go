@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -129,6 +130,21 @@ func afterOf[C pageCursor](query listQuery) *C {
 	}
 	after := C(*query.after)
 	return &after
+}
+
+// listPage answers a cursor listing: it parses call's query parameters against params, lists the
+// page they ask for, and returns it in its JSON form with the next_cursor that continues it.
+func listPage[T, J any, C pageCursor](ctx context.Context, call *Call, params listParams, list func(context.Context, listQuery) ([]T, *C, error), toJSON func(T) J) ([]J, string, error) {
+	query, err := params.parse(call)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, next, err := list(ctx, query)
+	if err != nil {
+		return nil, "", err
+	}
+	out, nextCursor := page(rows, toJSON, next)
+	return out, nextCursor, nil
 }
 
 // page is a listing's page in its JSON form, and the next_cursor that continues it ("" on the last

@@ -280,20 +280,17 @@ func (s *Server) listSagas(ctx context.Context, call *Call) (int, any, error) {
 	if err := s.requireSagas(); err != nil {
 		return 0, nil, err
 	}
-	query, err := sagaListParams.parse(call)
-	if err != nil {
-		return 0, nil, err
-	}
-	filter := saga.ListFilter{
-		TenantID: call.Tenant(), State: saga.State(query.filters["state"]), Name: query.filters["definition"],
-		Limit: query.limit, After: afterOf[saga.Cursor](query),
-	}
-	rows, next, err := s.config.Sagas.List(ctx, filter)
-	if err != nil {
-		return 0, nil, err
+	list := func(ctx context.Context, query listQuery) ([]*saga.Saga, *saga.Cursor, error) {
+		return s.config.Sagas.List(ctx, saga.ListFilter{
+			TenantID: call.Tenant(), State: saga.State(query.filters["state"]), Name: query.filters["definition"],
+			Limit: query.limit, After: afterOf[saga.Cursor](query),
+		})
 	}
 	var out sagaListResponse
-	out.Sagas, out.NextCursor = page(rows, sagaToJSON, next)
+	var err error
+	if out.Sagas, out.NextCursor, err = listPage(ctx, call, sagaListParams, list, sagaToJSON); err != nil {
+		return 0, nil, err
+	}
 	return http.StatusOK, out, nil
 }
 
