@@ -1,0 +1,205 @@
+// Package reckontest holds the helpers Reckon's own tests share: counting rows, reading a metric,
+// an effects configuration that fetches and sweeps quickly, clients stopped when the test ends,
+// waiting for an effect to settle, its audit path, and this test binary started as a child
+// process. Scenario-specific helpers stay in each package's harness_test.go.
+//
+// It is for Reckon's tests; users' tests have effects/effectstest.
+package reckontest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/proctest"
+)
+
+// Querier is what Count queries: a pool, a connection or a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Count runs a query that returns one integer (a count(*)) and returns it; a failing query fails
+// the test.
+func Count(tb testing.TB, db Querier, sql string, args ...any) int {
+	tb.Helper()
+	var n int
+	require.NoError(tb, db.QueryRow(context.Background(), sql, args...).Scan(&n), "%s", sql)
+	return n
+}
+
+// Metric returns the value of the counter or gauge name with exactly these labels (0 if absent).
+func Metric(tb testing.TB, gatherer prometheus.Gatherer, name string, labels map[string]string) float64 {
+	tb.Helper()
+	families, err := gatherer.Gather()
+	require.NoError(tb, err)
+	for _, family := range families {
+		if family.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range family.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, label := range m.GetLabel() {
+				if labels[label.GetName()] != label.GetValue() {
+					continue metrics
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// FastBackoff keeps a connector's retries quick: 20ms after every attempt.
+func FastBackoff(int) time.Duration { return 20 * time.Millisecond }
+
+// FastConfig is an effects configuration for tests on registry: 20 workers, quick fetching (5ms
+// cooldown, 50ms poll), a sweeper every 100ms, a 2s margin before an attempt is presumed dead, and
+// a logger that discards. Tests change what their scenario needs before building the client.
+func FastConfig(registry *effects.Registry) *effects.Config {
+	return &effects.Config{
+		Registry:          registry,
+		Logger:            slog.New(slog.DiscardHandler),
+		Workers:           20,
+		InFlightMargin:    2 * time.Second,
+		SweepInterval:     100 * time.Millisecond,
+		FetchCooldown:     5 * time.Millisecond,
+		FetchPollInterval: 50 * time.Millisecond,
+	}
+}
+
+// NewClient builds an effects client on pool with config (not started) and stops it when the test
+// ends (a client that was never started still holds Wait's listener).
+func NewClient(tb testing.TB, pool *pgxpool.Pool, config *effects.Config) *effects.Client {
+	tb.Helper()
+	client, err := effects.NewClient(pool, config)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { require.NoError(tb, client.Stop(context.Background())) })
+	return client
+}
+
+// Start starts client's reactor and stops it, within 10s, when the test ends.
+func Start(tb testing.TB, client *effects.Client) {
+	tb.Helper()
+	require.NoError(tb, client.Start(context.Background()))
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(tb, client.Stop(ctx))
+	})
+}
+
+// Wait waits up to within for the effect to settle (CONFIRMED, FAILED or STUCK) and returns it;
+// one that does not settle in time fails the test.
+func Wait(tb testing.TB, client *effects.Client, id uuid.UUID, within time.Duration) *effects.Effect {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	effect, err := client.Wait(ctx, id)
+	require.NoError(tb, err, "effect %s did not settle", id)
+	return effect
+}
+
+// Path returns the effect's audit trail as "FROM>TO" steps, the insert as ">PENDING";
+// observations (a transition from a state to itself) are left out.
+func Path(tb testing.TB, client *effects.Client, id uuid.UUID) []string {
+	tb.Helper()
+	history, err := client.History(context.Background(), id)
+	require.NoError(tb, err)
+	var steps []string
+	for _, tr := range history {
+		if tr.From == tr.To {
+			continue // observations
+		}
+		steps = append(steps, fmt.Sprintf("%s>%s", tr.From, tr.To))
+	}
+	return steps
+}
+
+// Do sends an HTTP request to url and returns the response, with its body read (and closed). A
+// body is sent as application/json, a token as a bearer token; headers are name, value pairs.
+func Do(tb testing.TB, method, url, token, body string, headers ...string) (*http.Response, []byte) {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(tb, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(tb, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(tb, err)
+	return resp, raw
+}
+
+// StartChild starts this test binary again as a child process with env added to the environment
+// (the package's TestMain reads it and runs the child instead of the tests), and returns once the
+// child logs that it is listening. The child is killed when the test ends.
+func StartChild(tb testing.TB, env ...string) *proctest.Process {
+	tb.Helper()
+	p := proctest.Start(tb, env, os.Args[0])
+	p.Addr(tb)
+	return p
+}
+
+// RunReactor is the body of a child reactor process (see StartChild): it opens a pool on
+// DATABASE_URL, has build make an effects client on it (with logger, which writes JSON lines to
+// stderr), starts it, logs "listening" and runs until SIGTERM or an interrupt, then stops the
+// client within 10s. It returns the process's exit status: 0, or 1 after logging what failed.
+func RunReactor(build func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Client, error)) int {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	fail := func(msg string, err error) int {
+		logger.Error("child: "+msg, slog.String("error", err.Error()))
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		return fail("pool", err)
+	}
+	defer pool.Close()
+	client, err := build(pool, logger)
+	if err != nil {
+		return fail("client", err)
+	}
+	if err := client.Start(ctx); err != nil {
+		return fail("start", err)
+	}
+	logger.Info("listening", slog.String("addr", "child-reactor"))
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		return fail("stop", err)
+	}
+	return 0
+}
