@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakejobs"
 	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // asyncHarness adds to the harness a fake async upstream on 127.0.0.1 and a callback receiver (a
@@ -188,7 +188,7 @@ func TestAsyncDeadlinePrecedence(t *testing.T) {
 	t.Parallel()
 	h := &asyncHarness{harness: setup(t), up: fakejobs.New(t)}
 	h.callbackURL = "http://127.0.0.1:1/callbacks" // never called here
-	config := testConfig(h.registry)
+	config := reckontest.FastConfig(h.registry)
 	config.AsyncTimeout = 4 * time.Hour
 	client, err := effects.NewClient(h.pool, config)
 	require.NoError(t, err)
@@ -229,13 +229,13 @@ func TestAsyncDuplicateAndConflictingCallbacks(t *testing.T) {
 	ok := h.awaitAccepted(h.enqueueJob("jobs.run", "dup-ok", nil).ID)
 	bad := h.awaitAccepted(h.enqueueJob("jobs.run", "dup-bad", nil).ID)
 
-	first, err := h.client.Callback(ctx, ok.CorrelationID, json.RawMessage(`{"a":1,"b":[1,2]}`), "")
+	first, err := h.client.Callback(ctx, ok.CorrelationID, json.RawMessage(`{"a":1,"b":[1,2]}`), "", nil)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateConfirmed, first.State)
 	before := len(h.reasons(ok.ID))
 
 	// The same report again — in another key order and spacing — is idempotent: nothing is written.
-	again, err := h.client.Callback(ctx, ok.CorrelationID, json.RawMessage(`{ "b":[1,2], "a":1 }`), "")
+	again, err := h.client.Callback(ctx, ok.CorrelationID, json.RawMessage(`{ "b":[1,2], "a":1 }`), "", nil)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateConfirmed, again.State)
 	require.Len(t, h.reasons(ok.ID), before)
@@ -244,10 +244,10 @@ func TestAsyncDuplicateAndConflictingCallbacks(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, "a repeated webhook delivery is acknowledged")
 
 	// Another result, or an error, conflicts: refused, recorded for the audit, effect unchanged.
-	conflict, err := h.client.Callback(ctx, ok.CorrelationID, json.RawMessage(`{"a":2}`), "")
+	conflict, err := h.client.Callback(ctx, ok.CorrelationID, json.RawMessage(`{"a":2}`), "", nil)
 	require.ErrorIs(t, err, effects.ErrCallbackConflict)
 	require.JSONEq(t, `{"a":1,"b":[1,2]}`, string(conflict.Result))
-	_, err = h.client.Callback(ctx, ok.CorrelationID, nil, "boom")
+	_, err = h.client.Callback(ctx, ok.CorrelationID, nil, "boom", nil)
 	require.ErrorIs(t, err, effects.ErrCallbackConflict)
 	status, err = h.up.Fail(ctx, ok.CorrelationID, "boom")
 	require.NoError(t, err)
@@ -260,13 +260,13 @@ func TestAsyncDuplicateAndConflictingCallbacks(t *testing.T) {
 	require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, h.path(ok.ID))
 
 	// A FAILED effect: the same error is idempotent, a success or another error conflicts.
-	_, err = h.client.Callback(ctx, bad.CorrelationID, nil, "no capacity")
+	_, err = h.client.Callback(ctx, bad.CorrelationID, nil, "no capacity", nil)
 	require.NoError(t, err)
-	_, err = h.client.Callback(ctx, bad.CorrelationID, nil, "no capacity")
+	_, err = h.client.Callback(ctx, bad.CorrelationID, nil, "no capacity", nil)
 	require.NoError(t, err)
-	_, err = h.client.Callback(ctx, bad.CorrelationID, nil, "other reason")
+	_, err = h.client.Callback(ctx, bad.CorrelationID, nil, "other reason", nil)
 	require.ErrorIs(t, err, effects.ErrCallbackConflict)
-	_, err = h.client.Callback(ctx, bad.CorrelationID, json.RawMessage(`{}`), "")
+	_, err = h.client.Callback(ctx, bad.CorrelationID, json.RawMessage(`{}`), "", nil)
 	require.ErrorIs(t, err, effects.ErrCallbackConflict)
 	stored, err = h.client.Get(ctx, bad.ID)
 	require.NoError(t, err)
@@ -287,12 +287,12 @@ func TestAsyncUnknownCorrelationAndBadInput(t *testing.T) {
 		"other-run:" + queued.ID.String(), // the right effect under the wrong run
 		"r1:" + queued.ID.String(),        // never dispatched
 	} {
-		_, err := h.client.Callback(ctx, id, json.RawMessage(`{}`), "")
+		_, err := h.client.Callback(ctx, id, json.RawMessage(`{}`), "", nil)
 		require.ErrorIs(t, err, effects.ErrUnknownCorrelation, "correlation id %q", id)
 	}
-	_, err := h.client.Callback(ctx, "r1:"+queued.ID.String(), json.RawMessage(`{not json`), "")
+	_, err := h.client.Callback(ctx, "r1:"+queued.ID.String(), json.RawMessage(`{not json`), "", nil)
 	require.ErrorContains(t, err, "not valid JSON")
-	_, err = h.client.Callback(ctx, "r1:"+queued.ID.String(), json.RawMessage(`{}`), "and an error")
+	_, err = h.client.Callback(ctx, "r1:"+queued.ID.String(), json.RawMessage(`{}`), "and an error", nil)
 	require.ErrorContains(t, err, "not both")
 
 	stored, err := h.client.Get(ctx, queued.ID)
@@ -360,7 +360,7 @@ func TestAsyncHardTimeout(t *testing.T) {
 	require.Equal(t, "cancelled", job.State)
 	require.Equal(t, []string{">PENDING", "PENDING>FAILED"}, h.path(cancelled.ID))
 	// The upstream's own report of the cancellation is not the same outcome text: a conflict, kept.
-	_, err := h.client.Callback(ctx, cancelled.CorrelationID, json.RawMessage(`{"done":true}`), "")
+	_, err := h.client.Callback(ctx, cancelled.CorrelationID, json.RawMessage(`{"done":true}`), "", nil)
 	require.ErrorIs(t, err, effects.ErrCallbackConflict)
 
 	// The connector cannot cancel: UNKNOWN.
@@ -373,7 +373,7 @@ func TestAsyncHardTimeout(t *testing.T) {
 	refused := h.awaitAccepted(h.enqueueJob("jobs.run", "hard-refused", hard).ID)
 	unknown = h.awaitState(refused.ID, effects.StateUnknown)
 	require.Contains(t, unknown.Error, "the upstream could not be cancelled")
-	_, err = h.client.Callback(ctx, refused.CorrelationID, json.RawMessage(`{"ok":1}`), "")
+	_, err = h.client.Callback(ctx, refused.CorrelationID, json.RawMessage(`{"ok":1}`), "", nil)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateConfirmed, h.wait(refused.ID).State)
 }
@@ -385,15 +385,13 @@ func TestAsyncDeadlineSurvivesReactorRestart(t *testing.T) {
 	t.Parallel()
 	h := setupAsync(t)
 	startChild := func() *proctest.Process {
-		p := proctest.Start(t, []string{
-			childReactorEnv + "=1",
-			"DATABASE_URL=" + h.pool.Config().ConnString(),
-			"BANK_URL=" + h.bank.URL(),
-			"JOBS_URL=" + h.up.URL(),
-			"CALLBACK_URL=" + h.callbackURL,
-		}, os.Args[0])
-		p.Addr(t)
-		return p
+		return reckontest.StartChild(t,
+			childReactorEnv+"=1",
+			"DATABASE_URL="+h.pool.Config().ConnString(),
+			"BANK_URL="+h.bank.URL(),
+			"JOBS_URL="+h.up.URL(),
+			"CALLBACK_URL="+h.callbackURL,
+		)
 	}
 	first := startChild()
 	effect := h.enqueueJob("jobs.run", "restart", func(s *effects.Spec) {
@@ -562,11 +560,11 @@ func TestAsyncForeignCorrelationID(t *testing.T) {
 	require.Equal(t, effects.StateUnknown, second.State)
 	require.Contains(t, second.Error, "already holds")
 
-	done, err := h.client.Callback(ctx, "ext-42", json.RawMessage(`{"n":1}`), "")
+	done, err := h.client.Callback(ctx, "ext-42", json.RawMessage(`{"n":1}`), "", nil)
 	require.NoError(t, err)
 	require.Equal(t, first.ID, done.ID)
 	require.Equal(t, effects.StateConfirmed, done.State)
-	again, err := h.client.Callback(ctx, first.ID.String(), json.RawMessage(`{"n":1}`), "")
+	again, err := h.client.Callback(ctx, first.ID.String(), json.RawMessage(`{"n":1}`), "", nil)
 	require.NoError(t, err, "the self-routing id names the same effect")
 	require.Equal(t, first.ID, again.ID)
 
@@ -582,7 +580,7 @@ func TestAsyncForeignCorrelationID(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "r:with:colons", run)
 	require.Equal(t, own.ID, id)
-	_, err = h.client.Callback(ctx, own.CorrelationID, nil, "gave up")
+	_, err = h.client.Callback(ctx, own.CorrelationID, nil, "gave up", nil)
 	require.NoError(t, err)
 	failed, err := h.client.Get(ctx, own.ID)
 	require.NoError(t, err)
@@ -609,7 +607,7 @@ func TestAsyncCallbackForStuckEffect(t *testing.T) {
 	require.Equal(t, effects.StateStuck, stuck.State)
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>STUCK"}, h.path(e.ID))
 
-	got, err := h.client.Callback(ctx, stuck.CorrelationID, json.RawMessage(`{"done":true}`), "")
+	got, err := h.client.Callback(ctx, stuck.CorrelationID, json.RawMessage(`{"done":true}`), "", nil)
 	require.ErrorIs(t, err, effects.ErrCallbackStuck)
 	require.Equal(t, effects.StateStuck, got.State)
 	history, err := h.client.History(ctx, e.ID)
@@ -621,14 +619,15 @@ func TestAsyncCallbackForStuckEffect(t *testing.T) {
 	require.JSONEq(t, `{"correlation_id":"`+stuck.CorrelationID+`","reported":"CONFIRMED","result":{"done":true}}`, string(last.Detail))
 
 	// The operator, who can see the callback, resolves it.
-	resolved, err := h.client.Resolve(ctx, e.ID, effects.StateConfirmed, "alice", "callback says done")
+	resolved, err := h.client.Resolve(ctx, e.ID, effects.Resolution{To: effects.StateConfirmed, Actor: "alice", Reason: "callback says done"}, nil)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateConfirmed, resolved.State)
 }
 
-// TestCallbackForTenant: CallbackFor resolves only the tenant's own effects; another tenant's
-// correlation id is ErrUnknownCorrelation, like an unknown one, and leaves no trace.
-func TestCallbackForTenant(t *testing.T) {
+// TestCallbackTenant: a Callback with CallbackOpts.TenantID resolves only the tenant's own effects;
+// another tenant's correlation id is ErrUnknownCorrelation, like an unknown one, and leaves no
+// trace.
+func TestCallbackTenant(t *testing.T) {
 	t.Parallel()
 	h := setupAsync(t)
 	h.start()
@@ -636,19 +635,19 @@ func TestCallbackForTenant(t *testing.T) {
 	effect := h.awaitAccepted(h.enqueueJob("jobs.run", "tenant-cb", func(s *effects.Spec) { s.TenantID = "acme" }).ID)
 	before := len(h.reasons(effect.ID))
 
-	_, err := h.client.CallbackFor(ctx, "globex", effect.CorrelationID, json.RawMessage(`{"ok":true}`), "")
+	_, err := h.client.Callback(ctx, effect.CorrelationID, json.RawMessage(`{"ok":true}`), "", &effects.CallbackOpts{TenantID: "globex"})
 	require.ErrorIs(t, err, effects.ErrUnknownCorrelation)
-	_, err = h.client.CallbackFor(ctx, "", effect.CorrelationID, json.RawMessage(`{"ok":true}`), "")
-	require.ErrorIs(t, err, effects.ErrUnknownCorrelation, "empty means the default tenant, not any")
+	_, err = h.client.Callback(ctx, effect.CorrelationID, json.RawMessage(`{"ok":true}`), "", &effects.CallbackOpts{TenantID: effects.DefaultTenant})
+	require.ErrorIs(t, err, effects.ErrUnknownCorrelation, "the default tenant is a tenant like any other")
 	require.Len(t, h.reasons(effect.ID), before, "nothing recorded for another tenant's callback")
 	stored, err := h.client.Get(ctx, effect.ID)
 	require.NoError(t, err)
 	require.Equal(t, effects.StatePending, stored.State)
 
-	done, err := h.client.CallbackFor(ctx, "acme", effect.CorrelationID, json.RawMessage(`{"ok":true}`), "")
+	done, err := h.client.Callback(ctx, effect.CorrelationID, json.RawMessage(`{"ok":true}`), "", &effects.CallbackOpts{TenantID: "acme"})
 	require.NoError(t, err)
 	require.Equal(t, effects.StateConfirmed, done.State)
-	_, err = h.client.CallbackFor(ctx, "globex", effect.CorrelationID, nil, "boom")
+	_, err = h.client.Callback(ctx, effect.CorrelationID, nil, "boom", &effects.CallbackOpts{TenantID: "globex"})
 	require.ErrorIs(t, err, effects.ErrUnknownCorrelation, "not a conflict either: invisible")
 }
 
@@ -680,14 +679,14 @@ func TestCorrelationIDsArePerTenant(t *testing.T) {
 	}
 	acme, globex := awaiting("acme"), awaiting("globex")
 
-	_, err := h.client.Callback(ctx, "upstream-job-42", json.RawMessage(`{"n":0}`), "")
+	_, err := h.client.Callback(ctx, "upstream-job-42", json.RawMessage(`{"n":0}`), "", nil)
 	require.ErrorIs(t, err, effects.ErrUnknownCorrelation, "ambiguous without a tenant")
-	got, err := h.client.CallbackFor(ctx, "globex", "upstream-job-42", json.RawMessage(`{"n":2}`), "")
+	got, err := h.client.Callback(ctx, "upstream-job-42", json.RawMessage(`{"n":2}`), "", &effects.CallbackOpts{TenantID: "globex"})
 	require.NoError(t, err)
 	require.Equal(t, globex.ID, got.ID)
 	require.Equal(t, effects.StateConfirmed, got.State)
 	require.Equal(t, effects.StatePending, h.mustGet(acme.ID).State, "another tenant's callback touched nothing")
-	got, err = h.client.CallbackFor(ctx, "acme", "upstream-job-42", nil, "job failed")
+	got, err = h.client.Callback(ctx, "upstream-job-42", nil, "job failed", &effects.CallbackOpts{TenantID: "acme"})
 	require.NoError(t, err)
 	require.Equal(t, acme.ID, got.ID)
 	require.Equal(t, effects.StateFailed, got.State)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // enqueueMany records one effect per key of connector in one transaction (EnqueueManyTx).
@@ -162,7 +163,7 @@ func TestBatchJobCancel(t *testing.T) {
 	h := setup(t)
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
 	batch := h.enqueueMany("bank.wire", keys("cancel", 3)...)
-	cancelled, err := h.client.Cancel(context.Background(), batch[1].ID, "ops", "not wanted")
+	cancelled, err := h.client.Cancel(context.Background(), batch[1].ID, "ops", "not wanted", nil)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateFailed, cancelled.State)
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch' AND state = 'available'`),
@@ -224,7 +225,7 @@ func TestBatchJobUnknownConnector(t *testing.T) {
 	// A reactor with bank.other only.
 	partial := effects.NewRegistry()
 	require.NoError(t, partial.Register(fakebank.ConnectorOptions{Name: "bank.other", BaseURL: h.bank.URL(), StatusCheck: true}.Connector()))
-	reactor, err := effects.NewClient(h.pool, testConfig(partial))
+	reactor, err := effects.NewClient(h.pool, reckontest.FastConfig(partial))
 	require.NoError(t, err)
 	require.NoError(t, reactor.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, reactor.Stop(context.Background())) })

@@ -3,7 +3,6 @@ package effects_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -13,19 +12,18 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // startChild starts a reactor process (this test binary in child mode) on the harness's database
 // and bank, and returns once it runs.
 func (h *harness) startChild() *proctest.Process {
 	h.t.Helper()
-	p := proctest.Start(h.t, []string{
-		childReactorEnv + "=1",
-		"DATABASE_URL=" + h.pool.Config().ConnString(),
-		"BANK_URL=" + h.bank.URL(),
-	}, os.Args[0])
-	p.Addr(h.t)
-	return p
+	return reckontest.StartChild(h.t,
+		childReactorEnv+"=1",
+		"DATABASE_URL="+h.pool.Config().ConnString(),
+		"BANK_URL="+h.bank.URL(),
+	)
 }
 
 // TestCrashWindows kills a real reactor process with SIGKILL in each crash window of the

@@ -2,8 +2,6 @@ package effects_test
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 func TestMain(m *testing.M) {
@@ -24,23 +23,6 @@ func TestMain(m *testing.M) {
 		os.Exit(runChildReactor())
 	}
 	pgtest.Main(m)
-}
-
-// fastBackoff keeps retries quick in tests.
-func fastBackoff(int) time.Duration { return 20 * time.Millisecond }
-
-// testConfig is a reactor configuration for tests: quick fetching, a quick sweeper, and a short
-// margin before an attempt is presumed dead.
-func testConfig(registry *effects.Registry) *effects.Config {
-	return &effects.Config{
-		Registry:          registry,
-		Logger:            slog.New(slog.DiscardHandler),
-		Workers:           20,
-		InFlightMargin:    2 * time.Second,
-		SweepInterval:     100 * time.Millisecond,
-		FetchCooldown:     5 * time.Millisecond,
-		FetchPollInterval: 50 * time.Millisecond,
-	}
 }
 
 type harness struct {
@@ -52,21 +34,18 @@ type harness struct {
 	metrics  *prometheus.Registry
 }
 
-// setup gives a test its own database, bank and client, configured by testConfig and then by
-// configure. The connectors of the registry are registered by the caller through the returned
+// setup gives a test its own database, bank and client, configured by reckontest.FastConfig and
+// then by configure. The connectors of the registry are registered by the caller through the returned
 // harness before start.
 func setup(t *testing.T, configure ...func(*effects.Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, pool: pgtest.NewDB(t), bank: fakebank.New(t), registry: effects.NewRegistry(), metrics: prometheus.NewRegistry()}
-	config := testConfig(h.registry)
+	config := reckontest.FastConfig(h.registry)
 	config.Registerer = h.metrics
 	for _, fn := range configure {
 		fn(config)
 	}
-	client, err := effects.NewClient(h.pool, config)
-	require.NoError(t, err)
-	h.client = client
-	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) }) // Wait's listener
+	h.client = reckontest.NewClient(t, h.pool, config)
 	return h
 }
 
@@ -75,19 +54,14 @@ func (h *harness) wire(o fakebank.ConnectorOptions) {
 	h.t.Helper()
 	o.BaseURL = h.bank.URL()
 	if o.Backoff == nil {
-		o.Backoff = fastBackoff
+		o.Backoff = reckontest.FastBackoff
 	}
 	require.NoError(h.t, h.registry.Register(o.Connector()))
 }
 
 func (h *harness) start() {
 	h.t.Helper()
-	require.NoError(h.t, h.client.Start(context.Background()))
-	h.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(h.t, h.client.Stop(ctx))
-	})
+	reckontest.Start(h.t, h.client)
 }
 
 func (h *harness) enqueue(connector, key string, amount int) *effects.Effect {
@@ -102,33 +76,18 @@ func (h *harness) enqueue(connector, key string, amount int) *effects.Effect {
 // wait waits for the effect to settle (CONFIRMED, FAILED or STUCK).
 func (h *harness) wait(id uuid.UUID) *effects.Effect {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	effect, err := h.client.Wait(ctx, id)
-	require.NoError(h.t, err, "effect %s did not settle", id)
-	return effect
+	return reckontest.Wait(h.t, h.client, id, 30*time.Second)
 }
 
 // path returns the effect's audit trail as "FROM>TO" steps, the insert as ">PENDING".
 func (h *harness) path(id uuid.UUID) []string {
 	h.t.Helper()
-	history, err := h.client.History(context.Background(), id)
-	require.NoError(h.t, err)
-	var steps []string
-	for _, tr := range history {
-		if tr.From == tr.To {
-			continue // observations
-		}
-		steps = append(steps, fmt.Sprintf("%s>%s", tr.From, tr.To))
-	}
-	return steps
+	return reckontest.Path(h.t, h.client, id)
 }
 
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
-	var n int
-	require.NoError(h.t, h.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
+	return reckontest.Count(h.t, h.pool, sql, args...)
 }
 
 func (h *harness) inTx(fn func(tx pgx.Tx) error) error {
@@ -138,27 +97,5 @@ func (h *harness) inTx(fn func(tx pgx.Tx) error) error {
 // metric returns the value of the counter or gauge name with exactly these labels (0 if absent).
 func (h *harness) metric(name string, labels map[string]string) float64 {
 	h.t.Helper()
-	families, err := h.metrics.Gather()
-	require.NoError(h.t, err)
-	for _, family := range families {
-		if family.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range family.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, label := range m.GetLabel() {
-				if labels[label.GetName()] != label.GetValue() {
-					continue metrics
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return reckontest.Metric(h.t, h.metrics, name, labels)
 }

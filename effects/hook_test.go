@@ -15,6 +15,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // hookRecorder is a SettleHook that writes what it is told into hook_log in the settling
@@ -159,13 +160,13 @@ func TestSettleHookOnFailedStuckAndResolve(t *testing.T) {
 	rec.mu.Lock()
 	rec.failNext = 1
 	rec.mu.Unlock()
-	_, err := h.client.Resolve(ctx, stuck.ID, effects.StateConfirmed, "alice", "bank confirmed by phone")
+	_, err := h.client.Resolve(ctx, stuck.ID, effects.Resolution{To: effects.StateConfirmed, Actor: "alice", Reason: "bank confirmed by phone"}, nil)
 	require.ErrorContains(t, err, "hook says no")
 	still, err := h.client.Get(ctx, stuck.ID)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateStuck, still.State, "the hook's error rolled the resolution back")
 
-	resolved, err := h.client.Resolve(ctx, stuck.ID, effects.StateConfirmed, "alice", "bank confirmed by phone")
+	resolved, err := h.client.Resolve(ctx, stuck.ID, effects.Resolution{To: effects.StateConfirmed, Actor: "alice", Reason: "bank confirmed by phone"}, nil)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateConfirmed, resolved.State)
 	require.Equal(t, []string{"STUCK/STUCK", "CONFIRMED/CONFIRMED"}, h.hookLog(stuck.ID))
@@ -190,7 +191,7 @@ func TestMissingSettleHookIsRefused(t *testing.T) {
 	require.Equal(t, 0, h.bank.Calls("/wires"))
 
 	// A reactor without the hook: another client on the same database, registry and bank.
-	reactor, err := effects.NewClient(h.pool, testConfig(h.registry))
+	reactor, err := effects.NewClient(h.pool, reckontest.FastConfig(h.registry))
 	require.NoError(t, err)
 	require.NoError(t, reactor.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, reactor.Stop(context.Background())) })
@@ -210,7 +211,7 @@ func TestMissingSettleHookIsRefused(t *testing.T) {
 	h.start()
 	stuck := h.wait(h.enqueueOwned("bank.wire", "unhooked-2", 10).ID)
 	require.Equal(t, effects.StateStuck, stuck.State)
-	_, err = reactor.Resolve(ctx, stuck.ID, effects.StateConfirmed, "bob", "confirmed")
+	_, err = reactor.Resolve(ctx, stuck.ID, effects.Resolution{To: effects.StateConfirmed, Actor: "bob", Reason: "confirmed"}, nil)
 	require.ErrorIs(t, err, effects.ErrNoSettleHook)
 	stored, err = h.client.Get(ctx, stuck.ID)
 	require.NoError(t, err)
@@ -221,7 +222,7 @@ func TestMissingSettleHookIsRefused(t *testing.T) {
 	plain, err := h.client.Get(ctx, mustID(t, h, "plain-1"))
 	require.NoError(t, err)
 	err = h.inTx(func(tx pgx.Tx) error {
-		_, err := h.client.CompensateWithTx(ctx, tx, plain.ID, "test", "undo", &effects.CompensateOpts{Owner: "nobody"})
+		_, err := h.client.CompensateTx(ctx, tx, plain.ID, "test", "undo", &effects.CompensateOpts{Owner: "nobody"})
 		return err
 	})
 	require.ErrorIs(t, err, effects.ErrNoSettleHook)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // The upstream performs, then drops the connection: UNKNOWN, the status check finds it present,
@@ -101,12 +102,12 @@ func TestInconclusiveBecomesStuckAndOperatorResolves(t *testing.T) {
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>STUCK"}, h.path(first.ID))
 	require.Equal(t, 3, h.bank.Calls("/wires/status"), "three checks, then STUCK")
 
-	_, err := h.client.Resolve(ctx, first.ID, effects.StateUnknown, "alice", "x")
+	_, err := h.client.Resolve(ctx, first.ID, effects.Resolution{To: effects.StateUnknown, Actor: "alice", Reason: "x"}, nil)
 	require.ErrorContains(t, err, "want CONFIRMED, FAILED or PENDING")
-	_, err = h.client.Resolve(ctx, first.ID, effects.StateConfirmed, "", "x")
+	_, err = h.client.Resolve(ctx, first.ID, effects.Resolution{To: effects.StateConfirmed, Actor: "", Reason: "x"}, nil)
 	require.ErrorContains(t, err, "needs an actor and a reason")
 
-	resolved, err := h.client.Resolve(ctx, first.ID, effects.StateConfirmed, "alice", "bank confirmed wire w-1 by phone")
+	resolved, err := h.client.Resolve(ctx, first.ID, effects.Resolution{To: effects.StateConfirmed, Actor: "alice", Reason: "bank confirmed wire w-1 by phone"}, nil)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateConfirmed, resolved.State)
 	history, err := h.client.History(ctx, first.ID)
@@ -114,14 +115,14 @@ func TestInconclusiveBecomesStuckAndOperatorResolves(t *testing.T) {
 	last := history[len(history)-1]
 	require.Equal(t, "operator:alice", last.Actor)
 	require.Equal(t, "bank confirmed wire w-1 by phone", last.Reason)
-	_, err = h.client.Resolve(ctx, first.ID, effects.StateFailed, "alice", "again")
+	_, err = h.client.Resolve(ctx, first.ID, effects.Resolution{To: effects.StateFailed, Actor: "alice", Reason: "again"}, nil)
 	require.ErrorIs(t, err, effects.ErrNotStuck)
 
 	// Back to PENDING: dispatched again with the same key. The bank is not idempotent, so this is
 	// the operator's call to make — and it is what happens.
 	second := h.wait(h.enqueue("bank.wire", "fog-2", 20).ID)
 	require.Equal(t, effects.StateStuck, second.State)
-	_, err = h.client.Resolve(ctx, second.ID, effects.StatePending, "bob", "bank says it never arrived")
+	_, err = h.client.Resolve(ctx, second.ID, effects.Resolution{To: effects.StatePending, Actor: "bob", Reason: "bank says it never arrived"}, nil)
 	require.NoError(t, err)
 	again := h.wait(second.ID)
 	require.Equal(t, effects.StateConfirmed, again.State)
@@ -141,7 +142,7 @@ func TestInconclusiveChecksAreCountedWhenRecorded(t *testing.T) {
 	var checks atomic.Int64
 	unlocked := make(chan error, 1)
 	require.NoError(t, h.registry.Register(effects.Connector{
-		Name: "foggy", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: fastBackoff, StatusCheckLimit: limit,
+		Name: "foggy", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: reckontest.FastBackoff, StatusCheckLimit: limit,
 		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
 			return nil, errors.New("connection reset by peer") // UNKNOWN
 		},
@@ -188,7 +189,7 @@ func TestInconclusiveChecksAreCountedWhenRecorded(t *testing.T) {
 		"the reconcile job ran more often than the answers it recorded")
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>STUCK"}, h.path(effect.ID))
 
-	_, err := h.client.Resolve(ctx, effect.ID, effects.StatePending, "alice", "try once more")
+	_, err := h.client.Resolve(ctx, effect.ID, effects.Resolution{To: effects.StatePending, Actor: "alice", Reason: "try once more"}, nil)
 	require.NoError(t, err)
 	require.Equal(t, 0, h.count(`SELECT inconclusive_checks FROM reckon_effects WHERE id = $1`, effect.ID), "back to PENDING: the count starts over")
 	stuckAfter(effect.ID, 1+2*limit)
@@ -312,7 +313,7 @@ func TestCancelBeforeAnyAttempt(t *testing.T) {
 	later, err := h.client.Enqueue(ctx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "later-1",
 		Args: map[string]any{"account": "a", "amount": 3}}, &effects.EnqueueOpts{ScheduledAt: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
-	cancelled, err := h.client.Cancel(ctx, later.ID, "carol", "customer withdrew the request")
+	cancelled, err := h.client.Cancel(ctx, later.ID, "carol", "customer withdrew the request", nil)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateFailed, cancelled.State)
 	history, err := h.client.History(ctx, later.ID)
@@ -320,12 +321,12 @@ func TestCancelBeforeAnyAttempt(t *testing.T) {
 	require.Equal(t, "operator:carol", history[1].Actor)
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE state = 'cancelled'`))
 
-	_, err = h.client.Cancel(ctx, later.ID, "carol", "again")
+	_, err = h.client.Cancel(ctx, later.ID, "carol", "again", nil)
 	require.ErrorIs(t, err, effects.ErrNotCancellable)
 	done := h.wait(h.enqueue("bank.wire", "now-1", 3).ID)
-	_, err = h.client.Cancel(ctx, done.ID, "carol", "too late")
+	_, err = h.client.Cancel(ctx, done.ID, "carol", "too late", nil)
 	require.ErrorIs(t, err, effects.ErrNotCancellable)
-	_, err = h.client.Cancel(ctx, [16]byte{1}, "carol", "who")
+	_, err = h.client.Cancel(ctx, [16]byte{1}, "carol", "who", nil)
 	require.ErrorIs(t, err, effects.ErrNotFound)
 	require.Equal(t, 1, h.bank.Calls("/wires"), "the cancelled effect was never sent")
 }

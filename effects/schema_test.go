@@ -12,6 +12,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // On a database nobody migrated, the client is built (NewClient does no I/O), but an enqueue and
@@ -23,7 +24,7 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 	bank := fakebank.New(t)
 	registry := effects.NewRegistry()
 	registry.MustRegister(fakebank.ConnectorOptions{BaseURL: bank.URL(), StatusCheck: true, Compensate: true, Timeout: time.Second}.Connector())
-	client, err := effects.NewClient(pool, testConfig(registry))
+	client, err := effects.NewClient(pool, reckontest.FastConfig(registry))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
 	spec := effects.Spec{Connector: "bank.wire", IdempotencyKey: "fresh-1", Args: map[string]any{"account": "a", "amount": 1}}

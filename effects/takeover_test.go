@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // takeoverBound is how soon after a reactor's SIGKILL a live reactor must have handed its running
@@ -33,15 +33,13 @@ func noSweep(c *effects.Config) { c.InFlightMargin = time.Minute }
 // minute of in-flight margin and a bank connector whose calls time out after callTimeout.
 func (h *harness) startHolder(callTimeout time.Duration) *proctest.Process {
 	h.t.Helper()
-	p := proctest.Start(h.t, []string{
-		childReactorEnv + "=1",
+	return reckontest.StartChild(h.t,
+		childReactorEnv+"=1",
 		"CHILD_IN_FLIGHT_MARGIN=1m",
-		"CHILD_CALL_TIMEOUT=" + callTimeout.String(),
-		"DATABASE_URL=" + h.pool.Config().ConnString(),
-		"BANK_URL=" + h.bank.URL(),
-	}, os.Args[0])
-	p.Addr(h.t)
-	return p
+		"CHILD_CALL_TIMEOUT="+callTimeout.String(),
+		"DATABASE_URL="+h.pool.Config().ConnString(),
+		"BANK_URL="+h.bank.URL(),
+	)
 }
 
 // killAndAwaitTakeover kills the holder while it runs job and returns how long after the SIGKILL
@@ -191,7 +189,7 @@ func TestReactorIDInUse(t *testing.T) {
 	t.Parallel()
 	h := setup(t, func(c *effects.Config) { c.ID = "twin-" + uuid.NewString() })
 	h.start()
-	config := testConfig(h.registry)
+	config := reckontest.FastConfig(h.registry)
 	config.ID = h.client.ID()
 	twin, err := effects.NewClient(h.pool, config)
 	require.NoError(t, err)
@@ -326,7 +324,7 @@ func TestReactorTakenForDeadStops(t *testing.T) {
 	reached := h.bank.ArmKey("before-call", key)
 
 	// The reactor to be cut off beats only every 5s, so that the other one finds its lock free first.
-	config := testConfig(h.registry)
+	config := reckontest.FastConfig(h.registry)
 	config.InFlightMargin = time.Minute
 	config.LivenessInterval = 5 * time.Second
 	cutOff, err := effects.NewClient(h.pool, config)

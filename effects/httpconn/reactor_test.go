@@ -3,7 +3,6 @@ package httpconn_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // states returns the states an effect went through, in order, the insert included.
@@ -50,14 +50,10 @@ func TestReactorWithHTTPConnector(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"bank.wire"}, res.Added)
 
-	client, err := effects.NewClient(pool, &effects.Config{
-		Registry: registry, Logger: slog.New(slog.DiscardHandler), Workers: 10,
-		InFlightMargin: 2 * time.Second, SweepInterval: 100 * time.Millisecond,
-		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
-	})
-	require.NoError(t, err)
+	config := reckontest.FastConfig(registry)
+	config.Workers = 10
+	client := reckontest.NewClient(t, pool, config)
 	require.NoError(t, client.Start(ctx))
-	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
 
 	cases := []struct {
 		key     string
