@@ -1,16 +1,15 @@
 package saga_test
 
 import (
-	"context"
+	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -21,47 +20,28 @@ import (
 const childReactorEnv = "RECKON_TEST_SAGA_CHILD_REACTOR"
 
 func runChildReactor() int {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		logger.Error("child: pool", slog.String("error", err.Error()))
-		return 1
-	}
-	defer pool.Close()
-	registry := effects.NewRegistry()
-	callTimeout := time.Second
-	if timeout, err := time.ParseDuration(os.Getenv("CHILD_CALL_TIMEOUT")); err == nil {
-		callTimeout = timeout // takeover tests hold a call for longer
-	}
-	registerConnectors(registry, os.Getenv("BANK_URL"), true, callTimeout)
-	config := effectsConfig(registry)
-	config.Logger = logger
-	if margin, err := time.ParseDuration(os.Getenv("CHILD_IN_FLIGHT_MARGIN")); err == nil {
-		config.InFlightMargin = margin // takeover tests: only the takeover may finish the work soon
-	}
-	sc, err := saga.NewClient(pool, &saga.Config{Logger: logger})
-	if err != nil {
-		logger.Error("child: saga client", slog.String("error", err.Error()))
-		return 1
-	}
-	config.Plugins = []effects.Plugin{sc}
-	ec, err := effects.NewClient(pool, config)
-	if err != nil {
-		logger.Error("child: effects client", slog.String("error", err.Error()))
-		return 1
-	}
-	sc.MustRegister(orderSaga(0))
-	if err := ec.Start(ctx); err != nil {
-		logger.Error("child: start", slog.String("error", err.Error()))
-		return 1
-	}
-	logger.Info("listening", slog.String("addr", "child-reactor"))
-	<-ctx.Done()
-	if err := ec.Stop(context.WithoutCancel(ctx)); err != nil {
-		logger.Error("child: stop", slog.String("error", err.Error()))
-		return 1
-	}
-	return 0
+	return reckontest.RunReactor(func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Client, error) {
+		registry := effects.NewRegistry()
+		callTimeout := time.Second
+		if timeout, err := time.ParseDuration(os.Getenv("CHILD_CALL_TIMEOUT")); err == nil {
+			callTimeout = timeout // takeover tests hold a call for longer
+		}
+		registerConnectors(registry, os.Getenv("BANK_URL"), true, callTimeout)
+		config := effectsConfig(registry)
+		config.Logger = logger
+		if margin, err := time.ParseDuration(os.Getenv("CHILD_IN_FLIGHT_MARGIN")); err == nil {
+			config.InFlightMargin = margin // takeover tests: only the takeover may finish the work soon
+		}
+		sc, err := saga.NewClient(pool, &saga.Config{Logger: logger})
+		if err != nil {
+			return nil, fmt.Errorf("saga client: %w", err)
+		}
+		config.Plugins = []effects.Plugin{sc}
+		ec, err := effects.NewClient(pool, config)
+		if err != nil {
+			return nil, fmt.Errorf("effects client: %w", err)
+		}
+		sc.MustRegister(orderSaga(0))
+		return ec, nil
+	})
 }

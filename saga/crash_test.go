@@ -2,7 +2,6 @@ package saga_test
 
 import (
 	"context"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -19,13 +19,11 @@ import (
 // and bank, and returns once it runs.
 func (h *harness) startChild(env ...string) *proctest.Process {
 	h.t.Helper()
-	p := proctest.Start(h.t, append([]string{
+	return reckontest.StartChild(h.t, append([]string{
 		childReactorEnv + "=1",
 		"DATABASE_URL=" + h.pool.Config().ConnString(),
 		"BANK_URL=" + h.bank.URL(),
-	}, env...), os.Args[0])
-	p.Addr(h.t)
-	return p
+	}, env...)...)
 }
 
 // TestReactorKilledAtEachStepBoundary kills a real reactor process with SIGKILL at each boundary

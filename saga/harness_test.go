@@ -17,6 +17,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -27,19 +28,12 @@ func TestMain(m *testing.M) {
 	pgtest.Main(m)
 }
 
-func fastBackoff(int) time.Duration { return 20 * time.Millisecond }
-
-// effectsConfig is a reactor configuration for tests: quick fetching and sweeping.
+// effectsConfig is a reactor configuration for tests: reckontest.FastConfig with a margin of a
+// second before an attempt is presumed dead.
 func effectsConfig(registry *effects.Registry) *effects.Config {
-	return &effects.Config{
-		Registry:          registry,
-		Logger:            slog.New(slog.DiscardHandler),
-		Workers:           20,
-		InFlightMargin:    time.Second,
-		SweepInterval:     100 * time.Millisecond,
-		FetchCooldown:     5 * time.Millisecond,
-		FetchPollInterval: 50 * time.Millisecond,
-	}
+	config := reckontest.FastConfig(registry)
+	config.InFlightMargin = time.Second
+	return config
 }
 
 // order is the input of the "order" saga: reserve inventory, charge the card, ship. Every step
@@ -64,7 +58,7 @@ func registerConnectors(registry *effects.Registry, bankURL string, checkpoints 
 	for _, name := range []string{"inventory.reserve", "card.charge", "shipping.ship"} {
 		registry.MustRegister(fakebank.ConnectorOptions{
 			Name: name, BaseURL: bankURL, StatusCheck: true, Compensate: true, Timeout: timeout,
-			Backoff: fastBackoff, Checkpoints: checkpoints, CompensateCheckpoints: checkpoints,
+			Backoff: reckontest.FastBackoff, Checkpoints: checkpoints, CompensateCheckpoints: checkpoints,
 		}.Connector())
 	}
 	registry.MustRegister(refundConnector(bankURL))
@@ -170,9 +164,7 @@ func (h *harness) newClientsWith(config *effects.Config, sagaConfig saga.Config,
 	sc, err := saga.NewClient(h.pool, &sagaConfig)
 	require.NoError(h.t, err)
 	config.Plugins = append(config.Plugins, sc)
-	ec, err := effects.NewClient(h.pool, config)
-	require.NoError(h.t, err)
-	h.t.Cleanup(func() { require.NoError(h.t, ec.Stop(context.Background())) })
+	ec := reckontest.NewClient(h.t, h.pool, config)
 	require.NoError(h.t, sc.Register(orderSaga(compensationAttempts)))
 	return ec, sc
 }
@@ -180,12 +172,7 @@ func (h *harness) newClientsWith(config *effects.Config, sagaConfig saga.Config,
 // start runs a reactor on ec until the test ends.
 func (h *harness) start(ec *effects.Client) {
 	h.t.Helper()
-	require.NoError(h.t, ec.Start(context.Background()))
-	h.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(h.t, ec.Stop(ctx))
-	})
+	reckontest.Start(h.t, ec)
 }
 
 // begin starts an order saga in a transaction and, before committing, lets prepare script the
@@ -215,9 +202,7 @@ func (h *harness) wait(id uuid.UUID) *saga.Saga {
 
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
-	var n int
-	require.NoError(h.t, h.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
+	return reckontest.Count(h.t, h.pool, sql, args...)
 }
 
 func (h *harness) effect(id uuid.UUID) *effects.Effect {
@@ -250,29 +235,7 @@ func (h *harness) ledgerNet() int64 {
 // metric returns the value of the counter or gauge name with exactly these labels (0 if absent).
 func (h *harness) metric(name string, labels map[string]string) float64 {
 	h.t.Helper()
-	families, err := h.metrics.Gather()
-	require.NoError(h.t, err)
-	for _, family := range families {
-		if family.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range family.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, label := range m.GetLabel() {
-				if labels[label.GetName()] != label.GetValue() {
-					continue metrics
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return reckontest.Metric(h.t, h.metrics, name, labels)
 }
 
 func mustJSON(t *testing.T, raw json.RawMessage) map[string]any {

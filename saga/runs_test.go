@@ -14,6 +14,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -53,11 +54,9 @@ func setupRuns(t *testing.T, def saga.Definition) *runHarness {
 	add("flaky", func() (json.RawMessage, error) { return nil, effects.Retryable(errors.New("503: try later")) }, 5*time.Second)
 	sc, err := saga.NewClient(pool, &saga.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	ec, err := effects.NewClient(pool, &effects.Config{
-		Registry: registry, Logger: slog.New(slog.DiscardHandler), Workers: 4, InFlightMargin: time.Second,
-		SweepInterval: 100 * time.Millisecond, FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
-		Plugins: []effects.Plugin{sc},
-	})
+	config := reckontest.FastConfig(registry)
+	config.Workers, config.InFlightMargin, config.Plugins = 4, time.Second, []effects.Plugin{sc}
+	ec, err := effects.NewClient(pool, config)
 	require.NoError(t, err)
 	require.NoError(t, sc.Register(def))
 	r.effects, r.sagas = ec, sc

@@ -16,6 +16,7 @@ import (
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
 )
@@ -192,17 +193,12 @@ func (h *bankHarness) sagaClient(t *testing.T, start bool) *saga.Client {
 	t.Helper()
 	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: sagadef.Load})
 	require.NoError(t, err)
-	client, err := effects.NewClient(h.pool, &effects.Config{
-		Registry: h.registry, Logger: slog.New(slog.DiscardHandler), Workers: 10,
-		InFlightMargin: 2 * time.Second, SweepInterval: 100 * time.Millisecond,
-		FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
-		Plugins: []effects.Plugin{sagas},
-	})
-	require.NoError(t, err)
+	config := reckontest.FastConfig(h.registry)
+	config.Workers, config.Plugins = 10, []effects.Plugin{sagas}
+	client := reckontest.NewClient(t, h.pool, config)
 	if start {
 		require.NoError(t, client.Start(context.Background()))
 	}
-	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
 	return sagas
 }
 
