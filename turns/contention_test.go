@@ -2,7 +2,6 @@ package turns_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -18,13 +18,11 @@ import (
 // harness's database, and returns once it is ready.
 func (h *harness) startChild(mode, session string, env ...string) *proctest.Process {
 	h.t.Helper()
-	p := proctest.Start(h.t, append([]string{
+	return reckontest.StartChild(h.t, append([]string{
 		childEnv + "=" + mode,
 		"DATABASE_URL=" + h.pool.Config().ConnString(),
 		"SESSION=" + session,
-	}, env...), os.Args[0])
-	p.Addr(h.t)
-	return p
+	}, env...)...)
 }
 
 // 50 goroutines here and two other processes contend for one session: never are two of its turns

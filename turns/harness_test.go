@@ -17,6 +17,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -75,16 +76,10 @@ func clients(pool *pgxpool.Pool, registry *effects.Registry, config turns.Config
 	if err != nil {
 		return nil, nil, err
 	}
-	ec, err := effects.NewClient(pool, &effects.Config{
-		Registry:          registry,
-		Logger:            config.Logger,
-		Workers:           10,
-		InFlightMargin:    2 * time.Second,
-		SweepInterval:     100 * time.Millisecond,
-		FetchCooldown:     5 * time.Millisecond,
-		FetchPollInterval: 50 * time.Millisecond,
-		Plugins:           append([]effects.Plugin{tc}, plugins...),
-	})
+	effectsConfig := reckontest.FastConfig(registry)
+	effectsConfig.Logger, effectsConfig.Workers = config.Logger, 10
+	effectsConfig.Plugins = append([]effects.Plugin{tc}, plugins...)
+	ec, err := effects.NewClient(pool, effectsConfig)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -144,9 +139,7 @@ func (h *harness) submit(session, messageID string) *turns.Message {
 
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
-	var n int
-	require.NoError(h.t, h.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
+	return reckontest.Count(h.t, h.pool, sql, args...)
 }
 
 func (h *harness) turnsOf(session string) []*turns.Record {
@@ -168,29 +161,10 @@ func (h *harness) messageIDs(turnID uuid.UUID) []string {
 	return ids
 }
 
-// metric returns the value of a counter with exactly these labels (0 if absent).
+// metric returns the value of the counter or gauge name with exactly these labels (0 if absent).
 func (h *harness) metric(name string, labels map[string]string) float64 {
 	h.t.Helper()
-	families, err := h.metrics.Gather()
-	require.NoError(h.t, err)
-	for _, family := range families {
-		if family.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range family.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, label := range m.GetLabel() {
-				if labels[label.GetName()] != label.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return reckontest.Metric(h.t, h.metrics, name, labels)
 }
 
 // refundSpec is a refund effect at journal position (decision, 0) of the turn.

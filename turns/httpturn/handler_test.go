@@ -17,6 +17,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/turns"
 	"github.com/reckonhq/reckon/turns/httpturn"
 )
@@ -115,9 +116,7 @@ func (h *harness) submit(session, id string, at *time.Time) {
 
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
-	var n int
-	require.NoError(h.t, h.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
+	return reckontest.Count(h.t, h.pool, sql, args...)
 }
 
 func newSession() string {
