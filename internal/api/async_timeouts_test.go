@@ -18,6 +18,7 @@ import (
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // asyncEndpoints are the endpoints of an HTTP connector for a job that finishes later: dispatch
@@ -64,25 +65,12 @@ func (e *asyncEndpoints) cancelled(id uuid.UUID) int {
 func setupHTTPAsync(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, pool: pgtest.NewDB(t)}
-	client, err := effects.NewClient(h.pool, &effects.Config{
+	h.client = reckontest.NewClient(t, h.pool, &effects.Config{
 		Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler), AsyncTimeout: 45 * time.Second,
 		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond,
 	})
-	require.NoError(t, err)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(ctx))
-	})
-	h.client = client
-	h.server, err = api.New(&api.Config{Pool: h.pool, Effects: client, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	h.server.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	h.url = srv.URL
+	reckontest.Start(t, h.client)
+	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client})
 	return h
 }
 

@@ -1,11 +1,9 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/fakejobs"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // setupAsync is an API server whose effects client runs (dispatches), with "jobs.run", a
@@ -29,23 +28,10 @@ func setupAsync(t *testing.T) (*harness, *fakejobs.Upstream) {
 	require.NoError(t, registry.Register(fakejobs.ConnectorOptions{
 		BaseURL: up.URL(), CallbackURL: "http://127.0.0.1:1/unused", AsyncTimeout: time.Hour, Timeout: 2 * time.Second,
 	}.Connector()))
-	client, err := effects.NewClient(h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
+	h.client = reckontest.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
 		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond})
-	require.NoError(t, err)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(ctx))
-	})
-	h.client = client
-	h.server, err = api.New(&api.Config{Pool: h.pool, Effects: client, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	h.server.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	h.url = srv.URL
+	reckontest.Start(t, h.client)
+	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client})
 	return h, up
 }
 

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -19,6 +17,7 @@ import (
 	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -39,18 +38,24 @@ func setup(t *testing.T, maxBody int64) *harness {
 	h := &harness{t: t, pool: pgtest.NewDB(t), bank: fakebank.New(t)}
 	registry := effects.NewRegistry()
 	require.NoError(t, registry.Register(fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true}.Connector()))
-	client, err := effects.NewClient(h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
-	h.client = client
-	h.server, err = api.New(&api.Config{Pool: h.pool, Effects: client, Logger: slog.New(slog.DiscardHandler), MaxBodyBytes: maxBody})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	h.server.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	h.url = srv.URL
+	h.client = reckontest.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
+	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client, MaxBodyBytes: maxBody})
 	return h
+}
+
+// serve serves the API of config (with a logger that discards) on a test HTTP server, which h.url
+// then names, and returns it.
+func (h *harness) serve(config *api.Config) *api.Server {
+	h.t.Helper()
+	config.Logger = slog.New(slog.DiscardHandler)
+	server, err := api.New(config)
+	require.NoError(h.t, err)
+	mux := http.NewServeMux()
+	server.Register(mux)
+	srv := httptest.NewServer(mux)
+	h.t.Cleanup(srv.Close)
+	h.url = srv.URL
+	return server
 }
 
 // token creates the tenant if needed and returns a new token of it.
@@ -107,22 +112,7 @@ type effectBody struct {
 // do sends a request; headers are name, value pairs. A body is sent as application/json.
 func (h *harness) do(method, path, token, body string, headers ...string) response {
 	h.t.Helper()
-	req, err := http.NewRequest(method, h.url+path, strings.NewReader(body))
-	require.NoError(h.t, err)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(h.t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(h.t, err)
+	resp, raw := reckontest.Do(h.t, method, h.url+path, token, body, headers...)
 	require.Equal(h.t, "application/json", resp.Header.Get("Content-Type"), "%s %s: %s", method, path, raw)
 	return response{status: resp.StatusCode, header: resp.Header, body: raw}
 }
@@ -150,9 +140,7 @@ func (h *harness) rows() map[string]int {
 		"pending":          `SELECT count(*) FROM reckon_effects WHERE state = 'PENDING'`,
 		"stuck":            `SELECT count(*) FROM reckon_effects WHERE state = 'STUCK'`,
 	} {
-		var n int
-		require.NoError(h.t, h.pool.QueryRow(context.Background(), sql).Scan(&n))
-		counts[name] = n
+		counts[name] = reckontest.Count(h.t, h.pool, sql)
 	}
 	return counts
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // setupPool is setup with the server (and its effects client) on a pool of only conns
@@ -33,16 +33,8 @@ func setupPool(t *testing.T, conns int32, slots int) *harness {
 	t.Cleanup(small.Close)
 	registry := effects.NewRegistry()
 	require.NoError(t, registry.Register(fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true}.Connector()))
-	client, err := effects.NewClient(small, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
-	server, err := api.New(&api.Config{Pool: small, Effects: client, Logger: slog.New(slog.DiscardHandler), MaxConcurrentRequests: slots})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	server.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	h.url = srv.URL
+	client := reckontest.NewClient(t, small, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
+	h.serve(&api.Config{Pool: small, Effects: client, MaxConcurrentRequests: slots})
 	return h
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
 )
@@ -52,24 +52,11 @@ func setupSagas(t *testing.T, extra ...effects.Connector) *harness {
 	require.NoError(t, err)
 	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: sagadef.Load})
 	require.NoError(t, err)
-	client, err := effects.NewClient(h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
+	h.client = reckontest.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
 		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
 		Plugins: []effects.Plugin{sagas}})
-	require.NoError(t, err)
-	require.NoError(t, client.Start(ctx))
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(stopCtx))
-	})
-	h.client = client
-	h.server, err = api.New(&api.Config{Pool: h.pool, Effects: client, Sagas: sagas, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	h.server.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	h.url = srv.URL
+	reckontest.Start(t, h.client)
+	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client, Sagas: sagas})
 	return h
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"testing"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -28,17 +28,8 @@ func setupSessions(t *testing.T) (*harness, *turns.Client) {
 		Logger:  slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
-	client, err := effects.NewClient(h.pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Plugins: []effects.Plugin{tc}})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
-	h.client = client
-	h.server, err = api.New(&api.Config{Pool: h.pool, Effects: client, Turns: tc, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	h.server.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	h.url = srv.URL
+	h.client = reckontest.NewClient(t, h.pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Plugins: []effects.Plugin{tc}})
+	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client, Turns: tc})
 	return h, tc
 }
 

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // A server whose Postgres goes away answers 503 database_unavailable with Retry-After — through
@@ -41,16 +41,8 @@ func TestDatabaseGoneIs503(t *testing.T) {
 	t.Cleanup(pool.Close)
 	registry := effects.NewRegistry()
 	require.NoError(t, registry.Register(fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true}.Connector()))
-	client, err := effects.NewClient(pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
-	server, err := api.New(&api.Config{Pool: pool, Effects: client, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	server.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	h.url = srv.URL
+	client := reckontest.NewClient(t, pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
+	h.serve(&api.Config{Pool: pool, Effects: client})
 
 	effect := h.enqueue(acme, "before-the-outage", 10)
 	require.Equal(t, http.StatusOK, h.do("GET", "/v1/effects", acme, "").status)
