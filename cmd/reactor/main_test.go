@@ -23,6 +23,7 @@ import (
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -89,11 +90,7 @@ func (f *fixture) startReactor(extra ...string) *proctest.Process {
 
 func (f *fixture) wait(effect *effects.Effect) *effects.Effect {
 	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	settled, err := f.client.Wait(ctx, effect.ID)
-	require.NoError(f.t, err, "effect %s (%s) did not settle", effect.ID, effect.IdempotencyKey)
-	return settled
+	return reckontest.Wait(f.t, f.client, effect.ID, 60*time.Second)
 }
 
 // path is the states the effect went through, in order, its insert included.

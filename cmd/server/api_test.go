@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 type apiClient struct {
@@ -38,22 +38,7 @@ func (a apiAnswer) code() string {
 
 func (c apiClient) do(method, path, token, body string, headers ...string) apiAnswer {
 	c.t.Helper()
-	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
-	require.NoError(c.t, err)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(c.t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(c.t, err)
+	resp, raw := reckontest.Do(c.t, method, c.base+path, token, body, headers...)
 	answer := apiAnswer{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
 	require.NoError(c.t, json.Unmarshal(raw, &answer.body), "%s %s answered non-JSON: %s", method, path, raw)
 	return answer
@@ -70,11 +55,7 @@ func TestAPIThroughBinaries(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
 	ctx := context.Background()
-	count := func(sql string, args ...any) int {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&n))
-		return n
-	}
+	count := func(sql string, args ...any) int { return reckontest.Count(t, pool, sql, args...) }
 
 	for _, tenant := range []string{"acme", "globex"} {
 		res := proctest.Run(t, env, server, "tenants", "create", tenant, "-name", strings.ToUpper(tenant))
@@ -205,10 +186,7 @@ func TestAPIEndToEndWithReactor(t *testing.T) {
 	server := proctest.Binary(t, "server")
 	pool := pgtest.NewDB(t)
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
-	require.Equal(t, 0, proctest.Run(t, env, server, "tenants", "create", "acme").ExitCode)
-	res := proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme", "-name", "ops", "-admin")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	token := strings.TrimSpace(res.Stdout)
+	token := tenantToken(t, env, server, "acme", "-name", "ops", "-admin")
 
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}

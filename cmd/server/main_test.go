@@ -20,6 +20,17 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// tenantToken creates tenant with the server binary's CLI and returns a new token of it, made by
+// `tokens create -tenant tenant` with flags.
+func tenantToken(t *testing.T, env []string, server, tenant string, flags ...string) string {
+	t.Helper()
+	res := proctest.Run(t, env, server, "tenants", "create", tenant)
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	res = proctest.Run(t, env, server, append([]string{"tokens", "create", "-tenant", tenant}, flags...)...)
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	return strings.TrimSpace(res.Stdout)
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)

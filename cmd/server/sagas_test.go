@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -74,10 +73,7 @@ func TestCallbackEndToEnd(t *testing.T) {
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
-		require.Equal(t, 0, proctest.Run(t, env, server, "tenants", "create", tenant).ExitCode)
-		res := proctest.Run(t, env, server, "tokens", "create", "-tenant", tenant, "-admin")
-		require.Equal(t, 0, res.ExitCode, res.Stderr)
-		tokens[tenant] = strings.TrimSpace(res.Stdout)
+		tokens[tenant] = tenantToken(t, env, server, tenant, "-admin")
 	}
 	token := tokens["acme"]
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
@@ -146,10 +142,7 @@ func TestSagasEndToEnd(t *testing.T) {
 	server := proctest.Binary(t, "server")
 	pool := pgtest.NewDB(t)
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
-	require.Equal(t, 0, proctest.Run(t, env, server, "tenants", "create", "acme").ExitCode)
-	res := proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme", "-admin")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	token := strings.TrimSpace(res.Stdout)
+	token := tenantToken(t, env, server, "acme", "-admin")
 
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
@@ -171,7 +164,7 @@ func TestSagasEndToEnd(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
 		return path
 	}
-	res = proctest.Run(t, env, server, "sagas", "define", "-f", write("bad.json", `{"name":"x","steps":[{"name":"a","connector":"nowhere","undo":"none"}]}`))
+	res := proctest.Run(t, env, server, "sagas", "define", "-f", write("bad.json", `{"name":"x","steps":[{"name":"a","connector":"nowhere","undo":"none"}]}`))
 	require.Equal(t, 2, res.ExitCode, res.Stderr)
 	require.Contains(t, res.Stderr, `"nowhere" is not registered`)
 	good := write("audit.json", `{"name":"audit","steps":[{"name":"a","connector":"bank.wire","undo":"connector"}]}`)

@@ -96,10 +96,7 @@ func TestSessionsEndToEnd(t *testing.T) {
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
-		require.Equal(t, 0, proctest.Run(t, env, server, "tenants", "create", tenant).ExitCode)
-		res := proctest.Run(t, env, server, "tokens", "create", "-tenant", tenant, "-admin")
-		require.Equal(t, 0, res.ExitCode, res.Stderr)
-		tokens[tenant] = strings.TrimSpace(res.Stdout)
+		tokens[tenant] = tenantToken(t, env, server, tenant, "-admin")
 	}
 	acme, globex := tokens["acme"], tokens["globex"]
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
@@ -252,11 +249,8 @@ func TestTurnsWaitWithoutTurnHandler(t *testing.T) {
 	server := proctest.Binary(t, "server")
 	pool := pgtest.NewDB(t)
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
-	require.Equal(t, 0, proctest.Run(t, env, server, "tenants", "create", "acme").ExitCode)
-	res := proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	token := strings.TrimSpace(res.Stdout)
-	res = proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme", "-admin", "-name", "ops")
+	token := tenantToken(t, env, server, "acme")
+	res := proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme", "-admin", "-name", "ops")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	admin := strings.TrimSpace(res.Stdout)
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
 // Through the binaries and the HTTP API only: six sessions get bursts of messages while one of
@@ -31,10 +30,7 @@ func TestSessionsSurviveReactorKills(t *testing.T) {
 	reactorBin := proctest.Binary(t, "reactor")
 	pool := pgtest.NewDB(t)
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
-	require.Equal(t, 0, proctest.Run(t, env, server, "tenants", "create", "acme").ExitCode)
-	res := proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	token := strings.TrimSpace(res.Stdout)
+	token := tenantToken(t, env, server, "acme")
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
 
@@ -107,11 +103,7 @@ func TestSessionsSurviveReactorKills(t *testing.T) {
 		reactors[victim] = startReactor()
 	}
 
-	count := func(sql string, args ...any) int {
-		var n int
-		require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-		return n
-	}
+	count := func(sql string, args ...any) int { return reckontest.Count(t, pool, sql, args...) }
 	require.Eventually(t, func() bool {
 		return count(`SELECT count(*) FROM reckon_messages m JOIN reckon_turns t ON t.id = m.turn_id WHERE t.status = 'COMPLETE'`) == posted
 	}, 20*time.Second, 50*time.Millisecond, "every message in a COMPLETE turn")
