@@ -234,8 +234,5 @@ func TestAPIEndToEndWithReactor(t *testing.T) {
 	require.Equal(t, 1, bank.Count("w-ok"))
 	require.Equal(t, 1, bank.Count("w-fog"), "performed once; never blindly sent again")
 
-	srv.Signal(t, syscall.SIGTERM)
-	reactor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())
-	require.Equal(t, 0, reactor.Wait(t, 40*time.Second), reactor.Stderr())
+	stopBoth(t, srv, reactor)
 }

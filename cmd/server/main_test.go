@@ -31,6 +31,16 @@ func tenantToken(t *testing.T, env []string, server, tenant string, flags ...str
 	return strings.TrimSpace(res.Stdout)
 }
 
+// stopBoth sends SIGTERM to the server and the reactor and requires that each exits 0: the
+// server within 15s, the reactor (which drains its jobs) within 40s.
+func stopBoth(t *testing.T, srv, reactor *proctest.Process) {
+	t.Helper()
+	srv.Signal(t, syscall.SIGTERM)
+	reactor.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())
+	require.Equal(t, 0, reactor.Wait(t, 40*time.Second), reactor.Stderr())
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)

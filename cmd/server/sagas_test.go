@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -127,10 +126,7 @@ func TestCallbackEndToEnd(t *testing.T) {
 	require.Equal(t, map[string]any{"pages": float64(12)}, e.body["result"])
 	require.Equal(t, 1, up.count(id), "dispatched once, never blindly again")
 
-	srv.Signal(t, syscall.SIGTERM)
-	reactor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())
-	require.Equal(t, 0, reactor.Wait(t, 40*time.Second), reactor.Stderr())
+	stopBoth(t, srv, reactor)
 }
 
 // TestSagasEndToEnd: a saga definition stored over HTTP (and one with the CLI), two sagas
@@ -227,8 +223,5 @@ func TestSagasEndToEnd(t *testing.T) {
 	list := api.do("GET", "/v1/sagas?state=COMPENSATED", token, "")
 	require.Len(t, list.body["sagas"], 1)
 
-	srv.Signal(t, syscall.SIGTERM)
-	reactor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())
-	require.Equal(t, 0, reactor.Wait(t, 40*time.Second), reactor.Stderr())
+	stopBoth(t, srv, reactor)
 }

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -234,10 +233,7 @@ func TestSessionsEndToEnd(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, api.do("GET", other+"/turns", acme, "").status)
 	require.Len(t, listTurns(other, globex), 1)
 
-	srv.Signal(t, syscall.SIGTERM)
-	reactor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())
-	require.Equal(t, 0, reactor.Wait(t, 40*time.Second), reactor.Stderr())
+	stopBoth(t, srv, reactor)
 }
 
 // TestTurnsWaitWithoutTurnHandler: a reactor without -turn-handler-url says nothing of it at start;
@@ -288,8 +284,5 @@ func TestTurnsWaitWithoutTurnHandler(t *testing.T) {
 	require.Equal(t, "m1", handler.seen[0].Messages[0].MessageID)
 	handler.mu.Unlock()
 
-	srv.Signal(t, syscall.SIGTERM)
-	reactor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())
-	require.Equal(t, 0, reactor.Wait(t, 40*time.Second), reactor.Stderr())
+	stopBoth(t, srv, reactor)
 }
