@@ -3,7 +3,6 @@ package turns_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -171,5 +170,3 @@ func (h *harness) metric(name string, labels map[string]string) float64 {
 func refundSpec(turn *turns.Turn, decision int, amount int) effects.Spec {
 	return effects.Spec{Connector: "bank.refund", Args: map[string]int{"amount": amount}, Position: turn.Position(decision, 0)}
 }
-
-func noteKey(turn *turns.Turn) string { return fmt.Sprintf("%s/d-0/bank.refund/0", turn.Group) }
