@@ -1,6 +1,7 @@
 # Reckon's everyday commands. `make run` and `make test` are the two a newcomer needs.
 
-SQLC := go tool -modfile=tools/go.mod sqlc
+TOOL := go tool -modfile=tools/go.mod
+SQLC := $(TOOL) sqlc
 
 .PHONY: run test generate lint build bench bench-ci
 
@@ -19,10 +20,13 @@ test:
 generate:
 	$(SQLC) generate
 
-## lint: gofmt, go vet, and a check that the generated code is current.
+## lint: gofmt, go vet, staticcheck, deadcode (nothing unreachable, tests counted as users), and a
+## check that the generated code is current. The linters are pinned in tools/go.mod.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
+	$(TOOL) staticcheck ./...
+	@out=$$($(TOOL) deadcode -test ./...) && test -z "$$out" || { echo "deadcode: unreachable code:"; echo "$$out"; exit 1; }
 	$(SQLC) generate
 	@git diff --exit-code -- internal/dbsqlc || { echo "internal/dbsqlc is stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- internal/dbsqlc)" || { echo "internal/dbsqlc has files git does not know:"; git status --porcelain -- internal/dbsqlc; exit 1; }
