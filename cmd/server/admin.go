@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/api"
 )
 
 // purgeIdempotencyKeys forgets stored Idempotency-Key responses older than ttl. Several servers

@@ -30,9 +30,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
 )

@@ -14,9 +14,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/reckontest"
 )

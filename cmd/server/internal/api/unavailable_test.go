@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/reckontest"
 )

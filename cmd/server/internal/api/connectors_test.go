@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/fakebank"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/api"
 	"github.com/reckonhq/reckon/internal/fakejobs"
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/reckontest"

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/api"
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 )
 
 // TestTenantIsolation: tenant B can neither read, list, resolve nor cancel tenant A's effects —
