@@ -35,6 +35,32 @@ var (
 	ErrPresumedDead = errors.New("effects: this reactor was taken for dead and its jobs were handed to other reactors")
 )
 
+// Sentinel errors of callbacks. Test with errors.Is.
+var (
+	// ErrUnknownCorrelation: no effect was dispatched under that correlation id.
+	ErrUnknownCorrelation = errors.New("effects: unknown correlation id")
+	// ErrCallbackConflict: the effect is already CONFIRMED or FAILED with another outcome than
+	// the callback reports. The callback is recorded in the effect's audit trail; nothing else
+	// changes.
+	ErrCallbackConflict = errors.New("effects: callback conflicts with the recorded outcome")
+	// ErrCallbackStuck: the effect is STUCK, which only an operator resolves. The callback is
+	// recorded in its audit trail for the operator to see.
+	ErrCallbackStuck = errors.New("effects: callback for a STUCK effect")
+)
+
+// Sentinel errors of runs. Test with errors.Is.
+var (
+	// ErrRunNotFound: no run with that id (for that tenant).
+	ErrRunNotFound = errors.New("effects: run not found")
+	// ErrRunMaxSteps: enqueueing would take the run past its MaxSteps; nothing was enqueued.
+	ErrRunMaxSteps = errors.New("effects: run reached its maximum number of steps")
+	// ErrRunMaxFailures: the run's last MaxConsecutiveFailures effects failed; nothing was
+	// enqueued.
+	ErrRunMaxFailures = errors.New("effects: run reached its maximum number of consecutive failures")
+	// ErrRunCancelled: the run was cancelled; nothing was enqueued.
+	ErrRunCancelled = errors.New("effects: run cancelled")
+)
+
 // errFencedOut: a fenced write found the effect moved on — another writer decided first — and
 // wrote nothing. It is the one signal of being fenced out: it rolls back the writer's transaction,
 // and the writer keeps what it saw in the audit trail only (observeFencedOut).

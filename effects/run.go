@@ -19,19 +19,6 @@ import (
 // guardrails). The completion gate WaitRun waits until none of its effects is unresolved;
 // CancelRun stops it; GetRun shows its status.
 
-// Sentinel errors of runs. Test with errors.Is.
-var (
-	// ErrRunNotFound: no run with that id (for that tenant).
-	ErrRunNotFound = errors.New("effects: run not found")
-	// ErrRunMaxSteps: enqueueing would take the run past its MaxSteps; nothing was enqueued.
-	ErrRunMaxSteps = errors.New("effects: run reached its maximum number of steps")
-	// ErrRunMaxFailures: the run's last MaxConsecutiveFailures effects failed; nothing was
-	// enqueued.
-	ErrRunMaxFailures = errors.New("effects: run reached its maximum number of consecutive failures")
-	// ErrRunCancelled: the run was cancelled; nothing was enqueued.
-	ErrRunCancelled = errors.New("effects: run cancelled")
-)
-
 // RunSpec creates a run with guardrails, or changes the guardrails of an existing one.
 type RunSpec struct {
 	// ID is the run id effects name in Spec.RunID. Required.

@@ -31,19 +31,6 @@ const MaxAsyncTimeout = 7 * 24 * time.Hour
 // maxCorrelationIDLen bounds the correlation ids a connector may return.
 const maxCorrelationIDLen = 512
 
-// Sentinel errors of callbacks. Test with errors.Is.
-var (
-	// ErrUnknownCorrelation: no effect was dispatched under that correlation id.
-	ErrUnknownCorrelation = errors.New("effects: unknown correlation id")
-	// ErrCallbackConflict: the effect is already CONFIRMED or FAILED with another outcome than
-	// the callback reports. The callback is recorded in the effect's audit trail; nothing else
-	// changes.
-	ErrCallbackConflict = errors.New("effects: callback conflicts with the recorded outcome")
-	// ErrCallbackStuck: the effect is STUCK, which only an operator resolves. The callback is
-	// recorded in its audit trail for the operator to see.
-	ErrCallbackStuck = errors.New("effects: callback for a STUCK effect")
-)
-
 // AcceptedError is the outcome Accepted builds; see Accepted.
 type AcceptedError struct {
 	// CorrelationID names the operation to its callback; empty means Call.CorrelationID.

@@ -1,0 +1,116 @@
+package effects
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// outcome is a classified connector answer.
+type outcome struct {
+	kind          outcomeKind
+	correlationID string // of an accepted outcome
+	result        json.RawMessage
+	err           error
+	retryAfter    time.Duration
+}
+
+type outcomeKind string
+
+const (
+	outcomeConfirmed outcomeKind = "confirmed"
+	outcomeFailed    outcomeKind = "failed"
+	outcomeRetry     outcomeKind = "retryable"
+	outcomeUnknown   outcomeKind = "unknown"
+	outcomeAccepted  outcomeKind = "accepted" // awaiting a callback (async.go)
+)
+
+// classify sorts a connector's answer conservatively: only a nil error confirms, only Permanent
+// fails, only Retryable retries; everything else — timeouts included — is UNKNOWN.
+func classify(result json.RawMessage, err error) outcome {
+	var retryable *RetryableError
+	switch {
+	case err == nil:
+		if len(result) > 0 && !json.Valid(result) {
+			return outcome{kind: outcomeUnknown, err: errors.New("connector returned a result that is not valid JSON")}
+		}
+		return outcome{kind: outcomeConfirmed, result: result}
+	case IsPermanent(err):
+		return outcome{kind: outcomeFailed, err: err}
+	case errors.As(err, &retryable):
+		return outcome{kind: outcomeRetry, err: err, retryAfter: retryable.After}
+	case isAccepted(err):
+		return classifyAccepted(err)
+	default:
+		return outcome{kind: outcomeUnknown, err: err}
+	}
+}
+
+// recordAttempt writes the outcome of a dispatch attempt in tx, fenced by f, with the follow-up
+// job it needs. It returns the delay after which a retryable effect is tried again (zero
+// otherwise). When fenced is true the caller must roll tx back: a follow-up job may have been
+// inserted for nothing.
+func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, connector *Connector, f fence, actor string, out outcome) (settled dbsqlc.ReckonEffect, retryIn time.Duration, err error) {
+	t := transition{from: StatePending, fence: f, attempted: 1, actor: actor}
+	if out.err != nil {
+		t.errMsg = out.err.Error()
+	}
+	attempt := int(row.Attempts) + 1
+	switch out.kind {
+	case outcomeConfirmed:
+		t.to, t.result, t.reason = StateConfirmed, out.result, "dispatch succeeded"
+	case outcomeFailed:
+		t.to, t.reason = StateFailed, "permanent failure"
+	case outcomeRetry:
+		if attempt >= int(row.MaxAttempts) {
+			t.to, t.reason = StateFailed, fmt.Sprintf("retry budget spent: %d attempts, none applied", attempt)
+			break
+		}
+		// A cancelled run is not tried again — but a compensation is: it undoes what the run did.
+		if cancelled, err := c.runCancelledTx(ctx, tx, row.RunID); err != nil {
+			return settled, 0, err
+		} else if cancelled && row.CompensatesID == nil { // run.go
+			t.to, t.reason = StateFailed, "retryable failure, none applied, and the run was cancelled: not tried again"
+			break
+		}
+		retryIn = out.retryAfter // the upstream's own Retry-After is kept as given
+		if retryIn <= 0 {
+			retryIn = connector.retryDelay(attempt)
+		}
+		// A dispatch job of its own tries again itself, after a snooze; an inline attempt or a
+		// batch job hands the effect to a dispatch job scheduled after the backoff.
+		retryJob := f.jobID
+		if retryJob == nil || f.sharedJob {
+			if retryJob, err = c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, time.Now().Add(retryIn)); err != nil {
+				return settled, 0, err
+			}
+		}
+		settled, err = dbsqlc.New(tx).EffectRetryLater(ctx, dbsqlc.EffectRetryLaterParams{
+			ID: row.ID, Error: t.errMsg, NewJobID: *retryJob, LeaseToken: f.leaseToken, JobID: f.jobID,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return settled, 0, errFencedOut
+		}
+		return settled, retryIn, err
+	case outcomeAccepted:
+		settled, err = c.recordAccepted(ctx, tx, row, connector, f, actor, out.correlationID)
+		return settled, 0, err
+	default:
+		t.to, t.reason = StateUnknown, "outcome unknown: "+t.errMsg
+		if t.newJobID, err = c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector); err != nil {
+			return settled, 0, err
+		}
+	}
+	t.detail = map[string]any{"attempt": attempt}
+	if f.jobID != nil {
+		t.detail["job_id"] = *f.jobID
+	}
+	settled, err = c.settle(ctx, tx, row.ID, t)
+	return settled, 0, err
+}
