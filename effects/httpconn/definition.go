@@ -64,9 +64,6 @@ type Definition struct {
 	UpdatedAt time.Time
 }
 
-// ErrInvalid is wrapped by every error that rejects a definition. Nothing is stored.
-var ErrInvalid = errors.New("httpconn: invalid connector definition")
-
 const (
 	defaultTimeout          = 30 * time.Second
 	defaultMaxAttempts      = 5

@@ -17,15 +17,6 @@ import (
 // generated queries run on (Exec, Query, QueryRow as pgx has them), not a copy of it.
 type DBTX = dbsqlc.DBTX
 
-// Sentinel errors of the store. Test with errors.Is.
-var (
-	// ErrNotFound: no HTTP connector of that name is stored.
-	ErrNotFound = errors.New("httpconn: connector not found")
-	// ErrInUse: the connector still has PENDING or UNKNOWN effects; deleting it would leave them
-	// waiting for a connector no reactor has.
-	ErrInUse = errors.New("httpconn: connector has unresolved effects")
-)
-
 // Put validates def (Definition.Validate) and stores it with its defaults applied, replacing the
 // stored connector of the same name. It returns what was stored, with CreatedAt and UpdatedAt, and
 // whether the connector is new. An invalid definition (ErrInvalid) stores nothing. Reactors pick

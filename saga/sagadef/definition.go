@@ -3,7 +3,6 @@ package sagadef
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -11,16 +10,6 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/saga"
-)
-
-// Sentinel errors. Test with errors.Is.
-var (
-	// ErrInvalid: a definition breaks the rules (package documentation); nothing was stored.
-	ErrInvalid = errors.New("sagadef: invalid definition")
-	// ErrExists: a different definition of that name is stored; definitions never change.
-	ErrExists = errors.New("sagadef: a different definition of that name exists")
-	// ErrNotFound: no definition of that name is stored.
-	ErrNotFound = errors.New("sagadef: definition not found")
 )
 
 // Limits of definitions.

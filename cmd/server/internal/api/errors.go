@@ -137,3 +137,16 @@ func databaseUnavailable(err error) bool {
 func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
 }
+
+// Sentinel errors of the tenant and token functions. Test with errors.Is.
+var (
+	// ErrTenantExists: CreateTenant with an id that is taken.
+	ErrTenantExists = errors.New("api: tenant already exists")
+	// ErrTenantNotFound: no tenant with that id.
+	ErrTenantNotFound = errors.New("api: tenant not found")
+	// ErrTokenNotFound: no token with that id.
+	ErrTokenNotFound = errors.New("api: token not found")
+	// ErrInvalidToken: Authenticate was given a token that is unknown or revoked, or whose tenant
+	// is disabled.
+	ErrInvalidToken = errors.New("api: invalid or revoked token")
+)
