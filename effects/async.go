@@ -132,11 +132,10 @@ func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.Recko
 		others, err := q.EffectListByCorrelationIDForUpdate(ctx, dbsqlc.EffectListByCorrelationIDForUpdateParams{
 			CorrelationID: &correlationID, TenantID: row.TenantID,
 		})
-		if err == nil && len(others) == 0 {
-			err = pgx.ErrNoRows
-		}
 		switch {
-		case err == nil && others[0].ID != row.ID:
+		case err != nil:
+			return row, fmt.Errorf("effects: look up correlation id: %w", err)
+		case len(others) > 0 && others[0].ID != row.ID:
 			other := others[0]
 			reconcileJob, err := c.insertReconcileJob(ctx, tx, row.ID, row.TimeoutMs, row.Connector)
 			if err != nil {
@@ -147,8 +146,6 @@ func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.Recko
 				errMsg: fmt.Sprintf("accepted upstream under correlation id %q, which effect %s already holds", correlationID, other.ID),
 				reason: "accepted under a correlation id already in use: outcome unknown",
 			})
-		case err != nil && !errors.Is(err, pgx.ErrNoRows):
-			return row, fmt.Errorf("effects: look up correlation id: %w", err)
 		}
 	}
 	hard := row.AsyncHardTimeout || connector.HardTimeout
@@ -162,7 +159,7 @@ func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.Recko
 		ID: row.ID, CorrelationID: correlationID, DeadlineAt: deadline, NewJobID: res.Job.ID,
 		LeaseToken: f.leaseToken, JobID: f.jobID,
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return row, errFencedOut
 	}
 	if err != nil {
@@ -201,7 +198,7 @@ func (w *deadlineWorker) Timeout(job *river.Job[deadlineArgs]) time.Duration {
 func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs]) error {
 	c := w.client
 	row, err := c.queries.EffectGetByID(ctx, job.Args.EffectID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil
 	}
 	if err != nil {
@@ -334,7 +331,7 @@ func (c *Client) callback(ctx context.Context, tenant, correlationID string, res
 			var job *dbsqlc.RiverJobGetForUpdateRow
 			if row.JobID != nil {
 				j, err := q.RiverJobGetForUpdate(ctx, *row.JobID)
-				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				if err != nil && !isNoRows(err) {
 					return fmt.Errorf("effects: lock job of %s: %w", row.ID, err)
 				}
 				if err == nil {
@@ -426,7 +423,7 @@ func (c *Client) lockByCorrelation(ctx context.Context, tx pgx.Tx, tenant, corre
 		return row, err
 	}
 	row, err = q.EffectGetByIDForUpdate(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && deref(row.RunID) != run) {
+	if isNoRows(err) || (err == nil && deref(row.RunID) != run) {
 		return row, fmt.Errorf("%w: %q", ErrUnknownCorrelation, correlationID)
 	}
 	if err != nil {

@@ -102,7 +102,7 @@ func batchResult(errs []error) error {
 // dispatch runs one effect of job.
 func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], effectID uuid.UUID) error {
 	row, err := c.loader.load(ctx, effectID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, ErrNotFound) {
 		if !job.Args.shared() { // a batch job also names the effects that were deduplicated away
 			c.logger.WarnContext(ctx, "dispatch job without effect", slog.String("effect_id", effectID.String()))
 		}
@@ -193,7 +193,7 @@ func (c *Client) waitAWhile(ctx context.Context, job *river.Job[dispatchArgs], r
 		_, err = dbsqlc.New(tx).EffectSetJob(ctx, dbsqlc.EffectSetJobParams{
 			ID: row.ID, State: dbsqlc.ReckonEffectStatePENDING, JobID: &job.ID, NewJobID: *newJob,
 		})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if isNoRows(err) {
 			return errFencedOut // someone else decided first; the new job is rolled back
 		}
 		return err

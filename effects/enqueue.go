@@ -2,7 +2,6 @@ package effects
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -139,7 +138,7 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		switch {
 		case err == nil:
 			effect = effectFromRow(row)
-		case errors.Is(err, pgx.ErrNoRows):
+		case isNoRows(err):
 			if effect, err = c.existingFor(ctx, tx, r); err != nil {
 				return nil, err
 			}

@@ -60,7 +60,7 @@ func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 		row, err = q.EffectGetByID(ctx, row.ID) // with its async options, for the call
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		var existing *Effect
 		err = c.withTx(ctx, func(tx pgx.Tx) error {
 			existing, err = c.existingFor(ctx, tx, r)

@@ -171,7 +171,7 @@ func (l *liveness) beatOnce(ctx context.Context) error {
 	defer cancel()
 	deadAt, err := dbsqlc.New(l.conn).ReactorHeartbeat(beatCtx, l.c.config.ID)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case isNoRows(err):
 		// Forgotten (a day without a heartbeat): register again; nothing was taken over.
 		_, err = dbsqlc.New(l.conn).ReactorRegister(beatCtx, dbsqlc.ReactorRegisterParams{ID: l.c.config.ID, Queue: l.c.config.Queue})
 		return err

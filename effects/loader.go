@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
@@ -34,7 +33,7 @@ func newLoader(queries *dbsqlc.Queries) *loader {
 	return &loader{queries: queries, waiting: map[uuid.UUID][]chan loadResult{}}
 }
 
-// load returns the effect with id, or pgx.ErrNoRows.
+// load returns the effect with id, or ErrNotFound.
 func (l *loader) load(ctx context.Context, id uuid.UUID) (dbsqlc.ReckonEffect, error) {
 	ch := make(chan loadResult, 1)
 	l.mu.Lock()
@@ -93,7 +92,7 @@ func (l *loader) run() {
 			} else if row, ok := found[id]; ok {
 				res.row = row
 			} else {
-				res.err = pgx.ErrNoRows
+				res.err = ErrNotFound
 			}
 			for _, ch := range chans {
 				ch <- res

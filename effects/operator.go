@@ -184,7 +184,7 @@ func (c *Client) CompensateTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, acto
 		return nil, err
 	}
 	row, err := dbsqlc.New(tx).EffectGetByID(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
@@ -225,7 +225,7 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 		TimeoutMs: row.TimeoutMs, RunID: row.RunID, TurnID: row.TurnID, TurnGroup: row.TurnGroup,
 		CompensatesID: &row.ID, JobID: jobID, Owner: ptr(opts.Owner), Actor: actor, Reason: "compensation: " + reason,
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		if _, err := c.river.JobDeleteTx(ctx, tx, *jobID); err != nil {
 			return nil, err
 		}
@@ -247,7 +247,7 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 // ErrNotFound.
 func (c *Client) lockEffect(ctx context.Context, tx pgx.Tx, id uuid.UUID, tenantID string) (dbsqlc.ReckonEffect, error) {
 	row, err := dbsqlc.New(tx).EffectGetByIDForUpdate(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && tenantID != "" && row.TenantID != tenantID) {
+	if isNoRows(err) || (err == nil && tenantID != "" && row.TenantID != tenantID) {
 		return dbsqlc.ReckonEffect{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return row, err

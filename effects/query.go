@@ -2,7 +2,6 @@ package effects
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -25,7 +24,7 @@ func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Effect, e
 
 func (c *Client) get(ctx context.Context, q *dbsqlc.Queries, id uuid.UUID) (*Effect, error) {
 	row, err := q.EffectGetByID(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {

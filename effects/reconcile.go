@@ -57,7 +57,7 @@ func (c *Client) statusCheckDelay(effectID uuid.UUID, jobAttempt int) time.Durat
 func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs]) error {
 	c := w.client
 	row, err := c.loader.load(ctx, job.Args.EffectID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -126,7 +126,7 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 		if inconclusive != nil {
 			t.to = "" // decided by the count (withTx may run this function again)
 			n, err := dbsqlc.New(tx).EffectAddInconclusiveCheck(ctx, dbsqlc.EffectAddInconclusiveCheckParams{ID: row.ID, JobID: job.ID})
-			if errors.Is(err, pgx.ErrNoRows) {
+			if isNoRows(err) {
 				return errFencedOut
 			}
 			if err != nil {

@@ -130,7 +130,7 @@ func (c *Client) StartRunTx(ctx context.Context, tx pgx.Tx, spec RunSpec) (*Run,
 	row, err := dbsqlc.New(tx).RunStart(ctx, dbsqlc.RunStartParams{
 		ID: spec.ID, TenantID: tenant, MaxSteps: limit(spec.MaxSteps), MaxConsecutiveFailures: limit(spec.MaxConsecutiveFailures),
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %q belongs to another tenant", ErrRunNotFound, spec.ID)
 	}
 	if err != nil {
@@ -146,7 +146,7 @@ func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
 
 func (c *Client) getRun(ctx context.Context, q *dbsqlc.Queries, id string) (*Run, error) {
 	row, err := q.RunGet(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, id)
 	}
 	if err != nil {
@@ -375,7 +375,7 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string) (*RunC
 		if _, err := q.EffectListPendingByRunForUpdate(ctx, &id); err != nil {
 			return fmt.Errorf("effects: effects of run %q: %w", id, err)
 		}
-		if _, err := q.RunGetForUpdate(ctx, id); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.RunGetForUpdate(ctx, id); isNoRows(err) {
 			return fmt.Errorf("%w: %q", ErrRunNotFound, id)
 		} else if err != nil {
 			return fmt.Errorf("effects: lock run %q: %w", id, err)
@@ -521,7 +521,7 @@ func (c *Client) runCancelledTx(ctx context.Context, tx pgx.Tx, runID *string) (
 		return false, nil
 	}
 	run, err := dbsqlc.New(tx).RunGet(ctx, *runID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return false, nil
 	}
 	if err != nil {

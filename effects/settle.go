@@ -3,7 +3,6 @@ package effects
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -61,7 +60,7 @@ func (c *Client) settle(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, t tr
 		LeaseToken: t.fence.leaseToken,
 		JobID:      t.fence.jobID,
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return row, errFencedOut
 	}
 	if err != nil {

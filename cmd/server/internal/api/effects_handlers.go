@@ -327,7 +327,7 @@ func (s *Server) resolveEffect(ctx context.Context, tx pgx.Tx, call *Call) (int,
 	// Read through the request's transaction: it holds this request's connection, and asking the
 	// pool for a second one while holding it can deadlock a busy server.
 	row, err := dbsqlc.New(tx).EffectGetByID(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && row.TenantID != call.Tenant()) {
+	if isNoRows(err) || (err == nil && row.TenantID != call.Tenant()) {
 		// Another tenant's effect is indistinguishable from a missing one.
 		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no effect %s", id)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -150,3 +151,7 @@ var (
 	// is disabled.
 	ErrInvalidToken = errors.New("api: invalid or revoked token")
 )
+
+// isNoRows reports whether a query found no row: the one place this package reads
+// pgx.ErrNoRows. What that means (not found, a replayed idempotency key) each caller says.
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -452,7 +452,7 @@ func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, 
 		_, err := q.IdempotencyKeyClaim(ctx, dbsqlc.IdempotencyKeyClaimParams{
 			TenantID: call.Tenant(), Key: idemKey, Method: r.Method, Path: r.URL.Path, RequestSha256: requestHash,
 		})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if isNoRows(err) {
 			_ = tx.Rollback(ctx)
 			s.replay(w, r, call, idemKey, requestHash)
 			return nil
@@ -517,7 +517,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, call *Call, fn Acti
 		case err == nil && stored.Status != nil:
 			s.replay(w, r, call, idemKey, requestHash)
 			return
-		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		case err != nil && !isNoRows(err):
 			s.writeError(w, r, fmt.Errorf("read idempotency key: %w", err))
 			return
 		}
@@ -559,7 +559,7 @@ func (s *Server) storeResponse(ctx context.Context, r *http.Request, call *Call,
 	_, err = q.IdempotencyKeyClaim(ctx, dbsqlc.IdempotencyKeyClaimParams{
 		TenantID: call.Tenant(), Key: key, Method: r.Method, Path: r.URL.Path, RequestSha256: requestHash,
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return false, nil
 	}
 	if err != nil {

@@ -5,14 +5,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
@@ -66,7 +64,7 @@ func CreateTenant(ctx context.Context, db dbsqlc.DBTX, id, name string) (*Tenant
 		return nil, err
 	}
 	row, err := dbsqlc.New(db).TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: id, Name: name})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrTenantExists, id)
 	}
 	if err != nil {
@@ -92,7 +90,7 @@ func ListTenants(ctx context.Context, db dbsqlc.DBTX) ([]*Tenant, error) {
 // untouched) or enables it again. Errors: ErrTenantNotFound.
 func SetTenantDisabled(ctx context.Context, db dbsqlc.DBTX, id string, disabled bool) (*Tenant, error) {
 	row, err := dbsqlc.New(db).TenantSetDisabled(ctx, dbsqlc.TenantSetDisabledParams{ID: id, Disabled: disabled})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrTenantNotFound, id)
 	}
 	if err != nil {
@@ -117,7 +115,7 @@ func CreateToken(ctx context.Context, db dbsqlc.DBTX, tenantID string, opts *Tok
 		opts = &TokenOpts{}
 	}
 	q := dbsqlc.New(db)
-	if _, err := q.TenantGet(ctx, tenantID); errors.Is(err, pgx.ErrNoRows) {
+	if _, err := q.TenantGet(ctx, tenantID); isNoRows(err) {
 		return "", nil, fmt.Errorf("%w: %s (create it first)", ErrTenantNotFound, tenantID)
 	} else if err != nil {
 		return "", nil, fmt.Errorf("api: read tenant %s: %w", tenantID, err)
@@ -155,7 +153,7 @@ func ListTokens(ctx context.Context, db dbsqlc.DBTX, tenantID string) ([]*Token,
 // ErrTokenNotFound.
 func RevokeToken(ctx context.Context, db dbsqlc.DBTX, id uuid.UUID) (*Token, error) {
 	row, err := dbsqlc.New(db).APITokenRevoke(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrTokenNotFound, id)
 	}
 	if err != nil {
@@ -172,7 +170,7 @@ func Authenticate(ctx context.Context, db dbsqlc.DBTX, secret string) (*Token, e
 	}
 	sum := sha256.Sum256([]byte(secret))
 	row, err := dbsqlc.New(db).APITokenAuthenticate(ctx, sum[:])
-	if errors.Is(err, pgx.ErrNoRows) {
+	if isNoRows(err) {
 		return nil, ErrInvalidToken
 	}
 	if err != nil {
