@@ -122,7 +122,8 @@ func (deadlineArgs) Kind() string { return "reckon_deadline" }
 // recordAccepted records, in tx and fenced by f, that the upstream accepted the effect: it stays
 // PENDING, handed to a deadline job scheduled at its deadline, with an observation in the audit
 // trail. A correlation id already taken by another effect leaves the outcome unknown.
-func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, connector *Connector, f fence, actor, correlationID string) (dbsqlc.ReckonEffect, error) {
+func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, a attempt, correlationID string) (dbsqlc.ReckonEffect, error) {
+	row, connector, f, actor := a.row, a.connector, a.fence, a.actor
 	own := correlationIDOf(row)
 	if correlationID == "" {
 		correlationID = own

@@ -158,7 +158,7 @@ func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], eff
 	)
 	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
 		var err error
-		settled, retryIn, err = c.recordAttempt(recordCtx, tx, row, connector, f, actor, out)
+		settled, retryIn, err = c.recordAttempt(recordCtx, tx, attempt{row: row, connector: connector, fence: f, actor: actor}, out)
 		if err != nil || retryIn > 0 {
 			return err
 		}

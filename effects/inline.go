@@ -80,7 +80,7 @@ func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 	f := fence{leaseToken: &token}
 	var settled dbsqlc.ReckonEffect
 	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
-		settled, _, err = c.recordAttempt(recordCtx, tx, row, r.connector, f, actor, out)
+		settled, _, err = c.recordAttempt(recordCtx, tx, attempt{row: row, connector: r.connector, fence: f, actor: actor}, out)
 		return err
 	})
 	fenced := errors.Is(err, errFencedOut)

@@ -56,7 +56,17 @@ func classify(result json.RawMessage, err error) outcome {
 // job it needs. It returns the delay after which a retryable effect is tried again (zero
 // otherwise). When fenced is true the caller must roll tx back: a follow-up job may have been
 // inserted for nothing.
-func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, connector *Connector, f fence, actor string, out outcome) (settled dbsqlc.ReckonEffect, retryIn time.Duration, err error) {
+// attempt is one attempt to record: the effect as read before the call, its connector, the owner
+// of the attempt and who records it.
+type attempt struct {
+	row       dbsqlc.ReckonEffect
+	connector *Connector
+	fence     fence
+	actor     string
+}
+
+func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, a attempt, out outcome) (settled dbsqlc.ReckonEffect, retryIn time.Duration, err error) {
+	row, connector, f, actor := a.row, a.connector, a.fence, a.actor
 	t := transition{from: StatePending, fence: f, attempted: 1, actor: actor}
 	if out.err != nil {
 		t.errMsg = out.err.Error()
@@ -99,7 +109,7 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, row dbsqlc.Reckon
 		}
 		return settled, retryIn, err
 	case outcomeAccepted:
-		settled, err = c.recordAccepted(ctx, tx, row, connector, f, actor, out.correlationID)
+		settled, err = c.recordAccepted(ctx, tx, a, out.correlationID)
 		return settled, 0, err
 	default:
 		t.to, t.reason = StateUnknown, "outcome unknown: "+t.errMsg

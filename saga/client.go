@@ -244,7 +244,8 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 	if err != nil {
 		return nil, fmt.Errorf("saga %s: savepoint: %w", name, err)
 	}
-	s, err := c.startInSavepoint(ctx, sp, def, name, id, tenant, startKey, data, spec, actor, reason, opts.Key)
+	s, err := c.startInSavepoint(ctx, sp, start{def: def, name: name, id: id, tenant: tenant, startKey: startKey, data: data,
+		spec: spec, actor: actor, reason: reason, key: opts.Key})
 	if err != nil {
 		_ = sp.Rollback(ctx)
 		return nil, err
@@ -257,8 +258,20 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 }
 
 // startInSavepoint writes a new saga and its first step's effect in sp.
-func (c *Client) startInSavepoint(ctx context.Context, sp pgx.Tx, def *Definition, name string, id uuid.UUID, tenant string,
-	startKey *string, data json.RawMessage, spec effects.Spec, actor, reason, key string) (*Saga, error) {
+// start is a saga about to be written: its definition, identity, input and first step's effect.
+type start struct {
+	def                *Definition
+	name               string
+	id                 uuid.UUID
+	tenant             string
+	startKey           *string
+	data               json.RawMessage
+	spec               effects.Spec
+	actor, reason, key string
+}
+
+func (c *Client) startInSavepoint(ctx context.Context, sp pgx.Tx, st start) (*Saga, error) {
+	def, name, id, tenant, startKey, data, spec, actor, reason, key := st.def, st.name, st.id, st.tenant, st.startKey, st.data, st.spec, st.actor, st.reason, st.key
 	q := dbsqlc.New(sp)
 	ec, err := c.effectsClient()
 	if err != nil {

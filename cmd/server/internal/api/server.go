@@ -21,6 +21,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/txn"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
 	"github.com/reckonhq/reckon/turns"
@@ -397,31 +398,38 @@ func (c *Call) refreshFirst(what string, refresh func(ctx context.Context) error
 	return &refreshNeeded{what: what, refresh: refresh}
 }
 
-// idempotencyKey reads the request's Idempotency-Key header. On a bad one it has answered.
-func (s *Server) idempotencyKey(w http.ResponseWriter, r *http.Request, call *Call) (key string, requestHash []byte, hasKey, ok bool) {
+// idempotency is a request's Idempotency-Key and the hash of the request it stands for.
+type idempotency struct {
+	key         string
+	requestHash []byte
+}
+
+// idempotencyKey reads the request's Idempotency-Key header: nil without one. On a bad one it has
+// answered (ok false).
+func (s *Server) idempotencyKey(w http.ResponseWriter, r *http.Request, call *Call) (idem *idempotency, ok bool) {
 	values, hasKey := r.Header["Idempotency-Key"]
 	if !hasKey {
-		return "", nil, false, true
+		return nil, true
 	}
-	key = strings.TrimSpace(values[0])
+	key := strings.TrimSpace(values[0])
 	if key == "" || len(key) > maxIdempotencyKeyLen || len(values) > 1 {
 		s.writeError(w, r, badRequest(CodeInvalidIdempotency, "Idempotency-Key: want one value of 1 to %d characters", maxIdempotencyKeyLen))
-		return "", nil, true, false
+		return nil, false
 	}
-	return key, hashRequest(r.Method, r.URL.Path, call.Body), true, true
+	return &idempotency{key: key, requestHash: hashRequest(r.Method, r.URL.Path, call.Body)}, true
 }
 
 // mutate runs fn in a transaction with the request's Idempotency-Key, if any: claimed first,
 // replayed when taken, and stored with the response. When fn asks for a reload (refreshFirst), the
 // transaction is rolled back, the reload done with no connection held, and fn run again in a new
-// transaction.
+// transaction. A transaction that Postgres aborts (deadlock, serialization) runs again (txn.Run).
 func (s *Server) mutate(w http.ResponseWriter, r *http.Request, call *Call, fn MutationFunc) {
-	key, requestHash, hasKey, ok := s.idempotencyKey(w, r, call)
+	idem, ok := s.idempotencyKey(w, r, call)
 	if !ok {
 		return
 	}
 	for {
-		retry := s.mutateOnce(w, r, call, fn, key, requestHash, hasKey)
+		retry := s.mutateOnce(w, r, call, fn, idem)
 		if retry == nil {
 			return
 		}
@@ -433,73 +441,84 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request, call *Call, fn M
 			call.refreshed = map[string]bool{}
 		}
 		call.refreshed[retry.what] = true
-		call.onCommit = nil
 	}
 }
 
+// errKeyTaken rolls back a mutation whose Idempotency-Key another request holds: it is replayed.
+var errKeyTaken = errors.New("api: idempotency key taken")
+
+// notStored rolls back a mutation that answered other than 2xx: only successes are committed.
+type notStored struct {
+	status  int
+	encoded []byte
+}
+
+func (e *notStored) Error() string { return fmt.Sprintf("api: answered %d: not committed", e.status) }
+
 // mutateOnce is one attempt of mutate. It has answered unless it returns a reload to do first.
-func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, fn MutationFunc, idemKey string, requestHash []byte, hasKey bool) *refreshNeeded {
+func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, fn MutationFunc, idem *idempotency) *refreshNeeded {
 	ctx := r.Context()
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		s.writeError(w, r, fmt.Errorf("begin: %w", err))
-		return nil
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit this is a no-op
-
-	q := dbsqlc.New(tx)
-	if hasKey {
-		_, err := q.IdempotencyKeyClaim(ctx, dbsqlc.IdempotencyKeyClaimParams{
-			TenantID: call.Tenant(), Key: idemKey, Method: r.Method, Path: r.URL.Path, RequestSha256: requestHash,
-		})
-		if isNoRows(err) {
-			_ = tx.Rollback(ctx)
-			s.replay(w, r, call, idemKey, requestHash)
-			return nil
+	var (
+		status  int
+		encoded []byte
+	)
+	err := txn.Run(ctx, s.pool, s.logger, func(tx pgx.Tx) error {
+		call.onCommit = nil // a run again starts from scratch
+		q := dbsqlc.New(tx)
+		if idem != nil {
+			_, err := q.IdempotencyKeyClaim(ctx, dbsqlc.IdempotencyKeyClaimParams{
+				TenantID: call.Tenant(), Key: idem.key, Method: r.Method, Path: r.URL.Path, RequestSha256: idem.requestHash,
+			})
+			if isNoRows(err) {
+				return errKeyTaken
+			}
+			if err != nil {
+				return fmt.Errorf("claim idempotency key: %w", err)
+			}
 		}
+		var (
+			body any
+			err  error
+		)
+		status, body, err = fn(ctx, tx, call)
 		if err != nil {
-			s.writeError(w, r, fmt.Errorf("claim idempotency key: %w", err))
-			return nil
+			return err
 		}
-	}
-
-	status, body, err := fn(ctx, tx, call)
-	var retry *refreshNeeded
-	if errors.As(err, &retry) {
-		return retry // rolled back by the deferred Rollback before the reload
-	}
-	if err != nil {
+		if encoded, err = marshal(body); err != nil {
+			return fmt.Errorf("encode response: %w", err)
+		}
+		if status < 200 || status > 299 {
+			return &notStored{status: status, encoded: encoded}
+		}
+		if idem != nil {
+			status32 := int32(status)
+			if err := q.IdempotencyKeyComplete(ctx, dbsqlc.IdempotencyKeyCompleteParams{
+				TenantID: call.Tenant(), Key: idem.key, Status: &status32, Response: encoded,
+			}); err != nil {
+				return fmt.Errorf("store idempotent response: %w", err)
+			}
+		}
+		return nil
+	})
+	var (
+		retry   *refreshNeeded
+		refused *notStored
+	)
+	switch {
+	case errors.As(err, &retry):
+		return retry // rolled back before the reload
+	case errors.Is(err, errKeyTaken):
+		s.replay(w, r, call, idem)
+	case errors.As(err, &refused):
+		s.writeRaw(w, r, refused.status, refused.encoded)
+	case err != nil:
 		s.writeError(w, r, err)
-		return nil
-	}
-	encoded, err := marshal(body)
-	if err != nil {
-		s.writeError(w, r, fmt.Errorf("encode response: %w", err))
-		return nil
-	}
-	if status < 200 || status > 299 {
-		// Not stored, not committed: only successes are.
-		_ = tx.Rollback(ctx)
-		s.writeRaw(w, r, status, encoded)
-		return nil
-	}
-	if hasKey {
-		status32 := int32(status)
-		if err := q.IdempotencyKeyComplete(ctx, dbsqlc.IdempotencyKeyCompleteParams{
-			TenantID: call.Tenant(), Key: idemKey, Status: &status32, Response: encoded,
-		}); err != nil {
-			s.writeError(w, r, fmt.Errorf("store idempotent response: %w", err))
-			return nil
+	default:
+		for _, fn := range call.onCommit {
+			fn(ctx)
 		}
+		s.writeRaw(w, r, status, encoded)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		s.writeError(w, r, fmt.Errorf("commit: %w", err))
-		return nil
-	}
-	for _, fn := range call.onCommit {
-		fn(ctx)
-	}
-	s.writeRaw(w, r, status, encoded)
 	return nil
 }
 
@@ -507,15 +526,15 @@ func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, 
 // replayed instead, and a successful response is stored after fn.
 func (s *Server) act(w http.ResponseWriter, r *http.Request, call *Call, fn ActionFunc) {
 	ctx := r.Context()
-	idemKey, requestHash, hasKey, ok := s.idempotencyKey(w, r, call)
+	idem, ok := s.idempotencyKey(w, r, call)
 	if !ok {
 		return
 	}
-	if hasKey {
-		stored, err := dbsqlc.New(s.pool).IdempotencyKeyGet(ctx, dbsqlc.IdempotencyKeyGetParams{TenantID: call.Tenant(), Key: idemKey})
+	if idem != nil {
+		stored, err := dbsqlc.New(s.pool).IdempotencyKeyGet(ctx, dbsqlc.IdempotencyKeyGetParams{TenantID: call.Tenant(), Key: idem.key})
 		switch {
 		case err == nil && stored.Status != nil:
-			s.replay(w, r, call, idemKey, requestHash)
+			s.replay(w, r, call, idem)
 			return
 		case err != nil && !isNoRows(err):
 			s.writeError(w, r, fmt.Errorf("read idempotency key: %w", err))
@@ -532,60 +551,59 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, call *Call, fn Acti
 		s.writeError(w, r, fmt.Errorf("encode response: %w", err))
 		return
 	}
-	if hasKey && status >= 200 && status <= 299 {
-		stored, err := s.storeResponse(ctx, r, call, idemKey, requestHash, status, encoded)
+	if idem != nil && status >= 200 && status <= 299 {
+		stored, err := s.storeResponse(ctx, r, call, idem, status, encoded)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 		if !stored {
 			// Another request took the key meanwhile: answer as it did (or 422).
-			s.replay(w, r, call, idemKey, requestHash)
+			s.replay(w, r, call, idem)
 			return
 		}
 	}
 	s.writeRaw(w, r, status, encoded)
 }
 
-// storeResponse claims idemKey and stores the response in one transaction; false when the key is
-// taken already.
-func (s *Server) storeResponse(ctx context.Context, r *http.Request, call *Call, key string, requestHash []byte, status int, encoded []byte) (bool, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return false, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after a commit this is a no-op
-	q := dbsqlc.New(tx)
-	_, err = q.IdempotencyKeyClaim(ctx, dbsqlc.IdempotencyKeyClaimParams{
-		TenantID: call.Tenant(), Key: key, Method: r.Method, Path: r.URL.Path, RequestSha256: requestHash,
+// storeResponse claims the Idempotency-Key and stores the response in one transaction; false when
+// the key is taken already.
+func (s *Server) storeResponse(ctx context.Context, r *http.Request, call *Call, idem *idempotency, status int, encoded []byte) (bool, error) {
+	stored := false
+	err := txn.Run(ctx, s.pool, s.logger, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		_, err := q.IdempotencyKeyClaim(ctx, dbsqlc.IdempotencyKeyClaimParams{
+			TenantID: call.Tenant(), Key: idem.key, Method: r.Method, Path: r.URL.Path, RequestSha256: idem.requestHash,
+		})
+		if isNoRows(err) {
+			stored = false
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("claim idempotency key: %w", err)
+		}
+		status32 := int32(status)
+		if err := q.IdempotencyKeyComplete(ctx, dbsqlc.IdempotencyKeyCompleteParams{
+			TenantID: call.Tenant(), Key: idem.key, Status: &status32, Response: encoded,
+		}); err != nil {
+			return fmt.Errorf("store idempotent response: %w", err)
+		}
+		stored = true
+		return nil
 	})
-	if isNoRows(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("claim idempotency key: %w", err)
-	}
-	status32 := int32(status)
-	if err := q.IdempotencyKeyComplete(ctx, dbsqlc.IdempotencyKeyCompleteParams{
-		TenantID: call.Tenant(), Key: key, Status: &status32, Response: encoded,
-	}); err != nil {
-		return false, fmt.Errorf("store idempotent response: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("commit: %w", err)
-	}
-	return true, nil
+	return stored, err
 }
 
 // replay answers a request whose Idempotency-Key is taken: the stored response when the request is
 // the same, 422 otherwise.
-func (s *Server) replay(w http.ResponseWriter, r *http.Request, call *Call, key string, requestHash []byte) {
+func (s *Server) replay(w http.ResponseWriter, r *http.Request, call *Call, idem *idempotency) {
+	key := idem.key
 	stored, err := dbsqlc.New(s.pool).IdempotencyKeyGet(r.Context(), dbsqlc.IdempotencyKeyGetParams{TenantID: call.Tenant(), Key: key})
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("read idempotency key: %w", err))
 		return
 	}
-	if !bytes.Equal(stored.RequestSha256, requestHash) {
+	if !bytes.Equal(stored.RequestSha256, idem.requestHash) {
 		s.writeError(w, r, Errorf(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused,
 			"Idempotency-Key %q was used for another request (%s %s at %s); use a new key for a new request",
 			key, stored.Method, stored.Path, stored.CreatedAt.UTC().Format(time.RFC3339)))
