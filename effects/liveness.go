@@ -280,17 +280,18 @@ func (l *liveness) endSilent(ctx context.Context, owner string, lastBeat time.Ti
 	}
 }
 
-// takeOverIfDead takes over owner's running jobs if its lock is free and has been since a check at
-// least TakeoverGrace ago. The lock is held for the takeover's transaction, so the owner cannot
-// get it back (and go on) in the middle.
+// takeOverIfDead takes over owner's running jobs, and ends its River leadership, if its lock is
+// free and has been since a check at least TakeoverGrace ago. The lock is held for the takeover's
+// transaction, so the owner cannot get it back (and go on) in the middle.
 func (l *liveness) takeOverIfDead(ctx context.Context, owner string) error {
 	c := l.c
 	var (
 		taken    []dbsqlc.RiverJobTakeOverRow
+		resigned int64
 		lastBeat time.Time
 	)
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		taken = nil
+		taken, resigned = nil, 0
 		q := dbsqlc.New(tx)
 		free, err := q.ReactorTryLock(ctx, dbsqlc.ReactorTryLockParams{Namespace: ReactorLockNamespace, ID: owner})
 		if err != nil {
@@ -312,6 +313,9 @@ func (l *liveness) takeOverIfDead(ctx context.Context, owner string) error {
 		if err != nil {
 			return err
 		}
+		if resigned, err = q.ReactorResignLeadership(ctx, owner); err != nil {
+			return fmt.Errorf("end its River leadership: %w", err)
+		}
 		mark, err := q.ReactorMarkDead(ctx, dbsqlc.ReactorMarkDeadParams{ID: owner, TakenOverBy: c.config.ID, Jobs: int32(len(taken))})
 		if err != nil {
 			return fmt.Errorf("mark dead: %w", err)
@@ -319,11 +323,17 @@ func (l *liveness) takeOverIfDead(ctx context.Context, owner string) error {
 		lastBeat = mark.HeartbeatAt
 		return nil
 	})
-	if err != nil || len(taken) == 0 {
+	if err != nil || (len(taken) == 0 && resigned == 0) {
 		return err
 	}
 	delete(l.suspects, owner)
-	c.observeTakeover(ctx, owner, taken, time.Since(lastBeat))
+	if resigned > 0 {
+		c.logger.InfoContext(ctx, "ended the River leadership of a dead reactor: a live one is elected now",
+			slog.String("dead_reactor_id", owner))
+	}
+	if len(taken) > 0 {
+		c.observeTakeover(ctx, owner, taken, time.Since(lastBeat))
+	}
 	return nil
 }
 

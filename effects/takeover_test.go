@@ -388,3 +388,31 @@ func TestRestartUnderSameIDTakesOverPredecessorsJobs(t *testing.T) {
 	require.Equal(t, 1, h.bank.Count(key))
 	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
 }
+
+// The reactor that leads River's maintenance (its scheduler makes scheduled jobs — async deadlines,
+// retries — available) is SIGKILLed with no job running. A live reactor ends its leadership as soon
+// as it finds it dead, so a live one leads within seconds instead of when the dead one's lease
+// runs out.
+func TestDeadLeaderIsReplacedInSeconds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := setup(t, noSweep)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true, Timeout: time.Second})
+	leader := h.startHolder(time.Second)
+	var leaderID string
+	require.Eventually(t, func() bool {
+		return h.pool.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&leaderID) == nil
+	}, 30*time.Second, 20*time.Millisecond, "the first reactor was elected")
+	h.start()
+	require.NotEqual(t, h.client.ID(), leaderID)
+
+	killed := time.Now()
+	leader.Signal(t, syscall.SIGKILL)
+	leader.Wait(t, 10*time.Second)
+	require.Eventually(t, func() bool {
+		var now string
+		return h.pool.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&now) == nil && now == h.client.ID()
+	}, takeoverBound, 20*time.Millisecond, "the live reactor did not lead within %v of the leader's death", takeoverBound)
+	t.Logf("a live reactor leads %v after the leader's SIGKILL", time.Since(killed).Round(time.Millisecond))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_reactors WHERE id = $1 AND dead_at IS NOT NULL`, leaderID))
+}

@@ -17,17 +17,19 @@ DELETE FROM reckon_reactors WHERE id = @id;
 
 -- name: ReactorListRunningJobOwners :many
 -- The registered reactors, other than the caller, that River says are running jobs of the queue
--- (their job's last attempt is theirs): the reactors whose liveness the caller checks.
+-- (their job's last attempt is theirs) or that lead River's maintenance (its scheduler moves
+-- scheduled jobs, such as async deadlines, to available): the reactors whose liveness the caller
+-- checks.
 -- silent: no heartbeat for silent_ms (its host may have vanished, leaving its connection, and so
 -- its lock, open until TCP keepalives notice).
 SELECT r.id, r.heartbeat_at,
        (r.heartbeat_at < now() - make_interval(0, 0, 0, 0, 0, 0, sqlc.arg(silent_ms)::integer::float8 / 1000))::boolean AS silent
 FROM reckon_reactors r
 WHERE r.id <> @self::text
-  AND EXISTS (
+  AND (EXISTS (
       SELECT 1 FROM river_job j
       WHERE j.state = 'running' AND j.queue = @queue::text AND j.attempted_by[cardinality(j.attempted_by)] = r.id
-  )
+  ) OR EXISTS (SELECT 1 FROM river_leader l WHERE l.leader_id = r.id))
 ORDER BY r.id;
 
 -- name: ReactorTryLock :one
@@ -65,3 +67,14 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
   AND l.objid::bigint = (hashtext(sqlc.arg(id)::text)::bigint & 4294967295)
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.pid <> pg_backend_pid();
+
+-- name: ReactorResignLeadership :execrows
+-- Ends the River leadership of a reactor found dead, as River's own resignation does (and with
+-- its notification), so that a live reactor is elected at once instead of when the dead one's
+-- lease expires.
+WITH resigned AS (
+    DELETE FROM river_leader WHERE leader_id = @leader_id::text RETURNING leader_id
+)
+SELECT pg_notify(current_schema() || '.river_leadership',
+                 json_build_object('leader_id', leader_id, 'action', 'resigned')::text)
+FROM resigned;

@@ -19,3 +19,10 @@ CREATE TABLE river_job (
     errors       jsonb[],
     metadata     jsonb NOT NULL
 );
+
+CREATE TABLE river_leader (
+    elected_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL,
+    leader_id  text NOT NULL,
+    name       text PRIMARY KEY
+);

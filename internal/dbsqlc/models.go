@@ -751,3 +751,10 @@ type RiverJob struct {
 	Errors      []json.RawMessage
 	Metadata    json.RawMessage
 }
+
+type RiverLeader struct {
+	ElectedAt time.Time
+	ExpiresAt time.Time
+	LeaderID  string
+	Name      string
+}

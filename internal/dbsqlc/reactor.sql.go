@@ -70,10 +70,10 @@ SELECT r.id, r.heartbeat_at,
        (r.heartbeat_at < now() - make_interval(0, 0, 0, 0, 0, 0, $1::integer::float8 / 1000))::boolean AS silent
 FROM reckon_reactors r
 WHERE r.id <> $2::text
-  AND EXISTS (
+  AND (EXISTS (
       SELECT 1 FROM river_job j
       WHERE j.state = 'running' AND j.queue = $3::text AND j.attempted_by[cardinality(j.attempted_by)] = r.id
-  )
+  ) OR EXISTS (SELECT 1 FROM river_leader l WHERE l.leader_id = r.id))
 ORDER BY r.id
 `
 
@@ -90,7 +90,9 @@ type ReactorListRunningJobOwnersRow struct {
 }
 
 // The registered reactors, other than the caller, that River says are running jobs of the queue
-// (their job's last attempt is theirs): the reactors whose liveness the caller checks.
+// (their job's last attempt is theirs) or that lead River's maintenance (its scheduler moves
+// scheduled jobs, such as async deadlines, to available): the reactors whose liveness the caller
+// checks.
 // silent: no heartbeat for silent_ms (its host may have vanished, leaving its connection, and so
 // its lock, open until TCP keepalives notice).
 func (q *Queries) ReactorListRunningJobOwners(ctx context.Context, arg ReactorListRunningJobOwnersParams) ([]ReactorListRunningJobOwnersRow, error) {
@@ -169,6 +171,26 @@ func (q *Queries) ReactorRegister(ctx context.Context, arg ReactorRegisterParams
 		&i.JobsTakenOver,
 	)
 	return i, err
+}
+
+const reactorResignLeadership = `-- name: ReactorResignLeadership :execrows
+WITH resigned AS (
+    DELETE FROM river_leader WHERE leader_id = $1::text RETURNING leader_id
+)
+SELECT pg_notify(current_schema() || '.river_leadership',
+                 json_build_object('leader_id', leader_id, 'action', 'resigned')::text)
+FROM resigned
+`
+
+// Ends the River leadership of a reactor found dead, as River's own resignation does (and with
+// its notification), so that a live reactor is elected at once instead of when the dead one's
+// lease expires.
+func (q *Queries) ReactorResignLeadership(ctx context.Context, leaderID string) (int64, error) {
+	result, err := q.db.Exec(ctx, reactorResignLeadership, leaderID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const reactorTryLock = `-- name: ReactorTryLock :one
