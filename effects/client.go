@@ -261,7 +261,7 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	live, err := c.startLiveness(ctx)
 	if err != nil {
-		return schemaError(err)
+		return err
 	}
 	c.committer = newCommitter(c) // a new one each Start: stop closes its queue
 	c.committer.start()

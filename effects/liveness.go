@@ -142,8 +142,7 @@ func (l *liveness) beat(ctx context.Context) error {
 	// The connection (and with it the lock) is probably gone: get it back at once rather than at
 	// the next tick, so that the others do not see the lock free for long.
 	l.c.logger.WarnContext(ctx, "reactor heartbeat failed; getting the liveness lock back", slog.String("error", err.Error()))
-	l.close()
-	return l.beatOnce(ctx)
+	return l.beatOnce(ctx) // beatOnce closed the dead connection
 }
 
 func (l *liveness) beatOnce(ctx context.Context) error {

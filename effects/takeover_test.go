@@ -20,11 +20,6 @@ import (
 	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
-// takeoverBound is how soon after a reactor's SIGKILL a live reactor must have handed its running
-// jobs back to River: LivenessInterval × 2 + TakeoverGrace (4s with the defaults) plus room for a
-// loaded test machine. docs/design.md states it.
-const takeoverBound = 10 * time.Second
-
 // noSweep keeps the sweeper out of a takeover test: with an in-flight margin of a minute, nothing
 // but the takeover can finish a dead reactor's work within the test's bounds.
 func noSweep(c *effects.Config) { c.InFlightMargin = time.Minute }
@@ -40,41 +35,6 @@ func (h *harness) startHolder(callTimeout time.Duration) *proctest.Process {
 		"DATABASE_URL="+h.pool.Config().ConnString(),
 		"BANK_URL="+h.bank.URL(),
 	)
-}
-
-// killAndAwaitTakeover kills the holder while it runs job and returns how long after the SIGKILL
-// the job stopped being the dead reactor's (handed back by the live reactor of h).
-func (h *harness) killAndAwaitTakeover(holder *proctest.Process, jobID int64) time.Duration {
-	h.t.Helper()
-	var owner string
-	require.NoError(h.t, h.pool.QueryRow(context.Background(),
-		`SELECT attempted_by[cardinality(attempted_by)] FROM river_job WHERE id = $1 AND state = 'running'`, jobID).Scan(&owner),
-		"the holder runs the job")
-	killed := time.Now()
-	holder.Signal(h.t, syscall.SIGKILL)
-	holder.Wait(h.t, 10*time.Second)
-	require.Eventually(h.t, func() bool {
-		return h.count(`SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running' AND attempted_by[cardinality(attempted_by)] = $2`, jobID, owner) == 0
-	}, takeoverBound, 20*time.Millisecond, "the dead reactor's job was not taken over within %v", takeoverBound)
-	took := time.Since(killed)
-	h.t.Logf("job %d taken over %v after SIGKILL", jobID, took.Round(time.Millisecond))
-
-	var deadAt, lastBeat time.Time
-	var by string
-	require.NoError(h.t, h.pool.QueryRow(context.Background(),
-		`SELECT dead_at, heartbeat_at, taken_over_by FROM reckon_reactors WHERE id = $1`, owner).Scan(&deadAt, &lastBeat, &by))
-	require.Equal(h.t, h.client.ID(), by, "the live reactor recorded the takeover")
-	require.False(h.t, deadAt.Before(lastBeat))
-	return took
-}
-
-// requireNoOrphanJobs: once the work is done, no River job is running without a live worker (the
-// live reactor's jobs complete; the dead one's were all handed back).
-func (h *harness) requireNoOrphanJobs() {
-	h.t.Helper()
-	require.Eventually(h.t, func() bool {
-		return h.count(`SELECT count(*) FROM river_job WHERE state = 'running'`) == 0
-	}, 10*time.Second, 20*time.Millisecond, "river_job rows still running")
 }
 
 // A reactor is SIGKILLed while it holds a batch dispatch job, one wire of which the bank performed
@@ -113,14 +73,14 @@ func TestTakeoverOfDispatchBatch(t *testing.T) {
 	}
 	h.start() // the live reactor
 
-	h.killAndAwaitTakeover(holder, jobID)
+	reckontest.KillAndAwaitTakeover(t, h.pool, holder, jobID, h.client.ID())
 	done := h.wait(batch[0].ID)
 	require.Equal(t, effects.StateConfirmed, done.State)
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>CONFIRMED"}, h.path(batch[0].ID))
 	for i := range batch {
 		require.Equal(t, 1, h.bank.Count(fmt.Sprintf("%s-%d", prefix, i)), "wire %d performed exactly once", i)
 	}
-	h.requireNoOrphanJobs()
+	reckontest.RequireNoRunningJobs(t, h.pool)
 	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
 }
 
@@ -144,12 +104,12 @@ func TestTakeoverOfReconcile(t *testing.T) {
 	require.Equal(t, effects.StateUnknown, h.state(effect.ID))
 	h.start()
 
-	h.killAndAwaitTakeover(holder, h.jobOf(effect.ID))
+	reckontest.KillAndAwaitTakeover(t, h.pool, holder, h.jobOf(effect.ID), h.client.ID())
 	done := h.wait(effect.ID)
 	require.Equal(t, effects.StateConfirmed, done.State)
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
 	require.Equal(t, 1, h.bank.Count(key))
-	h.requireNoOrphanJobs()
+	reckontest.RequireNoRunningJobs(t, h.pool)
 	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_reconcile"}))
 }
 
@@ -178,10 +138,10 @@ func TestNoTakeoverWhileTheHolderLives(t *testing.T) {
 	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_reactors WHERE dead_at IS NOT NULL`))
 	require.Equal(t, 0.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
 
-	h.killAndAwaitTakeover(holder, jobID)
+	reckontest.KillAndAwaitTakeover(t, h.pool, holder, jobID, h.client.ID())
 	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
 	require.Equal(t, 1, h.bank.Count(key))
-	h.requireNoOrphanJobs()
+	reckontest.RequireNoRunningJobs(t, h.pool)
 }
 
 // Two processes cannot run as reactors under one id: the second Start fails and names the id.
@@ -261,11 +221,11 @@ func TestTakeoverOfDeadline(t *testing.T) {
 		WHERE e.id = $1 AND j.kind = 'reckon_deadline' AND j.state = 'running'`, effect.ID))
 	h.start()
 
-	h.killAndAwaitTakeover(holder, h.jobOf(effect.ID))
+	reckontest.KillAndAwaitTakeover(t, h.pool, holder, h.jobOf(effect.ID), h.client.ID())
 	done := h.wait(effect.ID)
 	require.Equal(t, effects.StateFailed, done.State)
 	require.Equal(t, "hard timeout: cancelled upstream", done.Error)
-	h.requireNoOrphanJobs()
+	reckontest.RequireNoRunningJobs(t, h.pool)
 	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_deadline"}))
 }
 
@@ -297,18 +257,18 @@ func TestTakeoverOfSilentReactor(t *testing.T) {
 
 	started := time.Now()
 	h.start()
-	require.Eventually(t, func() bool { return conn.Ping(ctx) != nil }, takeoverBound, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return conn.Ping(ctx) != nil }, reckontest.TakeoverBound, 20*time.Millisecond,
 		"the silent reactor's connection was not ended")
 	require.Eventually(t, func() bool {
 		return h.count(`SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running' AND attempted_by[cardinality(attempted_by)] = $2`, jobID, silent) == 0
-	}, takeoverBound, 20*time.Millisecond)
+	}, reckontest.TakeoverBound, 20*time.Millisecond)
 	t.Logf("taken over %v after the live reactor started", time.Since(started).Round(time.Millisecond))
 	done := h.wait(effect.ID)
 	require.Equal(t, effects.StateConfirmed, done.State)
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
 	require.Equal(t, 1, h.bank.Count(key))
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_reactors WHERE id = $1 AND dead_at IS NOT NULL`, silent))
-	h.requireNoOrphanJobs()
+	reckontest.RequireNoRunningJobs(t, h.pool)
 }
 
 // A live reactor loses its liveness connection and, before it gets its lock back, another reactor
@@ -359,7 +319,7 @@ func TestReactorTakenForDeadStops(t *testing.T) {
 	done := h.wait(effect.ID)
 	require.Equal(t, effects.StateConfirmed, done.State)
 	require.Equal(t, 1, h.bank.Count(key), "sent exactly once")
-	h.requireNoOrphanJobs()
+	reckontest.RequireNoRunningJobs(t, h.pool)
 }
 
 // A reactor restarted under a fixed id after its process died hands back the jobs its predecessor
@@ -412,7 +372,7 @@ func TestDeadLeaderIsReplacedInSeconds(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var now string
 		return h.pool.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&now) == nil && now == h.client.ID()
-	}, takeoverBound, 20*time.Millisecond, "the live reactor did not lead within %v of the leader's death", takeoverBound)
+	}, reckontest.TakeoverBound, 20*time.Millisecond, "the live reactor did not lead within %v of the leader's death", reckontest.TakeoverBound)
 	t.Logf("a live reactor leads %v after the leader's SIGKILL", time.Since(killed).Round(time.Millisecond))
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_reactors WHERE id = $1 AND dead_at IS NOT NULL`, leaderID))
 }

@@ -2,7 +2,6 @@ package saga_test
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -10,13 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/saga"
 )
-
-// takeoverBound is how soon after a reactor's SIGKILL a live reactor must have handed its running
-// jobs back (LivenessInterval × 2 + TakeoverGrace is 4s with the defaults; the rest is room for a
-// loaded test machine). docs/design.md states it.
-const takeoverBound = 10 * time.Second
 
 // A reactor is SIGKILLed while it runs a saga step's dispatch job, after the bank performed the
 // charge and before the step's outcome (and the next step) were written. A live reactor, whose
@@ -43,17 +38,10 @@ func TestTakeoverOfSagaStep(t *testing.T) {
 	h.start(ec)
 
 	var jobID int64
-	var owner string
-	require.NoError(t, h.pool.QueryRow(context.Background(), `SELECT j.id, j.attempted_by[cardinality(j.attempted_by)]
-		FROM reckon_effects e JOIN river_job j ON j.id = e.job_id WHERE e.idempotency_key = $1 AND j.state = 'running'`,
-		saga.StepKey(s.ID, 1)).Scan(&jobID, &owner))
+	require.NoError(t, h.pool.QueryRow(context.Background(), `SELECT job_id FROM reckon_effects WHERE idempotency_key = $1`,
+		saga.StepKey(s.ID, 1)).Scan(&jobID))
 	killed := time.Now()
-	holder.Signal(t, syscall.SIGKILL)
-	holder.Wait(t, 10*time.Second)
-	require.Eventually(t, func() bool {
-		return h.count(`SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running' AND attempted_by[cardinality(attempted_by)] = $2`, jobID, owner) == 0
-	}, takeoverBound, 20*time.Millisecond, "the step's job was not taken over within %v", takeoverBound)
-	t.Logf("taken over %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
+	reckontest.KillAndAwaitTakeover(t, h.pool, holder, jobID, ec.ID())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -65,8 +53,6 @@ func TestTakeoverOfSagaStep(t *testing.T) {
 		require.Equal(t, 1, h.bank.Count(saga.StepKey(s.ID, i)), "step %d performed once", i)
 	}
 	require.Equal(t, int64(205), h.ledgerNet())
-	require.Eventually(t, func() bool {
-		return h.count(`SELECT count(*) FROM river_job WHERE state = 'running'`) == 0
-	}, 10*time.Second, 20*time.Millisecond, "no River job is left running without a live worker")
+	reckontest.RequireNoRunningJobs(t, h.pool)
 	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
 }

@@ -10,13 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/turns"
 )
-
-// takeoverBound is how soon after a reactor's SIGKILL a live reactor must have handed its running
-// turn job back (LivenessInterval × 2 + TakeoverGrace is 4s with the defaults; the rest is room
-// for a loaded test machine). docs/turns.md states it.
-const takeoverBound = 10 * time.Second
 
 // A reactor is SIGKILLed while its River job works a session's turn, in each state the turn can be
 // in while the job runs. A live reactor — whose periodic recovery is off, so that only the takeover
@@ -62,7 +58,7 @@ func TestTakeoverOfTurnJob(t *testing.T) {
 			holder.Wait(t, 10*time.Second)
 			require.Eventually(t, func() bool {
 				return h.count(`SELECT count(*) FROM reckon_reactors WHERE dead_at IS NOT NULL AND taken_over_by = $1`, h.ec.ID()) == 1
-			}, takeoverBound, 20*time.Millisecond, "the dead reactor's turn job was not taken over within %v", takeoverBound)
+			}, reckontest.TakeoverBound, 20*time.Millisecond, "the dead reactor's turn job was not taken over within %v", reckontest.TakeoverBound)
 			t.Logf("taken over %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
 
 			var done *turns.Record
@@ -74,7 +70,7 @@ func TestTakeoverOfTurnJob(t *testing.T) {
 					}
 				}
 				return false
-			}, takeoverBound+5*time.Second, 20*time.Millisecond, "the session's turn did not complete")
+			}, reckontest.TakeoverBound+5*time.Second, 20*time.Millisecond, "the session's turn did not complete")
 			t.Logf("turn complete %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
 
 			got := h.messageIDs(done.ID)
@@ -89,9 +85,7 @@ func TestTakeoverOfTurnJob(t *testing.T) {
 			}
 			require.Equal(t, 1, h.count(`SELECT count(*) FROM app_notes`))
 			require.Eventually(t, func() bool { return h.bank.count(dead.Group.String()+"/d-0/bank.refund/0") == 1 }, 10*time.Second, 10*time.Millisecond)
-			require.Eventually(t, func() bool {
-				return h.count(`SELECT count(*) FROM river_job WHERE state = 'running'`) == 0
-			}, 10*time.Second, 20*time.Millisecond, "no River job is left running without a live worker")
+			reckontest.RequireNoRunningJobs(t, h.pool)
 			require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_turns WHERE session_key = $1 AND status = 'COMPLETE'`, session))
 			require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_turns WHERE session_key = $1 AND status IN ('ACCUMULATING', 'PROCESSING', 'COMMITTING')`, session))
 		})

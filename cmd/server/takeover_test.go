@@ -115,8 +115,7 @@ func TestSessionsSurviveReactorKills(t *testing.T) {
 		posted, time.Since(lastKill).Round(time.Millisecond), handled,
 		count(`SELECT count(*) FROM reckon_reactors WHERE dead_at IS NOT NULL`), count(`SELECT coalesce(sum(jobs_taken_over), 0) FROM reckon_reactors`))
 	require.Equal(t, 0, count(`SELECT count(*) FROM reckon_turns WHERE status IN ('ACCUMULATING', 'PROCESSING', 'COMMITTING')`))
-	require.Eventually(t, func() bool { return count(`SELECT count(*) FROM river_job WHERE state = 'running'`) == 0 },
-		10*time.Second, 50*time.Millisecond, "no River job left running without a live worker")
+	reckontest.RequireNoRunningJobs(t, pool)
 	mu.Lock()
 	require.Empty(t, overlaps, "two turns of a session at once")
 	mu.Unlock()

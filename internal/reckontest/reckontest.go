@@ -203,3 +203,46 @@ func RunReactor(build func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Cl
 	}
 	return 0
 }
+
+// TakeoverBound is how soon after a reactor's SIGKILL a live reactor must have handed its running
+// jobs back to River in the takeover tests: LivenessInterval × 2 + TakeoverGrace (4s with the
+// defaults) plus room for a loaded test machine. docs/design.md states it.
+const TakeoverBound = 10 * time.Second
+
+// KillAndAwaitTakeover SIGKILLs holder while it runs job jobID and waits (at most TakeoverBound)
+// until the job is no longer the dead reactor's; the live reactor liveID must have recorded the
+// takeover in reckon_reactors. It returns how long after the SIGKILL the job was taken over.
+func KillAndAwaitTakeover(tb testing.TB, db Querier, holder *proctest.Process, jobID int64, liveID string) time.Duration {
+	tb.Helper()
+	ctx := context.Background()
+	var owner string
+	require.NoError(tb, db.QueryRow(ctx,
+		`SELECT attempted_by[cardinality(attempted_by)] FROM river_job WHERE id = $1 AND state = 'running'`, jobID).Scan(&owner),
+		"the holder runs the job")
+	killed := time.Now()
+	holder.Signal(tb, syscall.SIGKILL)
+	holder.Wait(tb, 10*time.Second)
+	require.Eventually(tb, func() bool {
+		return Count(tb, db, `SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running'
+			AND attempted_by[cardinality(attempted_by)] = $2`, jobID, owner) == 0
+	}, TakeoverBound, 20*time.Millisecond, "the dead reactor's job was not taken over within %v", TakeoverBound)
+	took := time.Since(killed)
+	tb.Logf("job %d taken over %v after SIGKILL", jobID, took.Round(time.Millisecond))
+
+	var deadAt, lastBeat time.Time
+	var by string
+	require.NoError(tb, db.QueryRow(ctx, `SELECT dead_at, heartbeat_at, taken_over_by FROM reckon_reactors WHERE id = $1`, owner).
+		Scan(&deadAt, &lastBeat, &by))
+	require.Equal(tb, liveID, by, "the live reactor recorded the takeover")
+	require.False(tb, deadAt.Before(lastBeat))
+	return took
+}
+
+// RequireNoRunningJobs waits (at most 10s) until no River job is running: once a test's work is
+// done, none may be left running without a live worker.
+func RequireNoRunningJobs(tb testing.TB, db Querier) {
+	tb.Helper()
+	require.Eventually(tb, func() bool {
+		return Count(tb, db, `SELECT count(*) FROM river_job WHERE state = 'running'`) == 0
+	}, 10*time.Second, 20*time.Millisecond, "no River job is left running without a live worker")
+}
