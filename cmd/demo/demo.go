@@ -96,7 +96,7 @@ func serveBank(ctx context.Context, addr string) (bank *fakebank.Bank, stop func
 	serveCtx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- cli.ServeOn(serveCtx, slog.New(slog.DiscardHandler), "bank", listener, bank, bankDrain)
+		errc <- cli.ServeOn(serveCtx, slog.New(slog.DiscardHandler), "bank", listener, bank, &cli.ServeOpts{Drain: bankDrain})
 	}()
 	return bank, func() error {
 		bank.Close()

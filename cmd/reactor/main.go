@@ -185,7 +185,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 func serveHealth(ctx context.Context, logger *slog.Logger, cfg *config, pool *pgxpool.Pool, migrator *db.Migrator, metrics *prometheus.Registry) error {
 	mux := http.NewServeMux()
 	health.Register(mux, pool, migrator, metrics)
-	return cli.Serve(ctx, logger, "health", cfg.addr, mux, cfg.shutdown)
+	return cli.Serve(ctx, logger, "health", cfg.addr, mux, &cli.ServeOpts{Drain: cfg.shutdown}) // the default timeouts
 }
 
 // takeoverGrace is -takeover-grace as effects.Config.TakeoverGrace, where 0 means the default and

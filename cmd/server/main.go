@@ -14,8 +14,10 @@
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
 // RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_IDEMPOTENCY_TTL,
-// RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_DB_CONNS, RECKON_SHUTDOWN_TIMEOUT; a value that cannot be
-// parsed is refused (exit status 2). The API is documented in docs/api.md.
+// RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_DB_CONNS, RECKON_SHUTDOWN_TIMEOUT,
+// RECKON_READ_HEADER_TIMEOUT, RECKON_READ_TIMEOUT, RECKON_WRITE_TIMEOUT, RECKON_IDLE_TIMEOUT; a
+// value that cannot be parsed or is out of range is refused (exit status 2). The API is documented
+// in docs/api.md.
 package main
 
 import (
@@ -110,6 +112,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	env.DurationVar(&idempotencyTTL, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", 24*time.Hour, "how long a response stored for an Idempotency-Key is replayed")
 	env.DurationVar(&connectorSync, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
 		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")
+	var timeouts cli.Timeouts
+	timeouts.Flags(&env)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -126,6 +130,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: -shutdown-timeout must be positive, got %s", errUsage, drain)
 	case dbConns < 2 || dbConns > 10000:
 		return fmt.Errorf("%w: -db-conns must be between 2 and 10000, got %d", errUsage, dbConns)
+	}
+	if err := timeouts.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	logger, err := common.logger()
 	if err != nil {
@@ -186,7 +193,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cli.Every(ctx, connectorSync, reload)
 	}()
 	logger.Info("server starting")
-	if err := cli.Serve(ctx, logger, "http", *addr, schema.Guard(mux), drain); err != nil {
+	if err := cli.Serve(ctx, logger, "http", *addr, schema.Guard(mux), &cli.ServeOpts{Drain: drain, Timeouts: timeouts}); err != nil {
 		return err
 	}
 	logger.Info("server stopped")

@@ -99,23 +99,31 @@ func OpenDatabase(ctx context.Context, databaseURL string, maxConns int, logger 
 // maxCancelGrace bounds the part of Serve's drain kept for cancelled requests to return.
 const maxCancelGrace = 2 * time.Second
 
-// Serve listens on addr and serves handler until ctx ends, then shuts down within drain: requests
-// in flight may finish during most of it; those still running then (a hung client, a request
-// waiting for a database connection) have their contexts cancelled and their connections closed,
-// and get the rest of drain (at most maxCancelGrace) to return. Request contexts do not end with
-// ctx itself, so a SIGTERM never interrupts a request that can finish in time. It logs the address
-// it listens on (useful with port 0); name labels its log lines and errors ("http", "health").
-func Serve(ctx context.Context, logger *slog.Logger, name, addr string, handler http.Handler, drain time.Duration) error {
+// Serve listens on addr and serves handler until ctx ends, then shuts down within opts.Drain:
+// requests in flight may finish during most of it; those still running then (a hung client, a
+// request waiting for a database connection) have their contexts cancelled and their connections
+// closed, and get the rest of the drain (at most maxCancelGrace) to return. Request contexts do not
+// end with ctx itself, so a SIGTERM never interrupts a request that can finish in time. Every
+// connection is bounded by opts.Timeouts (slow headers or body, an unread response, an idle
+// keep-alive); invalid timeouts are an error before anything is served. It logs the address it
+// listens on (useful with port 0); name labels its log lines and errors ("http", "health").
+func Serve(ctx context.Context, logger *slog.Logger, name, addr string, handler http.Handler, opts *ServeOpts) error {
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s: listen on %s: %w", name, addr, err)
 	}
-	return ServeOn(ctx, logger, name, listener, handler, drain)
+	return ServeOn(ctx, logger, name, listener, handler, opts)
 }
 
 // ServeOn is Serve on a listener the caller opened (to know at once that the address is free, or
 // which port it got), which it closes.
-func ServeOn(ctx context.Context, logger *slog.Logger, name string, listener net.Listener, handler http.Handler, drain time.Duration) error {
+func ServeOn(ctx context.Context, logger *slog.Logger, name string, listener net.Listener, handler http.Handler, opts *ServeOpts) error {
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		_ = listener.Close()
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	drain := o.Drain
 	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	var inFlight atomic.Int64
@@ -125,7 +133,10 @@ func ServeOn(ctx context.Context, logger *slog.Logger, name string, listener net
 			defer inFlight.Add(-1)
 			handler.ServeHTTP(w, r)
 		}),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(o.ReadHeader, o.Read),
+		ReadTimeout:       o.Read,
+		WriteTimeout:      o.Write,
+		IdleTimeout:       o.Idle,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
