@@ -100,11 +100,13 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 // tokensUsage is the synopsis of `server tokens`.
-const tokensUsage = `server tokens create -tenant T [-name N] [-admin]   print a new API token for T (shown once)
-server tokens list -tenant T                        list T's tokens
+const tokensUsage = `server tokens create -tenant T [-name N] [-admin]   print a new API token of tenant T (shown once)
+server tokens create -system [-name N]              print a new system token (shown once)
+server tokens list -tenant T | -system              list T's tokens, or the system tokens
 server tokens revoke ID                             revoke a token`
 
-// runTokens: server tokens create -tenant T [-name N] | list -tenant T | revoke ID.
+// runTokens: server tokens create -tenant T [-name N] [-admin] | create -system [-name N] |
+// list -tenant T | list -system | revoke ID.
 func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, err := newCommand("server tokens", tokensUsage, args, stdout)
 	if err != nil {
@@ -112,14 +114,16 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	action, fs := cmd.action, cmd.fs
 	var tenant, name *string
-	var admin *bool
+	var admin, system *bool
 	switch action {
 	case "create":
-		tenant = fs.String("tenant", "", "tenant of the token (required)")
+		tenant = fs.String("tenant", "", "tenant of the token (this or -system is required)")
+		system = fs.Bool("system", false, "a system token: no tenant; it alone changes what all tenants share (HTTP connectors, saga definitions) and any tenant's turn handler")
 		name = fs.String("name", "", "what the token is for; written to the audit trail of its actions")
-		admin = fs.Bool("admin", false, "the token may also manage the HTTP connectors, which all tenants share")
+		admin = fs.Bool("admin", false, "the tenant's token may also manage the tenant's turn handler")
 	case "list":
-		tenant = fs.String("tenant", "", "tenant whose tokens to list (required)")
+		tenant = fs.String("tenant", "", "tenant whose tokens to list (this or -system is required)")
+		system = fs.Bool("system", false, "list the system tokens")
 	case "revoke":
 	default:
 		return cmd.unknownAction("tokens action")
@@ -128,8 +132,14 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if tenant != nil && *tenant == "" {
-		return fmt.Errorf("%w: -tenant is required", errUsage)
+	switch {
+	case tenant == nil:
+	case *tenant == "" && !*system:
+		return fmt.Errorf("%w: -tenant T or -system is required", errUsage)
+	case *tenant != "" && *system:
+		return fmt.Errorf("%w: -tenant and -system exclude each other: a system token has no tenant", errUsage)
+	case admin != nil && *admin && *system:
+		return fmt.Errorf("%w: -admin and -system exclude each other: -admin is for a tenant's token, and a system token has no tenant", errUsage)
 	}
 	var id uuid.UUID
 	if action == "revoke" {
@@ -140,21 +150,30 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return cmd.common.withPool(ctx, 2, func(ctx context.Context, pool *pgxpool.Pool) error {
 		switch action {
 		case "create":
-			secret, token, err := api.CreateToken(ctx, pool, *tenant, &api.TokenOpts{Name: *name, Admin: *admin})
+			var secret string
+			var token *api.Token
+			var err error
+			if *system {
+				secret, token, err = api.CreateSystemToken(ctx, pool, *name)
+			} else {
+				secret, token, err = api.CreateToken(ctx, pool, *tenant, &api.TokenOpts{Name: *name, Admin: *admin})
+			}
 			if err != nil {
 				return err
 			}
 			// The token goes to stdout alone, for scripts; the rest to stderr, labeled so that the
 			// token's id is not taken for the token.
 			fmt.Fprintln(stdout, secret)
-			kind := "token"
-			if token.Admin {
-				kind = "admin token"
-			}
-			fmt.Fprintf(stderr, "created an API %s of tenant %s, printed on stdout and shown only now: store it safely (its id, for `tokens list` and `tokens revoke`: %s)\n",
-				kind, token.TenantID, token.ID)
+			fmt.Fprintf(stderr, "created %s, printed on stdout and shown only now: store it safely (its id, for `tokens list` and `tokens revoke`: %s)\n",
+				describeToken(token), token.ID)
 		case "list":
-			tokens, err := api.ListTokens(ctx, pool, *tenant)
+			var tokens []*api.Token
+			var err error
+			if *system {
+				tokens, err = api.ListSystemTokens(ctx, pool)
+			} else {
+				tokens, err = api.ListTokens(ctx, pool, *tenant)
+			}
 			if err != nil {
 				return err
 			}
@@ -164,7 +183,10 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				if t.RevokedAt != nil {
 					status = "revoked " + t.RevokedAt.UTC().Format(time.RFC3339)
 				}
-				if t.Admin {
+				switch {
+				case t.System:
+					status += " (system)"
+				case t.Admin:
 					status += " (admin)"
 				}
 				fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\n", t.ID, t.Prefix, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), status)
@@ -175,10 +197,23 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "revoked token %s of tenant %s\n", token.ID, token.TenantID)
+			fmt.Fprintf(stdout, "revoked token %s: %s\n", token.ID, describeToken(token))
 		}
 		return nil
 	})
+}
+
+// describeToken names what kind of token t is: "a system token", "an API admin token of tenant
+// acme", "an API token of tenant acme".
+func describeToken(t *api.Token) string {
+	switch {
+	case t.System:
+		return "a system token"
+	case t.Admin:
+		return "an API admin token of tenant " + t.TenantID
+	default:
+		return "an API token of tenant " + t.TenantID
+	}
 }
 
 // parseWithID parses flags around one positional ID argument (required when wantID, forbidden

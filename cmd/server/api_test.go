@@ -45,7 +45,9 @@ func (c apiClient) do(method, path, token, body string, headers ...string) apiAn
 }
 
 // TestAPIThroughBinaries drives the real server binary on loopback: tenants and tokens made with
-// the CLI (a token is printed once and stored hashed), a connector defined over the API, effects
+// the CLI (a token is printed once and stored hashed), a connector defined over the API with a
+// system token (a tenant's admin token is refused; the change is audited; a revoked system token
+// is refused), effects
 // enqueued, replayed by Idempotency-Key (422 with another body), kept from another tenant (404 for
 // read, list, resolve and cancel), resolved from STUCK and cancelled from PENDING; revoked and
 // missing tokens and oversized bodies are refused and change nothing. SIGTERM stops the server.
@@ -86,12 +88,28 @@ func TestAPIThroughBinaries(t *testing.T) {
 	tokenA, _ := newToken("-tenant", "acme", "-name", "billing")
 	tokenB, _ := newToken("-tenant", "globex")
 	revoked, revokedID := newToken("-tenant", "acme", "-name", "leaked")
+	system, systemID := newToken("-system", "-name", "platform")
+	for _, args := range [][]string{
+		{"create", "-system", "-tenant", "acme"},
+		{"create", "-system", "-admin"},
+		{"list"},
+		{"list", "-system", "-tenant", "acme"},
+	} {
+		res := proctest.Run(t, env, server, append([]string{"tokens"}, args...)...)
+		require.Equal(t, 2, res.ExitCode, "%v: %s", args, res.Stderr)
+		require.Contains(t, res.Stderr, "-system", "%v: the message names the choice", args)
+	}
+	res = proctest.Run(t, env, server, "tokens", "list", "-system")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Regexp(t, systemID+`\s+rk_\S+\s+platform\s+\S+\s+live \(system\)`, res.Stdout)
+	require.NotContains(t, res.Stdout, "leaked", "tenants' tokens are not system tokens")
 	res = proctest.Run(t, env, server, "tokens", "revoke", revokedID)
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	res = proctest.Run(t, env, server, "tokens", "list", "-tenant", "acme")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	require.Regexp(t, `leaked\s+\S+\s+revoked`, res.Stdout)
 	require.Regexp(t, `ops\s+\S+\s+live \(admin\)`, res.Stdout)
+	require.NotContains(t, res.Stdout, "platform", "a system token is no tenant's")
 	// Stored hashed: the SHA-256 is there, the token itself nowhere.
 	require.Equal(t, 1, count(`SELECT count(*) FROM reckon_api_tokens WHERE token_sha256 = sha256(convert_to($1, 'UTF8'))`, admin))
 	require.Zero(t, count(`SELECT count(*) FROM reckon_api_tokens t WHERE strpos(row_to_json(t)::text, $1) > 0`, admin))
@@ -100,8 +118,23 @@ func TestAPIThroughBinaries(t *testing.T) {
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
 	bank := fakebank.New(t)
 	base := bank.URL() + fakebank.ReckonPrefix
-	r := api.do("POST", "/v1/connectors", admin, `{"name":"bank.wire","tags":["write","external","network"],"dispatch_url":"`+base+`/wires","status_url":"`+base+`/wires/status"}`)
+	connector := `{"name":"bank.wire","tags":["write","external","network"],"dispatch_url":"` + base + `/wires","status_url":"` + base + `/wires/status"}`
+	r := api.do("POST", "/v1/connectors", admin, connector)
+	require.Equal(t, http.StatusForbidden, r.status, "connectors are every tenant's: not for a tenant's admin: %s", r.raw)
+	require.Equal(t, "forbidden", r.code())
+	r = api.do("POST", "/v1/connectors", system, connector)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	require.Equal(t, 1, count(`SELECT count(*) FROM reckon_definition_changes
+		WHERE kind = 'connector' AND name = 'bank.wire' AND action = 'create' AND actor = 'api:platform' AND token_id = $1`, systemID))
+	r = api.do("GET", "/v1/effects", system, "")
+	require.Equal(t, http.StatusForbidden, r.status, "a system token has no tenant: %s", r.raw)
+	res = proctest.Run(t, env, server, "tokens", "revoke", systemID)
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stdout, "revoked token "+systemID+": a system token")
+	r = api.do("DELETE", "/v1/connectors/bank.wire", system, "")
+	require.Equal(t, http.StatusUnauthorized, r.status, "revoked: %s", r.raw)
+	res = proctest.Run(t, env, server, "tokens", "list", "-system")
+	require.Regexp(t, `platform\s+\S+\s+revoked `, res.Stdout)
 
 	enqueue := `{"connector":"bank.wire","idempotency_key":"w-1","args":{"account":"a-1","amount":10},"run_id":"run-7"}`
 	first := api.do("POST", "/v1/effects", tokenA, enqueue, "Idempotency-Key", "req-1")
@@ -186,7 +219,7 @@ func TestAPIEndToEndWithReactor(t *testing.T) {
 	server := proctest.Binary(t, "server")
 	pool := pgtest.NewDB(t)
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
-	token := tenantToken(t, env, server, "acme", "-name", "ops", "-admin")
+	token := tenantToken(t, env, server, "acme", "-name", "ops")
 
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
@@ -196,7 +229,7 @@ func TestAPIEndToEndWithReactor(t *testing.T) {
 
 	bank := fakebank.New(t)
 	base := bank.URL() + fakebank.ReckonPrefix
-	r := api.do("POST", "/v1/connectors", token, `{"name":"bank.wire","tags":["write","external","network"],
+	r := api.do("POST", "/v1/connectors", systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
 		"dispatch_url":"`+base+`/wires","status_url":"`+base+`/wires/status","timeout_ms":1000,
 		"status_check_limit":2,"backoff_initial_ms":20,"backoff_max_ms":200}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)

@@ -31,6 +31,15 @@ func tenantToken(t *testing.T, env []string, server, tenant string, flags ...str
 	return strings.TrimSpace(res.Stdout)
 }
 
+// systemToken creates a system token named "platform" with the CLI and returns it: what changes
+// the HTTP connectors and saga definitions that every tenant shares.
+func systemToken(t *testing.T, env []string, server string) string {
+	t.Helper()
+	res := proctest.Run(t, env, server, "tokens", "create", "-system", "-name", "platform")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	return strings.TrimSpace(res.Stdout)
+}
+
 // stopBoth sends SIGTERM to the server and the reactor and requires that each exits 0: the
 // server within 15s, the reactor (which drains its jobs) within 40s.
 func stopBoth(t *testing.T, srv, reactor *proctest.Process) {

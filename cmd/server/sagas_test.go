@@ -72,13 +72,13 @@ func TestCallbackEndToEnd(t *testing.T) {
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
-		tokens[tenant] = tenantToken(t, env, server, tenant, "-admin")
+		tokens[tenant] = tenantToken(t, env, server, tenant)
 	}
 	token := tokens["acme"]
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
 	up := newAsyncUpstream(t, "run-42")
-	r := api.do("POST", "/v1/connectors", token, `{"name":"jobs.async","tags":["write","external","network"],
+	r := api.do("POST", "/v1/connectors", systemToken(t, env, server), `{"name":"jobs.async","tags":["write","external","network"],
 		"dispatch_url":"`+up.srv.URL+`/jobs","status_url":"`+up.srv.URL+`/jobs/status","timeout_ms":1000,
 		"status_check_limit":1000,"backoff_initial_ms":50,"backoff_max_ms":500}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
@@ -138,17 +138,17 @@ func TestSagasEndToEnd(t *testing.T) {
 	server := proctest.Binary(t, "server")
 	pool := pgtest.NewDB(t)
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
-	token := tenantToken(t, env, server, "acme", "-admin")
+	token, system := tenantToken(t, env, server, "acme"), systemToken(t, env, server)
 
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
 	bank := fakebank.New(t)
 	base := bank.URL() + fakebank.ReckonPrefix
-	r := api.do("POST", "/v1/connectors", token, `{"name":"bank.wire","tags":["write","external","network"],
+	r := api.do("POST", "/v1/connectors", system, `{"name":"bank.wire","tags":["write","external","network"],
 		"dispatch_url":"`+base+`/wires","status_url":"`+base+`/wires/status","compensate_url":"`+base+`/wires/compensate",
 		"timeout_ms":1000,"backoff_initial_ms":20,"backoff_max_ms":200}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
-	r = api.do("POST", "/v1/saga-definitions", token, `{"name":"transfer","steps":[
+	r = api.do("POST", "/v1/saga-definitions", system, `{"name":"transfer","steps":[
 		{"name":"debit","connector":"bank.wire","undo":"connector"},
 		{"name":"credit","connector":"bank.wire","undo":"none"}]}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)

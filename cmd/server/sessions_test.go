@@ -95,14 +95,14 @@ func TestSessionsEndToEnd(t *testing.T) {
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
-		tokens[tenant] = tenantToken(t, env, server, tenant, "-admin")
+		tokens[tenant] = tenantToken(t, env, server, tenant)
 	}
 	acme, globex := tokens["acme"], tokens["globex"]
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
 	bank := fakebank.New(t)
 	base := bank.URL() + fakebank.ReckonPrefix
-	r := api.do("POST", "/v1/connectors", acme, `{"name":"bank.wire","tags":["write","external","network"],
+	r := api.do("POST", "/v1/connectors", systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
 		"dispatch_url":"`+base+`/wires","status_url":"`+base+`/wires/status","timeout_ms":1000,"backoff_initial_ms":20,"backoff_max_ms":200}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
 

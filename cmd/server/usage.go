@@ -16,7 +16,8 @@ const serverUsage = `usage: server [flags]                      serve the HTTP A
 commands:
   migrate     the schema: up [-create-db] | down [-steps N | -all] | status
   tenants     create ID [-name N] | list | disable ID | enable ID
-  tokens      API tokens: create -tenant T [-name N] [-admin] | list -tenant T | revoke ID
+  tokens      API tokens: create -tenant T [-name N] [-admin] | create -system [-name N] |
+              list -tenant T | list -system | revoke ID
   connectors  HTTP connectors: put -f FILE | list [-json] | delete -name NAME
   sagas       saga definitions: define -f FILE | list [-json]
   help        this help; help COMMAND is COMMAND -h

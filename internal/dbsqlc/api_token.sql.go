@@ -12,16 +12,16 @@ import (
 )
 
 const aPITokenAuthenticate = `-- name: APITokenAuthenticate :one
-SELECT t.id, t.tenant_id, t.name, t.prefix, t.token_sha256, t.admin, t.created_at, t.revoked_at
+SELECT t.id, t.tenant_id, t.name, t.prefix, t.token_sha256, t.admin, t.created_at, t.revoked_at, t.system
 FROM reckon_api_tokens t
-JOIN reckon_tenants tenant ON tenant.id = t.tenant_id
+LEFT JOIN reckon_tenants tenant ON tenant.id = t.tenant_id
 WHERE t.token_sha256 = $1
   AND t.revoked_at IS NULL
-  AND tenant.disabled_at IS NULL
+  AND (t.system OR tenant.disabled_at IS NULL AND tenant.id IS NOT NULL)
 `
 
-// The live token with this SHA-256, with its tenant: no row when the token is unknown or revoked,
-// or its tenant is disabled.
+// The live token with this SHA-256: no row when the token is unknown or revoked, or it is a
+// tenant's token and its tenant is disabled. A system token has no tenant.
 func (q *Queries) APITokenAuthenticate(ctx context.Context, tokenSha256 []byte) (ReckonApiToken, error) {
 	row := q.db.QueryRow(ctx, aPITokenAuthenticate, tokenSha256)
 	var i ReckonApiToken
@@ -34,25 +34,28 @@ func (q *Queries) APITokenAuthenticate(ctx context.Context, tokenSha256 []byte) 
 		&i.Admin,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.System,
 	)
 	return i, err
 }
 
 const aPITokenInsert = `-- name: APITokenInsert :one
-INSERT INTO reckon_api_tokens (id, tenant_id, name, prefix, token_sha256, admin)
-VALUES ($1, $2, $3, $4, $5, $6)
-RETURNING id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at
+INSERT INTO reckon_api_tokens (id, tenant_id, name, prefix, token_sha256, admin, system)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+RETURNING id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at, system
 `
 
 type APITokenInsertParams struct {
 	ID          uuid.UUID
-	TenantID    string
+	TenantID    *string
 	Name        string
 	Prefix      string
 	TokenSha256 []byte
 	Admin       bool
+	System      bool
 }
 
+// A tenant token (tenant_id set, system false) or a system token (tenant_id NULL, system true).
 func (q *Queries) APITokenInsert(ctx context.Context, arg APITokenInsertParams) (ReckonApiToken, error) {
 	row := q.db.QueryRow(ctx, aPITokenInsert,
 		arg.ID,
@@ -61,6 +64,7 @@ func (q *Queries) APITokenInsert(ctx context.Context, arg APITokenInsertParams) 
 		arg.Prefix,
 		arg.TokenSha256,
 		arg.Admin,
+		arg.System,
 	)
 	var i ReckonApiToken
 	err := row.Scan(
@@ -72,12 +76,13 @@ func (q *Queries) APITokenInsert(ctx context.Context, arg APITokenInsertParams) 
 		&i.Admin,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.System,
 	)
 	return i, err
 }
 
 const aPITokenListByTenant = `-- name: APITokenListByTenant :many
-SELECT id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at FROM reckon_api_tokens WHERE tenant_id = $1 ORDER BY created_at, id
+SELECT id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at, system FROM reckon_api_tokens WHERE tenant_id = $1::text ORDER BY created_at, id
 `
 
 func (q *Queries) APITokenListByTenant(ctx context.Context, tenantID string) ([]ReckonApiToken, error) {
@@ -98,6 +103,41 @@ func (q *Queries) APITokenListByTenant(ctx context.Context, tenantID string) ([]
 			&i.Admin,
 			&i.CreatedAt,
 			&i.RevokedAt,
+			&i.System,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const aPITokenListSystem = `-- name: APITokenListSystem :many
+SELECT id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at, system FROM reckon_api_tokens WHERE system ORDER BY created_at, id
+`
+
+func (q *Queries) APITokenListSystem(ctx context.Context) ([]ReckonApiToken, error) {
+	rows, err := q.db.Query(ctx, aPITokenListSystem)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReckonApiToken
+	for rows.Next() {
+		var i ReckonApiToken
+		if err := rows.Scan(
+			&i.ID,
+			&i.TenantID,
+			&i.Name,
+			&i.Prefix,
+			&i.TokenSha256,
+			&i.Admin,
+			&i.CreatedAt,
+			&i.RevokedAt,
+			&i.System,
 		); err != nil {
 			return nil, err
 		}
@@ -112,7 +152,7 @@ func (q *Queries) APITokenListByTenant(ctx context.Context, tenantID string) ([]
 const aPITokenRevoke = `-- name: APITokenRevoke :one
 UPDATE reckon_api_tokens SET revoked_at = coalesce(revoked_at, now())
 WHERE id = $1
-RETURNING id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at
+RETURNING id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at, system
 `
 
 // Revokes a token (a second revoke keeps the first time). No row when there is no such token.
@@ -128,6 +168,7 @@ func (q *Queries) APITokenRevoke(ctx context.Context, id uuid.UUID) (ReckonApiTo
 		&i.Admin,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.System,
 	)
 	return i, err
 }

@@ -449,13 +449,14 @@ type PgLock struct {
 
 type ReckonApiToken struct {
 	ID          uuid.UUID
-	TenantID    string
+	TenantID    *string
 	Name        string
 	Prefix      string
 	TokenSha256 []byte
 	Admin       bool
 	CreatedAt   time.Time
 	RevokedAt   *time.Time
+	System      bool
 }
 
 type ReckonAuditEffect struct {
@@ -523,6 +524,18 @@ type ReckonAuditTransition struct {
 	Observation    bool
 }
 
+type ReckonCallbackKey struct {
+	ID        int16
+	Key       []byte
+	CreatedAt time.Time
+}
+
+type ReckonCallbackSignature struct {
+	Signature []byte
+	EffectID  uuid.UUID
+	ExpiresAt time.Time
+}
+
 type ReckonConnector struct {
 	Name              string
 	Tags              []string
@@ -541,6 +554,17 @@ type ReckonConnector struct {
 	AsyncTimeoutMs    *int32
 	HardTimeout       bool
 	CancelUrl         *string
+}
+
+type ReckonDefinitionChange struct {
+	ID         int64
+	Kind       string
+	Name       string
+	Action     string
+	Actor      string
+	TokenID    *uuid.UUID
+	At         time.Time
+	Definition json.RawMessage
 }
 
 type ReckonEffect struct {

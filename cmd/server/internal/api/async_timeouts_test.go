@@ -114,7 +114,7 @@ func TestAsyncTimeoutsOverHTTP(t *testing.T) {
 	t.Parallel()
 	h := setupHTTPAsync(t)
 	up := newAsyncEndpoints(t)
-	admin, user := h.token("acme", true), h.token("acme", false)
+	system, user := h.systemToken(), h.token("acme", false)
 	connector := func(name, extra string) string {
 		return `{"name":"` + name + `","tags":["write","idempotent"],"dispatch_url":"` + up.URL + `/dispatch",` +
 			`"status_url":"` + up.URL + `/status","timeout_ms":2000` + extra + `}`
@@ -124,7 +124,7 @@ func TestAsyncTimeoutsOverHTTP(t *testing.T) {
 		connector("jobs.plain", ``),
 		connector("jobs.hard", `,"async_timeout_ms":300,"hard_timeout":true,"cancel_url":"`+up.URL+`/cancel-refused"`),
 	} {
-		r := h.do("POST", "/v1/connectors", admin, def)
+		r := h.do("POST", "/v1/connectors", system, def)
 		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 	}
 	r := h.do("GET", "/v1/connectors/jobs.long", user, "")
@@ -189,7 +189,7 @@ func TestAsyncTimeoutsOverHTTP(t *testing.T) {
 func TestAsyncTimeoutBadInputs(t *testing.T) {
 	t.Parallel()
 	h := setup(t, 0)
-	admin, user := h.token("acme", true), h.token("acme", false)
+	system, user := h.systemToken(), h.token("acme", false)
 	before := h.rows()
 	effect := func(extra string) string {
 		return `{"connector":"bank.wire","idempotency_key":"k","args":{}` + extra + `}`
@@ -222,7 +222,7 @@ func TestAsyncTimeoutBadInputs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			token := user
 			if tc.path == "/v1/connectors" {
-				token = admin
+				token = system
 			}
 			r := h.do("POST", tc.path, token, tc.body)
 			require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
@@ -233,7 +233,7 @@ func TestAsyncTimeoutBadInputs(t *testing.T) {
 	require.Equal(t, before, h.rows(), "nothing written")
 
 	// The bound itself is accepted by both, all the way to Postgres.
-	r := h.do("POST", "/v1/connectors", admin, connector(`,"async_timeout_ms":604800000,"hard_timeout":true,"cancel_url":"http://127.0.0.1:1/c"`))
+	r := h.do("POST", "/v1/connectors", system, connector(`,"async_timeout_ms":604800000,"hard_timeout":true,"cancel_url":"http://127.0.0.1:1/c"`))
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 	r = h.do("POST", "/v1/effects", user, effect(`,"async_timeout_ms":604800000,"async_hard_timeout":true`))
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)

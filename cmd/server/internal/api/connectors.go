@@ -18,9 +18,11 @@ type connectorsResponse struct {
 	Connectors []httpconn.Definition `json:"connectors"`
 }
 
-func requireAdmin(call *Call) error {
-	if !call.Token.Admin {
-		return Errorf(http.StatusForbidden, CodeForbidden, "HTTP connectors are shared by every tenant: changing them needs an admin token (server tokens create -admin)")
+// requireSystem refuses a tenant's token (admin or not) a change of what every tenant shares, such
+// as "HTTP connectors": only a system token makes one.
+func requireSystem(call *Call, what string) error {
+	if !call.Token.System {
+		return Errorf(http.StatusForbidden, CodeForbidden, "%s are shared by every tenant: changing them needs a system token (server tokens create -system), not a tenant's token", what)
 	}
 	return nil
 }
@@ -36,7 +38,7 @@ func (s *Server) refreshAfterCommit(call *Call) {
 
 // putConnector: POST /v1/connectors, a definition as JSON; 201 when new, 200 when it replaced one.
 func (s *Server) putConnector(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
-	if err := requireAdmin(call); err != nil {
+	if err := requireSystem(call, "HTTP connectors"); err != nil {
 		return 0, nil, err
 	}
 	if err := call.Decode(&struct{}{}); err != nil && asError(err).Code == CodeInvalidJSON {
@@ -51,6 +53,9 @@ func (s *Server) putConnector(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 		return 0, nil, badRequest(CodeInvalidConnector, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
 	}
 	if err != nil {
+		return 0, nil, err
+	}
+	if err := recordChange(ctx, tx, call, changeConnector, stored.Name, createOrReplace(created), stored); err != nil {
 		return 0, nil, err
 	}
 	s.refreshAfterCommit(call)
@@ -90,11 +95,8 @@ func (s *Server) getConnector(ctx context.Context, call *Call) (int, any, error)
 
 // deleteConnector: DELETE /v1/connectors/{name}; refused while it has PENDING or UNKNOWN effects.
 func (s *Server) deleteConnector(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
-	if err := requireAdmin(call); err != nil {
+	if err := requireSystem(call, "HTTP connectors"); err != nil {
 		return 0, nil, err
-	}
-	if len(call.Body) > 0 {
-		return 0, nil, badRequest(CodeInvalidRequest, "DELETE takes no body")
 	}
 	name := call.Request.PathValue("name")
 	err := httpconn.Delete(ctx, tx, name)
@@ -105,6 +107,9 @@ func (s *Server) deleteConnector(ctx context.Context, tx pgx.Tx, call *Call) (in
 		return 0, nil, Errorf(http.StatusConflict, CodeConnectorInUse, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
 	case err != nil:
 		return 0, nil, fmt.Errorf("delete connector: %w", err)
+	}
+	if err := recordChange(ctx, tx, call, changeConnector, name, changeDelete, nil); err != nil {
+		return 0, nil, err
 	}
 	s.refreshAfterCommit(call)
 	return http.StatusOK, map[string]any{"name": name, "deleted": true}, nil

@@ -16,7 +16,7 @@ import (
 	"github.com/reckonhq/reckon/internal/fakebank"
 )
 
-// TestConnectorsAndDispatch: an admin token defines an HTTP connector over the API (an unsafe
+// TestConnectorsAndDispatch: a system token defines an HTTP connector over the API (an unsafe
 // definition is refused and nothing is stored); effects enqueued over the API with it are
 // dispatched by a reactor to the fake bank and end CONFIRMED, visible over the API; a connector
 // stored by another process is found on first use; a connector with unresolved effects cannot be
@@ -25,21 +25,21 @@ func TestConnectorsAndDispatch(t *testing.T) {
 	t.Parallel()
 	h := setup(t, 0)
 	ctx := context.Background()
-	admin, user := h.token("acme", true), h.token("acme", false)
+	system, user := h.systemToken(), h.token("acme", false)
 	base := h.bank.URL() + fakebank.ReckonPrefix
 
 	unsafe := `{"name":"bank.http","tags":["write"],"dispatch_url":"` + base + `/wires"}`
-	r := h.do("POST", "/v1/connectors", admin, unsafe)
+	r := h.do("POST", "/v1/connectors", system, unsafe)
 	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
 	require.Equal(t, api.CodeInvalidConnector, r.errorCode(t))
-	r = h.do("POST", "/v1/connectors", admin, `{"name":"bank.http","dispatch_url":"`+base+`/wires","status":"x"}`)
+	r = h.do("POST", "/v1/connectors", system, `{"name":"bank.http","dispatch_url":"`+base+`/wires","status":"x"}`)
 	require.Equal(t, http.StatusBadRequest, r.status, "a misspelt field is refused")
 	require.Zero(t, h.rows()["connectors"])
 
 	def := `{"name":"bank.http","tags":["write","external","network"],"dispatch_url":"` + base + `/wires","status_url":"` + base + `/wires/status","timeout_ms":2000,"backoff_initial_ms":20}`
-	r = h.do("POST", "/v1/connectors", admin, def)
+	r = h.do("POST", "/v1/connectors", system, def)
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	r = h.do("POST", "/v1/connectors", admin, def)
+	r = h.do("POST", "/v1/connectors", system, def)
 	require.Equal(t, http.StatusOK, r.status, "replaced")
 	r = h.do("GET", "/v1/connectors", user, "")
 	require.Equal(t, http.StatusOK, r.status)
@@ -59,7 +59,7 @@ func TestConnectorsAndDispatch(t *testing.T) {
 	var got effectBody
 	require.NoError(t, json.Unmarshal(h.do("GET", "/v1/effects/"+wire.ID.String(), user, "").body, &got))
 	require.Equal(t, "PENDING", got.State)
-	r = h.do("DELETE", "/v1/connectors/bank.http", admin, "")
+	r = h.do("DELETE", "/v1/connectors/bank.http", system, "")
 	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
 	require.Equal(t, api.CodeConnectorInUse, r.errorCode(t))
 
@@ -93,7 +93,7 @@ func TestConnectorsAndDispatch(t *testing.T) {
 	// Deleted: gone for the API too.
 	r = h.do("DELETE", "/v1/connectors/bank.http", user, "")
 	require.Equal(t, http.StatusForbidden, r.status)
-	r = h.do("DELETE", "/v1/connectors/bank.http", admin, "")
+	r = h.do("DELETE", "/v1/connectors/bank.http", system, "")
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	r = h.do("GET", "/v1/connectors/bank.http", user, "")
 	require.Equal(t, http.StatusNotFound, r.status)

@@ -8,7 +8,12 @@
 // Every request under /v1 carries "Authorization: Bearer <token>". A token belongs to one tenant
 // (reckon_tenants) and is stored only as its SHA-256 (reckon_api_tokens): CreateToken returns the
 // token once. Every query is scoped to the caller's tenant: another tenant's effect answers 404,
-// exactly like one that does not exist, and is never changed.
+// exactly like one that does not exist, and is never changed. A system token (CreateSystemToken)
+// belongs to the deployment instead: it alone changes what every tenant shares (HTTP connectors,
+// saga definitions) and may manage any tenant's turn handler; the routes registered without
+// AdmitSystem refuse it with 403, so no handler of a tenant-scoped route sees a call without a
+// tenant. Each change of a shared definition or a turn handler is recorded, with its token, in
+// reckon_definition_changes.
 //
 // # Idempotency
 //

@@ -24,7 +24,9 @@ const (
 	CodeInvalidIdempotency   = "invalid_idempotency_key" // 400: an empty or overlong Idempotency-Key header
 	CodeUnauthenticated      = "unauthenticated"         // 401: no bearer token
 	CodeInvalidToken         = "invalid_token"           // 401: unknown or revoked token, or disabled tenant
-	CodeForbidden            = "forbidden"               // 403: the token may not do this (an admin token is needed)
+	CodeInvalidSignature     = "invalid_signature"       // 401: a signed callback whose Reckon-Signature or Reckon-Effect-Id is missing, malformed or does not match
+	CodeSignatureExpired     = "signature_expired"       // 401: a signed callback whose signature's timestamp is more than 5 minutes from the server's clock
+	CodeForbidden            = "forbidden"               // 403: the token may not do this (a system token, a tenant's admin token, or a tenant token is needed)
 	CodeNotFound             = "not_found"               // 404: no such resource for this tenant
 	CodeMethodNotAllowed     = "method_not_allowed"      // 405
 	CodeIdempotencyConflict  = "idempotency_conflict"    // 409: the effect's idempotency key is taken by another connector or other args
@@ -34,6 +36,8 @@ const (
 	CodeNotCancellable       = "not_cancellable"         // 409: cancel of an effect that is not PENDING and unattempted
 	CodeCallbackConflict     = "callback_conflict"       // 409: a callback reporting another outcome than the recorded one
 	CodeEffectStuck          = "effect_stuck"            // 409: a callback for a STUCK effect (an operator resolves it)
+	CodeNotAwaitingCallback  = "not_awaiting_callback"   // 409: a callback for an effect that does not await one (never accepted upstream, no attempt in flight)
+	CodeCallbackReplayed     = "callback_replayed"       // 409: a signed callback whose signature was used already
 	CodeBodyTooLarge         = "body_too_large"          // 413
 	CodeUnsupportedMediaType = "unsupported_media_type"  // 415: a Content-Type other than application/json
 	CodeIdempotencyKeyReused = "idempotency_key_reused"  // 422: Idempotency-Key already used for another request
@@ -48,7 +52,6 @@ const (
 	CodeInvalidTurnHandler   = "invalid_turn_handler"    // 400: a turn handler URL or timeout that cannot be stored
 	CodeRunHalted            = "run_halted"              // 409: the run refuses effects: its max_steps or max_consecutive_failures is reached
 	CodeRunCancelled         = "run_cancelled"           // 409: the run was cancelled: it refuses effects
-	CodeRunConflict          = "run_conflict"            // 422: the run id is not available to this tenant
 	CodeInternal             = "internal"                // 500
 	CodeNotImplemented       = "not_implemented"         // 501: a feature this server was not configured with
 	CodeUnavailable          = "unavailable"             // 503: the request ended while waiting for the busy server, or it is stopping
@@ -147,8 +150,8 @@ var (
 	ErrTenantNotFound = errors.New("api: tenant not found")
 	// ErrTokenNotFound: no token with that id.
 	ErrTokenNotFound = errors.New("api: token not found")
-	// ErrInvalidToken: Authenticate was given a token that is unknown or revoked, or whose tenant
-	// is disabled.
+	// ErrInvalidToken: Authenticate was given a token that is unknown or revoked, or a tenant's
+	// token whose tenant is disabled.
 	ErrInvalidToken = errors.New("api: invalid or revoked token")
 )
 

@@ -70,6 +70,14 @@ func (h *harness) token(tenant string, admin bool) string {
 	return secret
 }
 
+// systemToken returns a new system token, named "platform".
+func (h *harness) systemToken() string {
+	h.t.Helper()
+	secret, _, err := api.CreateSystemToken(context.Background(), h.pool, "platform")
+	require.NoError(h.t, err)
+	return secret
+}
+
 type response struct {
 	status int
 	header http.Header

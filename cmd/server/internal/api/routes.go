@@ -13,16 +13,18 @@ func (s *Server) routes() {
 	s.HandleAction("POST /v1/callbacks/{correlation_id}", s.callback)
 	s.HandleQuery("GET /v1/runs/{id}", s.getRun)
 
-	// HTTP connectors (effects/httpconn), shared by every tenant: anyone reads, admin tokens write.
-	s.HandleMutation("POST /v1/connectors", s.putConnector)
-	s.HandleQuery("GET /v1/connectors", s.listConnectors)
-	s.HandleQuery("GET /v1/connectors/{name}", s.getConnector)
-	s.HandleMutation("DELETE /v1/connectors/{name}", s.deleteConnector)
+	// HTTP connectors (effects/httpconn), shared by every tenant: any token reads, system tokens
+	// write.
+	s.HandleMutation("POST /v1/connectors", s.putConnector, AdmitSystem)
+	s.HandleQuery("GET /v1/connectors", s.listConnectors, AdmitSystem)
+	s.HandleQuery("GET /v1/connectors/{name}", s.getConnector, AdmitSystem)
+	s.HandleMutation("DELETE /v1/connectors/{name}", s.deleteConnector, AdmitSystem)
 
-	// Sagas (section 6): definitions shared by every tenant (admin tokens write), sagas per tenant.
-	s.HandleMutation("POST /v1/saga-definitions", s.putSagaDefinition)
-	s.HandleQuery("GET /v1/saga-definitions", s.listSagaDefinitions)
-	s.HandleQuery("GET /v1/saga-definitions/{name}", s.getSagaDefinition)
+	// Sagas (section 6): definitions shared by every tenant (any token reads, system tokens
+	// write), sagas per tenant.
+	s.HandleMutation("POST /v1/saga-definitions", s.putSagaDefinition, AdmitSystem)
+	s.HandleQuery("GET /v1/saga-definitions", s.listSagaDefinitions, AdmitSystem)
+	s.HandleQuery("GET /v1/saga-definitions/{name}", s.getSagaDefinition, AdmitSystem)
 	s.HandleMutation("POST /v1/sagas", s.startSaga)
 	s.HandleQuery("GET /v1/sagas", s.listSagas)
 	s.HandleQuery("GET /v1/sagas/{id}", s.getSaga)
@@ -32,8 +34,9 @@ func (s *Server) routes() {
 	s.HandleMutation("POST /v1/sessions/{key}/messages", s.postMessage)
 	s.HandleQuery("GET /v1/sessions/{key}/turns", s.listTurns)
 
-	// Where a tenant's turns go (turns/httpturn): admin tokens write, tenants read their own.
-	s.HandleMutation("PUT /v1/turn-handlers/{tenant}", s.putTurnHandler)
-	s.HandleQuery("GET /v1/turn-handlers/{tenant}", s.getTurnHandler)
-	s.HandleMutation("DELETE /v1/turn-handlers/{tenant}", s.deleteTurnHandler)
+	// Where a tenant's turns go (turns/httpturn): a tenant's admin tokens write its own, its tokens
+	// read it; system tokens read and write any tenant's.
+	s.HandleMutation("PUT /v1/turn-handlers/{tenant}", s.putTurnHandler, AdmitSystem)
+	s.HandleQuery("GET /v1/turn-handlers/{tenant}", s.getTurnHandler, AdmitSystem)
+	s.HandleMutation("DELETE /v1/turn-handlers/{tenant}", s.deleteTurnHandler, AdmitSystem)
 }

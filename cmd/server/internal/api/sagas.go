@@ -36,8 +36,8 @@ type definitionsResponse struct {
 // putSagaDefinition: POST /v1/saga-definitions; 201 when new, 200 when the same definition is
 // stored already, 409 when another one of that name is.
 func (s *Server) putSagaDefinition(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
-	if !call.Token.Admin {
-		return 0, nil, Errorf(http.StatusForbidden, CodeForbidden, "saga definitions are shared by every tenant: storing one needs an admin token (server tokens create -admin)")
+	if err := requireSystem(call, "saga definitions"); err != nil {
+		return 0, nil, err
 	}
 	if err := s.requireSagas(); err != nil {
 		return 0, nil, err
@@ -65,6 +65,11 @@ func (s *Server) putSagaDefinition(ctx context.Context, tx pgx.Tx, call *Call) (
 		return 0, nil, Errorf(http.StatusConflict, CodeDefinitionExists, "%s", strings.TrimPrefix(err.Error(), "sagadef: "))
 	case err != nil:
 		return 0, nil, err
+	}
+	if created { // storing the same definition again changes nothing
+		if err := recordChange(ctx, tx, call, changeSagaDefinition, stored.Name, changeCreate, stored); err != nil {
+			return 0, nil, err
+		}
 	}
 	call.OnCommit(func(ctx context.Context) {
 		if err := s.config.RefreshSagas(ctx); err != nil {

@@ -101,12 +101,12 @@ const transferDef = `{"name":"transfer","steps":[
 	{"name":"debit","connector":"bank.wire","undo":"connector"},
 	{"name":"credit","connector":"bank.wire","undo":"none"}]}`
 
-// TestSagaDefinitionsAPI: admin tokens store definitions, validated against the registry (clear
+// TestSagaDefinitionsAPI: system tokens store definitions, validated against the registry (clear
 // 400s that store nothing); storing the same again is 200, another one of that name 409.
 func TestSagaDefinitionsAPI(t *testing.T) {
 	t.Parallel()
 	h := setupSagas(t)
-	admin, user := h.token("acme", true), h.token("acme", false)
+	system, user := h.systemToken(), h.token("acme", false)
 
 	r := h.do("POST", "/v1/saga-definitions", user, transferDef)
 	require.Equal(t, http.StatusForbidden, r.status)
@@ -118,24 +118,24 @@ func TestSagaDefinitionsAPI(t *testing.T) {
 		`{"name":"x","steps":[{"name":"a","connector":"bank.wire","undo":"sometimes"}]}`: "undo",
 		`{"name":"x","stepz":[]}`: "unknown field",
 	} {
-		r := h.do("POST", "/v1/saga-definitions", admin, body)
+		r := h.do("POST", "/v1/saga-definitions", system, body)
 		require.Equal(t, http.StatusBadRequest, r.status, "%s", body)
 		require.Equal(t, "invalid_saga_definition", r.errorCode(t), "%s", body)
 		var e struct{ Error struct{ Message string } }
 		require.NoError(t, json.Unmarshal(r.body, &e))
 		require.Contains(t, e.Error.Message, want, "%s", body)
 	}
-	r = h.do("POST", "/v1/saga-definitions", admin, `{"name":`)
+	r = h.do("POST", "/v1/saga-definitions", system, `{"name":`)
 	require.Equal(t, "invalid_json", r.errorCode(t))
 	r = h.do("GET", "/v1/saga-definitions", user, "")
 	require.Equal(t, http.StatusOK, r.status)
 	require.JSONEq(t, `{"definitions":[]}`, string(r.body), "nothing stored")
 
-	r = h.do("POST", "/v1/saga-definitions", admin, transferDef)
+	r = h.do("POST", "/v1/saga-definitions", system, transferDef)
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	r = h.do("POST", "/v1/saga-definitions", admin, transferDef)
+	r = h.do("POST", "/v1/saga-definitions", system, transferDef)
 	require.Equal(t, http.StatusOK, r.status, "the same again")
-	r = h.do("POST", "/v1/saga-definitions", admin, strings.Replace(transferDef, `"undo":"none"`, `"undo":"connector"`, 1))
+	r = h.do("POST", "/v1/saga-definitions", system, strings.Replace(transferDef, `"undo":"none"`, `"undo":"connector"`, 1))
 	require.Equal(t, http.StatusConflict, r.status)
 	require.Equal(t, "saga_definition_exists", r.errorCode(t))
 
@@ -154,9 +154,9 @@ func TestSagaDefinitionsAPI(t *testing.T) {
 func TestSagasAPI(t *testing.T) {
 	t.Parallel()
 	h := setupSagas(t)
-	admin, acme, globex := h.token("acme", true), h.token("acme", false), h.token("globex", false)
-	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/saga-definitions", admin, transferDef).status)
-	r := h.do("POST", "/v1/saga-definitions", admin, `{"name":"doomed","steps":[
+	system, acme, globex := h.systemToken(), h.token("acme", false), h.token("globex", false)
+	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/saga-definitions", system, transferDef).status)
+	r := h.do("POST", "/v1/saga-definitions", system, `{"name":"doomed","steps":[
 		{"name":"debit","connector":"bank.wire","undo":"connector"},
 		{"name":"refused","connector":"always.fails","undo":"none"}]}`)
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
@@ -258,11 +258,10 @@ func TestSagasAPI(t *testing.T) {
 func TestSagasNotConfigured(t *testing.T) {
 	t.Parallel()
 	h := setup(t, 0)
-	token := h.token("acme", true)
-	r := h.do("POST", "/v1/sagas", token, `{"definition":"transfer"}`)
+	r := h.do("POST", "/v1/sagas", h.token("acme", false), `{"definition":"transfer"}`)
 	require.Equal(t, http.StatusNotImplemented, r.status)
 	require.Equal(t, "not_implemented", r.errorCode(t))
-	require.Equal(t, http.StatusNotImplemented, h.do("POST", "/v1/saga-definitions", token, transferDef).status)
+	require.Equal(t, http.StatusNotImplemented, h.do("POST", "/v1/saga-definitions", h.systemToken(), transferDef).status)
 }
 
 // TestResolveSagaAPI: a saga STUCK because its compensation keeps failing is resolved by an
@@ -286,8 +285,8 @@ func TestResolveSagaAPI(t *testing.T) {
 			return json.RawMessage(`{"released":true}`), nil
 		},
 	})
-	admin, acme, globex := h.token("acme", true), h.token("acme", false), h.token("globex", false)
-	r := h.do("POST", "/v1/saga-definitions", admin, `{"name":"hold-then-fail","compensation_attempts":1,"steps":[
+	system, acme, globex := h.systemToken(), h.token("acme", false), h.token("globex", false)
+	r := h.do("POST", "/v1/saga-definitions", system, `{"name":"hold-then-fail","compensation_attempts":1,"steps":[
 		{"name":"hold","connector":"hold.funds","undo":"connector"},
 		{"name":"refused","connector":"always.fails","undo":"none"}]}`)
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -11,16 +12,19 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/internal/txn"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
@@ -70,6 +74,11 @@ type Config struct {
 	// keeps the pool from being exhausted by requests alone: health checks and the background
 	// reloads still get a connection. Default: half of Pool's MaxConns, at least 1.
 	MaxConcurrentRequests int
+	// MaxBodyBytesInFlight bounds the request bytes held at once, from the read of each body to the
+	// end of its request: a request waits for its share (its Content-Length, or MaxBodyBytes when
+	// it sends none), so that many large bodies at once cannot take the server's memory. Default 8
+	// × MaxBodyBytes; at least MaxBodyBytes.
+	MaxBodyBytesInFlight int64
 }
 
 // Validate reports what is wrong with the configuration.
@@ -81,6 +90,8 @@ func (c *Config) Validate() error {
 		return errors.New("api: Config.Effects is required")
 	case c.MaxBodyBytes < 0:
 		return fmt.Errorf("api: Config.MaxBodyBytes must not be negative, got %d", c.MaxBodyBytes)
+	case c.MaxBodyBytesInFlight < 0 || (c.MaxBodyBytesInFlight > 0 && c.MaxBodyBytesInFlight < cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)):
+		return fmt.Errorf("api: Config.MaxBodyBytesInFlight must be at least MaxBodyBytes, got %d", c.MaxBodyBytesInFlight)
 	case c.MaxConcurrentRequests < 0:
 		return fmt.Errorf("api: Config.MaxConcurrentRequests must not be negative, got %d", c.MaxConcurrentRequests)
 	}
@@ -98,6 +109,8 @@ type Server struct {
 	seconds  *prometheus.HistogramVec
 	// slots bounds the requests answered at once (Config.MaxConcurrentRequests).
 	slots chan struct{}
+	// bodies holds Config.MaxBodyBytesInFlight.
+	bodies *semaphore.Weighted
 }
 
 // New returns a Server with the effects routes registered.
@@ -111,6 +124,9 @@ func New(config *Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxBodyBytesInFlight == 0 {
+		cfg.MaxBodyBytesInFlight = 8 * cfg.MaxBodyBytes
 	}
 	if cfg.MaxConcurrentRequests == 0 {
 		cfg.MaxConcurrentRequests = max(1, int(cfg.Pool.Config().MaxConns)/2)
@@ -131,7 +147,8 @@ func New(config *Config) (*Server, error) {
 	}
 	s := &Server{
 		config: cfg, pool: cfg.Pool, effects: cfg.Effects, logger: cfg.Logger, mux: http.NewServeMux(),
-		slots: make(chan struct{}, cfg.MaxConcurrentRequests),
+		slots:  make(chan struct{}, cfg.MaxConcurrentRequests),
+		bodies: semaphore.NewWeighted(cfg.MaxBodyBytesInFlight),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "api", Name: "requests_total",
 			Help: "API requests answered, by route pattern and status code.",
@@ -188,7 +205,8 @@ func (p *statusProbe) WriteHeader(status int)      { p.status = status }
 type Call struct {
 	// Request is the HTTP request; its body has been read into Body.
 	Request *http.Request
-	// Token is the caller's token; Token.TenantID scopes everything the call may see or change.
+	// Token is the caller's token; Token.TenantID scopes everything the call may see or change. A
+	// system token (no tenant) reaches only the routes registered with AdmitSystem.
 	Token *Token
 	// Body is the request body (at most Config.MaxBodyBytes).
 	Body []byte
@@ -202,7 +220,9 @@ type Call struct {
 // the response is written. For effects outside the database, such as refreshing a registry.
 func (c *Call) OnCommit(fn func(ctx context.Context)) { c.onCommit = append(c.onCommit, fn) }
 
-// Tenant is the caller's tenant.
+// Tenant is the caller's tenant. It is empty only for a system token, which reaches the routes
+// registered with AdmitSystem alone: there it is the one scope of the system tokens'
+// Idempotency-Keys (a tenant id is never empty), and such a route never passes it on as a tenant.
 func (c *Call) Tenant() string { return c.Token.TenantID }
 
 // Actor names the caller in the audit trail: "api:{token name or prefix}", plus "/{who}" when
@@ -219,11 +239,16 @@ func (c *Call) Actor(who string) string {
 	return actor
 }
 
-// Decode parses Body, a JSON object, into v strictly: unknown fields, trailing data, an empty body
-// and type mismatches are a 400 error.
+// Decode parses Body, a JSON object, into v strictly: unknown fields (field names match exactly,
+// case included), trailing data, an empty body and type mismatches are a 400 error. The body's
+// text and JSON were checked when the request came in (checkRequest).
 func (c *Call) Decode(v any) error {
 	if len(bytes.TrimSpace(c.Body)) == 0 {
 		return badRequest(CodeInvalidJSON, "request body is empty: want a JSON object")
+	}
+	var unknown *jsonx.Error
+	if err := jsonx.CheckFields(c.Body, v); errors.As(err, &unknown) {
+		return badRequest(CodeInvalidRequest, "unknown field %q%s", unknown.Path, strings.TrimPrefix(unknown.Problem, "unknown field"))
 	}
 	dec := json.NewDecoder(bytes.NewReader(c.Body))
 	dec.DisallowUnknownFields()
@@ -259,9 +284,21 @@ type QueryFunc func(ctx context.Context, call *Call) (int, any, error)
 // 2xx status and no error; rolled back otherwise.
 type MutationFunc func(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error)
 
+// RouteOption adjusts a route added by HandleQuery, HandleMutation or HandleAction.
+type RouteOption int
+
+const (
+	// AdmitSystem admits system tokens to the route as well as tenant tokens: for the routes of
+	// what every tenant shares (HTTP connectors, saga definitions) and of turn handlers, whose
+	// handlers decide what each kind of token may do. Without it the route is tenant-scoped and a
+	// system token is refused with 403 forbidden before the handler runs, so that no handler ever
+	// sees a call without a tenant.
+	AdmitSystem RouteOption = iota + 1
+)
+
 // HandleQuery adds an authenticated read-only endpoint, e.g. "GET /v1/sagas/{id}".
-func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
-	s.handle(pattern, func(w http.ResponseWriter, r *http.Request, call *Call) {
+func (s *Server) HandleQuery(pattern string, fn QueryFunc, opts ...RouteOption) {
+	s.handle(pattern, opts, func(w http.ResponseWriter, r *http.Request, call *Call) {
 		status, body, err := fn(r.Context(), call)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -273,8 +310,8 @@ func (s *Server) HandleQuery(pattern string, fn QueryFunc) {
 
 // HandleMutation adds an authenticated endpoint that changes something, e.g. "POST /v1/sagas",
 // with Idempotency-Key support (see the package documentation).
-func (s *Server) HandleMutation(pattern string, fn MutationFunc) {
-	s.handle(pattern, func(w http.ResponseWriter, r *http.Request, call *Call) { s.mutate(w, r, call, fn) })
+func (s *Server) HandleMutation(pattern string, fn MutationFunc, opts ...RouteOption) {
+	s.handle(pattern, opts, func(w http.ResponseWriter, r *http.Request, call *Call) { s.mutate(w, r, call, fn) })
 }
 
 // ActionFunc answers a request that changes something (POST) in transactions of its own, for an
@@ -288,18 +325,26 @@ type ActionFunc func(ctx context.Context, call *Call) (int, any, error)
 // with one difference: the response is stored after fn has run, not claimed before, so two
 // concurrent first requests with one key may both run fn (which is why fn must be idempotent);
 // the later one then answers with the stored response (or 422 when its request differs).
-func (s *Server) HandleAction(pattern string, fn ActionFunc) {
-	s.handle(pattern, func(w http.ResponseWriter, r *http.Request, call *Call) { s.act(w, r, call, fn) })
+func (s *Server) HandleAction(pattern string, fn ActionFunc, opts ...RouteOption) {
+	s.handle(pattern, opts, func(w http.ResponseWriter, r *http.Request, call *Call) { s.act(w, r, call, fn) })
 }
 
 // handle adds an authenticated endpoint: every Handle… method goes through it. It observes the
-// request's duration, authenticates it and reads its body (begin), waits for a request slot
-// (enter), then calls serve; a request refused on the way has already been answered.
-func (s *Server) handle(pattern string, serve func(w http.ResponseWriter, r *http.Request, call *Call)) {
+// request's duration, authenticates it and reads its body (begin), refuses a system token unless
+// opts has AdmitSystem (the one place that keeps system tokens off the tenant-scoped routes),
+// waits for a request slot (enter), then calls serve; a request refused on the way has already
+// been answered.
+func (s *Server) handle(pattern string, opts []RouteOption, serve func(w http.ResponseWriter, r *http.Request, call *Call)) {
+	admitSystem := slices.Contains(opts, AdmitSystem)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		defer s.observe(r, time.Now())
 		call, ok := s.begin(w, r)
 		if !ok {
+			return
+		}
+		if call.Token.System && !admitSystem {
+			s.writeError(w, r, Errorf(http.StatusForbidden, CodeForbidden,
+				"a system token manages shared definitions (connectors, saga definitions, turn handlers); use a tenant token for %s", r.Pattern))
 			return
 		}
 		release, ok := s.enter(w, r)
@@ -330,6 +375,9 @@ func (s *Server) observe(r *http.Request, start time.Time) {
 
 // begin authenticates the request and reads its body within the limit. On failure it has answered.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request) (*Call, bool) {
+	if signedCallback(r) {
+		return s.beginSigned(w, r) // authenticated by its signature, not a token (signature.go)
+	}
 	token, err := s.authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="reckon"`)
@@ -337,27 +385,52 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) (*Call, bool) {
 		return nil, false
 	}
 	call := &Call{Request: r, Token: token}
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return call, true
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mediaType, _, err := mime.ParseMediaType(ct); err != nil || mediaType != "application/json" {
-			s.writeError(w, r, Errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type %q: want application/json", ct))
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if call.Body, err = s.readBody(w, r); err != nil {
+			s.writeError(w, r, err)
 			return nil, false
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.config.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			s.writeError(w, r, Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", tooLarge.Limit))
-		} else {
-			s.writeError(w, r, badRequest(CodeInvalidJSON, "read request body: %v", err))
-		}
+	if err := checkRequest(r, call.Body); err != nil {
+		s.writeError(w, r, err)
 		return nil, false
 	}
-	call.Body = body
 	return call, true
+}
+
+// readBody reads the request's JSON body within Config.MaxBodyBytes, once it has a share of
+// Config.MaxBodyBytesInFlight for the rest of the request. A DELETE takes none.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mediaType, _, err := mime.ParseMediaType(ct); err != nil || mediaType != "application/json" {
+			return nil, Errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type %q: want application/json", ct)
+		}
+	}
+	limit := s.config.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", limit)
+	}
+	share := limit // a body of unknown length may take up to the limit
+	if r.ContentLength >= 0 {
+		share = max(r.ContentLength, 1)
+	}
+	if err := s.bodies.Acquire(r.Context(), share); err != nil {
+		return nil, Errorf(http.StatusServiceUnavailable, CodeUnavailable, "the server is busy or stopping; retry later")
+	}
+	// Held until the request ends, with everything decoded from the body.
+	context.AfterFunc(r.Context(), func() { s.bodies.Release(share) })
+	buf := bytes.NewBuffer(make([]byte, 0, min(share, limit)+bytes.MinRead))
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", tooLarge.Limit)
+		}
+		return nil, badRequest(CodeInvalidJSON, "read request body: %v", err)
+	}
+	if r.Method == http.MethodDelete && buf.Len() > 0 {
+		return nil, badRequest(CodeInvalidRequest, "DELETE takes no request body")
+	}
+	return buf.Bytes(), nil
 }
 
 func (s *Server) authenticate(r *http.Request) (*Token, error) {
@@ -414,6 +487,10 @@ func (s *Server) idempotencyKey(w http.ResponseWriter, r *http.Request, call *Ca
 	key := strings.TrimSpace(values[0])
 	if key == "" || len(key) > maxIdempotencyKeyLen || len(values) > 1 {
 		s.writeError(w, r, badRequest(CodeInvalidIdempotency, "Idempotency-Key: want one value of 1 to %d characters", maxIdempotencyKeyLen))
+		return nil, false
+	}
+	if err := checkHeaderText(key); err != nil {
+		s.writeError(w, r, badRequest(CodeInvalidIdempotency, "Idempotency-Key: %v", err))
 		return nil, false
 	}
 	return &idempotency{key: key, requestHash: hashRequest(r.Method, r.URL.Path, call.Body)}, true
@@ -674,6 +751,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	apiErr := asError(err)
 	switch {
 	case apiErr != nil:
+	case dataException(err) != nil:
+		s.logger.WarnContext(r.Context(), "api request refused by the database: a value the input checks let through", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.Any("error", err))
+		apiErr = dataException(err)
 	case databaseUnavailable(err):
 		s.logger.WarnContext(r.Context(), "api request failed: database unavailable", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))

@@ -177,12 +177,13 @@ func TestSessionsNotConfigured(t *testing.T) {
 	require.Equal(t, "not_implemented", r.errorCode(t))
 }
 
-// TestTurnHandlersAPI: admin tokens set, replace and delete a tenant's turn handler; tenants read
-// their own only; bad input is a 400 that stores nothing.
+// TestTurnHandlersAPI: a tenant's admin tokens set, replace and delete its turn handler, and its
+// other tokens only read it; another tenant's is absent; bad input is a 400 that stores nothing.
+// (System tokens and the audit: TestTenantAdminsStayInTheirTenant.)
 func TestTurnHandlersAPI(t *testing.T) {
 	t.Parallel()
 	h, _ := setupSessions(t)
-	admin, acme, globex := h.token("ops", true), h.token("acme", false), h.token("globex", false)
+	admin, acme, globex := h.token("acme", true), h.token("acme", false), h.token("globex", false)
 	path := "/v1/turn-handlers/acme"
 
 	r := h.do("PUT", path, acme, `{"url":"http://127.0.0.1:7000/turns"}`)

@@ -28,15 +28,22 @@ type Tenant struct {
 	DisabledAt *time.Time
 }
 
-// Token is a row of reckon_api_tokens: everything about a token but the token itself.
+// Token is a row of reckon_api_tokens: everything about a token but the token itself. A token is
+// either a tenant's (TenantID set) or a system token (System, no tenant).
 type Token struct {
-	ID       uuid.UUID
+	ID uuid.UUID
+	// TenantID is the tenant whose effects, runs, sagas and sessions the token sees and changes;
+	// empty for a system token.
 	TenantID string
 	Name     string
 	// Prefix is the token's first characters, to tell tokens apart.
 	Prefix string
-	// Admin tokens may also manage what all tenants share: the HTTP connectors.
-	Admin     bool
+	// Admin tokens may also manage their own tenant's turn handler.
+	Admin bool
+	// System tokens belong to the deployment: they alone change what every tenant shares (HTTP
+	// connectors, saga definitions) and may manage any tenant's turn handler; the tenant-scoped
+	// routes refuse them.
+	System    bool
 	CreatedAt time.Time
 	RevokedAt *time.Time
 }
@@ -46,7 +53,11 @@ func tenantFromRow(row dbsqlc.ReckonTenant) *Tenant {
 }
 
 func tokenFromRow(row dbsqlc.ReckonApiToken) *Token {
-	return &Token{ID: row.ID, TenantID: row.TenantID, Name: row.Name, Prefix: row.Prefix, Admin: row.Admin, CreatedAt: row.CreatedAt, RevokedAt: row.RevokedAt}
+	token := &Token{ID: row.ID, Name: row.Name, Prefix: row.Prefix, Admin: row.Admin, System: row.System, CreatedAt: row.CreatedAt, RevokedAt: row.RevokedAt}
+	if row.TenantID != nil {
+		token.TenantID = *row.TenantID
+	}
+	return token
 }
 
 // ValidateTenantID reports whether id can name a tenant: 1 to 63 letters, digits, '.', '_' or
@@ -104,7 +115,7 @@ type TokenOpts struct {
 	// Name says what the token is for; the audit trail of its actions names it. Default: none
 	// (the token's prefix is used).
 	Name string
-	// Admin lets the token manage the HTTP connectors, which every tenant shares. Default false.
+	// Admin lets the token manage its tenant's turn handler. Default false.
 	Admin bool
 }
 
@@ -120,18 +131,36 @@ func CreateToken(ctx context.Context, db dbsqlc.DBTX, tenantID string, opts *Tok
 	} else if err != nil {
 		return "", nil, fmt.Errorf("api: read tenant %s: %w", tenantID, err)
 	}
+	secret, token, err := insertToken(ctx, q, dbsqlc.APITokenInsertParams{TenantID: &tenantID, Name: opts.Name, Admin: opts.Admin})
+	if err != nil {
+		return "", nil, fmt.Errorf("api: create token for %s: %w", tenantID, err)
+	}
+	return secret, token, nil
+}
+
+// CreateSystemToken creates a system token, named name (written to the audit trail of its
+// changes; empty: its prefix is used), and returns it with its record. The token is returned only
+// here: the database keeps its SHA-256.
+func CreateSystemToken(ctx context.Context, db dbsqlc.DBTX, name string) (string, *Token, error) {
+	secret, token, err := insertToken(ctx, dbsqlc.New(db), dbsqlc.APITokenInsertParams{Name: name, System: true})
+	if err != nil {
+		return "", nil, fmt.Errorf("api: create system token: %w", err)
+	}
+	return secret, token, nil
+}
+
+// insertToken makes a new secret and stores the token of params (all but its id, prefix and hash).
+func insertToken(ctx context.Context, q *dbsqlc.Queries, params dbsqlc.APITokenInsertParams) (string, *Token, error) {
 	random := make([]byte, 32)
 	if _, err := rand.Read(random); err != nil {
-		return "", nil, fmt.Errorf("api: token randomness: %w", err)
+		return "", nil, fmt.Errorf("token randomness: %w", err)
 	}
 	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(random)
 	sum := sha256.Sum256([]byte(secret))
-	row, err := q.APITokenInsert(ctx, dbsqlc.APITokenInsertParams{
-		ID: uuid.Must(uuid.NewV7()), TenantID: tenantID, Name: opts.Name, Prefix: secret[:len(TokenPrefix)+6], TokenSha256: sum[:],
-		Admin: opts.Admin,
-	})
+	params.ID, params.Prefix, params.TokenSha256 = uuid.Must(uuid.NewV7()), secret[:len(TokenPrefix)+6], sum[:]
+	row, err := q.APITokenInsert(ctx, params)
 	if err != nil {
-		return "", nil, fmt.Errorf("api: create token for %s: %w", tenantID, err)
+		return "", nil, err
 	}
 	return secret, tokenFromRow(row), nil
 }
@@ -142,11 +171,24 @@ func ListTokens(ctx context.Context, db dbsqlc.DBTX, tenantID string) ([]*Token,
 	if err != nil {
 		return nil, fmt.Errorf("api: list tokens of %s: %w", tenantID, err)
 	}
+	return tokensFromRows(rows), nil
+}
+
+// ListSystemTokens returns the system tokens (revoked ones included), oldest first.
+func ListSystemTokens(ctx context.Context, db dbsqlc.DBTX) ([]*Token, error) {
+	rows, err := dbsqlc.New(db).APITokenListSystem(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("api: list system tokens: %w", err)
+	}
+	return tokensFromRows(rows), nil
+}
+
+func tokensFromRows(rows []dbsqlc.ReckonApiToken) []*Token {
 	tokens := make([]*Token, len(rows))
 	for i, row := range rows {
 		tokens[i] = tokenFromRow(row)
 	}
-	return tokens, nil
+	return tokens
 }
 
 // RevokeToken revokes a token for good. Revoking it again changes nothing. Errors:
@@ -163,7 +205,7 @@ func RevokeToken(ctx context.Context, db dbsqlc.DBTX, id uuid.UUID) (*Token, err
 }
 
 // Authenticate returns the live token whose secret this is. Errors: ErrInvalidToken for an unknown
-// or revoked token or a disabled tenant.
+// or revoked token, or a tenant token of a disabled tenant.
 func Authenticate(ctx context.Context, db dbsqlc.DBTX, secret string) (*Token, error) {
 	if !strings.HasPrefix(secret, TokenPrefix) || len(secret) > 200 {
 		return nil, ErrInvalidToken

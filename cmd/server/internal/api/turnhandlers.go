@@ -13,7 +13,36 @@ import (
 )
 
 // Turn handlers over HTTP: where a tenant's turns go (package turns/httpturn, table
-// reckon_turn_handlers). Admin tokens set and delete them; a tenant's own tokens may read its own.
+// reckon_turn_handlers). A tenant's tokens read its own, and its admin tokens set and delete it;
+// system tokens do both for any tenant. To a tenant's token another tenant's turn handler is
+// absent (404), whether it exists or not. Every change is recorded in reckon_definition_changes.
+
+// turnHandlerTenant is the {tenant} of a /v1/turn-handlers/{tenant} request, and whether the call
+// may see it: a tenant's token its own tenant only, a system token any.
+func turnHandlerTenant(call *Call) (tenant string, visible bool) {
+	tenant = call.Request.PathValue("tenant")
+	return tenant, call.Token.System || tenant == call.Tenant()
+}
+
+// requireTurnHandlerAdmin refuses a tenant's token that is not an admin a change of its tenant's
+// turn handler.
+func requireTurnHandlerAdmin(call *Call) error {
+	if !call.Token.System && !call.Token.Admin {
+		return Errorf(http.StatusForbidden, CodeForbidden, "changing a tenant's turn handler needs an admin token of the tenant (server tokens create -tenant %s -admin) or a system token", call.Tenant())
+	}
+	return nil
+}
+
+// errNoTenant answers a turn handler change for a tenant that does not exist, or is not the
+// caller's.
+func errNoTenant(tenant string) error {
+	return Errorf(http.StatusNotFound, CodeNotFound, "no tenant %q", tenant)
+}
+
+// errNoTurnHandler answers for a tenant without a turn handler, or one that is not the caller's.
+func errNoTurnHandler(tenant string) error {
+	return Errorf(http.StatusNotFound, CodeNotFound, "no turn handler for tenant %q: its turns go to the reactors' -turn-handler-url", tenant)
+}
 
 // turnHandlerJSON is a stored turn handler on the wire.
 type turnHandlerJSON struct {
@@ -34,12 +63,16 @@ type turnHandlerRequest struct {
 	TimeoutMs int64  `json:"timeout_ms"`
 }
 
-// putTurnHandler: PUT /v1/turn-handlers/{tenant} (admin); 201 when new, 200 when replaced.
+// putTurnHandler: PUT /v1/turn-handlers/{tenant} (the tenant's admin tokens, system tokens); 201
+// when new, 200 when replaced.
 func (s *Server) putTurnHandler(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
-	if !call.Token.Admin {
-		return 0, nil, Errorf(http.StatusForbidden, CodeForbidden, "setting a tenant's turn handler needs an admin token (server tokens create -admin)")
+	tenant, visible := turnHandlerTenant(call)
+	if !visible {
+		return 0, nil, errNoTenant(tenant)
 	}
-	tenant := call.Request.PathValue("tenant")
+	if err := requireTurnHandlerAdmin(call); err != nil {
+		return 0, nil, err
+	}
 	var req turnHandlerRequest
 	if err := call.Decode(&req); err != nil {
 		return 0, nil, err
@@ -52,8 +85,11 @@ func (s *Server) putTurnHandler(ctx context.Context, tx pgx.Tx, call *Call) (int
 	case errors.Is(err, httpturn.ErrInvalid):
 		return 0, nil, badRequest(CodeInvalidTurnHandler, "%s", strings.TrimPrefix(err.Error(), "httpturn: "))
 	case errors.Is(err, httpturn.ErrUnknownTenant):
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no tenant %q", tenant)
+		return 0, nil, errNoTenant(tenant)
 	case err != nil:
+		return 0, nil, err
+	}
+	if err := recordChange(ctx, tx, call, changeTurnHandler, tenant, createOrReplace(created), turnHandlerToJSON(stored)); err != nil {
 		return 0, nil, err
 	}
 	if created {
@@ -62,15 +98,15 @@ func (s *Server) putTurnHandler(ctx context.Context, tx pgx.Tx, call *Call) (int
 	return http.StatusOK, turnHandlerToJSON(stored), nil
 }
 
-// getTurnHandler: GET /v1/turn-handlers/{tenant}, for admin tokens and the tenant's own.
+// getTurnHandler: GET /v1/turn-handlers/{tenant}, for the tenant's tokens and system tokens.
 func (s *Server) getTurnHandler(ctx context.Context, call *Call) (int, any, error) {
-	tenant := call.Request.PathValue("tenant")
-	if !call.Token.Admin && tenant != call.Tenant() {
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no turn handler for tenant %q", tenant)
+	tenant, visible := turnHandlerTenant(call)
+	if !visible {
+		return 0, nil, errNoTurnHandler(tenant)
 	}
 	stored, err := httpturn.Get(ctx, s.pool, tenant)
 	if errors.Is(err, httpturn.ErrNotFound) {
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no turn handler for tenant %q: its turns go to the reactors' -turn-handler-url", tenant)
+		return 0, nil, errNoTurnHandler(tenant)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -78,15 +114,21 @@ func (s *Server) getTurnHandler(ctx context.Context, call *Call) (int, any, erro
 	return http.StatusOK, turnHandlerToJSON(stored), nil
 }
 
-// deleteTurnHandler: DELETE /v1/turn-handlers/{tenant} (admin).
+// deleteTurnHandler: DELETE /v1/turn-handlers/{tenant} (the tenant's admin tokens, system tokens).
 func (s *Server) deleteTurnHandler(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
-	if !call.Token.Admin {
-		return 0, nil, Errorf(http.StatusForbidden, CodeForbidden, "deleting a tenant's turn handler needs an admin token")
+	tenant, visible := turnHandlerTenant(call)
+	if !visible {
+		return 0, nil, errNoTurnHandler(tenant)
 	}
-	tenant := call.Request.PathValue("tenant")
+	if err := requireTurnHandlerAdmin(call); err != nil {
+		return 0, nil, err
+	}
 	if err := httpturn.Delete(ctx, tx, tenant); errors.Is(err, httpturn.ErrNotFound) {
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no turn handler for tenant %q", tenant)
+		return 0, nil, errNoTurnHandler(tenant)
 	} else if err != nil {
+		return 0, nil, err
+	}
+	if err := recordChange(ctx, tx, call, changeTurnHandler, tenant, changeDelete, nil); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]string{"deleted": tenant}, nil
