@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // Group commit. The common outcome of a dispatch — CONFIRMED or FAILED, with no follow-up job — is
@@ -123,9 +124,9 @@ func (m *committer) commit(batch []*outcomeWrite) (map[uuid.UUID]struct{}, error
 		params.CompleteJobs = append(params.CompleteJobs, w.completeJob)
 		params.ToStates = append(params.ToStates, string(w.to))
 		params.Results = append(params.Results, w.result)
-		params.Errors = append(params.Errors, w.errMsg)
+		params.Errors = append(params.Errors, jsonx.SafeText(w.errMsg)) // it may quote the upstream
 		params.Actors = append(params.Actors, w.actor)
-		params.Reasons = append(params.Reasons, w.reason)
+		params.Reasons = append(params.Reasons, jsonx.SafeText(w.reason))
 		params.Details = append(params.Details, w.detail)
 	}
 	// One statement, so one implicit transaction: the effects and their jobs commit together.

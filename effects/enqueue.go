@@ -83,6 +83,10 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	if len(specs) == 0 {
 		return nil, nil
 	}
+	actor, reason := opts.actorReason()
+	if err := jsonx.CheckTexts("EnqueueOpts.Actor", actor, "EnqueueOpts.Reason", reason); err != nil {
+		return nil, fmt.Errorf("effects: enqueue: %w", err)
+	}
 	resolved := make([]*resolvedSpec, len(specs))
 	first := map[[2]string]int{} // (tenant, key) → index of its first spec
 	var unique []int
@@ -123,7 +127,6 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		return nil, err
 	}
 
-	actor, reason := opts.actorReason()
 	if len(unique) == 1 {
 		// One effect (the common case of a service): the single-row insert is cheaper.
 		r := resolved[unique[0]]

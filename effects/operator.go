@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // OperatorOpts adjusts an operator action (Resolve, Cancel and their Tx forms). Nil means the
@@ -69,6 +70,9 @@ func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, r Resol
 	if r.Actor == "" || r.Reason == "" {
 		return nil, errors.New("effects: resolve needs an actor and a reason")
 	}
+	if err := jsonx.CheckTexts("Actor", r.Actor, "Reason", r.Reason, "OperatorOpts.TenantID", opts.tenantID()); err != nil {
+		return nil, fmt.Errorf("effects: resolve: %w", err)
+	}
 	row, err := c.lockEffect(ctx, tx, id, opts.tenantID())
 	if err != nil {
 		return nil, err
@@ -118,6 +122,9 @@ func (c *Client) Cancel(ctx context.Context, id uuid.UUID, actor, reason string,
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
 	if actor == "" || reason == "" {
 		return nil, errors.New("effects: cancel needs an actor and a reason")
+	}
+	if err := jsonx.CheckTexts("actor", actor, "reason", reason, "OperatorOpts.TenantID", opts.tenantID()); err != nil {
+		return nil, fmt.Errorf("effects: cancel: %w", err)
 	}
 	row, err := c.lockEffect(ctx, tx, id, opts.tenantID())
 	if err != nil {
@@ -179,6 +186,9 @@ func (c *Client) Compensate(ctx context.Context, id uuid.UUID, actor, reason str
 func (c *Client) CompensateTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *CompensateOpts) (*Effect, error) {
 	if opts == nil {
 		opts = &CompensateOpts{}
+	}
+	if err := jsonx.CheckTexts("actor", actor, "reason", reason, "CompensateOpts.Owner", opts.Owner); err != nil {
+		return nil, fmt.Errorf("effects: compensate: %w", err)
 	}
 	if err := c.checkOwner(ptr(opts.Owner)); err != nil {
 		return nil, err

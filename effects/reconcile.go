@@ -192,6 +192,11 @@ func (c *Client) checkStatus(ctx context.Context, row dbsqlc.ReckonEffect, conne
 	if status.Kind == StatusDuplicate && status.Count < 2 {
 		status = Inconclusive(fmt.Sprintf("duplicate with count %d", status.Count))
 	}
+	if status.Kind == StatusPresent || status.Kind == StatusDuplicate {
+		if err := checkResult(status.Result); err != nil {
+			status = Inconclusive(fmt.Sprintf("%s, but its result cannot be stored: %v", status.Kind, err))
+		}
+	}
 	c.metrics.statusChecks.WithLabelValues(row.Connector, status.Kind.String()).Inc()
 	return status
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // fence identifies the owner of an attempt: the River job the effect belongs to, or, for an
@@ -46,16 +47,20 @@ func (c *Client) settle(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, t tr
 	if err != nil {
 		return row, err
 	}
+	if err := checkResult(t.result); err != nil {
+		// Callers check what they are given; this keeps a refused write from aborting tx.
+		return row, fmt.Errorf("effects: result of effect %s: %w", effectID, err)
+	}
 	row, err = dbsqlc.New(tx).EffectSettle(ctx, dbsqlc.EffectSettleParams{
 		ID:         effectID,
 		FromState:  dbsqlc.ReckonEffectState(t.from),
 		ToState:    dbsqlc.ReckonEffectState(t.to),
 		Attempted:  int32(t.attempted),
 		Result:     t.result,
-		Error:      ptr(t.errMsg),
+		Error:      ptr(jsonx.SafeText(t.errMsg)), // errors quote upstreams: anything may be in them
 		NewJobID:   t.newJobID,
 		Actor:      t.actor,
-		Reason:     t.reason,
+		Reason:     jsonx.SafeText(t.reason),
 		Detail:     detail,
 		LeaseToken: t.fence.leaseToken,
 		JobID:      t.fence.jobID,
@@ -90,11 +95,26 @@ func (c *Client) observeFencedOut(ctx context.Context, effectID uuid.UUID, conne
 		slog.String("effect_id", effectID.String()), slog.String("outcome", what))
 }
 
+// checkResult reports why Postgres cannot store a connector's result (absent is fine).
+func checkResult(result json.RawMessage) error {
+	if len(result) == 0 {
+		return nil
+	}
+	return jsonx.Check(result)
+}
+
 func marshalDetail(detail map[string]any) (json.RawMessage, error) {
 	if len(detail) == 0 {
 		return nil, nil
 	}
-	raw, err := json.Marshal(detail)
+	safe := make(map[string]any, len(detail))
+	for k, v := range detail {
+		if text, ok := v.(string); ok {
+			v = jsonx.SafeText(text) // a correlation id or an upstream's words: jsonb must take it
+		}
+		safe[k] = v
+	}
+	raw, err := json.Marshal(safe)
 	if err != nil {
 		return nil, fmt.Errorf("effects: transition detail: %w", err)
 	}

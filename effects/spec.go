@@ -61,6 +61,21 @@ func (p Position) Key(connector string) string {
 	return p.TurnGroup + "/d-" + strconv.Itoa(p.Decision) + "/" + connector + "/" + strconv.Itoa(p.CallIndex)
 }
 
+// checkText refuses a spec whose text Postgres cannot store (NUL, invalid UTF-8) before anything
+// is written: a refused statement would abort the caller's transaction.
+func (s *Spec) checkText() error {
+	turnGroup := ""
+	if s.Position != nil {
+		turnGroup = s.Position.TurnGroup
+	}
+	err := jsonx.CheckTexts("TenantID", s.TenantID, "Connector", s.Connector, "IdempotencyKey", s.IdempotencyKey,
+		"Position.TurnGroup", turnGroup, "BusinessKey", s.BusinessKey, "RunID", s.RunID, "TurnGroup", s.TurnGroup, "Owner", s.Owner)
+	if err != nil {
+		return fmt.Errorf("effects: spec %w", err)
+	}
+	return nil
+}
+
 // DefaultTenant is the tenant of specs that name none.
 const DefaultTenant = "default"
 
@@ -78,6 +93,9 @@ type resolvedSpec struct {
 func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 	if spec.Connector == "" {
 		return nil, errors.New("effects: spec needs a Connector")
+	}
+	if err := spec.checkText(); err != nil {
+		return nil, err
 	}
 	connector, err := r.lookup(spec.Connector)
 	if err != nil {
@@ -108,6 +126,9 @@ func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 	res.businessKey = spec.BusinessKey
 	if res.businessKey == "" && connector.BusinessKey != nil {
 		if res.businessKey, err = connector.BusinessKey(res.args); err != nil {
+			return nil, fmt.Errorf("effects: %s business key: %w", spec.Connector, err)
+		}
+		if err := jsonx.CheckText(res.businessKey); err != nil {
 			return nil, fmt.Errorf("effects: %s business key: %w", spec.Connector, err)
 		}
 	}

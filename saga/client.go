@@ -186,6 +186,14 @@ type StartOpts struct {
 // step's Effect failing or being refused by effects (a bad spec, an unknown connector) change
 // nothing; a database error aborts tx, which the caller must roll back.
 func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any, opts *StartOpts) (*Saga, error) {
+	if opts == nil {
+		opts = &StartOpts{}
+	}
+	// Text Postgres cannot store would abort tx: refuse it first.
+	if err := jsonx.CheckTexts("name", name, "StartOpts.TenantID", opts.TenantID, "StartOpts.Key", opts.Key,
+		"StartOpts.Actor", opts.Actor, "StartOpts.Reason", opts.Reason); err != nil {
+		return nil, fmt.Errorf("saga: start: %w", err)
+	}
 	def, err := c.lookup(ctx, tx, name)
 	if err != nil {
 		return nil, err
@@ -193,9 +201,6 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 	data, err := jsonx.Marshal(input)
 	if err != nil {
 		return nil, fmt.Errorf("saga %s: input: %w", name, err)
-	}
-	if opts == nil {
-		opts = &StartOpts{}
 	}
 	tenant := opts.TenantID
 	if tenant == "" {

@@ -280,6 +280,9 @@ func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, in Inbound) (*Message,
 	if err != nil {
 		return nil, fmt.Errorf("turns: submit to %q: content: %w", in.SessionKey, err)
 	}
+	if err := jsonx.CheckText(in.MessageID); err != nil {
+		return nil, fmt.Errorf("turns: submit to %q: MessageID: %w", in.SessionKey, err)
+	}
 	messageID := in.MessageID
 	if messageID == "" {
 		messageID = uuid.NewString()

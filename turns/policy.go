@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // AggregationMode says how a channel groups a burst of inbound messages into one logical turn.
@@ -158,6 +160,9 @@ func ParseSessionKey(key string) (Session, error) {
 		if part == "" {
 			return Session{}, fmt.Errorf("%w: %q: empty part", ErrInvalidSessionKey, key)
 		}
+	}
+	if err := jsonx.CheckText(key); err != nil {
+		return Session{}, fmt.Errorf("%w: %q: %w", ErrInvalidSessionKey, key, err)
 	}
 	return Session{Tenant: parts[0], Agent: parts[1], Interlocutor: parts[2], Channel: parts[3]}, nil
 }

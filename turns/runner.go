@@ -13,6 +13,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // Result is what running a turn did.
@@ -262,7 +263,7 @@ func (c *Client) supersedeTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, sessi
 // fail ends a turn whose handler returned an effects.Permanent error: FAILED with the error as its reason,
 // nothing staged committed. The run returns ErrTurnFailed.
 func (c *Client) fail(ctx context.Context, lock *Lock, id uuid.UUID, handlerErr error) (*Result, error) {
-	reason := "handler failed permanently: " + handlerErr.Error()
+	reason := jsonx.SafeText("handler failed permanently: " + handlerErr.Error()) // it may quote the handler
 	if len(reason) > 2000 {
 		reason = reason[:2000]
 	}

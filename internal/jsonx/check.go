@@ -303,3 +303,23 @@ func numericFits(n string) bool {
 	}
 	return len(intPart)-1-first+exponent <= numericMaxDigitExp
 }
+
+// CheckTexts is CheckText of the values of name, value pairs; the error names the first value
+// Postgres cannot store, e.g. "IdempotencyKey: not valid UTF-8" (a *Error with Path name).
+func CheckTexts(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := CheckText(pairs[i+1]); err != nil {
+			return &Error{Path: pairs[i], Problem: err.(*Error).Problem}
+		}
+	}
+	return nil
+}
+
+// SafeText is s as Postgres text can hold it: invalid UTF-8 and NUL characters replaced by U+FFFD.
+// For text that only informs (an upstream's error message), where refusing would lose the rest.
+func SafeText(s string) string {
+	if CheckText(s) == nil {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}

@@ -4,12 +4,12 @@ package jsonx
 
 import (
 	"encoding/json"
-	"errors"
 	"reflect"
 )
 
-// Marshal returns v as JSON: a json.RawMessage or []byte is taken as it is (and must be valid
-// JSON), nil is {}, anything else is marshalled by encoding/json.
+// Marshal returns v as JSON that Postgres can store as jsonb (Check): a json.RawMessage or []byte
+// is taken as it is, nil is {}, anything else is marshalled by encoding/json. The error of a
+// document Postgres would refuse is a *Error naming where.
 func Marshal(v any) (json.RawMessage, error) {
 	var raw []byte
 	switch a := v.(type) {
@@ -25,8 +25,8 @@ func Marshal(v any) (json.RawMessage, error) {
 			return nil, err
 		}
 	}
-	if !json.Valid(raw) {
-		return nil, errors.New("not valid JSON")
+	if err := Check(raw); err != nil {
+		return nil, err
 	}
 	return raw, nil
 }

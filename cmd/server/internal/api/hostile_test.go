@@ -1,0 +1,180 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/internal/reckontest"
+)
+
+// Hostile input: text and JSON that Postgres cannot store. Every class goes to every field of
+// every write endpoint; each is refused with 400 naming the field, and no table changes.
+
+// badStrings are JSON string contents Postgres refuses, as they appear between the quotes.
+var badStrings = map[string]string{
+	"NUL escape":         `a\u0000b`,
+	"lone surrogate":     `a\ud800b`,
+	"lone low surrogate": `\udc00`,
+	"raw bytes FF FE":    "a\xff\xfeb",
+	"overlong slash":     "\xc0\xaf",
+	"encoded surrogate":  "\xed\xa0\x80",
+}
+
+// badNumbers are JSON numbers outside Postgres numeric's range.
+var badNumbers = map[string]string{
+	"1e1000000":            `1e1000000`,
+	"-1e1000000":           `-1e1000000`,
+	"1e-1000000":           `1e-1000000`,
+	"200,000-digit number": "9" + strings.Repeat("0", 199999),
+}
+
+// tableRows counts the rows of every table of the database.
+func tableRows(t *testing.T, h *harness) map[string]int {
+	t.Helper()
+	rows, err := h.pool.Query(context.Background(),
+		`SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
+	require.NoError(t, err)
+	var tables []string
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		tables = append(tables, name)
+	}
+	require.NoError(t, rows.Err())
+	require.Greater(t, len(tables), 10)
+	counts := map[string]int{}
+	for _, table := range tables {
+		counts[table] = reckontest.Count(t, h.pool, `SELECT count(*) FROM `+table)
+	}
+	return counts
+}
+
+func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	token := h.token("acme", true)
+	system := h.systemToken()
+	pending := h.enqueue(token, "w-1", 10)
+	stuck := h.enqueue(token, "w-2", 20)
+	h.makeStuck(stuck.ID)
+	before := tableRows(t, h)
+
+	// Each endpoint's body, with %s where a field's value goes: in a string for text fields, bare
+	// for documents.
+	type field struct {
+		method, path, token, body, name string
+		document                        bool
+	}
+	effectBody := func(rest string) string {
+		return `{"connector":"bank.wire","idempotency_key":"k-1","args":{"amount":1}` + rest + `}`
+	}
+	fields := []field{
+		{"POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"%s","args":{}}`, "idempotency_key", false},
+		{"POST", "/v1/effects", token, `{"connector":"%s","idempotency_key":"k","args":{}}`, "connector", false},
+		{"POST", "/v1/effects", token, effectBody(`,"business_key":"%s"`), "business_key", false},
+		{"POST", "/v1/effects", token, effectBody(`,"run_id":"%s"`), "run_id", false},
+		{"POST", "/v1/effects", token, effectBody(`,"turn_group":"%s"`), "turn_group", false},
+		{"POST", "/v1/effects", token, `{"connector":"bank.wire","position":{"turn_group":"%s","decision":0,"call_index":0}}`, "position.turn_group", false},
+		{"POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","args":{"note":%s}}`, "args.note", true},
+		{"POST", "/v1/effects/" + stuck.ID.String() + "/resolve", token, `{"to":"FAILED","reason":"%s"}`, "reason", false},
+		{"POST", "/v1/effects/" + stuck.ID.String() + "/resolve", token, `{"to":"FAILED","reason":"r","actor":"%s"}`, "actor", false},
+		{"POST", "/v1/effects/" + pending.ID.String() + "/cancel", token, `{"reason":"%s"}`, "reason", false},
+		{"POST", "/v1/callbacks/c-1", token, `{"error":"%s"}`, "error", false},
+		{"POST", "/v1/callbacks/c-1", token, `{"result":{"a":[%s]}}`, "result.a[0]", true},
+		{"POST", "/v1/sagas", token, `{"definition":"d","start_key":"%s","input":{}}`, "start_key", false},
+		{"POST", "/v1/sagas", token, `{"definition":"d","input":{"x":%s}}`, "input.x", true},
+		{"POST", "/v1/sessions/acme:a:b:c/messages", token, `{"message_id":"%s","content":{}}`, "message_id", false},
+		{"POST", "/v1/sessions/acme:a:b:c/messages", token, `{"content":{"text":%s}}`, "content.text", true},
+		{"POST", "/v1/connectors", system, `{"name":"c","dispatch_url":"http://127.0.0.1:1/%s"}`, "dispatch_url", false},
+		{"POST", "/v1/saga-definitions", system, `{"name":"%s","steps":[]}`, "name", false},
+		{"PUT", "/v1/turn-handlers/acme", token, `{"url":"http://127.0.0.1:1/%s"}`, "url", false},
+	}
+	for _, f := range fields {
+		values := map[string]string{}
+		for class, s := range badStrings {
+			if f.document {
+				values[class] = `"` + s + `"`
+			} else {
+				values[class] = s
+			}
+		}
+		if f.document {
+			for class, n := range badNumbers {
+				values[class] = n
+			}
+		}
+		for class, value := range values {
+			t.Run(f.method+" "+f.path+" "+f.name+" "+class, func(t *testing.T) {
+				r := h.do(f.method, f.path, f.token, strings.Replace(f.body, "%s", value, 1), "Idempotency-Key", "hostile-"+f.name+class)
+				require.Equal(t, http.StatusBadRequest, r.status, "%.300s", r.body)
+				require.Equal(t, api.CodeInvalidRequest, r.errorCode(t))
+				require.Contains(t, string(r.body), `field \"`+f.name+`\"`)
+			})
+		}
+	}
+
+	// Path values, query values and the Idempotency-Key header.
+	for _, tc := range []struct {
+		name, method, path string
+		headers            []string
+		code               string
+	}{
+		{"run id NUL", "GET", "/v1/runs/a%00b", nil, api.CodeInvalidParameter},
+		{"run id FF", "GET", "/v1/runs/%FF", nil, api.CodeInvalidParameter},
+		{"connector name overlong", "GET", "/v1/connectors/%C0%AF", nil, api.CodeInvalidParameter},
+		{"connector delete surrogate", "DELETE", "/v1/connectors/%ED%A0%80", nil, api.CodeInvalidParameter},
+		{"saga definition NUL", "GET", "/v1/saga-definitions/x%00", nil, api.CodeInvalidParameter},
+		{"callback id NUL", "POST", "/v1/callbacks/a%00b", nil, api.CodeInvalidParameter},
+		{"callback id FF", "POST", "/v1/callbacks/%FF", nil, api.CodeInvalidParameter},
+		{"session key NUL", "GET", "/v1/sessions/acme%00:a:b:c/turns", nil, api.CodeInvalidParameter},
+		{"session key FF", "POST", "/v1/sessions/acme:%FF:b:c/messages", nil, api.CodeInvalidParameter},
+		{"turn handler FF", "PUT", "/v1/turn-handlers/%FF", nil, api.CodeInvalidParameter},
+		{"turn handler delete NUL", "DELETE", "/v1/turn-handlers/a%00", nil, api.CodeInvalidParameter},
+		{"connector filter NUL", "GET", "/v1/effects?connector=%00", nil, api.CodeInvalidParameter},
+		{"run filter FF", "GET", "/v1/effects?run=%FF", nil, api.CodeInvalidParameter},
+		{"definition filter overlong", "GET", "/v1/sagas?definition=%C0%AF", nil, api.CodeInvalidParameter},
+		{"bad query escape", "GET", "/v1/effects?run=%zz", nil, api.CodeInvalidParameter},
+		{"latin-1 Idempotency-Key", "POST", "/v1/effects", []string{"Idempotency-Key", "caf\xe9"}, api.CodeInvalidIdempotency},
+		{"Idempotency-Key with a control character", "POST", "/v1/effects", []string{"Idempotency-Key", "a\tb"}, api.CodeInvalidIdempotency},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := ""
+			if tc.method == "POST" || tc.method == "PUT" {
+				body = `{"connector":"bank.wire","idempotency_key":"k-9","args":{}}`
+			}
+			r := h.do(tc.method, tc.path, token, body, tc.headers...)
+			require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+			require.Equal(t, tc.code, r.errorCode(t))
+		})
+	}
+
+	// Field names match exactly; a key given twice is refused.
+	for _, body := range []string{
+		`{"CONNECTOR":"bank.wire","idempotency_key":"k-2","args":{}}`,
+		`{"connector":"bank.wire","Idempotency_Key":"k-2","args":{}}`,
+		`{"connector":"x","connector":"bank.wire","idempotency_key":"k-2","args":{}}`,
+		`{"connector":"bank.wire","idempotency_key":"k-2","position":{"Turn_Group":"g","decision":0,"call_index":0}}`,
+	} {
+		r := h.do("POST", "/v1/effects", token, body)
+		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", body, r.body)
+		require.Equal(t, api.CodeInvalidRequest, r.errorCode(t))
+	}
+	// A DELETE takes no body, on every route.
+	for _, path := range []string{"/v1/turn-handlers/acme", "/v1/connectors/bank.wire"} {
+		r := h.do("DELETE", path, system, `{"x":1}`)
+		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", path, r.body)
+	}
+
+	require.Equal(t, before, tableRows(t, h), "nothing written")
+	require.Equal(t, "PENDING", h.state(pending.ID))
+	require.Equal(t, "STUCK", h.state(stuck.ID))
+
+	// What passes the checks still works: the limits are Postgres's, not tighter.
+	r := h.do("POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"café ☕ \ud83d\ude00","args":{"n":1e131071,"s":"\u00e9"}}`)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+}

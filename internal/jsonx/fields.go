@@ -1,0 +1,85 @@
+package jsonx
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// CheckFields reports an object key of doc that matches none of the JSON field names of v (a
+// struct or a pointer to one) exactly, as a *Error naming it: encoding/json would take "CONNECTOR"
+// for "connector" and ignore what it cannot place. It walks nested structs and slices; a value
+// of the wrong type is left for the decoder to report.
+func CheckFields(doc []byte, v any) error { return checkFields(doc, reflect.TypeOf(v), "") }
+
+func checkFields(raw json.RawMessage, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil // decodes itself: json.RawMessage, uuid.UUID, time.Time
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var object map[string]json.RawMessage
+		if json.Unmarshal(raw, &object) != nil {
+			return nil
+		}
+		fields := jsonFields(t)
+		for _, key := range slices.Sorted(maps.Keys(object)) {
+			field, ok := fields[key]
+			if !ok {
+				for name := range fields {
+					if strings.EqualFold(name, key) {
+						return &Error{Path: path + key, Problem: fmt.Sprintf("unknown field: did you mean %q? (field names are case-sensitive)", path+name)}
+					}
+				}
+				return &Error{Path: path + key, Problem: "unknown field"}
+			}
+			if err := checkFields(object[key], field, path+key+"."); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var elems []json.RawMessage
+		if json.Unmarshal(raw, &elems) != nil {
+			return nil
+		}
+		for _, elem := range elems {
+			if err := checkFields(elem, t.Elem(), strings.TrimSuffix(path, ".")+"[]."); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonFields are a struct's fields by the name encoding/json gives them.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-":
+			continue
+		case name == "" && f.Anonymous:
+			for n, ft := range jsonFields(f.Type) {
+				fields[n] = ft
+			}
+			continue
+		case name == "":
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
