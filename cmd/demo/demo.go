@@ -20,9 +20,11 @@ import (
 )
 
 type config struct {
-	token, server, reactor, bankAddr string
-	once                             bool
-	timeout                          time.Duration
+	// token is the demo tenant's (its effects); systemToken registers the connector, which every
+	// tenant shares.
+	token, systemToken, server, reactor, bankAddr string
+	once                                          bool
+	timeout                                       time.Duration
 }
 
 // scenario is one wire of the tour: how the bank behaves and what the reader should see.
@@ -121,6 +123,7 @@ func demo(ctx context.Context, cfg *config, out io.Writer) error {
 	}()
 	say("fake bank listening on %s (wire protocol under %s/)", bank.URL(), fakebank.ReckonPrefix)
 	api := &apiClient{base: cfg.server, token: cfg.token, http: &http.Client{Timeout: 10 * time.Second}}
+	system := &apiClient{base: cfg.server, token: cfg.systemToken, http: api.http}
 
 	syncsBefore, err := reactorSyncs(ctx, cfg.reactor)
 	if err != nil {
@@ -132,10 +135,10 @@ func demo(ctx context.Context, cfg *config, out io.Writer) error {
 		"dispatch_url": base + "/wires", "status_url": base + "/wires/status", "compensate_url": base + "/wires/compensate",
 		"timeout_ms": 2000, "max_attempts": 5, "status_check_limit": 3, "backoff_initial_ms": 300, "backoff_max_ms": 2000,
 	}
-	if _, err := api.do(ctx, http.MethodPost, "/v1/connectors", "", connector, nil); err != nil {
+	if _, err := system.do(ctx, http.MethodPost, "/v1/connectors", "", connector, nil); err != nil {
 		return fmt.Errorf("register the connector: %w", err)
 	}
-	say("registered HTTP connector %s (POST /v1/connectors); waiting for the reactor to load it", connectorName)
+	say("registered HTTP connector %s (POST /v1/connectors, with the system token); waiting for the reactor to load it", connectorName)
 	if err := waitFor(ctx, 30*time.Second, func() (bool, error) {
 		syncs, err := reactorSyncs(ctx, cfg.reactor)
 		return syncs >= syncsBefore+2, err // a whole sync ran after the POST
@@ -300,7 +303,7 @@ func shorten(s string, n int) string {
 	return s
 }
 
-// apiClient calls the server's API with the demo token.
+// apiClient calls the server's API with a token.
 type apiClient struct {
 	base, token string
 	http        *http.Client

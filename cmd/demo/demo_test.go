@@ -22,8 +22,8 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// TestDemo runs what `make run` runs — the server and reactor binaries, a demo tenant and admin
-// token made with the server's CLI — and the demo against them. Every scenario ends where the demo
+// TestDemo runs what `make run` runs — the server and reactor binaries, a demo tenant, its token
+// and a system token made with the server's CLI — and the demo against them. Every scenario ends where the demo
 // says it will, one effect is STUCK, and the curl the demo prints resolves it.
 func TestDemo(t *testing.T) {
 	t.Parallel()
@@ -31,9 +31,12 @@ func TestDemo(t *testing.T) {
 	env := []string{"DATABASE_URL=" + pgtest.NewDB(t).Config().ConnString()}
 	res := proctest.Run(t, env, serverBin, "tenants", "create", "demo")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	res = proctest.Run(t, env, serverBin, "tokens", "create", "-tenant", "demo", "-admin")
+	res = proctest.Run(t, env, serverBin, "tokens", "create", "-tenant", "demo")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	token := strings.TrimSpace(res.Stdout)
+	res = proctest.Run(t, env, serverBin, "tokens", "create", "-system", "-name", "demo connectors")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	systemToken := strings.TrimSpace(res.Stdout)
 
 	server := proctest.Start(t, env, serverBin, "-addr", "127.0.0.1:0")
 	reactor := proctest.Start(t, env, reactorBin, "-addr", "127.0.0.1:0", "-connector-sync-interval", "200ms",
@@ -52,7 +55,7 @@ func TestDemo(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(counting.Close)
-	cfg := &config{token: token, server: counting.URL, reactor: "http://" + reactor.Addr(t),
+	cfg := &config{token: token, systemToken: systemToken, server: counting.URL, reactor: "http://" + reactor.Addr(t),
 		bankAddr: "127.0.0.1:0", once: true, timeout: 90 * time.Second}
 	var out bytes.Buffer
 	start := time.Now()
