@@ -3,7 +3,7 @@
 TOOL := go tool -modfile=tools/go.mod
 SQLC := $(TOOL) sqlc
 
-.PHONY: run test generate lint build bench bench-ci
+.PHONY: run test generate lint build bench bench-ci fuzz
 
 ## run: migrate the database of DATABASE_URL (default: local Postgres, database "reckon", created
 ## if missing) and run server and reactor until Ctrl-C.
@@ -15,6 +15,10 @@ run:
 ## the local Postgres, said loudly. Without a database the database tests fail, never pass silently.
 test:
 	scripts/test
+
+## fuzz: every fuzz target (the input decoders and validators) for FUZZTIME each (default 15s).
+fuzz:
+	scripts/fuzz
 
 ## generate: regenerate internal/dbsqlc from db/migrations and db/queries.
 generate:
