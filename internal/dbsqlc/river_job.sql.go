@@ -11,24 +11,26 @@ import (
 )
 
 const riverJobGetForUpdate = `-- name: RiverJobGetForUpdate :one
-SELECT id, state, attempt, (args ? 'effect_ids')::boolean AS shared FROM river_job WHERE id = $1 FOR UPDATE
+SELECT id, kind, state, attempt, (args ? 'effect_ids')::boolean AS shared FROM river_job WHERE id = $1 FOR UPDATE
 `
 
 type RiverJobGetForUpdateRow struct {
 	ID      int64
+	Kind    string
 	State   RiverJobState
 	Attempt int16
 	Shared  bool
 }
 
 // Locks an effect's River job so that no reactor can fetch it while an operator cancels the effect
-// (River fetches with FOR UPDATE SKIP LOCKED).
+// or a callback settles it (River fetches with FOR UPDATE SKIP LOCKED).
 // shared: a batch dispatch job, carrying other effects too.
 func (q *Queries) RiverJobGetForUpdate(ctx context.Context, id int64) (RiverJobGetForUpdateRow, error) {
 	row := q.db.QueryRow(ctx, riverJobGetForUpdate, id)
 	var i RiverJobGetForUpdateRow
 	err := row.Scan(
 		&i.ID,
+		&i.Kind,
 		&i.State,
 		&i.Attempt,
 		&i.Shared,

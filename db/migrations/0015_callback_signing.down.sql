@@ -1,0 +1,2 @@
+DROP TABLE reckon_callback_signatures;
+DROP TABLE reckon_callback_keys;
