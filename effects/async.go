@@ -70,7 +70,7 @@ func classifyAccepted(err error) outcome {
 	var a *AcceptedError
 	errors.As(err, &a)
 	id := a.CorrelationID
-	if len(id) > maxCorrelationIDLen || strings.ContainsAny(id, "\x00\r\n") {
+	if len(id) > maxCorrelationIDLen || strings.ContainsAny(id, "\r\n") || jsonx.CheckText(id) != nil {
 		return outcome{kind: outcomeUnknown, err: fmt.Errorf("connector accepted with an unusable correlation id (%d bytes)", len(id))}
 	}
 	return outcome{kind: outcomeAccepted, correlationID: id}
@@ -260,9 +260,15 @@ func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs])
 
 // cancelUpstream calls the connector's Cancel under its timeout.
 func (c *Client) cancelUpstream(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) error {
+	call := callOf(row)
+	secret, err := c.CallbackSecret(ctx, row.ID)
+	if err != nil {
+		return err
+	}
+	call.CallbackSecret = secret
 	callCtx, cancel := context.WithTimeout(ctx, connector.Timeout)
 	defer cancel()
-	_, err := safeCall(func() (struct{}, error) { return struct{}{}, connector.Cancel(callCtx, callOf(row)) })
+	_, err = safeCall(func() (struct{}, error) { return struct{}{}, connector.Cancel(callCtx, call) })
 	return err
 }
 
@@ -273,140 +279,219 @@ type CallbackOpts struct {
 	// ErrUnknownCorrelation, exactly like one that names no effect, and nothing is recorded.
 	// Default: any tenant.
 	TenantID string
+	// EffectID, when set, restricts the callback to that effect, for callbacks that prove they come
+	// from its upstream (signed with its CallbackSecret): a correlation id that is neither the one
+	// the effect was accepted under nor its self-routing id is ErrUnknownCorrelation, and nothing
+	// is recorded. Default: the effect the correlation id names.
+	EffectID uuid.UUID
 }
 
 // Callback resolves the effect awaiting correlationID with the upstream's report: errMsg empty
 // means success (CONFIRMED with result, which may be empty), otherwise FAILED with errMsg. The
-// effect's deadline timer becomes a no-op. It resolves an effect still PENDING — even one whose
-// dispatch has not yet recorded the acceptance, for a fast upstream; that dispatch is then fenced
-// out — and one already UNKNOWN because its deadline passed (a late callback).
+// effect's deadline timer becomes a no-op.
+//
+// Only an effect that awaits a callback is resolved by one (docs/async.md): an effect accepted
+// upstream (Accepted; its correlation id is recorded) that is PENDING until its deadline, or
+// UNKNOWN after it (a late callback); and a PENDING effect with an attempt in flight, since a fast
+// upstream may call back before the dispatch has recorded the acceptance (that dispatch is then
+// fenced out). Any other effect — never dispatched, waiting for a retry, UNKNOWN or settled
+// without ever being accepted — is ErrNotAwaitingCallback.
 //
 // A callback repeating the recorded outcome (same result, or same error) succeeds and changes
 // nothing, so an upstream may retry a callback whose answer it did not get. Errors:
-// ErrUnknownCorrelation when no dispatched effect (of opts.TenantID's) has that correlation id;
-// ErrCallbackConflict when the effect is CONFIRMED or FAILED with another outcome; ErrCallbackStuck
-// when it is STUCK. Both of the last two record the callback in the effect's audit trail and
-// return the effect; nothing else changes. Bad input (a result that is not JSON, or both a result
-// and an error) changes nothing; a database error rolls everything back.
+// ErrUnknownCorrelation when no effect (of opts.TenantID's) has that correlation id;
+// ErrNotAwaitingCallback as above; ErrCallbackConflict when the effect is CONFIRMED or FAILED with
+// another outcome; ErrCallbackStuck when it is STUCK. The last three record the callback in the
+// effect's audit trail and return the effect; nothing else changes. Bad input (a result that is
+// not JSON, or both a result and an error) changes nothing; a database error rolls everything
+// back.
 func (c *Client) Callback(ctx context.Context, correlationID string, result json.RawMessage, errMsg string, opts *CallbackOpts) (*Effect, error) {
-	tenant := ""
-	if opts != nil {
-		tenant = opts.TenantID
+	var (
+		effect  *Effect
+		from    State // the state the callback resolved the effect from; "" when it changed nothing
+		refused error
+	)
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		effect, from, err = c.callbackTx(ctx, tx, correlationID, result, errMsg, opts)
+		refused = nil
+		if err != nil && effect != nil {
+			refused = err
+			return nil // committed: the refused callback stays in the effect's audit trail
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return c.callback(ctx, tenant, correlationID, result, errMsg)
+	if refused != nil {
+		return effect, refused
+	}
+	if from != "" {
+		c.metrics.callbacks.WithLabelValues(effect.Connector, string(effect.State)).Inc()
+		c.countTransition(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), from, effect.State)
+	}
+	return effect, nil
 }
 
-// callback is Callback limited to tenant's effects; "" means any tenant.
-func (c *Client) callback(ctx context.Context, tenant, correlationID string, result json.RawMessage, errMsg string) (*Effect, error) {
+// CallbackTx is Callback in tx, the caller's transaction: the resolution exists once tx commits,
+// and not at all if it rolls back; the effect stays locked until then. A refused callback
+// (ErrNotAwaitingCallback, ErrCallbackConflict, ErrCallbackStuck) has been recorded in the effect's
+// audit trail in tx, and the effect is returned with the error exactly then: commit tx to keep the
+// record. tx is still usable after a refusal, ErrUnknownCorrelation or bad input (which write
+// nothing); a database error aborts it. CallbackTx does not count the callback in the metrics,
+// since it cannot know whether tx commits.
+func (c *Client) CallbackTx(ctx context.Context, tx pgx.Tx, correlationID string, result json.RawMessage, errMsg string, opts *CallbackOpts) (*Effect, error) {
+	effect, _, err := c.callbackTx(ctx, tx, correlationID, result, errMsg, opts)
+	return effect, err
+}
+
+// callbackTx is CallbackTx; from is the state the callback resolved the effect from, "" when it
+// changed nothing.
+func (c *Client) callbackTx(ctx context.Context, tx pgx.Tx, correlationID string, result json.RawMessage, errMsg string, opts *CallbackOpts) (effect *Effect, from State, err error) {
+	var o CallbackOpts
+	if opts != nil {
+		o = *opts
+	}
 	switch {
 	case correlationID == "":
-		return nil, fmt.Errorf("%w: empty", ErrUnknownCorrelation)
+		return nil, "", fmt.Errorf("%w: empty", ErrUnknownCorrelation)
 	case errMsg != "" && len(result) > 0:
-		return nil, errors.New("effects: a callback reports a result or an error, not both")
+		return nil, "", errors.New("effects: a callback reports a result or an error, not both")
 	case len(result) > 0 && !json.Valid(result):
-		return nil, errors.New("effects: callback result is not valid JSON")
+		return nil, "", errors.New("effects: callback result is not valid JSON")
 	}
 	to, reason := StateConfirmed, "callback: succeeded"
 	if errMsg != "" {
 		to, reason = StateFailed, "callback: failed"
 	}
-	var (
-		effect     *Effect
-		from       State
-		outcomeErr error
-	)
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		row, err := c.lockByCorrelation(ctx, tx, tenant, correlationID)
-		if err != nil {
-			return err
-		}
-		if tenant != "" && row.TenantID != tenant {
-			// Indistinguishable from an unknown id: another tenant's effects are invisible.
-			return fmt.Errorf("%w: %q", ErrUnknownCorrelation, correlationID)
-		}
-		from = State(row.State)
-		q := dbsqlc.New(tx)
-		detail := map[string]any{"correlation_id": correlationID}
-		switch from {
-		case StatePending, StateUnknown:
-			var job *dbsqlc.RiverJobGetForUpdateRow
-			if row.JobID != nil {
-				j, err := q.RiverJobGetForUpdate(ctx, *row.JobID)
-				if err != nil && !isNoRows(err) {
-					return fmt.Errorf("effects: lock job of %s: %w", row.ID, err)
-				}
-				if err == nil {
-					job = &j
-				}
-			}
-			if row.Attempts == 0 && row.LeaseToken == nil && (job == nil || job.Attempt == 0) {
-				return fmt.Errorf("%w: effect %s was never dispatched", ErrUnknownCorrelation, row.ID)
-			}
-			settled, err := c.settle(ctx, tx, row.ID, transition{
-				from: from, to: to, fence: fence{jobID: row.JobID, leaseToken: row.LeaseToken},
-				result: result, errMsg: errMsg, actor: "callback", reason: reason, detail: detail,
-			})
-			if errors.Is(err, errFencedOut) {
-				return fmt.Errorf("effects: callback for %s: the effect changed under its lock", row.ID)
-			}
-			if err != nil {
-				return err
-			}
-			// The job that owned the effect — its deadline timer, a queued reconcile — has
-			// nothing left to do; one that is running is fenced out when it records.
-			if job != nil && waitingJob(job.State) {
-				if _, err := c.river.JobCancelTx(ctx, tx, job.ID); err != nil {
-					return fmt.Errorf("effects: cancel job %d of %s: %w", job.ID, row.ID, err)
-				}
-			}
-			if settled.CorrelationID == nil { // the callback overtook the record of the acceptance
-				if settled, err = q.EffectSetCorrelationID(ctx, dbsqlc.EffectSetCorrelationIDParams{ID: row.ID, CorrelationID: correlationID}); err != nil {
-					return fmt.Errorf("effects: record correlation id of %s: %w", row.ID, err)
-				}
-			}
-			effect = effectFromRow(settled)
-			return nil
-		case StateConfirmed, StateFailed:
-			effect = effectFromRow(row)
-			if from == to && ((to == StateConfirmed && sameResult(row.Result, result)) || (to == StateFailed && deref(row.Error) == errMsg)) {
-				return nil // a repeated callback
-			}
-			outcomeErr = fmt.Errorf("%w: effect %s is %s", ErrCallbackConflict, row.ID, from)
-		default:
-			effect = effectFromRow(row)
-			outcomeErr = fmt.Errorf("%w: effect %s needs an operator", ErrCallbackStuck, row.ID)
-		}
-		detail["reported"] = string(to)
-		if errMsg != "" {
-			detail["error"] = errMsg
-		} else if len(result) > 0 {
-			detail["result"] = result
-		}
-		raw, err := marshalDetail(detail)
-		if err != nil {
-			return err
-		}
-		return q.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
-			EffectID: row.ID, Actor: "callback", Reason: "callback not applied: " + outcomeErr.Error(), Detail: raw,
-		})
-	})
+	row, err := c.lockByCorrelation(ctx, tx, o.EffectID, o.TenantID, correlationID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if outcomeErr != nil {
-		return effect, outcomeErr
+	if o.TenantID != "" && row.TenantID != o.TenantID {
+		// Indistinguishable from an unknown id: another tenant's effects are invisible.
+		return nil, "", fmt.Errorf("%w: %q", ErrUnknownCorrelation, correlationID)
 	}
-	if from == StatePending || from == StateUnknown {
-		c.metrics.callbacks.WithLabelValues(effect.Connector, string(to)).Inc()
-		c.countTransition(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), from, to)
+	q := dbsqlc.New(tx)
+	var job *dbsqlc.RiverJobGetForUpdateRow
+	if state := State(row.State); (state == StatePending || state == StateUnknown) && row.JobID != nil {
+		j, err := q.RiverJobGetForUpdate(ctx, *row.JobID)
+		if err != nil && !isNoRows(err) {
+			return nil, "", fmt.Errorf("effects: lock job of %s: %w", row.ID, err)
+		}
+		if err == nil {
+			job = &j
+		}
 	}
-	return effect, nil
+	detail := map[string]any{"correlation_id": correlationID}
+	var refused error
+	switch why, state := notAwaitingCallback(row, job), State(row.State); {
+	case why != "":
+		refused = fmt.Errorf("%w: effect %s %s", ErrNotAwaitingCallback, row.ID, why)
+	case state == StatePending || state == StateUnknown:
+		settled, err := c.settle(ctx, tx, row.ID, transition{
+			from: state, to: to, fence: fence{jobID: row.JobID, leaseToken: row.LeaseToken},
+			result: result, errMsg: errMsg, actor: "callback", reason: reason, detail: detail,
+		})
+		if errors.Is(err, errFencedOut) {
+			return nil, "", fmt.Errorf("effects: callback for %s: the effect changed under its lock", row.ID)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		// The job that owned the effect — its deadline timer, a queued reconcile — has nothing
+		// left to do; one that is running is fenced out when it records.
+		if job != nil && waitingJob(job.State) {
+			if _, err := c.river.JobCancelTx(ctx, tx, job.ID); err != nil {
+				return nil, "", fmt.Errorf("effects: cancel job %d of %s: %w", job.ID, row.ID, err)
+			}
+		}
+		if settled.CorrelationID == nil { // the callback overtook the record of the acceptance
+			if settled, err = q.EffectSetCorrelationID(ctx, dbsqlc.EffectSetCorrelationIDParams{ID: row.ID, CorrelationID: correlationID}); err != nil {
+				return nil, "", fmt.Errorf("effects: record correlation id of %s: %w", row.ID, err)
+			}
+		}
+		return effectFromRow(settled), state, nil
+	case state == StateConfirmed || state == StateFailed:
+		if state == to && ((to == StateConfirmed && sameResult(row.Result, result)) || (to == StateFailed && deref(row.Error) == errMsg)) {
+			return effectFromRow(row), "", nil // a repeated callback
+		}
+		refused = fmt.Errorf("%w: effect %s is %s", ErrCallbackConflict, row.ID, state)
+	default:
+		refused = fmt.Errorf("%w: effect %s needs an operator", ErrCallbackStuck, row.ID)
+	}
+	detail["reported"] = string(to)
+	if errMsg != "" {
+		detail["error"] = errMsg
+	} else if len(result) > 0 {
+		detail["result"] = result
+	}
+	raw, err := marshalDetail(detail)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := q.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
+		EffectID: row.ID, Actor: "callback", Reason: "callback not applied: " + refused.Error(), Detail: raw,
+	}); err != nil {
+		return nil, "", fmt.Errorf("effects: record refused callback of %s: %w", row.ID, err)
+	}
+	return effectFromRow(row), "", refused
+}
+
+// notAwaitingCallback says why a callback may not settle the effect, or "" when it may: when the
+// effect awaits one (docs/async.md, "Which effects a callback settles"). job is the effect's job,
+// locked; nil when it has none.
+//
+// An effect awaits a callback once it was accepted upstream — its correlation id is recorded
+// with the acceptance — and until it is settled: PENDING until its deadline, UNKNOWN after it.
+// (A settled or STUCK effect that was accepted is not refused here either: its callback is a
+// repeat, a conflict or one for the operator.) The one other case is an attempt in flight: a
+// fast upstream may call back before the dispatch has recorded the acceptance. The window is
+// exactly the attempt — its dispatch job running, or an inline attempt's lease held — because
+// the acceptance is recorded in the same transaction that hands the effect from its dispatch job
+// to its deadline job. Once the attempt ended without a recorded acceptance (a timeout, a crash,
+// a retryable failure) the effect waits for another attempt or its status check, and the
+// callback is refused.
+func notAwaitingCallback(row dbsqlc.ReckonEffect, job *dbsqlc.RiverJobGetForUpdateRow) string {
+	accepted := row.CorrelationID != nil
+	if state := State(row.State); state != StatePending {
+		if accepted {
+			return ""
+		}
+		return "is " + string(state) + " and was never accepted upstream"
+	}
+	dispatching := job != nil && job.Kind == (dispatchArgs{}).Kind()
+	switch {
+	case row.LeaseToken != nil || (dispatching && job.State == dbsqlc.RiverJobStateRunning):
+		return "" // an attempt in flight: its callback may overtake the record of its acceptance
+	case dispatching && row.Attempts == 0 && !accepted:
+		return "was never dispatched"
+	case dispatching:
+		return fmt.Sprintf("is waiting for dispatch attempt %d", row.Attempts+1)
+	case !accepted:
+		return "was never accepted upstream"
+	}
+	return "" // accepted, awaiting its callback until its deadline
 }
 
 // lockByCorrelation finds and locks the effect a callback names: by the correlation id recorded
-// at acceptance, else by the self-routing id (an acceptance not yet recorded).
-func (c *Client) lockByCorrelation(ctx context.Context, tx pgx.Tx, tenant, correlationID string) (dbsqlc.ReckonEffect, error) {
+// at acceptance, else by the self-routing id (an acceptance not yet recorded). With effectID set,
+// only that effect, under either of its ids. It does not check the tenant: the caller does.
+func (c *Client) lockByCorrelation(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, tenant, correlationID string) (dbsqlc.ReckonEffect, error) {
 	q := dbsqlc.New(tx)
+	if effectID != uuid.Nil {
+		row, err := q.EffectGetByIDForUpdate(ctx, effectID)
+		switch {
+		case isNoRows(err):
+			return row, fmt.Errorf("%w: no effect %s", ErrUnknownCorrelation, effectID)
+		case err != nil:
+			return row, fmt.Errorf("effects: look up effect %s: %w", effectID, err)
+		case deref(row.CorrelationID) != correlationID && correlationIDOf(row) != correlationID:
+			return row, fmt.Errorf("%w: %q does not name effect %s", ErrUnknownCorrelation, correlationID, effectID)
+		}
+		return row, nil
+	}
 	var row dbsqlc.ReckonEffect
 	rows, err := q.EffectListByCorrelationIDForUpdate(ctx, dbsqlc.EffectListByCorrelationIDForUpdateParams{
 		CorrelationID: &correlationID, TenantID: tenant,

@@ -39,6 +39,8 @@ type Client struct {
 
 	hooks map[string]SettleHook // by owner, from the plugins; fixed once NewClient returns
 
+	callbackKey callbackKey // the deployment's, for CallbackSecret
+
 	mu          sync.Mutex
 	started     bool
 	stopSweeper context.CancelFunc

@@ -81,6 +81,13 @@ type Call struct {
 	// later passes it upstream (e.g. in a webhook URL) and returns Accepted(call.CorrelationID);
 	// the upstream's callback then names it to Client.Callback.
 	CorrelationID string
+	// CallbackSecret is the effect's callback secret (Client.CallbackSecret), set on the calls
+	// that may start an operation reported later by callback: Dispatch, Compensate and Cancel
+	// (empty on status checks). A connector whose upstream calls back passes it upstream, which
+	// signs its callback with it (the Reckon-Signature header, docs/async.md) instead of holding
+	// an API token. It lets its holder settle this one effect: never log it or store it in the
+	// clear.
+	CallbackSecret string
 }
 
 // Original describes, to Compensate, the confirmed effect being undone.

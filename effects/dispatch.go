@@ -250,13 +250,15 @@ func (c *Client) recordInterrupted(ctx context.Context, job *river.Job[dispatchA
 // timeout, and classifies the answer.
 func (c *Client) callDispatch(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) (outcome, time.Duration) {
 	call := callOf(row)
+	secret, err := c.CallbackSecret(ctx, row.ID)
+	if err != nil {
+		return classify(nil, Retryable(err)), 0 // nothing was called
+	}
+	call.CallbackSecret = secret
 	callCtx, cancel := context.WithTimeout(ctx, connector.Timeout)
 	defer cancel()
 	start := time.Now()
-	var (
-		result json.RawMessage
-		err    error
-	)
+	var result json.RawMessage
 	if row.CompensatesID == nil {
 		result, err = safeCall(func() (json.RawMessage, error) { return connector.Dispatch(callCtx, call) })
 	} else {

@@ -39,8 +39,13 @@ var (
 
 // Sentinel errors of callbacks. Test with errors.Is.
 var (
-	// ErrUnknownCorrelation: no effect was dispatched under that correlation id.
+	// ErrUnknownCorrelation: no effect has that correlation id (for the tenant), or it does not
+	// name the effect the callback is for (CallbackOpts.EffectID). Nothing is recorded.
 	ErrUnknownCorrelation = errors.New("effects: unknown correlation id")
+	// ErrNotAwaitingCallback: the effect does not await a callback — it was never accepted
+	// upstream and has no attempt in flight (docs/async.md) — so a callback cannot settle it. The
+	// callback is recorded in the effect's audit trail; nothing else changes.
+	ErrNotAwaitingCallback = errors.New("effects: effect is not awaiting a callback")
 	// ErrCallbackConflict: the effect is already CONFIRMED or FAILED with another outcome than
 	// the callback reports. The callback is recorded in the effect's audit trail; nothing else
 	// changes.

@@ -26,6 +26,9 @@ const (
 	// HeaderCorrelationID carries the effect's self-routing correlation id ({run}:{effect id}),
 	// the id an asynchronous endpoint names when it calls POST /v1/callbacks/{correlation_id}.
 	HeaderCorrelationID = "Reckon-Correlation-Id"
+	// HeaderCallbackSecret carries the effect's callback secret on dispatch, compensate and cancel
+	// calls: an endpoint that answers 202 Accepted signs its callback with it (docs/async.md).
+	HeaderCallbackSecret = "Reckon-Callback-Secret"
 )
 
 // maxResponse bounds the response bodies read; a longer one counts as invalid (UNKNOWN).
@@ -168,6 +171,9 @@ func (c *caller) post(ctx context.Context, url string, body Request, call effect
 	req.Header.Set(HeaderAttempt, strconv.Itoa(call.Attempt))
 	if call.CorrelationID != "" {
 		req.Header.Set(HeaderCorrelationID, call.CorrelationID)
+	}
+	if call.CallbackSecret != "" {
+		req.Header.Set(HeaderCallbackSecret, call.CallbackSecret)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {

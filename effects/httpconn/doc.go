@@ -34,7 +34,9 @@
 // body's correlation_id field. The effect awaits it for its own async timeout
 // (effects.Spec.AsyncTimeout), else the definition's AsyncTimeout, else the reactor's
 // (effects.Config.AsyncTimeout); under a hard timeout (HardTimeout, or the effect's own) a passed
-// deadline calls CancelURL, as does cancelling the effect's run.
+// deadline calls CancelURL, as does cancelling the effect's run. Dispatch, compensate and cancel
+// calls carry the effect's callback secret in the Reckon-Callback-Secret header: the endpoint
+// signs its callback with it (Reckon-Signature, docs/async.md) and needs no API token.
 //
 // A cancel is a POST to CancelURL with the dispatch's headers and body. 200, 201 or 204 means the
 // upstream abandoned the operation (the effect becomes FAILED); any other answer, a timeout or a

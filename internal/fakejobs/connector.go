@@ -33,8 +33,10 @@ type ConnectorOptions struct {
 	Backoff          func(int) time.Duration
 }
 
-// Connector returns the effects.Connector described by o: Dispatch posts the job and answers
-// effects.Accepted with the upstream's correlation id; StatusCheck reports a done job present, an
+// Connector returns the effects.Connector described by o: Dispatch posts the job, with the
+// effect's id and callback secret in the headers an HTTP connector sends (so that the upstream
+// signs its callback), and answers effects.Accepted with the upstream's correlation id;
+// StatusCheck reports a done job present, an
 // unknown, failed or cancelled one absent and a running one inconclusive.
 func (o ConnectorOptions) Connector() effects.Connector {
 	if o.Name == "" {
@@ -47,7 +49,9 @@ func (o ConnectorOptions) Connector() effects.Connector {
 		AsyncTimeout: o.AsyncTimeout, HardTimeout: o.HardTimeout,
 	}
 	c.Dispatch = func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
-		status, body, err := post(ctx, client, o.BaseURL+"/jobs", call.IdempotencyKey, map[string]any{
+		status, body, err := post(ctx, client, o.BaseURL+"/jobs", map[string]string{
+			"Idempotency-Key": call.IdempotencyKey, headerEffectID: call.EffectID.String(), headerCallbackSecret: call.CallbackSecret,
+		}, map[string]any{
 			"correlation_id": call.CorrelationID,
 			"callback_url":   o.CallbackURL + "/" + url.PathEscape(call.CorrelationID),
 			"args":           call.Args,
@@ -70,7 +74,7 @@ func (o ConnectorOptions) Connector() effects.Connector {
 		}
 	}
 	c.StatusCheck = func(ctx context.Context, call effects.Call) (effects.Status, error) {
-		_, body, err := post(ctx, client, o.BaseURL+"/jobs/status", "", map[string]any{"correlation_id": call.CorrelationID})
+		_, body, err := post(ctx, client, o.BaseURL+"/jobs/status", nil, map[string]any{"correlation_id": call.CorrelationID})
 		if err != nil {
 			return effects.Status{}, err
 		}
@@ -92,7 +96,7 @@ func (o ConnectorOptions) Connector() effects.Connector {
 	}
 	if o.Cancel {
 		c.Cancel = func(ctx context.Context, call effects.Call) error {
-			status, body, err := post(ctx, client, o.BaseURL+"/jobs/cancel", "", map[string]any{"correlation_id": call.CorrelationID})
+			status, body, err := post(ctx, client, o.BaseURL+"/jobs/cancel", nil, map[string]any{"correlation_id": call.CorrelationID})
 			if err != nil {
 				return err
 			}
@@ -105,7 +109,8 @@ func (o ConnectorOptions) Connector() effects.Connector {
 	return c
 }
 
-func post(ctx context.Context, client *http.Client, u, key string, body any) (int, []byte, error) {
+// post sends body to u with the headers whose values are not empty.
+func post(ctx context.Context, client *http.Client, u string, headers map[string]string, body any) (int, []byte, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return 0, nil, effects.Permanent(err)
@@ -115,8 +120,10 @@ func post(ctx context.Context, client *http.Client, u, key string, body any) (in
 		return 0, nil, effects.Permanent(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+	for name, value := range headers {
+		if value != "" {
+			req.Header.Set(name, value)
+		}
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -135,8 +142,9 @@ func post(ctx context.Context, client *http.Client, u, key string, body any) (in
 
 // CallbackHandler is an HTTP handler for POST {prefix}/{correlation_id} with {"result":…} or
 // {"error":"…"} that hands callbacks to client.Callback: 200 when applied (or repeated), 404 for
-// an unknown correlation id, 409 for a conflict or a STUCK effect, 400 for a bad request. The
-// server issue brings the real endpoint; tests use this one.
+// an unknown correlation id, 409 for a conflict, a STUCK effect or one that awaits no callback,
+// 400 for a bad request. It stands in for the API's POST /v1/callbacks in the tests of package
+// effects and does not check signatures (the API's tests do).
 func CallbackHandler(client *effects.Client) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
@@ -161,7 +169,7 @@ func CallbackHandler(client *effects.Client) http.Handler {
 			writeJSON(w, http.StatusOK, map[string]string{"state": string(effect.State)})
 		case errors.Is(err, effects.ErrUnknownCorrelation):
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
-		case errors.Is(err, effects.ErrCallbackConflict), errors.Is(err, effects.ErrCallbackStuck):
+		case errors.Is(err, effects.ErrCallbackConflict), errors.Is(err, effects.ErrCallbackStuck), errors.Is(err, effects.ErrNotAwaitingCallback):
 			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 		default:
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})

@@ -7,24 +7,43 @@
 //
 //	POST /jobs          Idempotency-Key header; {"correlation_id","callback_url","args"}
 //	                    -> 202 {"job_id":"j-1","correlation_id":"…"} (the same job again for a
-//	                    repeated key); 400 for a bad request
+//	                    repeated key); 400 for a bad request. It also takes an HTTP connector's
+//	                    dispatch (docs/connectors.md), which names no callback_url: the job then
+//	                    calls back at CallbackTo's URL. The Reckon-Effect-Id and
+//	                    Reckon-Callback-Secret headers are kept with the job.
 //	POST /jobs/status   {"correlation_id"} -> {"status":"running"|"done"|"failed"|"cancelled"|"absent","result":…}
 //	POST /jobs/cancel   {"correlation_id"} -> 200 {"status":"cancelled"} for a running job unless
 //	                    cancelling is refused (SetCancellable); 409 otherwise
 //
-// A callback is POST {callback_url} with {"result":…} or {"error":"…"}.
+// A callback is POST {callback_url} with {"result":…} or {"error":"…"}, signed as Reckon's API
+// expects when the job came with a callback secret (Reckon-Effect-Id and Reckon-Signature headers,
+// docs/async.md), as a real upstream would: Sign implements the signature from the documentation,
+// apart from the server's code that verifies it.
 package fakejobs
 
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
+)
+
+// Headers of the wire protocol (docs/connectors.md, docs/async.md).
+const (
+	headerEffectID       = "Reckon-Effect-Id"
+	headerCallbackSecret = "Reckon-Callback-Secret"
+	headerSignature      = "Reckon-Signature"
 )
 
 // Job is one job the upstream accepted.
@@ -34,6 +53,11 @@ type Job struct {
 	CorrelationID string
 	CallbackURL   string
 	Args          json.RawMessage
+	// EffectID and CallbackSecret are what the dispatch's Reckon-Effect-Id and
+	// Reckon-Callback-Secret headers said (empty without them). With a secret the job's callback
+	// is signed.
+	EffectID       string
+	CallbackSecret string
 	// State is running, done, failed or cancelled.
 	State  string
 	Result json.RawMessage
@@ -52,6 +76,7 @@ type Upstream struct {
 	notCancelable bool
 	early         map[string]json.RawMessage // key -> result to call back before answering 202
 	accepted      chan string
+	callbackTo    string // the callback URL prefix of jobs that name none (CallbackTo)
 }
 
 // New starts an upstream and closes it when the test ends.
@@ -115,6 +140,15 @@ func (u *Upstream) SetCancellable(ok bool) {
 	u.notCancelable = !ok
 }
 
+// CallbackTo makes the jobs that name no callback_url — an HTTP connector's dispatches — call back
+// at baseURL + "/" + their correlation id (path-escaped), e.g. an API's
+// "http://127.0.0.1:port/v1/callbacks".
+func (u *Upstream) CallbackTo(baseURL string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.callbackTo = baseURL
+}
+
 // FinishEarly makes the job of idempotency key call back with result before the upstream answers
 // 202: a fast upstream whose callback overtakes its own acceptance.
 func (u *Upstream) FinishEarly(key string, result json.RawMessage) {
@@ -147,21 +181,26 @@ func (u *Upstream) report(ctx context.Context, correlationID, state string, body
 	if e, ok := body["error"].(string); ok {
 		j.Error = e
 	}
-	callbackURL := j.CallbackURL
+	job := *j
 	u.mu.Unlock()
-	return u.callback(ctx, callbackURL, body)
+	return u.callback(ctx, job, body)
 }
 
-func (u *Upstream) callback(ctx context.Context, callbackURL string, body map[string]any) (int, error) {
+// callback POSTs body to the job's callback URL, signed when the job has a callback secret.
+func (u *Upstream) callback(ctx context.Context, j Job, body map[string]any) (int, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return 0, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, callbackURL, bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, j.CallbackURL, bytes.NewReader(raw))
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if j.CallbackSecret != "" {
+		req.Header.Set(headerEffectID, j.EffectID)
+		req.Header.Set(headerSignature, Sign(j.CallbackSecret, time.Now(), raw))
+	}
 	resp, err := u.client.Do(req)
 	if err != nil {
 		return 0, err
@@ -178,7 +217,14 @@ func (u *Upstream) handleJob(w http.ResponseWriter, r *http.Request) {
 		Args          json.RawMessage `json:"args"`
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || key == "" || req.CorrelationID == "" || req.CallbackURL == "" {
+	u.mu.Lock()
+	callbackTo := u.callbackTo
+	u.mu.Unlock()
+	err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
+	if req.CallbackURL == "" && callbackTo != "" {
+		req.CallbackURL = callbackTo + "/" + url.PathEscape(req.CorrelationID)
+	}
+	if err != nil || key == "" || req.CorrelationID == "" || req.CallbackURL == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "need Idempotency-Key, correlation_id and callback_url"})
 		return
 	}
@@ -187,7 +233,8 @@ func (u *Upstream) handleJob(w http.ResponseWriter, r *http.Request) {
 	j, repeated := u.byKey[key]
 	if !repeated {
 		j = &Job{ID: fmt.Sprintf("j-%d", len(u.byKey)+1), Key: key, CorrelationID: req.CorrelationID,
-			CallbackURL: req.CallbackURL, Args: req.Args, State: "running"}
+			CallbackURL: req.CallbackURL, Args: req.Args, State: "running",
+			EffectID: r.Header.Get(headerEffectID), CallbackSecret: r.Header.Get(headerCallbackSecret)}
 		u.byKey[key] = j
 		u.jobs[req.CorrelationID] = j
 	}
@@ -257,6 +304,17 @@ func (u *Upstream) handleCancel(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
 		}
 	})
+}
+
+// Sign returns the Reckon-Signature header value of a callback body sent at: "t=<unix
+// seconds>,v1=<hex HMAC-SHA256>", keyed with secret (the text of Reckon-Callback-Secret) over
+// "<t>.<body>" (docs/async.md).
+func Sign(secret string, at time.Time, body []byte) string {
+	t := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(t + "."))
+	mac.Write(body)
+	return "t=" + t + ",v1=" + hex.EncodeToString(mac.Sum(nil))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
