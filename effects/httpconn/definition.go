@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // Definition describes an HTTP connector: what effects.Connector holds for a Go connector, with
@@ -21,7 +22,7 @@ type Definition struct {
 	// at most 200 characters, starting with a letter or digit. Required.
 	Name string
 	// Tags say what the calls do and decide the policy (effects.PolicyOf). Default none, which is
-	// the most cautious: not retry safe.
+	// the most cautious: not retry safe. At most MaxTags.
 	Tags []effects.Tag
 	// DispatchURL receives the dispatch calls: an absolute http or https URL. Required.
 	DispatchURL string
@@ -31,7 +32,7 @@ type Definition struct {
 	CompensateURL string
 	// BusinessKeyFields makes an effect's business key, when the enqueuer gives none, from these
 	// top-level fields of its args joined with ':' (strings as they are, numbers and booleans as
-	// JSON). Optional.
+	// JSON). Optional; at most MaxBusinessKeyFields, distinct, each 1 to 200 bytes.
 	BusinessKeyFields []string
 	// Timeout bounds each call. Default 30s; 1ms to 5m.
 	Timeout time.Duration
@@ -74,6 +75,15 @@ const (
 	maxNameLength           = 200
 	maxURLLength            = 2048
 	maxCount                = 1000 // bound of max_attempts and status_check_limit
+)
+
+// Bounds of a definition's lists. Validate refuses a longer list by its length, before looking at
+// its entries, so that what a client sends costs little to check however long it is.
+const (
+	// MaxTags bounds Tags. There are seven tags; repeating one changes nothing.
+	MaxTags = 16
+	// MaxBusinessKeyFields bounds BusinessKeyFields; each field is at most 200 bytes.
+	MaxBusinessKeyFields = 64
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
@@ -127,13 +137,10 @@ func (d Definition) Validate() error {
 			}
 		}
 	}
-	for i, field := range d.BusinessKeyFields {
-		if field == "" {
-			problems = append(problems, fmt.Sprintf("business_key_fields[%d] is empty", i))
-		} else if slices.Contains(d.BusinessKeyFields[:i], field) {
-			problems = append(problems, fmt.Sprintf("business_key_fields: %q appears twice", field))
-		}
+	if len(d.Tags) > MaxTags {
+		problems = append(problems, fmt.Sprintf("tags: %d given, at most %d", len(d.Tags), MaxTags))
 	}
+	problems = append(problems, businessKeyFieldProblems(d.BusinessKeyFields)...)
 	if d.BackoffInitial < time.Millisecond || d.BackoffMax < d.BackoffInitial || d.BackoffMax > maxBackoff {
 		problems = append(problems, fmt.Sprintf("backoff %v to %v: want 1ms ≤ initial ≤ max ≤ %v", d.BackoffInitial, d.BackoffMax, maxBackoff))
 	}
@@ -156,6 +163,29 @@ func (d Definition) Validate() error {
 		return fmt.Errorf("%w %q: %s", ErrInvalid, d.Name, joinProblems(problems))
 	}
 	return nil
+}
+
+// businessKeyFieldProblems checks BusinessKeyFields: at most MaxBusinessKeyFields (a longer list is
+// one problem, its entries unchecked), each non-empty, at most maxNameLength bytes and given once.
+// Repeats are found with a set: one pass, whatever the list.
+func businessKeyFieldProblems(fields []string) []string {
+	if len(fields) > MaxBusinessKeyFields {
+		return []string{fmt.Sprintf("business_key_fields: %d given, at most %d", len(fields), MaxBusinessKeyFields)}
+	}
+	var problems []string
+	seen := make(map[string]bool, len(fields))
+	for i, field := range fields {
+		switch {
+		case field == "":
+			problems = append(problems, fmt.Sprintf("business_key_fields[%d] is empty", i))
+		case len(field) > maxNameLength:
+			problems = append(problems, fmt.Sprintf("business_key_fields[%d] is longer than %d bytes", i, maxNameLength))
+		case seen[field]:
+			problems = append(problems, fmt.Sprintf("business_key_fields: %q appears twice", field))
+		}
+		seen[field] = true
+	}
+	return problems
 }
 
 func joinProblems(problems []string) string {
@@ -282,9 +312,12 @@ func (d Definition) MarshalJSON() ([]byte, error) {
 // "status_url" must not silently drop the status check), and so are negative or overlong
 // durations; created_at and updated_at are accepted and ignored.
 func (d *Definition) UnmarshalJSON(data []byte) error {
+	var in definitionJSON
+	if err := jsonx.CheckFields(data, &in); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var in definitionJSON
 	if err := dec.Decode(&in); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
