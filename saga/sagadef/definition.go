@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -25,7 +26,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 type Definition struct {
 	// Name identifies the definition; POST /v1/sagas names it. Required.
 	Name string `json:"name"`
-	// Steps run in order. At least one.
+	// Steps run in order. At least one, at most MaxSteps, with unique names.
 	Steps []Step `json:"steps"`
 	// CompensationAttempts: saga.Definition.CompensationAttempts; 0 means its default.
 	CompensationAttempts int `json:"compensation_attempts,omitempty"`
@@ -95,6 +96,9 @@ func (u *Undo) UnmarshalJSON(raw []byte) error {
 // errors, wrapping ErrInvalid) and validates it without a registry.
 func Parse(raw []byte) (Definition, error) {
 	var def Definition
+	if err := jsonx.CheckFields(raw, &def); err != nil {
+		return Definition{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&def); err != nil {
@@ -136,8 +140,12 @@ func (d Definition) Validate(registry *effects.Registry) error {
 	if d.CompensationAttempts < 0 || d.CompensationAttempts > MaxCompensationAttempts {
 		add("compensation_attempts %d: want 0 (the default) to %d", d.CompensationAttempts, MaxCompensationAttempts)
 	}
-	seen := map[string]bool{}
-	for i, step := range d.Steps {
+	steps := d.Steps
+	if len(steps) > MaxSteps {
+		steps = nil // refused by their number, not checked (nor reported) one by one
+	}
+	seen := make(map[string]bool, len(steps)) // unique names in one pass
+	for i, step := range steps {
 		where := fmt.Sprintf("steps[%d]", i)
 		if checkName(where+".name", step.Name) {
 			if seen[step.Name] {

@@ -3,7 +3,10 @@ package sagadef_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +122,63 @@ func TestValidate(t *testing.T) {
 	require.ErrorContains(t, err, `"nowhere" is not registered`)
 	require.ErrorContains(t, err, "unique")
 	require.ErrorContains(t, err, "steps[1].undo is required")
+}
+
+// stepsOf is a definition of n steps, named step0… when distinct, else all "same".
+func stepsOf(n int, distinct bool) sagadef.Definition {
+	def := sagadef.Definition{Name: "long", Steps: make([]sagadef.Step, n)}
+	for i := range def.Steps {
+		name := "same"
+		if distinct {
+			name = "step" + strconv.Itoa(i)
+		}
+		def.Steps[i] = sagadef.Step{Name: name, Connector: "note", Undo: sagadef.Undo{Kind: sagadef.UndoNone}}
+	}
+	return def
+}
+
+// TestValidateRefusesTooManySteps: a definition over MaxSteps is refused by its number of steps,
+// naming the field, in a short message: its steps are not checked (nor reported) one by one, so
+// 100,000 steps with one name are one problem, not 99,999. A body of 1 MiB of steps is refused the
+// same way.
+func TestValidateRefusesTooManySteps(t *testing.T) {
+	t.Parallel()
+	registry := registryWith(t, "note")
+	require.NoError(t, stepsOf(sagadef.MaxSteps, true).Validate(registry))
+	err := stepsOf(sagadef.MaxSteps, false).Validate(registry)
+	require.ErrorContains(t, err, `steps[1].name "same": step names must be unique`, "at the bound, steps are checked")
+
+	for _, distinct := range []bool{true, false} {
+		err := stepsOf(100_000, distinct).Validate(registry)
+		require.ErrorIs(t, err, sagadef.ErrInvalid)
+		require.ErrorContains(t, err, "steps: 100000, at most 100")
+		require.Less(t, len(err.Error()), 200, "one problem, not one per step")
+	}
+
+	step := `{"name":"a","connector":"note","undo":"none"},`
+	n := (1<<20 - 100) / len(step)
+	body := `{"name":"long","steps":[` + strings.Repeat(step, n-1) + strings.TrimSuffix(step, ",") + `]}`
+	_, err = sagadef.Parse([]byte(body))
+	require.ErrorIs(t, err, sagadef.ErrInvalid)
+	require.ErrorContains(t, err, fmt.Sprintf("steps: %d, at most 100", n))
+	require.Less(t, len(err.Error()), 200)
+}
+
+// BenchmarkValidateSteps: validating a definition is linear in its steps (names are checked for
+// repeats with a set), and a definition over MaxSteps is refused by its length: steps=100000
+// costs less than steps=10 (its steps are not walked).
+func BenchmarkValidateSteps(b *testing.B) {
+	registry := effects.NewRegistry()
+	rec := &recorder{calls: map[string]sagadef.Args{}}
+	require.NoError(b, registry.Register(rec.connector("note")))
+	for _, n := range []int{10, sagadef.MaxSteps, 100_000} {
+		def := stepsOf(n, true)
+		b.Run(fmt.Sprintf("steps=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				_ = def.Validate(registry)
+			}
+		})
+	}
 }
 
 func TestStore(t *testing.T) {
