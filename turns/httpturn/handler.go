@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -26,6 +27,13 @@ const maxResponseBytes = 1 << 20
 
 // maxAbsorbRounds bounds how often one turn asks the endpoint again after an ABSORB decision.
 const maxAbsorbRounds = 5
+
+// MaxEffects bounds the effects of one answer. A longer list fails the turn for good, without its
+// effects being looked at one by one.
+const MaxEffects = 1000
+
+// maxURLLength bounds a handler URL, as httpconn bounds a connector's.
+const maxURLLength = 2048
 
 // Config configures a Handler.
 type Config struct {
@@ -69,8 +77,12 @@ func New(config Config) (*Handler, error) {
 	return &Handler{config: config}, nil
 }
 
-// ValidateURL reports what is wrong with a handler URL.
+// ValidateURL reports what is wrong with a handler URL: it must be an absolute http or https URL
+// of at most 2048 bytes.
 func ValidateURL(raw string) error {
+	if len(raw) > maxURLLength {
+		return fmt.Errorf("httpturn: handler URL is longer than %d bytes", maxURLLength)
+	}
 	if !strings.HasPrefix(raw, "http://") && !strings.HasPrefix(raw, "https://") {
 		return fmt.Errorf("httpturn: handler URL %q: want an absolute http:// or https:// URL", raw)
 	}
@@ -230,6 +242,9 @@ func (h *Handler) call(ctx context.Context, turn *turns.Turn, target Target) (*R
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return &out, nil // no effects
 	}
+	if err := jsonx.Check(raw); err != nil && json.Valid(raw) {
+		return nil, effects.Permanent(fmt.Errorf("httpturn: the handler answered %d with a value that cannot be stored: %w", resp.StatusCode, err))
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&out); err != nil || dec.More() {
@@ -244,6 +259,9 @@ func (h *Handler) call(ctx context.Context, turn *turns.Turn, target Target) (*R
 // specs checks the answered effects and builds their specs; irreversible reports whether any of
 // them is irreversible.
 func (h *Handler) specs(turn *turns.Turn, answer *Response) (specs []effects.Spec, irreversible bool, err error) {
+	if len(answer.Effects) > MaxEffects {
+		return nil, false, effects.Permanent(fmt.Errorf("httpturn: effects: %d answered, at most %d", len(answer.Effects), MaxEffects))
+	}
 	for i, e := range answer.Effects {
 		switch {
 		case e.Connector == "":

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,6 +178,8 @@ func TestOutcomes(t *testing.T) {
 	closedURL := closed.URL
 	closed.Close()
 	ok := `{"effects":[{"connector":"notes.write","decision":0,"call_index":0}]}`
+	tooManyEffects := `{"effects":[` + strings.Repeat(`{"connector":"notes.write","decision":0,"call_index":0},`, httpturn.MaxEffects) +
+		`{"connector":"notes.write","decision":0,"call_index":1}]}`
 	for _, tc := range []struct {
 		name      string
 		answer    func(w http.ResponseWriter, req httpturn.Request)
@@ -188,6 +191,7 @@ func TestOutcomes(t *testing.T) {
 		{name: "404", answer: reply(404, ``), permanent: true, reason: "answered 404: (empty body)"},
 		{name: "invalid body", answer: reply(200, `{"effects":[{"connector":"notes.write"}]}`), permanent: true, reason: "decision and call_index are required"},
 		{name: "unknown field", answer: reply(200, `{"effect":[]}`), permanent: true, reason: "invalid body"},
+		{name: "too many effects", answer: reply(200, tooManyEffects), permanent: true, reason: "effects: 1001 answered, at most 1000"},
 		{name: "args not an object", answer: reply(200, `{"effects":[{"connector":"notes.write","decision":0,"call_index":0,"args":[1]}]}`), permanent: true, reason: "args must be a JSON object"},
 		{name: "500", answer: reply(500, `oops`), reason: "answered 500: oops"},
 		{name: "429", answer: reply(429, ``), reason: "answered 429"},

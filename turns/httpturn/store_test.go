@@ -3,6 +3,7 @@ package httpturn_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +38,8 @@ func TestStore(t *testing.T) {
 	require.Equal(t, 5*time.Second, got.Target.Timeout)
 	require.Equal(t, stored.UpdatedAt, got.UpdatedAt)
 
-	for _, bad := range []httpturn.Target{{URL: "ftp://x"}, {URL: "bot.example"}, {URL: "http://"}, {URL: "http://x", Timeout: time.Hour}} {
+	for _, bad := range []httpturn.Target{{URL: "ftp://x"}, {URL: "bot.example"}, {URL: "http://"}, {URL: "http://x", Timeout: time.Hour},
+		{URL: "http://x/" + strings.Repeat("a", 2048)}} {
 		_, _, err := httpturn.Put(ctx, pool, "acme", bad)
 		require.ErrorIs(t, err, httpturn.ErrInvalid, "%+v", bad)
 	}
