@@ -102,13 +102,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	env := cli.EnvFlags{FlagSet: fs}
 	var (
 		drain, idempotencyTTL, connectorSync time.Duration
-		dbConns, maxBody                     int64
+		dbConns, maxBody, bodiesInFlight     int64
 	)
 	env.DurationVar(&drain, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 10*time.Second,
 		"how long requests in flight may take to finish after SIGTERM; those still running then are cancelled")
 	env.Int64Var(&dbConns, "db-conns", "RECKON_DB_CONNS", 20,
 		"database connections; at most half of them serve API requests at once, the rest keep health checks and reloads going")
 	env.Int64Var(&maxBody, "max-body-bytes", "RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes, "largest request body accepted")
+	env.Int64Var(&bodiesInFlight, "max-body-bytes-in-flight", "RECKON_MAX_BODY_BYTES_IN_FLIGHT", 0,
+		"request body bytes held at once; more requests wait for their share (default 8 x -max-body-bytes)")
 	env.DurationVar(&idempotencyTTL, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", 24*time.Hour, "how long a response stored for an Idempotency-Key is replayed")
 	env.DurationVar(&connectorSync, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
 		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")
@@ -128,6 +130,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: -max-body-bytes, -idempotency-ttl and -connector-sync-interval must be positive", errUsage)
 	case drain <= 0:
 		return fmt.Errorf("%w: -shutdown-timeout must be positive, got %s", errUsage, drain)
+	case bodiesInFlight != 0 && bodiesInFlight < maxBody:
+		return fmt.Errorf("%w: -max-body-bytes-in-flight must be at least -max-body-bytes (%d), got %d", errUsage, maxBody, bodiesInFlight)
 	case dbConns < 2 || dbConns > 10000:
 		return fmt.Errorf("%w: -db-conns must be between 2 and 10000, got %d", errUsage, dbConns)
 	}
@@ -160,6 +164,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
 	apiServer, err := api.New(&api.Config{
 		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Logger: logger, Registerer: metrics, MaxBodyBytes: maxBody,
+		MaxBodyBytesInFlight: bodiesInFlight,
 	})
 	if err != nil {
 		return err

@@ -195,6 +195,7 @@ func TestBadCommandLines(t *testing.T) {
 		{server, []string{"-log-format", "xml"}, `log format "xml"`},
 		{server, []string{"serve-please"}, `unknown command "serve-please"`},
 		{server, []string{"-max-body-bytes", "0"}, "must be positive"},
+		{server, []string{"-max-body-bytes", "2000", "-max-body-bytes-in-flight", "1000"}, "must be at least -max-body-bytes"},
 		{server, []string{"tenants"}, "server tenants create ID"},
 		{server, []string{"tenants", "create"}, "needs an ID"},
 		{server, []string{"tenants", "list", "extra"}, `unexpected argument "extra"`},

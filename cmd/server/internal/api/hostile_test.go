@@ -1,10 +1,14 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -177,4 +181,56 @@ func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
 	// What passes the checks still works: the limits are Postgres's, not tighter.
 	r := h.do("POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"café ☕ \ud83d\ude00","args":{"n":1e131071,"s":"\u00e9"}}`)
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+}
+
+// Request bodies share MaxBodyBytesInFlight: while one large body is held (here: still being sent),
+// a second that would exceed the budget waits; it goes through once the first request ends.
+func TestBodiesShareTheInFlightBudget(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	token := h.token("acme", false)
+	const size = 600_000
+	h.serve(&api.Config{Pool: h.pool, Effects: h.client, MaxBodyBytes: 1 << 20, MaxBodyBytesInFlight: 1 << 20})
+	body := func(key string) string {
+		prefix := `{"connector":"bank.wire","idempotency_key":"` + key + `","args":{"pad":"`
+		return prefix + strings.Repeat("x", size-len(prefix)-4) + `"}}`
+	}
+
+	// The first request sends its headers and half its body, then waits.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	first := body("big-1")
+	_, err = fmt.Fprintf(conn, "POST /v1/effects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		token, len(first), first[:size/2])
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond) // the server has read the headers and holds the first share
+
+	send := func(key string, timeout time.Duration) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "POST", h.url+"/v1/effects", strings.NewReader(body(key)))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	_, err = send("big-2", time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the second body waited for the first")
+
+	_, err = conn.Write([]byte(first[size/2:]))
+	require.NoError(t, err)
+	status, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, status.StatusCode)
+	status.Body.Close()
+
+	code, err := send("big-3", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, code)
+	require.Equal(t, 2, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'big-%'`))
 }
