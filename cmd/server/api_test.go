@@ -72,7 +72,7 @@ func TestAPIThroughBinaries(t *testing.T) {
 	require.Equal(t, 1, res.ExitCode)
 	require.Contains(t, res.Stderr, "tenant not found")
 	res = proctest.Run(t, env, server, "tokens", "create")
-	require.Equal(t, 2, res.ExitCode, "-tenant is required")
+	require.Equal(t, 2, res.ExitCode, "-tenant or -system is required")
 
 	newToken := func(args ...string) (string, string) {
 		res := proctest.Run(t, env, server, append([]string{"tokens", "create"}, args...)...)

@@ -200,7 +200,7 @@ func TestBadCommandLines(t *testing.T) {
 		{server, []string{"tenants", "create"}, "needs an ID"},
 		{server, []string{"tenants", "list", "extra"}, `unexpected argument "extra"`},
 		{server, []string{"tokens", "frob"}, `unknown tokens action "frob"`},
-		{server, []string{"tokens", "create", "-name", "x"}, "-tenant is required"},
+		{server, []string{"tokens", "create", "-name", "x"}, "-tenant T or -system is required"},
 		{server, []string{"tokens", "revoke", "nope"}, `token id "nope" is not a UUID`},
 		{reactor, []string{"-log-format", "xml"}, `log format "xml"`},
 		{reactor, []string{"-nope"}, "flag provided but not defined: -nope"},
