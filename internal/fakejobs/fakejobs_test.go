@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -82,4 +84,56 @@ func TestJobLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, status)
 	_, err = u.Fail(context.Background(), "nope", "x")
 	require.Error(t, err)
+}
+
+// TestSign: Sign is the recipe of docs/async.md, checked against what its openssl command prints
+// for the same secret, time and body.
+func TestSign(t *testing.T) {
+	// printf '%s.%s' 1795000000 '{"result":{"pages":12}}' | openssl dgst -sha256 -hmac abc -r
+	got := Sign("abc", time.Unix(1795000000, 0), []byte(`{"result":{"pages":12}}`))
+	require.Equal(t, "t=1795000000,v1=216c8c7d057901426e7b282e407cedc0a7faa8b05e52ae1802a3848006399391", got)
+}
+
+// TestSignedCallback: a job dispatched with Reckon-Effect-Id and Reckon-Callback-Secret calls back
+// signed with that secret; a job whose dispatch names no callback_url (an HTTP connector's) calls
+// back under CallbackTo's URL.
+func TestSignedCallback(t *testing.T) {
+	u := New(t)
+	type delivery struct {
+		path, effectID, signature string
+		body                      []byte
+	}
+	got := make(chan delivery, 1)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- delivery{r.URL.Path, r.Header.Get("Reckon-Effect-Id"), r.Header.Get("Reckon-Signature"), body}
+	}))
+	t.Cleanup(hook.Close)
+	u.CallbackTo(hook.URL + "/v1/callbacks")
+
+	req, err := http.NewRequest(http.MethodPost, u.URL()+"/jobs", bytes.NewBufferString(`{"correlation_id":"r:1","args":{}}`))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "k1")
+	req.Header.Set("Reckon-Effect-Id", "e-1")
+	req.Header.Set("Reckon-Callback-Secret", "s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	job, ok := u.Job("r:1")
+	require.True(t, ok)
+	require.Equal(t, "e-1", job.EffectID)
+	require.Equal(t, "s3cret", job.CallbackSecret)
+
+	before := time.Now()
+	_, err = u.Finish(context.Background(), "r:1", json.RawMessage(`{"ok":true}`))
+	require.NoError(t, err)
+	d := <-got
+	require.Equal(t, "/v1/callbacks/r:1", d.path)
+	require.Equal(t, "e-1", d.effectID)
+	var at int64
+	_, err = fmt.Sscanf(d.signature, "t=%d,", &at)
+	require.NoError(t, err)
+	require.InDelta(t, before.Unix(), at, 2)
+	require.Equal(t, Sign("s3cret", time.Unix(at, 0), d.body), d.signature)
 }
