@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/fakejobs"
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/proctest"
 	"github.com/reckonhq/reckon/saga"
@@ -23,22 +24,25 @@ import (
 // asyncUpstream is a fake asynchronous upstream on 127.0.0.1 speaking the HTTP connector wire
 // protocol: every dispatch is accepted (202 with the correlation id "{run}:{effect id}") and its
 // outcome is reported later by the test, as the upstream's webhook would, over POST
-// /v1/callbacks. Status checks are inconclusive: only the callback can tell.
+// /v1/callbacks, signed with the callback secret the dispatch brought. Status checks are
+// inconclusive: only the callback can tell.
 type asyncUpstream struct {
 	srv        *httptest.Server
 	run        string
 	mu         sync.Mutex
-	dispatches map[string]int // by Reckon-Effect-Id
+	dispatches map[string]int    // by Reckon-Effect-Id
+	secrets    map[string]string // Reckon-Callback-Secret, by Reckon-Effect-Id
 }
 
 func newAsyncUpstream(t *testing.T, run string) *asyncUpstream {
-	u := &asyncUpstream{run: run, dispatches: map[string]int{}}
+	u := &asyncUpstream{run: run, dispatches: map[string]int{}, secrets: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /jobs", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		id := r.Header.Get("Reckon-Effect-Id")
 		u.mu.Lock()
 		u.dispatches[id]++
+		u.secrets[id] = r.Header.Get("Reckon-Callback-Secret")
 		u.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
@@ -60,11 +64,19 @@ func (u *asyncUpstream) count(id string) int {
 	return u.dispatches[id]
 }
 
+// signed is the headers of a callback for effect id with body, signed as the upstream would.
+func (u *asyncUpstream) signed(id, body string) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return []string{"Reckon-Effect-Id", id, "Reckon-Signature", fakejobs.Sign(u.secrets[id], time.Now(), []byte(body))}
+}
+
 // TestCallbackEndToEnd: server and reactor binaries, an HTTP connector in front of an upstream that
 // accepts work and reports it later. An effect enqueued over HTTP into a run is dispatched once by
-// the reactor; the run's gate (GET /v1/runs/{id}) stays open until the upstream's callback, POST
-// /v1/callbacks/{correlation_id}, resolves it; then the run is settled with the result. Repeats
-// are 200, other outcomes 409, another tenant's callback 404.
+// the reactor, with its callback secret; the run's gate (GET /v1/runs/{id}) stays open until the
+// upstream's callback, POST /v1/callbacks/{correlation_id} signed with that secret and no token,
+// resolves it; then the run is settled with the result. Repeats are 200, other outcomes 409,
+// another tenant's callback 404.
 func TestCallbackEndToEnd(t *testing.T) {
 	t.Parallel()
 	server := proctest.Binary(t, "server")
@@ -108,8 +120,8 @@ func TestCallbackEndToEnd(t *testing.T) {
 
 	r = api.do("POST", "/v1/callbacks/"+correlationID, tokens["globex"], `{"result":{"pages":12}}`)
 	require.Equal(t, http.StatusNotFound, r.status, "another tenant's effect: %s", r.raw)
-	r = api.do("POST", "/v1/callbacks/"+correlationID, token, `{"result":{"pages":12}}`)
-	require.Equal(t, http.StatusOK, r.status, r.raw)
+	r = api.do("POST", "/v1/callbacks/"+correlationID, "", `{"result":{"pages":12}}`, up.signed(id, `{"result":{"pages":12}}`)...)
+	require.Equal(t, http.StatusOK, r.status, "the upstream's signed callback: %s", r.raw)
 	require.Equal(t, "CONFIRMED", r.body["state"])
 	r = api.do("POST", "/v1/callbacks/"+correlationID, token, `{"result":{"pages":12}}`)
 	require.Equal(t, http.StatusOK, r.status, "a repeated webhook delivery: %s", r.raw)
