@@ -110,7 +110,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"database connections; at most half of them serve API requests at once, the rest keep health checks and reloads going")
 	env.Int64Var(&maxBody, "max-body-bytes", "RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes, "largest request body accepted")
 	env.Int64Var(&bodiesInFlight, "max-body-bytes-in-flight", "RECKON_MAX_BODY_BYTES_IN_FLIGHT", 0,
-		"request body bytes held at once; more requests wait for their share (default 8 x -max-body-bytes)")
+		"request body bytes held at once; more requests wait for their share (default 4 x -max-body-bytes)")
 	env.DurationVar(&idempotencyTTL, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", 24*time.Hour, "how long a response stored for an Idempotency-Key is replayed")
 	env.DurationVar(&connectorSync, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
 		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")

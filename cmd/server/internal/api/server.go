@@ -76,7 +76,7 @@ type Config struct {
 	MaxConcurrentRequests int
 	// MaxBodyBytesInFlight bounds the request bytes held at once, from the read of each body to the
 	// end of its request: a request waits for its share (its Content-Length, or MaxBodyBytes when
-	// it sends none), so that many large bodies at once cannot take the server's memory. Default 8
+	// it sends none), so that many large bodies at once cannot take the server's memory. Default 4
 	// × MaxBodyBytes; at least MaxBodyBytes.
 	MaxBodyBytesInFlight int64
 }
@@ -126,7 +126,7 @@ func New(config *Config) (*Server, error) {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if cfg.MaxBodyBytesInFlight == 0 {
-		cfg.MaxBodyBytesInFlight = 8 * cfg.MaxBodyBytes
+		cfg.MaxBodyBytesInFlight = 4 * cfg.MaxBodyBytes
 	}
 	if cfg.MaxConcurrentRequests == 0 {
 		cfg.MaxConcurrentRequests = max(1, int(cfg.Pool.Config().MaxConns)/2)
