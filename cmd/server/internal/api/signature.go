@@ -49,9 +49,11 @@ const signaturesPrunedPerCallback = 16
 // callbackRoute is the one route that takes signed requests.
 const callbackRoute = "POST /v1/callbacks/{correlation_id}"
 
-// signature is a verified Reckon-Signature: the effect it is for, its timestamp and its MAC.
+// signature is a verified Reckon-Signature: the effect it is for, its timestamp (as sent, and in
+// unix seconds) and its MAC.
 type signature struct {
 	effectID  uuid.UUID
+	t         string
 	timestamp int64
 	mac       []byte
 }
@@ -93,7 +95,7 @@ func (s *Server) beginSigned(w http.ResponseWriter, r *http.Request) (*Call, boo
 // secret.
 func (s *Server) verifySignature(r *http.Request, body []byte) (*Token, *http.Request, error) {
 	ctx := r.Context()
-	if r.Header.Get("Authorization") != "" {
+	if len(r.Header.Values("Authorization")) > 0 {
 		return nil, r, badRequest(CodeInvalidRequest, "a signed callback (%s) carries no Authorization header", HeaderSignature)
 	}
 	effectID, ok := parseEffectID(r.Header.Values(HeaderEffectID))
@@ -109,7 +111,7 @@ func (s *Server) verifySignature(r *http.Request, body []byte) (*Token, *http.Re
 	if err != nil {
 		return nil, r, err
 	}
-	if !hmac.Equal(sig.mac, callbackMAC(secret, sig.timestamp, body)) {
+	if !hmac.Equal(sig.mac, callbackMAC(secret, sig.t, body)) {
 		return nil, r, invalidSignature("%s does not match: sign \"<t>.<raw body>\" with effect %s's callback secret", HeaderSignature, effectID)
 	}
 	now := time.Now().Unix()
@@ -168,6 +170,7 @@ func parseSignature(values []string) (*signature, error) {
 		var err error
 		switch key {
 		case "t":
+			sig.t = value
 			sig.timestamp, err = strconv.ParseInt(value, 10, 64)
 			if err != nil || sig.timestamp <= 0 || strings.Trim(value, "0123456789") != "" {
 				return nil, fmt.Errorf("t=%q is not unix seconds", value)
@@ -186,10 +189,10 @@ func parseSignature(values []string) (*signature, error) {
 }
 
 // callbackMAC is the v1 signature of a callback: HMAC-SHA256 keyed with the secret (its text, as
-// the upstream received it) of "<timestamp>.<body>".
-func callbackMAC(secret string, timestamp int64, body []byte) []byte {
+// the upstream received it) of "<t>.<body>", t as the header gave it.
+func callbackMAC(secret, t string, body []byte) []byte {
 	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(strconv.FormatInt(timestamp, 10) + "."))
+	mac.Write([]byte(t + "."))
 	mac.Write(body)
 	return mac.Sum(nil)
 }
