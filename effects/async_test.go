@@ -285,12 +285,17 @@ func TestAsyncUnknownCorrelationAndBadInput(t *testing.T) {
 	for _, id := range []string{
 		"", "nonsense", "r1:not-a-uuid", "r1:" + uuid.NewString(), uuid.NewString(),
 		"other-run:" + queued.ID.String(), // the right effect under the wrong run
-		"r1:" + queued.ID.String(),        // never dispatched
 	} {
 		_, err := h.client.Callback(ctx, id, json.RawMessage(`{}`), "", nil)
 		require.ErrorIs(t, err, effects.ErrUnknownCorrelation, "correlation id %q", id)
 	}
-	_, err := h.client.Callback(ctx, "r1:"+queued.ID.String(), json.RawMessage(`{not json`), "", nil)
+	// The right id of an effect that awaits no callback: refused, and the refusal is in its history.
+	got, err := h.client.Callback(ctx, "r1:"+queued.ID.String(), json.RawMessage(`{}`), "", nil)
+	require.ErrorIs(t, err, effects.ErrNotAwaitingCallback)
+	require.ErrorContains(t, err, "was never dispatched")
+	require.Equal(t, effects.StatePending, got.State)
+	require.Equal(t, "callback not applied: "+err.Error(), h.reasons(queued.ID)[1])
+	_, err = h.client.Callback(ctx, "r1:"+queued.ID.String(), json.RawMessage(`{not json`), "", nil)
 	require.ErrorContains(t, err, "not valid JSON")
 	_, err = h.client.Callback(ctx, "r1:"+queued.ID.String(), json.RawMessage(`{}`), "and an error", nil)
 	require.ErrorContains(t, err, "not both")
@@ -448,7 +453,7 @@ func TestWaitRunGate(t *testing.T) {
 	}
 	gate := make(chan waited, 1)
 	go func() {
-		res, err := h.client.WaitRun(ctx, run)
+		res, err := h.client.WaitRun(ctx, run, nil)
 		gate <- waited{res, err}
 	}()
 
@@ -491,10 +496,10 @@ func TestWaitRunGate(t *testing.T) {
 	require.Equal(t, 1, w.res.Run.Effects[effects.StateFailed])
 
 	// Settled runs pass the gate at once; unknown ones are an error.
-	res, err := h.client.WaitRun(ctx, run)
+	res, err := h.client.WaitRun(ctx, run, nil)
 	require.NoError(t, err)
 	require.Len(t, res.Async, 3)
-	_, err = h.client.WaitRun(ctx, "no-such-run")
+	_, err = h.client.WaitRun(ctx, "no-such-run", nil)
 	require.ErrorIs(t, err, effects.ErrRunNotFound)
 }
 
@@ -512,10 +517,10 @@ func TestWaitRunWaitsForUnknown(t *testing.T) {
 	h.awaitState(e.ID, effects.StateUnknown)
 	gate := make(chan error, 1)
 	go func() {
-		_, err := h.client.WaitRun(ctx, "gate-unknown")
+		_, err := h.client.WaitRun(ctx, "gate-unknown", nil)
 		gate <- err
 	}()
-	run, err := h.client.GetRun(ctx, "gate-unknown")
+	run, err := h.client.GetRun(ctx, "gate-unknown", nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, run.Effects[effects.StateUnknown])
 	select {

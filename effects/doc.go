@@ -58,9 +58,10 @@
 // A Dispatch may answer Accepted: the upstream will report the outcome later. The effect stays
 // PENDING, awaiting Client.Callback under its self-routing Call.CorrelationID "{run}:{effect id}",
 // until a River job scheduled at its deadline makes it UNKNOWN (soft timeout; a late callback
-// still resolves it) or, with a hard timeout, cancels it upstream. Effects sharing Spec.RunID form
-// a run: WaitRun is its completion gate, CancelRun stops it, StartRun sets its guardrails (max
-// steps, max consecutive failures) and GetRun shows its status. See docs/async.md.
+// still resolves it) or, with a hard timeout, cancels it upstream. Effects of one tenant sharing
+// Spec.RunID form a run (run ids are per tenant): WaitRun is its completion gate, CancelRun stops
+// it, StartRun sets its guardrails (max steps, max consecutive failures) and GetRun shows its
+// status. See docs/async.md.
 //
 // # Caveats
 //

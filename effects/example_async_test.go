@@ -57,7 +57,7 @@ func ExampleClient_Callback() {
 		panic(err)
 	}
 
-	res, err := client.WaitRun(ctx, "run-7")
+	res, err := client.WaitRun(ctx, "run-7", nil)
 	if err != nil {
 		panic(err)
 	}

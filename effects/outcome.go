@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // outcome is a classified connector answer.
@@ -37,8 +38,10 @@ func classify(result json.RawMessage, err error) outcome {
 	var retryable *RetryableError
 	switch {
 	case err == nil:
-		if len(result) > 0 && !json.Valid(result) {
-			return outcome{kind: outcomeUnknown, err: errors.New("connector returned a result that is not valid JSON")}
+		if err := checkResult(result); err != nil {
+			// The call may well have taken effect: an answer that cannot be recorded is as good
+			// as none, and the status check decides.
+			return outcome{kind: outcomeUnknown, err: fmt.Errorf("connector returned a result that cannot be stored: %w", err)}
 		}
 		return outcome{kind: outcomeConfirmed, result: result}
 	case IsPermanent(err):
@@ -83,7 +86,7 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, a attempt, out ou
 			break
 		}
 		// A cancelled run is not tried again — but a compensation is: it undoes what the run did.
-		if cancelled, err := c.runCancelledTx(ctx, tx, row.RunID); err != nil {
+		if cancelled, err := c.runCancelledTx(ctx, tx, row); err != nil {
 			return settled, 0, err
 		} else if cancelled && row.CompensatesID == nil { // run.go
 			t.to, t.reason = StateFailed, "retryable failure, none applied, and the run was cancelled: not tried again"
@@ -102,7 +105,7 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, a attempt, out ou
 			}
 		}
 		settled, err = dbsqlc.New(tx).EffectRetryLater(ctx, dbsqlc.EffectRetryLaterParams{
-			ID: row.ID, Error: t.errMsg, NewJobID: *retryJob, LeaseToken: f.leaseToken, JobID: f.jobID,
+			ID: row.ID, Error: jsonx.SafeText(t.errMsg), NewJobID: *retryJob, LeaseToken: f.leaseToken, JobID: f.jobID,
 		})
 		if isNoRows(err) {
 			return settled, 0, errFencedOut

@@ -1,6 +1,7 @@
 package effects
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,12 +19,17 @@ import (
 // Spec.RunID. A run comes into being with its first effect (or StartRun, which also sets its
 // guardrails). The completion gate WaitRun waits until none of its effects is unresolved;
 // CancelRun stops it; GetRun shows its status.
+//
+// Run ids are scoped per tenant, like idempotency keys: a run is a tenant's run of that id. Two
+// tenants naming the same run id have two runs, each with its own effects, guardrails and
+// cancellation, and neither can tell that the other's exists.
 
 // RunSpec creates a run with guardrails, or changes the guardrails of an existing one.
 type RunSpec struct {
 	// ID is the run id effects name in Spec.RunID. Required.
 	ID string
-	// TenantID owns the run. Default DefaultTenant. Effects of other tenants cannot join it.
+	// TenantID owns the run. Default DefaultTenant. The run holds the effects of this tenant that
+	// name ID; another tenant's effects naming ID form that tenant's own run.
 	TenantID string
 	// MaxSteps bounds the effects enqueued into the run (compensations and replays of existing
 	// idempotency keys do not count). 0: no limit.
@@ -31,6 +37,21 @@ type RunSpec struct {
 	// MaxConsecutiveFailures refuses further effects once this many effects of the run in a row
 	// became FAILED (a CONFIRMED one resets the count). 0: no limit.
 	MaxConsecutiveFailures int
+}
+
+// RunOpts names the tenant whose run a call acts on (GetRun, WaitRun, CancelRun). Nil means the
+// defaults.
+type RunOpts struct {
+	// TenantID is the tenant whose run of that id is meant: run ids are scoped per tenant, and
+	// another tenant's run of the same id is never seen nor touched. Default DefaultTenant.
+	TenantID string
+}
+
+func (o *RunOpts) tenantID() string {
+	if o == nil || o.TenantID == "" {
+		return DefaultTenant
+	}
+	return o.TenantID
 }
 
 // Run is the status of a run.
@@ -75,7 +96,7 @@ func runFromRow(row dbsqlc.ReckonRun, stats dbsqlc.RunStatsRow) *Run {
 
 // loadRun reads the status of a run whose row is row.
 func loadRun(ctx context.Context, q *dbsqlc.Queries, row dbsqlc.ReckonRun) (*Run, error) {
-	stats, err := q.RunStats(ctx, row.ID)
+	stats, err := q.RunStats(ctx, dbsqlc.RunStatsParams{TenantID: row.TenantID, RunID: row.ID})
 	if err != nil {
 		return nil, fmt.Errorf("effects: count effects of run %q: %w", row.ID, err)
 	}
@@ -97,7 +118,8 @@ func (r *Run) refusal(n int) error {
 }
 
 // StartRun creates the run spec describes, with its guardrails, or sets the guardrails of the
-// existing run of that id (its counts are kept). A run of another tenant is ErrRunNotFound.
+// tenant's existing run of that id (its counts are kept). Another tenant's run of the same id is
+// a different run, left as it is.
 func (c *Client) StartRun(ctx context.Context, spec RunSpec) (*Run, error) {
 	var run *Run
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
@@ -130,33 +152,28 @@ func (c *Client) StartRunTx(ctx context.Context, tx pgx.Tx, spec RunSpec) (*Run,
 	row, err := dbsqlc.New(tx).RunStart(ctx, dbsqlc.RunStartParams{
 		ID: spec.ID, TenantID: tenant, MaxSteps: limit(spec.MaxSteps), MaxConsecutiveFailures: limit(spec.MaxConsecutiveFailures),
 	})
-	if isNoRows(err) {
-		return nil, fmt.Errorf("%w: %q belongs to another tenant", ErrRunNotFound, spec.ID)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("effects: start run %q: %w", spec.ID, err)
 	}
 	return loadRun(ctx, dbsqlc.New(tx), row)
 }
 
-// GetRun returns the status of a run, or ErrRunNotFound.
-func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
-	return c.getRun(ctx, c.queries, id)
-}
-
-func (c *Client) getRun(ctx context.Context, q *dbsqlc.Queries, id string) (*Run, error) {
-	row, err := q.RunGet(ctx, id)
+// GetRun returns the status of the run id of opts.TenantID, or ErrRunNotFound (also when only
+// another tenant has a run of that id).
+func (c *Client) GetRun(ctx context.Context, id string, opts *RunOpts) (*Run, error) {
+	tenant := opts.tenantID()
+	row, err := c.queries.RunGet(ctx, dbsqlc.RunGetParams{TenantID: tenant, ID: id})
 	if isNoRows(err) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("effects: get run %q: %w", id, err)
 	}
-	run, err := loadRun(ctx, q, row)
+	run, err := loadRun(ctx, c.queries, row)
 	if err != nil {
 		return nil, err
 	}
-	counts, err := q.RunCountEffects(ctx, &id)
+	counts, err := c.queries.RunCountEffects(ctx, dbsqlc.RunCountEffectsParams{TenantID: tenant, RunID: id})
 	if err != nil {
 		return nil, fmt.Errorf("effects: count effects of run %q: %w", id, err)
 	}
@@ -170,41 +187,34 @@ func (c *Client) getRun(ctx context.Context, q *dbsqlc.Queries, id string) (*Run
 // in tx: each run's row is created if need be and locked until tx ends, so that enqueues into one
 // run are checked one after the other, against counts read from the run's effects. Effects whose
 // idempotency key exists are replays: they do not count, and a batch of replays only is never
-// refused.
+// refused. A run is a tenant's: effects of two tenants naming one run id join two runs.
 func (c *Client) checkRunsTx(ctx context.Context, tx pgx.Tx, specs []*resolvedSpec) error {
-	type group struct {
-		tenant string
-		keys   []string
-	}
-	runs := map[string]*group{}
-	var ids []string
+	type runKey struct{ tenant, id string }
+	runs := map[runKey][]string{} // the idempotency keys joining each run
+	var order []runKey
 	for _, r := range specs {
 		if r.spec.RunID == "" {
 			continue
 		}
-		g := runs[r.spec.RunID]
-		if g == nil {
-			g = &group{tenant: r.tenantID}
-			runs[r.spec.RunID] = g
-			ids = append(ids, r.spec.RunID)
+		k := runKey{r.tenantID, r.spec.RunID}
+		keys, seen := runs[k]
+		if !seen {
+			order = append(order, k)
 		}
-		if g.tenant != r.tenantID {
-			return fmt.Errorf("effects: run %q: one batch names it for tenants %q and %q", r.spec.RunID, g.tenant, r.tenantID)
-		}
-		if !slices.Contains(g.keys, r.idempotencyKey) {
-			g.keys = append(g.keys, r.idempotencyKey)
+		if !slices.Contains(keys, r.idempotencyKey) {
+			runs[k] = append(keys, r.idempotencyKey)
 		}
 	}
-	slices.Sort(ids) // one lock order for every enqueue
+	// One lock order for every enqueue.
+	slices.SortFunc(order, func(a, b runKey) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.id, b.id))
+	})
 	q := dbsqlc.New(tx)
-	for _, id := range ids {
-		g := runs[id]
-		row, err := q.RunLockForEnqueue(ctx, dbsqlc.RunLockForEnqueueParams{ID: id, TenantID: g.tenant})
+	for _, k := range order {
+		id, keys := k.id, runs[k]
+		row, err := q.RunLockForEnqueue(ctx, dbsqlc.RunLockForEnqueueParams{ID: id, TenantID: k.tenant})
 		if err != nil {
 			return fmt.Errorf("effects: lock run %q: %w", id, err)
-		}
-		if row.TenantID != g.tenant {
-			return fmt.Errorf("%w: %q belongs to another tenant", ErrRunNotFound, id)
 		}
 		if row.CancelledAt == nil && row.MaxSteps == nil && row.MaxConsecutiveFailures == nil {
 			continue // no guardrail: nothing to count
@@ -213,14 +223,14 @@ func (c *Client) checkRunsTx(ctx context.Context, tx pgx.Tx, specs []*resolvedSp
 		if err != nil {
 			return err
 		}
-		if run.refusal(len(g.keys)) == nil {
+		if run.refusal(len(keys)) == nil {
 			continue
 		}
-		existing, err := q.EffectListByIdempotencyKeys(ctx, dbsqlc.EffectListByIdempotencyKeysParams{TenantID: g.tenant, IdempotencyKeys: g.keys})
+		existing, err := q.EffectListByIdempotencyKeys(ctx, dbsqlc.EffectListByIdempotencyKeysParams{TenantID: k.tenant, IdempotencyKeys: keys})
 		if err != nil {
 			return fmt.Errorf("effects: check run %q: %w", id, err)
 		}
-		if n := len(g.keys) - len(existing); n > 0 {
+		if n := len(keys) - len(existing); n > 0 {
 			return run.refusal(n)
 		}
 	}
@@ -264,9 +274,10 @@ type RunResult struct {
 // WaitRun is the completion gate: it returns when no effect of the run is PENDING or UNKNOWN —
 // each is CONFIRMED, FAILED or STUCK — with the results of its effects, or ctx's error. Effects
 // enqueued into the run while it waits are waited for too. It listens for the database's
-// notifications (the listener Wait uses), not polling; ErrRunNotFound for an unknown run.
-func (c *Client) WaitRun(ctx context.Context, id string) (*RunResult, error) {
-	if _, err := c.GetRun(ctx, id); err != nil {
+// notifications (the listener Wait uses), not polling; ErrRunNotFound for an unknown run. The run
+// is opts.TenantID's.
+func (c *Client) WaitRun(ctx context.Context, id string, opts *RunOpts) (*RunResult, error) {
+	if _, err := c.GetRun(ctx, id, opts); err != nil {
 		return nil, err
 	}
 	wake := make(chan struct{}, 1)
@@ -279,13 +290,14 @@ func (c *Client) WaitRun(ctx context.Context, id string) (*RunResult, error) {
 	// A safety net in case a notification is lost (the listener reconnecting).
 	recheck := time.NewTicker(5 * time.Second)
 	defer recheck.Stop()
+	run := dbsqlc.EffectListUnresolvedByRunParams{TenantID: opts.tenantID(), RunID: id}
 	for {
-		unresolved, err := c.queries.EffectListUnresolvedByRun(ctx, &id)
+		unresolved, err := c.queries.EffectListUnresolvedByRun(ctx, run)
 		if err != nil {
 			return nil, fmt.Errorf("effects: wait for run %q: %w", id, err)
 		}
 		if len(unresolved) == 0 {
-			return c.runResult(ctx, id)
+			return c.runResult(ctx, id, opts)
 		}
 		added := false
 		for _, effectID := range unresolved {
@@ -311,12 +323,12 @@ func (c *Client) WaitRun(ctx context.Context, id string) (*RunResult, error) {
 	}
 }
 
-func (c *Client) runResult(ctx context.Context, id string) (*RunResult, error) {
-	run, err := c.GetRun(ctx, id)
+func (c *Client) runResult(ctx context.Context, id string, opts *RunOpts) (*RunResult, error) {
+	run, err := c.GetRun(ctx, id, opts)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := c.queries.EffectListByRun(ctx, &id)
+	rows, err := c.queries.EffectListByRun(ctx, dbsqlc.EffectListByRunParams{TenantID: run.TenantID, RunID: id})
 	if err != nil {
 		return nil, fmt.Errorf("effects: effects of run %q: %w", id, err)
 	}
@@ -351,11 +363,13 @@ type RunCancellation struct {
 // taken effect and are not in flight become FAILED, and effects awaiting a callback have their timers cancelled and are recorded as
 // cancelled by the caller (see RunCancellation). actor and reason are required and go to the
 // audit trail. Cancelling a cancelled run again handles effects that arrived since and keeps the
-// first actor and reason. ErrRunNotFound for an unknown run.
-func (c *Client) CancelRun(ctx context.Context, id, actor, reason string) (*RunCancellation, error) {
+// first actor and reason. ErrRunNotFound for an unknown run. The run is opts.TenantID's: another
+// tenant's run of the same id and its effects are never touched.
+func (c *Client) CancelRun(ctx context.Context, id, actor, reason string, opts *RunOpts) (*RunCancellation, error) {
 	if actor == "" || reason == "" {
 		return nil, errors.New("effects: cancel run needs an actor and a reason")
 	}
+	tenant := opts.tenantID()
 	who := "caller:" + actor
 	why := "run cancelled by caller: " + reason
 	res := &RunCancellation{}
@@ -372,18 +386,19 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string) (*RunC
 		// Lock order: the run's effects before the run, as a settling effect's transaction locks
 		// them (the effect, then — enqueueing a saga's next step — its run). The list is read
 		// again below, after the run is cancelled, for effects enqueued meanwhile.
-		if _, err := q.EffectListPendingByRunForUpdate(ctx, &id); err != nil {
+		pending := dbsqlc.EffectListPendingByRunForUpdateParams{TenantID: tenant, RunID: id}
+		if _, err := q.EffectListPendingByRunForUpdate(ctx, pending); err != nil {
 			return fmt.Errorf("effects: effects of run %q: %w", id, err)
 		}
-		if _, err := q.RunGetForUpdate(ctx, id); isNoRows(err) {
+		if _, err := q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: tenant, ID: id}); isNoRows(err) {
 			return fmt.Errorf("%w: %q", ErrRunNotFound, id)
 		} else if err != nil {
 			return fmt.Errorf("effects: lock run %q: %w", id, err)
 		}
-		if _, err := q.RunCancel(ctx, dbsqlc.RunCancelParams{ID: id, Actor: who, Reason: reason}); err != nil {
+		if _, err := q.RunCancel(ctx, dbsqlc.RunCancelParams{TenantID: tenant, ID: id, Actor: who, Reason: reason}); err != nil {
 			return fmt.Errorf("effects: cancel run %q: %w", id, err)
 		}
-		rows, err := q.EffectListPendingByRunForUpdate(ctx, &id)
+		rows, err := q.EffectListPendingByRunForUpdate(ctx, pending)
 		if err != nil {
 			return fmt.Errorf("effects: effects of run %q: %w", id, err)
 		}
@@ -440,7 +455,7 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string) (*RunC
 			res.Left = append(res.Left, a.row.ID)
 		}
 	}
-	if res.Run, err = c.GetRun(ctx, id); err != nil {
+	if res.Run, err = c.GetRun(ctx, id, opts); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -503,7 +518,7 @@ func (c *Client) holdCancelledRun(ctx context.Context, row dbsqlc.ReckonEffect, 
 	if row.RunID == nil || row.CompensatesID != nil {
 		return // a compensation goes on: it undoes what the run did
 	}
-	run, err := c.queries.RunGet(ctx, *row.RunID)
+	run, err := c.queries.RunGet(ctx, dbsqlc.RunGetParams{TenantID: row.TenantID, ID: *row.RunID})
 	if err != nil || run.CancelledAt == nil {
 		return // no run row (or unreadable): the normal course
 	}
@@ -515,17 +530,17 @@ func (c *Client) holdCancelledRun(ctx context.Context, row dbsqlc.ReckonEffect, 
 	t.to, t.reason = StateStuck, "outcome unknown and the run was cancelled: not dispatched again; a person must decide"
 }
 
-// runCancelledTx reports whether the run (nil: none) was cancelled.
-func (c *Client) runCancelledTx(ctx context.Context, tx pgx.Tx, runID *string) (bool, error) {
-	if runID == nil {
+// runCancelledTx reports whether the run of the effect row (none: false) was cancelled.
+func (c *Client) runCancelledTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect) (bool, error) {
+	if row.RunID == nil {
 		return false, nil
 	}
-	run, err := dbsqlc.New(tx).RunGet(ctx, *runID)
+	run, err := dbsqlc.New(tx).RunGet(ctx, dbsqlc.RunGetParams{TenantID: row.TenantID, ID: *row.RunID})
 	if isNoRows(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("effects: read run %q: %w", *runID, err)
+		return false, fmt.Errorf("effects: read run %q: %w", *row.RunID, err)
 	}
 	return run.CancelledAt != nil, nil
 }
@@ -537,7 +552,7 @@ func (c *Client) runCancelledTx(ctx context.Context, tx pgx.Tx, runID *string) (
 func (c *Client) stopCancelledRetry(ctx context.Context, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect, f fence, actor string) (bool, error) {
 	stopped := false
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		cancelled, err := c.runCancelledTx(ctx, tx, row.RunID)
+		cancelled, err := c.runCancelledTx(ctx, tx, row)
 		if err != nil || !cancelled {
 			return err
 		}

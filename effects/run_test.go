@@ -34,7 +34,7 @@ func TestRunGuardrailsMaxSteps(t *testing.T) {
 		_, err := h.client.Enqueue(ctx, wireSpec(fmt.Sprintf("s-%d", i), "r-steps"), nil)
 		require.NoError(t, err)
 	}
-	run, err = h.client.GetRun(ctx, "r-steps")
+	run, err = h.client.GetRun(ctx, "r-steps", nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, run.Steps)
 	require.Equal(t, 3, run.Effects[effects.StatePending])
@@ -64,7 +64,7 @@ func TestRunGuardrailsMaxSteps(t *testing.T) {
 	require.ErrorIs(t, err, effects.ErrRunMaxSteps)
 	_, err = h.client.Do(ctx, wireSpec("s-inline", "r-steps"))
 	require.ErrorIs(t, err, effects.ErrRunMaxSteps, "inline effects are steps too")
-	run, err = h.client.GetRun(ctx, "r-steps")
+	run, err = h.client.GetRun(ctx, "r-steps", nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, run.Steps)
 
@@ -76,17 +76,13 @@ func TestRunGuardrailsMaxSteps(t *testing.T) {
 	_, err = h.client.Enqueue(ctx, wireSpec("s-3", "r-steps"), nil)
 	require.NoError(t, err)
 
-	// Runs are per tenant; an implicit run has no limits.
-	_, err = h.client.Enqueue(ctx, effects.Spec{TenantID: "t2", Connector: "bank.wire", IdempotencyKey: "x", RunID: "r-steps"}, nil)
-	require.ErrorIs(t, err, effects.ErrRunNotFound)
-	_, err = h.client.StartRun(ctx, effects.RunSpec{ID: "r-steps", TenantID: "t2", MaxSteps: 100})
-	require.ErrorIs(t, err, effects.ErrRunNotFound)
-	other, err := h.client.GetRun(ctx, "r-other")
+	// Runs are per tenant (TestRunsPerTenant); an implicit run has no limits.
+	other, err := h.client.GetRun(ctx, "r-other", nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, other.Steps)
 	require.Zero(t, other.MaxSteps)
 
-	_, err = h.client.GetRun(ctx, "nope")
+	_, err = h.client.GetRun(ctx, "nope", nil)
 	require.ErrorIs(t, err, effects.ErrRunNotFound)
 	_, err = h.client.StartRun(ctx, effects.RunSpec{ID: "bad", MaxSteps: -1})
 	require.Error(t, err)
@@ -113,13 +109,13 @@ func TestRunGuardrailsMaxConsecutiveFailures(t *testing.T) {
 	step("f-1", fakebank.Reject, effects.StateFailed)
 	step("c-1", fakebank.Succeed, effects.StateConfirmed) // ends the streak
 	step("f-2", fakebank.Reject, effects.StateFailed)
-	run, err := h.client.GetRun(ctx, "r-fail")
+	run, err := h.client.GetRun(ctx, "r-fail", nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, run.ConsecutiveFailures)
 	require.NoError(t, run.Halted)
 	step("f-3", fakebank.Reject, effects.StateFailed)
 
-	run, err = h.client.GetRun(ctx, "r-fail")
+	run, err = h.client.GetRun(ctx, "r-fail", nil)
 	require.NoError(t, err)
 	require.Equal(t, 2, run.ConsecutiveFailures)
 	require.Equal(t, 3, run.Failures)
@@ -150,12 +146,12 @@ func TestCancelRun(t *testing.T) {
 	noCancel := h.awaitAccepted(h.enqueueJob("jobs.nocancel", "c-nocancel", func(s *effects.Spec) { s.RunID = run }).ID)
 	forgotten := h.awaitAccepted(h.enqueueJob("jobs.nocancel", "c-forgotten", func(s *effects.Spec) { s.RunID = run }).ID)
 
-	_, err = h.client.CancelRun(ctx, run, "", "")
+	_, err = h.client.CancelRun(ctx, run, "", "", nil)
 	require.Error(t, err)
-	_, err = h.client.CancelRun(ctx, "no-such-run", "alice", "x")
+	_, err = h.client.CancelRun(ctx, "no-such-run", "alice", "x", nil)
 	require.ErrorIs(t, err, effects.ErrRunNotFound)
 
-	res, err := h.client.CancelRun(ctx, run, "alice", "user aborted")
+	res, err := h.client.CancelRun(ctx, run, "alice", "user aborted", nil)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{later.ID}, res.Failed)
 	require.ElementsMatch(t, []uuid.UUID{canCancel.ID, noCancel.ID, forgotten.ID}, res.Awaiting)
@@ -209,7 +205,7 @@ func TestCancelRun(t *testing.T) {
 	}
 	gate := make(chan waited, 1)
 	go func() {
-		res, err := h.client.WaitRun(ctx, run)
+		res, err := h.client.WaitRun(ctx, run, nil)
 		gate <- waited{res, err}
 	}()
 	_, err = h.up.Finish(ctx, noCancel.CorrelationID, json.RawMessage(`{"finished":"anyway"}`))
@@ -224,10 +220,108 @@ func TestCancelRun(t *testing.T) {
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>CONFIRMED"}, h.path(noCancel.ID))
 
 	// Cancelling again is harmless and keeps the first actor.
-	again, err := h.client.CancelRun(ctx, run, "bob", "again")
+	again, err := h.client.CancelRun(ctx, run, "bob", "again", nil)
 	require.NoError(t, err)
 	require.Empty(t, again.Failed)
 	require.Equal(t, "caller:alice", again.Run.CancelledBy)
+}
+
+// TestRunsPerTenant: two tenants naming one run id have two independent runs. One's guardrail
+// does not refuse the other, one's cancellation fails none of the other's effects and does not stop
+// its retries, and each status, gate and count sees only the tenant's own effects.
+func TestRunsPerTenant(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const run = "r-shared"
+	acme, globex := &effects.RunOpts{TenantID: "acme"}, &effects.RunOpts{TenantID: "globex"}
+	spec := func(tenant, key string) effects.Spec {
+		s := wireSpec(key, run)
+		s.TenantID = tenant
+		return s
+	}
+	later := &effects.EnqueueOpts{ScheduledAt: time.Now().Add(time.Hour)}
+
+	// acme's run allows one step; globex's run of the same id has no guardrail.
+	started, err := h.client.StartRun(ctx, effects.RunSpec{ID: run, TenantID: "acme", MaxSteps: 1})
+	require.NoError(t, err)
+	require.Equal(t, "acme", started.TenantID)
+	acmeLater, err := h.client.Enqueue(ctx, spec("acme", "a-1"), later)
+	require.NoError(t, err)
+	_, err = h.client.Enqueue(ctx, spec("acme", "a-2"), later)
+	require.ErrorIs(t, err, effects.ErrRunMaxSteps, "acme's run is full")
+	globexLater, err := h.client.Enqueue(ctx, spec("globex", "g-1"), later)
+	require.NoError(t, err, "acme's full run does not refuse globex's")
+	// One batch may name the id for both tenants: two runs, each checked on its own.
+	err = h.inTx(func(tx pgx.Tx) error {
+		_, err := h.client.EnqueueManyTx(ctx, tx, []effects.Spec{spec("globex", "g-2"), spec("acme", "a-3")}, later)
+		return err
+	})
+	require.ErrorIs(t, err, effects.ErrRunMaxSteps, "the batch is refused whole by acme's guardrail")
+	err = h.inTx(func(tx pgx.Tx) error {
+		_, err := h.client.EnqueueManyTx(ctx, tx, []effects.Spec{spec("globex", "g-2"), spec("acme", "a-1")}, later)
+		return err
+	})
+	require.NoError(t, err, "acme's replay is not a step; globex's new effect joins globex's run")
+	// Setting globex's guardrails leaves acme's alone.
+	_, err = h.client.StartRun(ctx, effects.RunSpec{ID: run, TenantID: "globex", MaxSteps: 10})
+	require.NoError(t, err)
+
+	status := func(opts *effects.RunOpts) *effects.Run {
+		t.Helper()
+		r, err := h.client.GetRun(ctx, run, opts)
+		require.NoError(t, err)
+		return r
+	}
+	a, g := status(acme), status(globex)
+	require.Equal(t, []any{"acme", 1, 1, 1}, []any{a.TenantID, a.MaxSteps, a.Steps, a.Effects[effects.StatePending]})
+	require.ErrorIs(t, a.Halted, effects.ErrRunMaxSteps)
+	require.Equal(t, []any{"globex", 10, 2, 2}, []any{g.TenantID, g.MaxSteps, g.Steps, g.Effects[effects.StatePending]})
+	require.NoError(t, g.Halted)
+	_, err = h.client.GetRun(ctx, run, nil)
+	require.ErrorIs(t, err, effects.ErrRunNotFound, "the default tenant has no run of that id")
+	_, err = h.client.CancelRun(ctx, run, "alice", "x", &effects.RunOpts{TenantID: "initech"})
+	require.ErrorIs(t, err, effects.ErrRunNotFound)
+
+	// Cancelling acme's run fails acme's unattempted effect only.
+	res, err := h.client.CancelRun(ctx, run, "alice", "user aborted", acme)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{acmeLater.ID}, res.Failed)
+	require.Empty(t, res.Left)
+	require.Equal(t, "acme", res.Run.TenantID)
+	require.ErrorIs(t, res.Run.Halted, effects.ErrRunCancelled)
+	got, err := h.client.Get(ctx, globexLater.ID)
+	require.NoError(t, err)
+	require.Equal(t, effects.StatePending, got.State)
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE args->>'effect_id' = $1 AND state = 'scheduled'`, globexLater.ID.String()),
+		"globex's dispatch job is still scheduled")
+	g = status(globex)
+	require.Nil(t, g.CancelledAt)
+	require.NoError(t, g.Halted)
+	_, err = h.client.Enqueue(ctx, spec("acme", "a-4"), nil)
+	require.ErrorIs(t, err, effects.ErrRunCancelled)
+
+	// globex's run goes on: a retryable failure is tried again (a cancelled run's would not be).
+	h.bank.Script("g-3", fakebank.Unavailable)
+	retried, err := h.client.Enqueue(ctx, spec("globex", "g-3"), nil)
+	require.NoError(t, err)
+	confirmed := h.wait(retried.ID)
+	require.Equal(t, effects.StateConfirmed, confirmed.State)
+	require.Equal(t, 2, confirmed.Attempts, "the 503 was tried again")
+	require.Equal(t, 1, h.bank.Count("g-3"))
+
+	// Each gate sees its own tenant's effects: acme's run is settled although globex's has PENDING
+	// effects.
+	gate, err := h.client.WaitRun(ctx, run, acme)
+	require.NoError(t, err)
+	require.Len(t, gate.Effects, 1)
+	require.Equal(t, acmeLater.ID, gate.Effects[0].ID)
+	g = status(globex)
+	require.Equal(t, 3, g.Steps)
+	require.Equal(t, map[effects.State]int{effects.StatePending: 2, effects.StateConfirmed: 1}, g.Effects)
 }
 
 // TestRunMaxStepsConcurrent: enqueues racing into one run are checked one after the other, so
@@ -296,7 +390,7 @@ func TestCancelRunStopsRetries(t *testing.T) {
 		t.Fatal("the dispatch never reached the bank")
 	}
 
-	res, err := h.client.CancelRun(ctx, run, "alice", "stop")
+	res, err := h.client.CancelRun(ctx, run, "alice", "stop", nil)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{retried.ID}, res.Failed)
 	require.Equal(t, []uuid.UUID{held.ID}, res.Left, "in flight")

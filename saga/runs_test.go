@@ -100,7 +100,7 @@ func TestRunGuardrailDoesNotBlockCompensation(t *testing.T) {
 	done := r.wait(t, *s)
 	require.Equal(t, saga.StateCompensated, done.State, "stuck: %s", done.StuckReason)
 	require.Equal(t, int64(1), r.count("undo"))
-	run, err := r.effects.GetRun(ctx, "run-1")
+	run, err := r.effects.GetRun(ctx, "run-1", nil)
 	require.NoError(t, err)
 	require.NotNil(t, run.Halted, "the run itself is halted by its guardrail")
 }
@@ -119,12 +119,12 @@ func TestCancelledRunStillCompensates(t *testing.T) {
 	require.Eventually(t, func() bool { return r.count("flaky") >= 1 }, 10*time.Second, 10*time.Millisecond)
 	// Once the attempt is recorded (a retry is scheduled), the step has provably not taken effect.
 	require.Eventually(t, func() bool {
-		run, err := r.effects.GetRun(ctx, "run-3")
+		run, err := r.effects.GetRun(ctx, "run-3", nil)
 		return err == nil && run != nil
 	}, 10*time.Second, 10*time.Millisecond)
 	var cancelled *effects.RunCancellation
 	require.Eventually(t, func() bool {
-		cancelled, err = r.effects.CancelRun(ctx, "run-3", "ops", "user aborted")
+		cancelled, err = r.effects.CancelRun(ctx, "run-3", "ops", "user aborted", nil)
 		return err == nil && len(cancelled.Failed) == 1
 	}, 10*time.Second, 50*time.Millisecond, "the flaky step is failed by the cancellation: %v", err)
 	done := r.wait(t, *s)

@@ -270,20 +270,21 @@ SET async_timeout_ms = sqlc.narg(async_timeout_ms), async_hard_timeout = @async_
 WHERE id = @id;
 
 -- name: EffectListByRun :many
--- The effects of a run, oldest first.
-SELECT * FROM reckon_effects WHERE run_id = @run_id ORDER BY created_at, id;
+-- The effects of a tenant's run, oldest first.
+SELECT * FROM reckon_effects WHERE tenant_id = @tenant_id AND run_id = @run_id::text ORDER BY created_at, id;
 
 -- name: EffectListUnresolvedByRun :many
--- The ids of the effects of a run that are PENDING or UNKNOWN.
-SELECT id FROM reckon_effects WHERE run_id = @run_id AND state IN ('PENDING', 'UNKNOWN');
+-- The ids of the effects of a tenant's run that are PENDING or UNKNOWN.
+SELECT id FROM reckon_effects
+WHERE tenant_id = @tenant_id AND run_id = @run_id::text AND state IN ('PENDING', 'UNKNOWN');
 
 -- name: EffectListPendingByRunForUpdate :many
--- The PENDING effects of a run with the state of their job, locked for the caller's transaction.
--- Compensations are left out: cancelling a run never stops what undoes it.
+-- The PENDING effects of a tenant's run with the state of their job, locked for the caller's
+-- transaction. Compensations are left out: cancelling a run never stops what undoes it.
 SELECT sqlc.embed(e), coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
-WHERE e.run_id = @run_id AND e.state = 'PENDING' AND e.compensates_id IS NULL
+WHERE e.tenant_id = @tenant_id AND e.run_id = @run_id::text AND e.state = 'PENDING' AND e.compensates_id IS NULL
 ORDER BY e.created_at, e.id
 FOR UPDATE OF e;
 

@@ -824,12 +824,17 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 }
 
 const effectListByRun = `-- name: EffectListByRun :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE run_id = $1 ORDER BY created_at, id
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
 `
 
-// The effects of a run, oldest first.
-func (q *Queries) EffectListByRun(ctx context.Context, runID *string) ([]ReckonEffect, error) {
-	rows, err := q.db.Query(ctx, effectListByRun, runID)
+type EffectListByRunParams struct {
+	TenantID string
+	RunID    string
+}
+
+// The effects of a tenant's run, oldest first.
+func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams) ([]ReckonEffect, error) {
+	rows, err := q.db.Query(ctx, effectListByRun, arg.TenantID, arg.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -886,10 +891,15 @@ const effectListPendingByRunForUpdate = `-- name: EffectListPendingByRunForUpdat
 SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
-WHERE e.run_id = $1 AND e.state = 'PENDING' AND e.compensates_id IS NULL
+WHERE e.tenant_id = $1 AND e.run_id = $2::text AND e.state = 'PENDING' AND e.compensates_id IS NULL
 ORDER BY e.created_at, e.id
 FOR UPDATE OF e
 `
+
+type EffectListPendingByRunForUpdateParams struct {
+	TenantID string
+	RunID    string
+}
 
 type EffectListPendingByRunForUpdateRow struct {
 	ReckonEffect ReckonEffect
@@ -897,10 +907,10 @@ type EffectListPendingByRunForUpdateRow struct {
 	JobAttempt   int32
 }
 
-// The PENDING effects of a run with the state of their job, locked for the caller's transaction.
-// Compensations are left out: cancelling a run never stops what undoes it.
-func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, runID *string) ([]EffectListPendingByRunForUpdateRow, error) {
-	rows, err := q.db.Query(ctx, effectListPendingByRunForUpdate, runID)
+// The PENDING effects of a tenant's run with the state of their job, locked for the caller's
+// transaction. Compensations are left out: cancelling a run never stops what undoes it.
+func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, arg EffectListPendingByRunForUpdateParams) ([]EffectListPendingByRunForUpdateRow, error) {
+	rows, err := q.db.Query(ctx, effectListPendingByRunForUpdate, arg.TenantID, arg.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -987,12 +997,18 @@ func (q *Queries) EffectListSettled(ctx context.Context, ids []uuid.UUID) ([]Eff
 }
 
 const effectListUnresolvedByRun = `-- name: EffectListUnresolvedByRun :many
-SELECT id FROM reckon_effects WHERE run_id = $1 AND state IN ('PENDING', 'UNKNOWN')
+SELECT id FROM reckon_effects
+WHERE tenant_id = $1 AND run_id = $2::text AND state IN ('PENDING', 'UNKNOWN')
 `
 
-// The ids of the effects of a run that are PENDING or UNKNOWN.
-func (q *Queries) EffectListUnresolvedByRun(ctx context.Context, runID *string) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, effectListUnresolvedByRun, runID)
+type EffectListUnresolvedByRunParams struct {
+	TenantID string
+	RunID    string
+}
+
+// The ids of the effects of a tenant's run that are PENDING or UNKNOWN.
+func (q *Queries) EffectListUnresolvedByRun(ctx context.Context, arg EffectListUnresolvedByRunParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, effectListUnresolvedByRun, arg.TenantID, arg.RunID)
 	if err != nil {
 		return nil, err
 	}

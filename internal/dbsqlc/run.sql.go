@@ -15,19 +15,25 @@ SET cancelled_at = coalesce(cancelled_at, now()),
     cancelled_by = coalesce(cancelled_by, $1::text),
     cancel_reason = coalesce(cancel_reason, $2::text),
     updated_at = now()
-WHERE id = $3
+WHERE tenant_id = $3 AND id = $4
 RETURNING id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at
 `
 
 type RunCancelParams struct {
-	Actor  string
-	Reason string
-	ID     string
+	Actor    string
+	Reason   string
+	TenantID string
+	ID       string
 }
 
 // Marks a run cancelled (the first cancellation's actor and reason are kept).
 func (q *Queries) RunCancel(ctx context.Context, arg RunCancelParams) (ReckonRun, error) {
-	row := q.db.QueryRow(ctx, runCancel, arg.Actor, arg.Reason, arg.ID)
+	row := q.db.QueryRow(ctx, runCancel,
+		arg.Actor,
+		arg.Reason,
+		arg.TenantID,
+		arg.ID,
+	)
 	var i ReckonRun
 	err := row.Scan(
 		&i.ID,
@@ -44,8 +50,15 @@ func (q *Queries) RunCancel(ctx context.Context, arg RunCancelParams) (ReckonRun
 }
 
 const runCountEffects = `-- name: RunCountEffects :many
-SELECT state, count(*)::bigint AS count FROM reckon_effects WHERE run_id = $1 GROUP BY state
+SELECT state, count(*)::bigint AS count FROM reckon_effects
+WHERE tenant_id = $1 AND run_id = $2::text
+GROUP BY state
 `
+
+type RunCountEffectsParams struct {
+	TenantID string
+	RunID    string
+}
 
 type RunCountEffectsRow struct {
 	State ReckonEffectState
@@ -53,8 +66,8 @@ type RunCountEffectsRow struct {
 }
 
 // How many effects of the run are in each state.
-func (q *Queries) RunCountEffects(ctx context.Context, runID *string) ([]RunCountEffectsRow, error) {
-	rows, err := q.db.Query(ctx, runCountEffects, runID)
+func (q *Queries) RunCountEffects(ctx context.Context, arg RunCountEffectsParams) ([]RunCountEffectsRow, error) {
+	rows, err := q.db.Query(ctx, runCountEffects, arg.TenantID, arg.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +87,16 @@ func (q *Queries) RunCountEffects(ctx context.Context, runID *string) ([]RunCoun
 }
 
 const runGet = `-- name: RunGet :one
-SELECT id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at FROM reckon_runs WHERE id = $1
+SELECT id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at FROM reckon_runs WHERE tenant_id = $1 AND id = $2
 `
 
-func (q *Queries) RunGet(ctx context.Context, id string) (ReckonRun, error) {
-	row := q.db.QueryRow(ctx, runGet, id)
+type RunGetParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) RunGet(ctx context.Context, arg RunGetParams) (ReckonRun, error) {
+	row := q.db.QueryRow(ctx, runGet, arg.TenantID, arg.ID)
 	var i ReckonRun
 	err := row.Scan(
 		&i.ID,
@@ -95,11 +113,16 @@ func (q *Queries) RunGet(ctx context.Context, id string) (ReckonRun, error) {
 }
 
 const runGetForUpdate = `-- name: RunGetForUpdate :one
-SELECT id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at FROM reckon_runs WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at FROM reckon_runs WHERE tenant_id = $1 AND id = $2 FOR UPDATE
 `
 
-func (q *Queries) RunGetForUpdate(ctx context.Context, id string) (ReckonRun, error) {
-	row := q.db.QueryRow(ctx, runGetForUpdate, id)
+type RunGetForUpdateParams struct {
+	TenantID string
+	ID       string
+}
+
+func (q *Queries) RunGetForUpdate(ctx context.Context, arg RunGetForUpdateParams) (ReckonRun, error) {
+	row := q.db.QueryRow(ctx, runGetForUpdate, arg.TenantID, arg.ID)
 	var i ReckonRun
 	err := row.Scan(
 		&i.ID,
@@ -116,20 +139,23 @@ func (q *Queries) RunGetForUpdate(ctx context.Context, id string) (ReckonRun, er
 }
 
 const runLockForEnqueue = `-- name: RunLockForEnqueue :one
-INSERT INTO reckon_runs AS r (id, tenant_id) VALUES ($1, $2)
-ON CONFLICT (id) DO UPDATE SET updated_at = r.updated_at
+
+INSERT INTO reckon_runs AS r (tenant_id, id) VALUES ($1, $2)
+ON CONFLICT (tenant_id, id) DO UPDATE SET updated_at = r.updated_at
 RETURNING id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at
 `
 
 type RunLockForEnqueueParams struct {
-	ID       string
 	TenantID string
+	ID       string
 }
 
-// Creates the run if it does not exist and locks its row until the caller's transaction ends, so
-// that concurrent enqueues into one run check its guardrails one after the other.
+// Runs are scoped per tenant (0013_runs_per_tenant): a run is named by (tenant_id, id), and its
+// effects by (tenant_id, run_id).
+// Creates the tenant's run if it does not exist and locks its row until the caller's transaction
+// ends, so that concurrent enqueues into one run check its guardrails one after the other.
 func (q *Queries) RunLockForEnqueue(ctx context.Context, arg RunLockForEnqueueParams) (ReckonRun, error) {
-	row := q.db.QueryRow(ctx, runLockForEnqueue, arg.ID, arg.TenantID)
+	row := q.db.QueryRow(ctx, runLockForEnqueue, arg.TenantID, arg.ID)
 	var i ReckonRun
 	err := row.Scan(
 		&i.ID,
@@ -146,29 +172,27 @@ func (q *Queries) RunLockForEnqueue(ctx context.Context, arg RunLockForEnqueuePa
 }
 
 const runStart = `-- name: RunStart :one
-INSERT INTO reckon_runs AS r (id, tenant_id, max_steps, max_consecutive_failures)
+INSERT INTO reckon_runs AS r (tenant_id, id, max_steps, max_consecutive_failures)
 VALUES ($1, $2, $3, $4)
-ON CONFLICT (id) DO UPDATE
+ON CONFLICT (tenant_id, id) DO UPDATE
 SET max_steps = excluded.max_steps,
     max_consecutive_failures = excluded.max_consecutive_failures,
     updated_at = now()
-WHERE r.tenant_id = excluded.tenant_id
 RETURNING id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at
 `
 
 type RunStartParams struct {
-	ID                     string
 	TenantID               string
+	ID                     string
 	MaxSteps               *int32
 	MaxConsecutiveFailures *int32
 }
 
-// Creates a run with its guardrails, or sets the guardrails of an existing run of the same
-// tenant (no row: the run belongs to another tenant).
+// Creates the tenant's run with its guardrails, or sets the guardrails of its existing run.
 func (q *Queries) RunStart(ctx context.Context, arg RunStartParams) (ReckonRun, error) {
 	row := q.db.QueryRow(ctx, runStart,
-		arg.ID,
 		arg.TenantID,
+		arg.ID,
 		arg.MaxSteps,
 		arg.MaxConsecutiveFailures,
 	)
@@ -195,10 +219,16 @@ SELECT
 FROM reckon_effects e
 CROSS JOIN (
     SELECT max(updated_at) AS last_confirmed FROM reckon_effects
-    WHERE run_id = $1::text AND state = 'CONFIRMED' AND compensates_id IS NULL
+    WHERE tenant_id = $1::text AND run_id = $2::text
+      AND state = 'CONFIRMED' AND compensates_id IS NULL
 ) c
-WHERE e.run_id = $1::text AND e.compensates_id IS NULL
+WHERE e.tenant_id = $1::text AND e.run_id = $2::text AND e.compensates_id IS NULL
 `
+
+type RunStatsParams struct {
+	TenantID string
+	RunID    string
+}
 
 type RunStatsRow struct {
 	Steps               int32
@@ -208,8 +238,8 @@ type RunStatsRow struct {
 
 // A run's guardrail counts: steps (its effects, compensations excluded), failures (those FAILED)
 // and consecutive failures (those that became FAILED after the last one became CONFIRMED).
-func (q *Queries) RunStats(ctx context.Context, runID string) (RunStatsRow, error) {
-	row := q.db.QueryRow(ctx, runStats, runID)
+func (q *Queries) RunStats(ctx context.Context, arg RunStatsParams) (RunStatsRow, error) {
+	row := q.db.QueryRow(ctx, runStats, arg.TenantID, arg.RunID)
 	var i RunStatsRow
 	err := row.Scan(&i.Steps, &i.Failures, &i.ConsecutiveFailures)
 	return i, err

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // Limits of callbacks.
@@ -26,10 +29,13 @@ type callbackRequest struct {
 	Error  *string         `json:"error"`
 }
 
-// callback: POST /v1/callbacks/{correlation_id}, the async result of an accepted effect of the
-// caller's tenant (docs/async.md). 200 when applied or repeated; 404 for an unknown
-// correlation id (or another tenant's); 409 when it conflicts with the recorded outcome or the
-// effect is STUCK (recorded in the effect's audit trail all the same).
+// callback: POST /v1/callbacks/{correlation_id}, the async result of an accepted effect
+// (docs/async.md): of the caller's tenant with a bearer token, or of the one effect whose callback
+// secret signed the request (signature.go). 200 when applied or repeated; 404 for an unknown
+// correlation id (or another tenant's, or another effect's than the signed one); 409 when the
+// effect does not await a callback, when the callback conflicts with the recorded outcome or the
+// effect is STUCK (recorded in the effect's audit trail all the same), and when a signature is
+// replayed.
 func (s *Server) callback(ctx context.Context, call *Call) (int, any, error) {
 	id := call.Request.PathValue("correlation_id")
 	if id == "" || len(id) > maxCorrelationIDLen {
@@ -57,12 +63,43 @@ func (s *Server) callback(ctx context.Context, call *Call) (int, any, error) {
 	case !bytes.Equal(bytes.TrimSpace(req.Result), []byte("null")):
 		result = req.Result
 	}
-	// The callback runs in a transaction of its own (HandleAction: the request holds none): a
-	// refused callback is still recorded in the effect's audit trail. It is idempotent by itself.
-	effect, err := s.effects.Callback(ctx, id, result, errMsg, &effects.CallbackOpts{TenantID: call.Tenant()})
+	// The callback runs in a transaction of its own (HandleAction: the request holds none), which
+	// commits a refused callback too: it is recorded in the effect's audit trail. A signed one also
+	// uses up its signature there, so that a callback that rolls back may be sent again. It is
+	// idempotent by itself.
+	sig := signatureOf(call)
+	opts := &effects.CallbackOpts{TenantID: call.Tenant()}
+	if sig != nil {
+		opts.EffectID = sig.effectID
+	}
+	var (
+		effect  *effects.Effect
+		refused error
+	)
+	err := txn.Run(ctx, s.pool, s.logger, func(tx pgx.Tx) error {
+		refused = nil
+		if sig != nil {
+			if err := useSignature(ctx, tx, sig); err != nil {
+				return err
+			}
+		}
+		var err error
+		effect, err = s.effects.CallbackTx(ctx, tx, id, result, errMsg, opts)
+		if err != nil && effect != nil {
+			refused = err // recorded in the effect's audit trail: committed
+			return nil
+		}
+		return err
+	})
+	if err == nil {
+		err = refused
+	}
 	switch {
 	case errors.Is(err, effects.ErrUnknownCorrelation):
 		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no effect awaits correlation id %q", id)
+	case errors.Is(err, effects.ErrNotAwaitingCallback):
+		return 0, nil, Errorf(http.StatusConflict, CodeNotAwaitingCallback, "%s; the callback is recorded in its history",
+			strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrCallbackConflict):
 		return 0, nil, Errorf(http.StatusConflict, CodeCallbackConflict, "effect %s is already %s with another outcome; the callback is recorded in its history", effect.ID, effect.State)
 	case errors.Is(err, effects.ErrCallbackStuck):
@@ -100,8 +137,9 @@ func (s *Server) getRun(ctx context.Context, call *Call) (int, any, error) {
 		return 0, nil, err
 	}
 	id := call.Request.PathValue("id")
-	run, err := s.effects.GetRun(ctx, id)
-	if errors.Is(err, effects.ErrRunNotFound) || (err == nil && run.TenantID != call.Tenant()) {
+	// Run ids are per tenant: this is the caller's run of that id, whatever other tenants' are.
+	run, err := s.effects.GetRun(ctx, id, &effects.RunOpts{TenantID: call.Tenant()})
+	if errors.Is(err, effects.ErrRunNotFound) {
 		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no run %q", id)
 	}
 	if err != nil {

@@ -182,7 +182,7 @@ func (s *Server) createEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 }
 
 // enqueueError maps the refusals of an enqueue (effects' run guardrails) to API errors; nil for
-// any other error. A run id of another tenant is refused without saying whose it is.
+// any other error. Run ids are per tenant, so an enqueue never meets another tenant's run.
 func enqueueError(err error) *Error {
 	switch {
 	case err == nil:
@@ -191,8 +191,6 @@ func enqueueError(err error) *Error {
 		return Errorf(http.StatusConflict, CodeRunCancelled, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrRunMaxSteps), errors.Is(err, effects.ErrRunMaxFailures):
 		return Errorf(http.StatusConflict, CodeRunHalted, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
-	case errors.Is(err, effects.ErrRunNotFound):
-		return Errorf(http.StatusUnprocessableEntity, CodeRunConflict, "the run id is not available to this tenant: use another run_id; nothing was enqueued")
 	}
 	return nil
 }

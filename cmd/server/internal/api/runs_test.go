@@ -11,13 +11,16 @@ import (
 	"github.com/reckonhq/reckon/effects"
 )
 
-// TestEnqueueRunRefusals: an enqueue into another tenant's run (while run ids are global), a run
-// past its max_steps and a cancelled run are clear 4xx answers that enqueue nothing (they were 500
-// before), and the first does not say whose run it is.
+// TestEnqueueRunRefusals: run ids are per tenant, so a run id another tenant uses is the caller's
+// own run (201, where it was 422 run_conflict, which told the caller that the other tenant's run
+// existed); a run past its max_steps and a cancelled run are clear 4xx answers that enqueue
+// nothing (they were 500 before), and each refuses only its own tenant. GET /v1/runs/{id} shows
+// each tenant its own run of a shared id.
 func TestEnqueueRunRefusals(t *testing.T) {
 	h := setup(t, 0)
 	acme := h.token("acme", false)
 	globex := h.token("globex", false)
+	initech := h.token("initech", false)
 	wire := func(key, run string) string {
 		return `{"connector":"bank.wire","idempotency_key":"` + key + `","run_id":"` + run + `","args":{"account":"a-1","amount":1}}`
 	}
@@ -31,24 +34,26 @@ func TestEnqueueRunRefusals(t *testing.T) {
 
 	r := h.do("POST", "/v1/effects", acme, wire("k1", "run-1"))
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	before := h.rows()
 
-	// Another tenant naming acme's run id: refused without saying whose it is while run ids are
-	// global, or globex's own run once they are per tenant; never a server error.
-	r = h.do("POST", "/v1/effects", globex, wire("k1", "run-1"))
-	if r.status == http.StatusCreated {
+	// Another tenant naming acme's run id gets a run of its own: the answer is the same as for an
+	// id nobody uses.
+	for _, key := range []string{"k1", "k2"} {
+		r = h.do("POST", "/v1/effects", globex, wire(key, "run-1"))
+		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 		require.Equal(t, "globex", r.effect(t).TenantID)
-	} else {
-		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
-		require.Equal(t, "run_conflict", r.errorCode(t))
-		require.Contains(t, message(r), "not available to this tenant")
-		require.NotContains(t, message(r), "acme")
-		require.NotContains(t, message(r), "another tenant")
-		require.Equal(t, before, h.rows())
 	}
-	// A fresh run id is fine.
-	r = h.do("POST", "/v1/effects", globex, wire("k2", "run-2"))
+	r = h.do("POST", "/v1/effects", globex, wire("k3", "run-2"))
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	status, run := h.run(acme, "run-1")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, runBody{ID: "run-1", Steps: 1, Effects: map[string]int{"PENDING": 1}, Unresolved: 1}, run)
+	status, run = h.run(globex, "run-1")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, runBody{ID: "run-1", Steps: 2, Effects: map[string]int{"PENDING": 2}, Unresolved: 2}, run)
+	status, _ = h.run(initech, "run-1")
+	require.Equal(t, http.StatusNotFound, status, "a run id only others use is not found")
+	status, _ = h.run(acme, "run-2")
+	require.Equal(t, http.StatusNotFound, status)
 
 	// A run at its max_steps.
 	ctx := context.Background()
@@ -56,7 +61,7 @@ func TestEnqueueRunRefusals(t *testing.T) {
 	require.NoError(t, err)
 	r = h.do("POST", "/v1/effects", acme, wire("c1", "capped"))
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	before = h.rows()
+	before := h.rows()
 	r = h.do("POST", "/v1/effects", acme, wire("c2", "capped"))
 	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
 	require.Equal(t, "run_halted", r.errorCode(t))
@@ -65,9 +70,12 @@ func TestEnqueueRunRefusals(t *testing.T) {
 	// Its replay is not a new step.
 	r = h.do("POST", "/v1/effects", acme, wire("c1", "capped"))
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	// acme's full run does not refuse globex's run of that id.
+	r = h.do("POST", "/v1/effects", globex, wire("c2", "capped"))
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 
 	// A cancelled run.
-	_, err = h.client.CancelRun(ctx, "run-1", "test", "customer withdrew")
+	_, err = h.client.CancelRun(ctx, "run-1", "test", "customer withdrew", &effects.RunOpts{TenantID: "acme"})
 	require.NoError(t, err)
 	before = h.rows()
 	r = h.do("POST", "/v1/effects", acme, wire("k3", "run-1"))
@@ -75,4 +83,13 @@ func TestEnqueueRunRefusals(t *testing.T) {
 	require.Equal(t, "run_cancelled", r.errorCode(t))
 	require.Contains(t, message(r), "customer withdrew")
 	require.Equal(t, before, h.rows())
+	// globex's run-1 is neither cancelled nor touched.
+	r = h.do("POST", "/v1/effects", globex, wire("k4", "run-1"))
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	status, run = h.run(globex, "run-1")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, map[string]int{"PENDING": 3}, run.Effects)
+	status, run = h.run(acme, "run-1")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, map[string]int{"FAILED": 1}, run.Effects, "acme's unattempted effect failed by the cancellation")
 }
