@@ -358,8 +358,12 @@ func (c *Client) callbackTx(ctx context.Context, tx pgx.Tx, correlationID string
 		return nil, "", fmt.Errorf("%w: empty", ErrUnknownCorrelation)
 	case errMsg != "" && len(result) > 0:
 		return nil, "", errors.New("effects: a callback reports a result or an error, not both")
-	case len(result) > 0 && !json.Valid(result):
-		return nil, "", errors.New("effects: callback result is not valid JSON")
+	}
+	if err := checkResult(result); err != nil {
+		return nil, "", fmt.Errorf("effects: callback result: %w", err)
+	}
+	if err := jsonx.CheckTexts("correlation id", correlationID, "error", errMsg, "CallbackOpts.TenantID", o.TenantID); err != nil {
+		return nil, "", fmt.Errorf("effects: callback: %w", err)
 	}
 	to, reason := StateConfirmed, "callback: succeeded"
 	if errMsg != "" {

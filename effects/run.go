@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // Runs group the effects one unit of work — an agent run, a workflow execution — enqueues, by
@@ -137,6 +138,9 @@ func (c *Client) StartRunTx(ctx context.Context, tx pgx.Tx, spec RunSpec) (*Run,
 		return nil, errors.New("effects: run needs an ID")
 	case spec.MaxSteps < 0 || spec.MaxConsecutiveFailures < 0:
 		return nil, fmt.Errorf("effects: run %q: MaxSteps and MaxConsecutiveFailures must not be negative", spec.ID)
+	}
+	if err := jsonx.CheckTexts("ID", spec.ID, "TenantID", spec.TenantID); err != nil {
+		return nil, fmt.Errorf("effects: run: %w", err)
 	}
 	tenant := spec.TenantID
 	if tenant == "" {
@@ -368,6 +372,9 @@ type RunCancellation struct {
 func (c *Client) CancelRun(ctx context.Context, id, actor, reason string, opts *RunOpts) (*RunCancellation, error) {
 	if actor == "" || reason == "" {
 		return nil, errors.New("effects: cancel run needs an actor and a reason")
+	}
+	if err := jsonx.CheckTexts("run id", id, "actor", actor, "reason", reason, "RunOpts.TenantID", opts.tenantID()); err != nil {
+		return nil, fmt.Errorf("effects: cancel run: %w", err)
 	}
 	tenant := opts.tenantID()
 	who := "caller:" + actor

@@ -97,3 +97,33 @@ func TestUnstorableAnswersAreOutcomes(t *testing.T) {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// Callbacks, runs and operator actions refuse text Postgres cannot store with an error of their
+// own, before any statement.
+func TestOperatorAndCallbackTextIsChecked(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	ctx := context.Background()
+	effect := h.enqueue("bank.wire", "op-1", 5)
+	for name, call := range map[string]func() error{
+		"callback result": func() error {
+			_, err := h.client.Callback(ctx, effect.ID.String(), json.RawMessage(`{"a":"\u0000"}`), "", nil)
+			return err
+		},
+		"callback error": func() error { _, err := h.client.Callback(ctx, effect.ID.String(), nil, "bad\xff", nil); return err },
+		"cancel run":     func() error { _, err := h.client.CancelRun(ctx, "r\x00", "ops", "why", nil); return err },
+		"start run":      func() error { _, err := h.client.StartRun(ctx, effects.RunSpec{ID: "caf\xe9"}); return err },
+		"cancel":         func() error { _, err := h.client.Cancel(ctx, effect.ID, "ops", "why\x00", nil); return err },
+		"resolve": func() error {
+			_, err := h.client.Resolve(ctx, effect.ID, effects.Resolution{To: effects.StateFailed, Actor: "\xff", Reason: "r"}, nil)
+			return err
+		},
+	} {
+		err := call()
+		require.Error(t, err, name)
+		require.NotContains(t, err.Error(), "SQLSTATE", "%s: refused by Reckon, not by Postgres", name)
+		require.NotErrorIs(t, err, effects.ErrNotAwaitingCallback, "%s: refused for its text, before the state is looked at", name)
+	}
+	require.Equal(t, []string{">PENDING"}, h.path(effect.ID))
+}
