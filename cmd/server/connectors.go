@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os/user"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 )
@@ -43,7 +46,14 @@ func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, 
 					return err
 				}
 			}
-			stored, created, err := httpconn.Put(ctx, db, def.Definition)
+			var stored httpconn.Definition
+			var created bool
+			err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) (err error) {
+				if stored, created, err = httpconn.Put(ctx, tx, def.Definition); err != nil {
+					return err
+				}
+				return api.RecordChange(ctx, tx, api.ChangeConnector, stored.Name, api.CreateOrReplace(created), cliActor(), stored)
+			})
 			if err != nil {
 				return err
 			}
@@ -77,7 +87,13 @@ func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, 
 			if *name == "" {
 				return fmt.Errorf("%w: -name is required", errUsage)
 			}
-			if err := httpconn.Delete(ctx, db, *name); err != nil {
+			err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+				if err := httpconn.Delete(ctx, tx, *name); err != nil {
+					return err
+				}
+				return api.RecordChange(ctx, tx, api.ChangeConnector, *name, api.ChangeDelete, cliActor(), nil)
+			})
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "deleted connector %s; reactors drop it at their next sync\n", *name)
@@ -212,4 +228,12 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// cliActor names who changes definitions with the CLI in the audit trail: "cli:{OS user}".
+func cliActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	return "cli"
 }

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/saga"
@@ -78,7 +80,14 @@ func runSagas(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 					return err
 				}
 			}
-			stored, created, err := sagadef.Put(ctx, pool, def, registry)
+			var stored sagadef.Definition
+			var created bool
+			err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
+				if stored, created, err = sagadef.Put(ctx, tx, def, registry); err != nil || !created {
+					return err // an identical definition stored again changes nothing
+				}
+				return api.RecordChange(ctx, tx, api.ChangeSagaDefinition, stored.Name, api.ChangeCreate, cliActor(), stored)
+			})
 			if err != nil {
 				return err
 			}

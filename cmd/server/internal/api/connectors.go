@@ -55,7 +55,7 @@ func (s *Server) putConnector(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := recordChange(ctx, tx, call, changeConnector, stored.Name, createOrReplace(created), stored); err != nil {
+	if err := recordChange(ctx, tx, call, ChangeConnector, stored.Name, CreateOrReplace(created), stored); err != nil {
 		return 0, nil, err
 	}
 	s.refreshAfterCommit(call)
@@ -108,7 +108,7 @@ func (s *Server) deleteConnector(ctx context.Context, tx pgx.Tx, call *Call) (in
 	case err != nil:
 		return 0, nil, fmt.Errorf("delete connector: %w", err)
 	}
-	if err := recordChange(ctx, tx, call, changeConnector, name, changeDelete, nil); err != nil {
+	if err := recordChange(ctx, tx, call, ChangeConnector, name, ChangeDelete, nil); err != nil {
 		return 0, nil, err
 	}
 	s.refreshAfterCommit(call)

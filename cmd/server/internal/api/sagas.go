@@ -67,7 +67,7 @@ func (s *Server) putSagaDefinition(ctx context.Context, tx pgx.Tx, call *Call) (
 		return 0, nil, err
 	}
 	if created { // storing the same definition again changes nothing
-		if err := recordChange(ctx, tx, call, changeSagaDefinition, stored.Name, changeCreate, stored); err != nil {
+		if err := recordChange(ctx, tx, call, ChangeSagaDefinition, stored.Name, ChangeCreate, stored); err != nil {
 			return 0, nil, err
 		}
 	}

@@ -89,7 +89,7 @@ func (s *Server) putTurnHandler(ctx context.Context, tx pgx.Tx, call *Call) (int
 	case err != nil:
 		return 0, nil, err
 	}
-	if err := recordChange(ctx, tx, call, changeTurnHandler, tenant, createOrReplace(created), turnHandlerToJSON(stored)); err != nil {
+	if err := recordChange(ctx, tx, call, ChangeTurnHandler, tenant, CreateOrReplace(created), turnHandlerToJSON(stored)); err != nil {
 		return 0, nil, err
 	}
 	if created {
@@ -128,7 +128,7 @@ func (s *Server) deleteTurnHandler(ctx context.Context, tx pgx.Tx, call *Call) (
 	} else if err != nil {
 		return 0, nil, err
 	}
-	if err := recordChange(ctx, tx, call, changeTurnHandler, tenant, changeDelete, nil); err != nil {
+	if err := recordChange(ctx, tx, call, ChangeTurnHandler, tenant, ChangeDelete, nil); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]string{"deleted": tenant}, nil
