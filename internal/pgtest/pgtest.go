@@ -288,7 +288,9 @@ func (s *server) createDB(migrated bool) (*pgxpool.Pool, func() error, error) {
 		return nil, nil, fmt.Errorf("connect %s: %w", s.Mode, err)
 	}
 	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+quote(name)+" TEMPLATE "+quote(template)); err != nil {
+	// UTF8 as Reckon requires (docs/operations.md), whatever the server's default: the container
+	// image's is SQL_ASCII, where jsonb refuses every \u escape beyond ASCII.
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+quote(name)+" ENCODING 'UTF8' TEMPLATE "+quote(template)); err != nil {
 		return nil, nil, fmt.Errorf("clone template: %w", err)
 	}
 	drop := func() error { return s.dropDatabase(name) }
@@ -350,7 +352,7 @@ func (s *server) ensureTemplate(ctx context.Context) (string, error) {
 	}
 	for _, stmt := range []string{
 		"DROP DATABASE IF EXISTS " + quote(building) + " WITH (FORCE)",
-		"CREATE DATABASE " + quote(building),
+		"CREATE DATABASE " + quote(building) + " ENCODING 'UTF8' TEMPLATE template0",
 	} {
 		if _, err := admin.Exec(ctx, stmt); err != nil {
 			return "", err
