@@ -55,6 +55,15 @@ func classify(result json.RawMessage, err error) outcome {
 	}
 }
 
+// checkResult reports why Postgres cannot store a connector's result (absent is fine):
+// classify, the status check and callbacks ask it before a result reaches settle.
+func checkResult(result json.RawMessage) error {
+	if len(result) == 0 {
+		return nil
+	}
+	return jsonx.Check(result)
+}
+
 // recordAttempt writes the outcome of a dispatch attempt in tx, fenced by f, with the follow-up
 // job it needs. It returns the delay after which a retryable effect is tried again (zero
 // otherwise). When fenced is true the caller must roll tx back: a follow-up job may have been

@@ -194,7 +194,8 @@ func (c *Client) GetRun(ctx context.Context, id string, opts *RunOpts) (*Run, er
 // refused. A run is a tenant's: effects of two tenants naming one run id join two runs.
 func (c *Client) checkRunsTx(ctx context.Context, tx pgx.Tx, specs []*resolvedSpec) error {
 	type runKey struct{ tenant, id string }
-	runs := map[runKey][]string{} // the idempotency keys joining each run
+	runs := map[runKey][]string{}  // the idempotency keys joining each run
+	joined := map[[3]string]bool{} // (tenant, run, key) already in runs
 	var order []runKey
 	for _, r := range specs {
 		if r.spec.RunID == "" {
@@ -205,7 +206,8 @@ func (c *Client) checkRunsTx(ctx context.Context, tx pgx.Tx, specs []*resolvedSp
 		if !seen {
 			order = append(order, k)
 		}
-		if !slices.Contains(keys, r.idempotencyKey) {
+		if j := [3]string{k.tenant, k.id, r.idempotencyKey}; !joined[j] {
+			joined[j] = true
 			runs[k] = append(keys, r.idempotencyKey)
 		}
 	}

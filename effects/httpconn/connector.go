@@ -29,6 +29,9 @@ const (
 	// HeaderCallbackSecret carries the effect's callback secret on dispatch, compensate and cancel
 	// calls: an endpoint that answers 202 Accepted signs its callback with it (docs/async.md).
 	HeaderCallbackSecret = "Reckon-Callback-Secret"
+	// HeaderSignature signs a callback with that secret: "t=<unix seconds>,v1=<hex
+	// HMAC-SHA256(secret, "<t>.<raw body>")>", sent with HeaderEffectID (docs/async.md).
+	HeaderSignature = "Reckon-Signature"
 )
 
 // maxResponse bounds the response bodies read; a longer one counts as invalid (UNKNOWN).

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
 )
 
 // ConnectorOptions describes a Go connector that runs jobs on an Upstream at BaseURL and is told
@@ -50,7 +51,7 @@ func (o ConnectorOptions) Connector() effects.Connector {
 	}
 	c.Dispatch = func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
 		status, body, err := post(ctx, client, o.BaseURL+"/jobs", map[string]string{
-			"Idempotency-Key": call.IdempotencyKey, headerEffectID: call.EffectID.String(), headerCallbackSecret: call.CallbackSecret,
+			"Idempotency-Key": call.IdempotencyKey, httpconn.HeaderEffectID: call.EffectID.String(), httpconn.HeaderCallbackSecret: call.CallbackSecret,
 		}, map[string]any{
 			"correlation_id": call.CorrelationID,
 			"callback_url":   o.CallbackURL + "/" + url.PathEscape(call.CorrelationID),

@@ -37,13 +37,8 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// Headers of the wire protocol (docs/connectors.md, docs/async.md).
-const (
-	headerEffectID       = "Reckon-Effect-Id"
-	headerCallbackSecret = "Reckon-Callback-Secret"
-	headerSignature      = "Reckon-Signature"
+	"github.com/reckonhq/reckon/effects/httpconn"
 )
 
 // Job is one job the upstream accepted.
@@ -198,8 +193,8 @@ func (u *Upstream) callback(ctx context.Context, j Job, body map[string]any) (in
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if j.CallbackSecret != "" {
-		req.Header.Set(headerEffectID, j.EffectID)
-		req.Header.Set(headerSignature, Sign(j.CallbackSecret, time.Now(), raw))
+		req.Header.Set(httpconn.HeaderEffectID, j.EffectID)
+		req.Header.Set(httpconn.HeaderSignature, Sign(j.CallbackSecret, time.Now(), raw))
 	}
 	resp, err := u.client.Do(req)
 	if err != nil {
@@ -234,7 +229,7 @@ func (u *Upstream) handleJob(w http.ResponseWriter, r *http.Request) {
 	if !repeated {
 		j = &Job{ID: fmt.Sprintf("j-%d", len(u.byKey)+1), Key: key, CorrelationID: req.CorrelationID,
 			CallbackURL: req.CallbackURL, Args: req.Args, State: "running",
-			EffectID: r.Header.Get(headerEffectID), CallbackSecret: r.Header.Get(headerCallbackSecret)}
+			EffectID: r.Header.Get(httpconn.HeaderEffectID), CallbackSecret: r.Header.Get(httpconn.HeaderCallbackSecret)}
 		u.byKey[key] = j
 		u.jobs[req.CorrelationID] = j
 	}

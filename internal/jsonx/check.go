@@ -1,7 +1,6 @@
 package jsonx
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -113,7 +112,7 @@ func (c *checker) value(depth int) error {
 		}
 		return c.array(depth + 1)
 	case b == '"':
-		_, err := c.str()
+		_, err := c.str(false)
 		return err
 	case b == '-' || (b >= '0' && b <= '9'):
 		return c.number()
@@ -137,7 +136,7 @@ func (c *checker) object(depth int) error {
 			c.pos++
 			return nil
 		}
-		key, err := c.str()
+		key, err := c.str(true)
 		if err != nil {
 			return err
 		}
@@ -198,9 +197,10 @@ func segment(key string) string {
 	return "[" + strconv.QuoteToASCII(key) + "]"
 }
 
-// str checks the string at pos (a key or a value) and returns it decoded, for the duplicate-key
-// check; a key that cannot be stored fails with the path of its object.
-func (c *checker) str() (string, error) {
+// str checks the string at pos (a key or a value) and, when decode is set (a key: for the path and
+// the duplicate-key check), returns it decoded; a key that cannot be stored fails with the path
+// of its object.
+func (c *checker) str(decode bool) (string, error) {
 	start := c.pos
 	c.pos++ // "
 	escaped := false
@@ -225,6 +225,9 @@ func (c *checker) str() (string, error) {
 	c.pos++ // "
 	if !utf8.Valid(raw) {
 		return "", c.fail("a string is not valid UTF-8")
+	}
+	if !decode {
+		return "", nil
 	}
 	if !escaped {
 		return string(raw), nil
@@ -264,7 +267,7 @@ func (c *checker) hex4(at int) rune {
 // number checks that the number at pos fits Postgres's numeric type.
 func (c *checker) number() error {
 	start := c.pos
-	for c.pos < len(c.doc) && bytes.IndexByte([]byte("+-0123456789.eE"), c.doc[c.pos]) >= 0 {
+	for c.pos < len(c.doc) && strings.IndexByte("+-0123456789.eE", c.doc[c.pos]) >= 0 {
 		c.pos++
 	}
 	if !numericFits(string(c.doc[start:c.pos])) {

@@ -18,20 +18,28 @@ import (
 	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
-// setupAsync is an API server whose effects client runs (dispatches), with "jobs.run", a
-// connector of the fake async upstream: its effects are accepted and await a callback.
-func setupAsync(t *testing.T) (*harness, *fakejobs.Upstream) {
+// setupRunning is an API server whose effects client dispatches once the caller has registered
+// its connectors in the returned registry and started it (reckontest.Start), with a fake async
+// upstream for those connectors to call.
+func setupRunning(t *testing.T) (*harness, *effects.Registry, *fakejobs.Upstream) {
 	t.Helper()
 	h := &harness{t: t, pool: pgtest.NewDB(t)}
-	up := fakejobs.New(t)
 	registry := effects.NewRegistry()
+	h.client = reckontest.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
+		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond})
+	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client})
+	return h, registry, fakejobs.New(t)
+}
+
+// setupAsync is setupRunning with "jobs.run", a connector of the fake async upstream: its effects
+// are accepted and await a callback.
+func setupAsync(t *testing.T) (*harness, *fakejobs.Upstream) {
+	t.Helper()
+	h, registry, up := setupRunning(t)
 	require.NoError(t, registry.Register(fakejobs.ConnectorOptions{
 		BaseURL: up.URL(), CallbackURL: "http://127.0.0.1:1/unused", AsyncTimeout: time.Hour, Timeout: 2 * time.Second,
 	}.Connector()))
-	h.client = reckontest.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
-		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond})
 	reckontest.Start(t, h.client)
-	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client})
 	return h, up
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
@@ -29,12 +30,6 @@ import (
 // and no Authorization header. The signature is a capability for that one effect: it settles no
 // other (CallbackOpts.EffectID), it is accepted within signatureTolerance of its timestamp, either
 // way, and only once (reckon_callback_signatures, written in the callback's own transaction).
-
-// Headers of a signed callback.
-const (
-	HeaderSignature = "Reckon-Signature"
-	HeaderEffectID  = "Reckon-Effect-Id"
-)
 
 // signatureTolerance is how far a signature's timestamp may be from the server's clock, in the
 // past or the future.
@@ -64,7 +59,7 @@ type signatureKey struct{}
 // signedCallback reports whether r is a callback that authenticates by signature: it carries
 // Reckon-Signature. Every other request, a callback without one included, needs a bearer token.
 func signedCallback(r *http.Request) bool {
-	return r.Pattern == callbackRoute && len(r.Header.Values(HeaderSignature)) > 0
+	return r.Pattern == callbackRoute && len(r.Header.Values(httpconn.HeaderSignature)) > 0
 }
 
 // beginSigned is begin for a signed callback: the body is read as any request's, the request is
@@ -96,15 +91,15 @@ func (s *Server) beginSigned(w http.ResponseWriter, r *http.Request) (*Call, boo
 func (s *Server) verifySignature(r *http.Request, body []byte) (*Token, *http.Request, error) {
 	ctx := r.Context()
 	if len(r.Header.Values("Authorization")) > 0 {
-		return nil, r, badRequest(CodeInvalidRequest, "a signed callback (%s) carries no Authorization header", HeaderSignature)
+		return nil, r, badRequest(CodeInvalidRequest, "a signed callback (%s) carries no Authorization header", httpconn.HeaderSignature)
 	}
-	effectID, ok := parseEffectID(r.Header.Values(HeaderEffectID))
+	effectID, ok := parseEffectID(r.Header.Values(httpconn.HeaderEffectID))
 	if !ok {
-		return nil, r, invalidSignature("%s: want one header, the id of the effect (a UUID) the callback is for", HeaderEffectID)
+		return nil, r, invalidSignature("%s: want one header, the id of the effect (a UUID) the callback is for", httpconn.HeaderEffectID)
 	}
-	sig, err := parseSignature(r.Header.Values(HeaderSignature))
+	sig, err := parseSignature(r.Header.Values(httpconn.HeaderSignature))
 	if err != nil {
-		return nil, r, invalidSignature("%s: %v; want t=<unix seconds>,v1=<hex HMAC-SHA256>", HeaderSignature, err)
+		return nil, r, invalidSignature("%s: %v; want t=<unix seconds>,v1=<hex HMAC-SHA256>", httpconn.HeaderSignature, err)
 	}
 	sig.effectID = effectID
 	secret, err := s.effects.CallbackSecret(ctx, effectID)
@@ -112,17 +107,17 @@ func (s *Server) verifySignature(r *http.Request, body []byte) (*Token, *http.Re
 		return nil, r, err
 	}
 	if !hmac.Equal(sig.mac, callbackMAC(secret, sig.t, body)) {
-		return nil, r, invalidSignature("%s does not match: sign \"<t>.<raw body>\" with effect %s's callback secret", HeaderSignature, effectID)
+		return nil, r, invalidSignature("%s does not match: sign \"<t>.<raw body>\" with effect %s's callback secret", httpconn.HeaderSignature, effectID)
 	}
 	now := time.Now().Unix()
 	if tolerance := int64(signatureTolerance / time.Second); sig.timestamp < now-tolerance || sig.timestamp > now+tolerance {
 		return nil, r, Errorf(http.StatusUnauthorized, CodeSignatureExpired,
 			"%s: t=%d is %ds from the server's clock; a signature is valid for %s either way: sign the delivery again",
-			HeaderSignature, sig.timestamp, sig.timestamp-now, signatureTolerance)
+			httpconn.HeaderSignature, sig.timestamp, sig.timestamp-now, signatureTolerance)
 	}
 	effect, err := s.effects.Get(ctx, effectID)
 	if errors.Is(err, effects.ErrNotFound) {
-		return nil, r, invalidSignature("%s: no effect %s", HeaderEffectID, effectID)
+		return nil, r, invalidSignature("%s: no effect %s", httpconn.HeaderEffectID, effectID)
 	}
 	if err != nil {
 		return nil, r, err
@@ -205,7 +200,7 @@ func signatureOf(call *Call) *signature {
 
 // errReplayed refuses a signature that a committed callback used already.
 var errReplayed = Errorf(http.StatusConflict, CodeCallbackReplayed,
-	"this %s was used already: sign each delivery afresh (a new t)", HeaderSignature)
+	"this %s was used already: sign each delivery afresh (a new t)", httpconn.HeaderSignature)
 
 // useSignature records sig as used, in tx, the callback's transaction, and prunes a few expired
 // signatures. A signature already used is errReplayed; a concurrent callback with the same one

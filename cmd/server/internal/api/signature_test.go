@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,27 +14,20 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/fakejobs"
-	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/reckontest"
 )
 
-// setupSigned is an API server whose effects client runs (dispatches), with an upstream that
+// setupSigned is setupRunning with connectors of an upstream that
 // accepts jobs and calls the server back, signing with the secret each dispatch brought: "jobs.go"
 // is a Go connector of it, "jobs.http" an HTTP connector. "sync.ok" answers at once, and
 // "sync.lost" loses every answer (UNKNOWN, and its status checks are inconclusive for an hour):
 // ordinary effects, which no callback may settle.
 func setupSigned(t *testing.T) (*harness, *fakejobs.Upstream) {
 	t.Helper()
-	h := &harness{t: t, pool: pgtest.NewDB(t)}
-	up := fakejobs.New(t)
-	registry := effects.NewRegistry()
-	h.client = reckontest.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
-		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond})
-	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client})
+	h, registry, up := setupRunning(t)
 	callbacks := h.url + "/v1/callbacks"
 	up.CallbackTo(callbacks) // the HTTP connector's dispatches name no callback URL
 	hour := func(int) time.Duration { return time.Hour }
