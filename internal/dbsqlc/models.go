@@ -459,6 +459,18 @@ type ReckonApiToken struct {
 	System      bool
 }
 
+type ReckonAuditDrop struct {
+	ID        int64
+	Parent    string
+	Partition string
+	RangeFrom *time.Time
+	RangeTo   time.Time
+	RowCount  int64
+	DroppedBy string
+	Reason    string
+	DroppedAt time.Time
+}
+
 type ReckonAuditEffect struct {
 	ID             uuid.UUID
 	TenantID       string
@@ -486,6 +498,20 @@ type ReckonAuditEffect struct {
 	Compensations  int64
 }
 
+type ReckonAuditPartition struct {
+	Partition string
+	Parent    string
+	RangeFrom *time.Time
+	RangeTo   time.Time
+	CreatedAt time.Time
+}
+
+type ReckonAuditSetting struct {
+	ID      int16
+	Period  string
+	Premake pgtype.Interval
+}
+
 type ReckonAuditStuck struct {
 	ID             uuid.UUID
 	TenantID       string
@@ -509,9 +535,9 @@ type ReckonAuditTransition struct {
 	ID             int64
 	EffectID       uuid.UUID
 	TenantID       string
-	Connector      string
-	Policy         ReckonEffectPolicy
-	IdempotencyKey string
+	Connector      *string
+	Policy         *ReckonEffectPolicy
+	IdempotencyKey *string
 	BusinessKey    *string
 	RunID          *string
 	FromState      *ReckonEffectState
@@ -603,6 +629,16 @@ type ReckonEffect struct {
 	InconclusiveChecks int32
 }
 
+type ReckonEffectTombstone struct {
+	TenantID       string
+	IdempotencyKey string
+	EffectID       uuid.UUID
+	State          ReckonEffectState
+	SettledAt      time.Time
+	PrunedAt       time.Time
+	ExpiresAt      time.Time
+}
+
 type ReckonEffectTransition struct {
 	ID        int64
 	EffectID  uuid.UUID
@@ -647,6 +683,22 @@ type ReckonReactor struct {
 	DeadAt        *time.Time
 	TakenOverBy   *string
 	JobsTakenOver int32
+}
+
+type ReckonRetentionPolicy struct {
+	TenantID               string
+	EffectRetentionSeconds int64
+	UpdatedAt              time.Time
+}
+
+type ReckonRetentionRun struct {
+	ID         int64
+	Actor      string
+	DryRun     bool
+	StartedAt  time.Time
+	FinishedAt *time.Time
+	Removed    json.RawMessage
+	Error      *string
 }
 
 type ReckonRun struct {
