@@ -14,6 +14,10 @@
 -- partitions of their own. A default partition (<table>_default) takes a row that no partition
 -- covers, so an insert never fails for want of one; creating the partition of that range later
 -- moves such rows into it.
+--
+-- The functions that create and drop partitions run with the rights of the tables' owner (SECURITY
+-- DEFINER), so an application role that does not own the tables can keep the partitions and run
+-- retention.
 
 -- How the histories are cut. Changing period affects the partitions created afterwards only.
 CREATE TABLE reckon_audit_settings (
@@ -73,7 +77,7 @@ CREATE TRIGGER reckon_audit_drops_no_truncate
 -- attached, which locks the parent only against other schema changes (SHARE UPDATE EXCLUSIVE), not
 -- against inserts.
 CREATE FUNCTION reckon_audit_add_partition(parent text, range_from timestamptz, range_to timestamptz)
-RETURNS text LANGUAGE plpgsql AS $$
+RETURNS text LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
     name text := format('%s_p%s', parent, to_char(range_from AT TIME ZONE 'UTC', 'YYYYMMDD'));
     fallback text := parent || '_default';
@@ -110,7 +114,7 @@ $$;
 -- every retention run and when a reactor starts; after a long stop it also fills the gap, moving
 -- the rows the default partition took meanwhile.
 CREATE FUNCTION reckon_audit_ensure_partitions(parent text, at timestamptz DEFAULT now())
-RETURNS integer LANGUAGE plpgsql AS $$
+RETURNS integer LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
     settings reckon_audit_settings;
     step interval;
@@ -141,7 +145,7 @@ $$;
 -- tells of an effect (or a saga) that exists, so that no effect is ever shown with half its
 -- history; otherwise it returns the number of rows dropped.
 CREATE FUNCTION reckon_audit_drop_partition(name text, cutoff timestamptz, actor text, reason text)
-RETURNS bigint LANGUAGE plpgsql AS $$
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 DECLARE
     p reckon_audit_partitions;
     held boolean := false;
