@@ -3,16 +3,19 @@
 //
 // Several processes may migrate the same database at once (deploys often start several): the
 // Migrator serializes them with a Postgres advisory lock, so each migration is applied exactly
-// once, in its own transaction together with the row that records it.
+// once, in its own transaction together with the row that records it (or, for the few that cannot
+// run in a transaction, statement by statement before that row: see Migration).
 package db
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 //go:embed migrations/*.sql
@@ -27,12 +30,35 @@ const AdvisoryLockNamespace int32 = 0x52434b4e // "RCKN"
 const LockKeyMigrate int32 = 1
 
 // Migration is one numbered schema change of Reckon's own, with its up and down SQL.
+//
+// A migration runs in one transaction together with the row that records it, unless both its files
+// start with the line "-- reckon:no-transaction" (NoTransaction), for statements that refuse to run
+// in a transaction, such as CREATE INDEX CONCURRENTLY. The marker belongs to the migration, not to
+// one file: ParseMigrations refuses it in one of the two files only, or anywhere but a file's first
+// line. Such a migration still runs under the migration lock, but one statement at a time and
+// outside any transaction; its version is recorded (Up) or removed (Down) only after its last
+// statement succeeded. A failure leaves the statements before it done and the version as it was,
+// and the next run runs the whole file again, so every statement must be safe to run twice (IF NOT
+// EXISTS, IF EXISTS). A CREATE INDEX CONCURRENTLY that failed leaves an INVALID index behind, which
+// IF NOT EXISTS would keep: precede it with DROP INDEX CONCURRENTLY IF EXISTS. That drop costs
+// nothing on a first run, and the file runs again only after a failure, so an index is never
+// rebuilt twice for nothing.
+//
+// Such a file is split into statements by a rule simpler than SQL's: a statement ends at a line
+// that ends with ";". Lines starting with "--" are comments. A ";" anywhere else (mid-line, before
+// a comment), dollar quotes ($$, $body$: no function bodies, no DO blocks) and block comments are
+// refused, because the split cannot see into them.
 type Migration struct {
 	Version int
 	Name    string
 	Up      string
 	Down    string
+	// NoTransaction: both files start with "-- reckon:no-transaction"; see above.
+	NoTransaction bool
 }
+
+// noTransactionMarker, as the whole first line of both files of a migration, makes it NoTransaction.
+const noTransactionMarker = "-- reckon:no-transaction"
 
 var migrationFileRE = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.(up|down)\.sql$`)
 
@@ -50,7 +76,11 @@ func ParseMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
 	}
-	byVersion := map[int]*Migration{}
+	type files struct {
+		Migration
+		upMarked, downMarked bool
+	}
+	byVersion := map[int]*files{}
 	for _, entry := range entries {
 		match := migrationFileRE.FindStringSubmatch(entry.Name())
 		if match == nil {
@@ -61,32 +91,99 @@ func ParseMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", entry.Name(), err)
 		}
+		marked, err := noTransactionMarked(string(sql))
+		if err != nil {
+			return nil, fmt.Errorf("migration file %s: %w", entry.Name(), err)
+		}
 		m := byVersion[version]
 		if m == nil {
-			m = &Migration{Version: version, Name: match[2]}
+			m = &files{Migration: Migration{Version: version, Name: match[2]}}
 			byVersion[version] = m
 		}
 		if m.Name != match[2] {
 			return nil, fmt.Errorf("migration %04d has two names: %q and %q", version, m.Name, match[2])
 		}
 		if match[3] == "up" {
-			m.Up = string(sql)
+			m.Up, m.upMarked = string(sql), marked
 		} else {
-			m.Down = string(sql)
+			m.Down, m.downMarked = string(sql), marked
 		}
 	}
-	migrations := make([]Migration, 0, len(byVersion))
+	sorted := make([]*files, 0, len(byVersion))
 	for _, m := range byVersion {
-		migrations = append(migrations, *m)
+		sorted = append(sorted, m)
 	}
-	sort.Slice(migrations, func(i, j int) bool { return migrations[i].Version < migrations[j].Version })
-	for _, m := range migrations {
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Version < sorted[j].Version })
+	migrations := make([]Migration, 0, len(sorted))
+	for _, m := range sorted {
 		if m.Version < 1 {
 			return nil, fmt.Errorf("migration versions start at 0001, found %04d_%s", m.Version, m.Name)
 		}
 		if m.Up == "" || m.Down == "" {
 			return nil, fmt.Errorf("migration %04d_%s needs both an .up.sql and a .down.sql file", m.Version, m.Name)
 		}
+		if m.upMarked != m.downMarked {
+			return nil, fmt.Errorf("migration %04d_%s: %q starts only one of its files; a migration runs outside a transaction only when both its .up.sql and .down.sql start with it",
+				m.Version, m.Name, noTransactionMarker)
+		}
+		m.NoTransaction = m.upMarked
+		if m.NoTransaction {
+			if _, err := splitStatements(m.Up); err != nil {
+				return nil, fmt.Errorf("migration file %04d_%s.up.sql (no transaction): %w", m.Version, m.Name, err)
+			}
+			if _, err := splitStatements(m.Down); err != nil {
+				return nil, fmt.Errorf("migration file %04d_%s.down.sql (no transaction): %w", m.Version, m.Name, err)
+			}
+		}
+		migrations = append(migrations, m.Migration)
 	}
 	return migrations, nil
+}
+
+// noTransactionMarked reports whether sql starts with the line noTransactionMarker. The marker
+// anywhere else is an error: a marker that did nothing would run the file in a transaction.
+func noTransactionMarked(sql string) (bool, error) {
+	first, rest, _ := strings.Cut(sql, "\n")
+	marked := strings.TrimSpace(first) == noTransactionMarker
+	if strings.Contains(rest, "reckon:no-transaction") || (!marked && strings.Contains(first, "reckon:no-transaction")) {
+		return false, fmt.Errorf("%q must be the whole first line of the file, and appear nowhere else", noTransactionMarker)
+	}
+	return marked, nil
+}
+
+// dollarQuoteRE finds a dollar quote's opening: $$ or $tag$.
+var dollarQuoteRE = regexp.MustCompile(`\$([A-Za-z_][A-Za-z0-9_]*)?\$`)
+
+// splitStatements splits the SQL of a NoTransaction migration into its statements, by the rule
+// Migration describes: a statement ends at a line ending with ";", lines starting with "--" are
+// comments (left out), and what the rule cannot split safely is refused.
+func splitStatements(sql string) ([]string, error) {
+	if quote := dollarQuoteRE.FindString(sql); quote != "" {
+		return nil, fmt.Errorf("dollar quote %s: a file run outside a transaction is split at \";\" and cannot hold a function body or DO block; move it to a migration of its own", quote)
+	}
+	if strings.Contains(sql, "/*") {
+		return nil, errors.New("block comment /*: a file run outside a transaction is split at \";\"; use -- comments")
+	}
+	var statements, current []string
+	for i, line := range strings.Split(sql, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		if semicolon := strings.IndexByte(trimmed, ';'); semicolon >= 0 && semicolon < len(trimmed)-1 {
+			return nil, fmt.Errorf("line %d: a \";\" must end its line in a file run outside a transaction (one statement per \";\", nothing after it)", i+1)
+		}
+		current = append(current, strings.TrimRight(line, " \t\r"))
+		if strings.HasSuffix(trimmed, ";") {
+			statements = append(statements, strings.Join(current, "\n"))
+			current = nil
+		}
+	}
+	if len(current) > 0 {
+		return nil, errors.New("the last statement does not end with \";\" at the end of a line")
+	}
+	if len(statements) == 0 {
+		return nil, errors.New("no statement")
+	}
+	return statements, nil
 }

@@ -26,8 +26,9 @@ type Migrator struct {
 // MigratorConfig configures a Migrator. The zero value is ready to use.
 type MigratorConfig struct {
 	// Logger receives, at debug level, one line per migration Up applies (Migrate sums them up in
-	// one info line), at info level one per migration Down rolls back, and River's migrator's
-	// warnings (its info lines, one per River version, are left out). Default: slog.Default().
+	// one info line), at info level one per migration Down rolls back and one when another
+	// migrator holds the lock and this one waits, and River's migrator's warnings (its info lines,
+	// one per River version, are left out). Default: slog.Default().
 	Logger *slog.Logger
 }
 
@@ -105,7 +106,9 @@ CREATE TABLE IF NOT EXISTS reckon_schema_migrations (
 
 // Up applies every pending migration: River's, then Reckon's, each in its own transaction with
 // the row that records it. A failing migration is rolled back and stops the run; the ones before
-// it stay applied.
+// it stay applied. A NoTransaction migration runs statement by statement and is recorded after
+// its last one: a failure leaves the statements before it done and the migration pending (see
+// Migration).
 func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 	result := &Result{}
 	err := m.withLock(ctx, func(conn *pgxpool.Conn) error {
@@ -123,14 +126,8 @@ func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 				continue
 			}
 			start := time.Now()
-			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, migration.Up); err != nil {
-					return err
-				}
-				_, err := tx.Exec(ctx, `INSERT INTO reckon_schema_migrations (version, name) VALUES ($1, $2)`,
-					migration.Version, migration.Name)
-				return err
-			})
+			err := run(ctx, conn, migration, migration.Up,
+				`INSERT INTO reckon_schema_migrations (version, name) VALUES ($1, $2)`, migration.Version, migration.Name)
 			if err != nil {
 				return fmt.Errorf("migration %04d_%s up: %w", migration.Version, migration.Name, err)
 			}
@@ -152,8 +149,8 @@ type DownOpts struct {
 	All bool
 }
 
-// Down rolls back applied migrations, newest first, each in its own transaction. It destroys the
-// data of the tables it drops.
+// Down rolls back applied migrations, newest first, each in its own transaction (a NoTransaction
+// migration statement by statement, as Up runs it). It destroys the data of the tables it drops.
 func (m *Migrator) Down(ctx context.Context, opts *DownOpts) (*Result, error) {
 	if opts == nil {
 		opts = &DownOpts{}
@@ -176,13 +173,8 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) (*Result, error) {
 			if _, ok := applied[migration.Version]; !ok {
 				continue
 			}
-			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, migration.Down); err != nil {
-					return err
-				}
-				_, err := tx.Exec(ctx, `DELETE FROM reckon_schema_migrations WHERE version = $1`, migration.Version)
-				return err
-			})
+			err := run(ctx, conn, migration, migration.Down,
+				`DELETE FROM reckon_schema_migrations WHERE version = $1`, migration.Version)
 			if err != nil {
 				return fmt.Errorf("migration %04d_%s down: %w", migration.Version, migration.Name, err)
 			}
@@ -204,6 +196,34 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) (*Result, error) {
 		return nil
 	})
 	return result, err
+}
+
+// run runs sql, one direction of migration, on conn together with record, the statement that
+// records it: in one transaction, or for a NoTransaction migration one statement at a time and
+// record last, so that a failure leaves the migration's recorded state as it was.
+func run(ctx context.Context, conn *pgxpool.Conn, migration Migration, sql, record string, args ...any) error {
+	if !migration.NoTransaction {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, record, args...)
+			return err
+		})
+	}
+	statements, err := splitStatements(sql)
+	if err != nil {
+		return err
+	}
+	for i, statement := range statements {
+		// One statement per Exec: a multi-statement string is one implicit transaction, which
+		// CREATE INDEX CONCURRENTLY refuses.
+		if _, err := conn.Exec(ctx, statement); err != nil {
+			return fmt.Errorf("statement %d of %d, outside a transaction (the ones before it stay done): %w", i+1, len(statements), err)
+		}
+	}
+	_, err = conn.Exec(ctx, record, args...)
+	return err
 }
 
 // migrateRiver applies River's migrations in direction until none is left, one version per
@@ -294,6 +314,9 @@ func (m *Migrator) Status(ctx context.Context) (*Status, error) {
 	return status, nil
 }
 
+// lockPollInterval is how often a migrator waiting for the migration lock tries to take it.
+const lockPollInterval = 200 * time.Millisecond
+
 // withLock runs fn on a dedicated connection holding the migration advisory lock. The lock is
 // released before the connection goes back to the pool; if releasing fails the connection is
 // closed instead, which frees the lock.
@@ -302,7 +325,7 @@ func (m *Migrator) withLock(ctx context.Context, fn func(conn *pgxpool.Conn) err
 	if err != nil {
 		return fmt.Errorf("migrate: acquire connection: %w", err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, AdvisoryLockNamespace, LockKeyMigrate); err != nil {
+	if err := m.lock(ctx, conn); err != nil {
 		conn.Release()
 		return fmt.Errorf("migrate: take advisory lock: %w", err)
 	}
@@ -320,6 +343,31 @@ func (m *Migrator) withLock(ctx context.Context, fn func(conn *pgxpool.Conn) err
 		return fmt.Errorf("migrate: create reckon_schema_migrations: %w", err)
 	}
 	return fn(conn)
+}
+
+// lock takes the migration advisory lock on conn, waiting while another migrator holds it.
+//
+// It polls pg_try_advisory_lock instead of blocking in pg_advisory_lock: a session blocked in
+// pg_advisory_lock is running a statement, with a snapshot, and a CREATE INDEX CONCURRENTLY in the
+// migrator that holds the lock waits for every older snapshot in the database to end. The two would
+// wait for each other until Postgres's deadlock detector killed one of them. Between two tries a
+// waiting migrator holds no snapshot.
+func (m *Migrator) lock(ctx context.Context, conn *pgxpool.Conn) error {
+	for waited := false; ; waited = true {
+		var locked bool
+		err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, AdvisoryLockNamespace, LockKeyMigrate).Scan(&locked)
+		if err != nil || locked {
+			return err
+		}
+		if !waited {
+			m.logger.InfoContext(ctx, "waiting for another migrator to finish (it holds the migration lock)")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(lockPollInterval):
+		}
+	}
 }
 
 func appliedVersions(ctx context.Context, conn *pgxpool.Conn) (map[int]AppliedMigration, error) {
