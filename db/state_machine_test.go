@@ -247,7 +247,7 @@ func TestAuditIsAppendOnly(t *testing.T) {
 			var pgErr *pgconn.PgError
 			require.ErrorAs(t, err, &pgErr)
 			require.Equal(t, pgerrcode.InsufficientPrivilege, pgErr.Code)
-			require.Regexp(t, `reckon_effect_transitions(_p\w+)? is append-only`, pgErr.Message)
+			require.Contains(t, pgErr.Message, "reckon_effect_transitions is append-only")
 			require.Equal(t, before, auditOf(t, q, effect.ID))
 		})
 	}

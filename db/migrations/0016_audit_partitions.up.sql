@@ -55,12 +55,15 @@ CREATE TABLE reckon_audit_drops (
     dropped_at timestamptz NOT NULL DEFAULT now()
 );
 
--- One append-only guard for every history.
+-- One append-only guard for every history. The error names the history, and the partition in its
+-- detail.
 CREATE FUNCTION reckon_audit_append_only() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    history text := coalesce((SELECT i.inhparent::regclass::text FROM pg_inherits i WHERE i.inhrelid = TG_RELID), TG_TABLE_NAME);
 BEGIN
-    RAISE EXCEPTION 'reckon: % is append-only (% refused)', TG_TABLE_NAME, TG_OP
-        USING ERRCODE = 'insufficient_privilege';
+    RAISE EXCEPTION 'reckon: % is append-only (% refused)', history, TG_OP
+        USING ERRCODE = 'insufficient_privilege', DETAIL = format('table %s', TG_TABLE_NAME);
 END;
 $$;
 
