@@ -29,6 +29,11 @@ const AdvisoryLockNamespace int32 = 0x52434b4e // "RCKN"
 // LockKeyMigrate is the second advisory lock key, held while migrating.
 const LockKeyMigrate int32 = 1
 
+// LockKeyRetention is the second advisory lock key, held by a retention run (package retention) on
+// a connection of its own for the whole run, so that one run at a time prunes a database whichever
+// process starts it; a run that finds it taken ends at once (retention.ErrBusy).
+const LockKeyRetention int32 = 2
+
 // Migration is one numbered schema change of Reckon's own, with its up and down SQL.
 //
 // A migration runs in one transaction together with the row that records it, unless both its files

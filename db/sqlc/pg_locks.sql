@@ -15,3 +15,16 @@ CREATE TABLE pg_database (
     oid     oid,
     datname text
 );
+
+-- pg_class and pg_inherits, for the sizes `server retention status` shows.
+CREATE TABLE pg_class (
+    oid       oid,
+    relname   text,
+    relkind   text,
+    reltuples real
+);
+
+CREATE TABLE pg_inherits (
+    inhrelid  oid,
+    inhparent oid
+);

@@ -431,9 +431,21 @@ func AllRiverJobStateValues() []RiverJobState {
 	}
 }
 
+type PgClass struct {
+	Oid       pgtype.Uint32
+	Relname   *string
+	Relkind   *string
+	Reltuples *float32
+}
+
 type PgDatabase struct {
 	Oid     pgtype.Uint32
 	Datname *string
+}
+
+type PgInherit struct {
+	Inhrelid  pgtype.Uint32
+	Inhparent pgtype.Uint32
 }
 
 type PgLock struct {

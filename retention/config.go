@@ -1,0 +1,102 @@
+package retention
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of Config and of the reactor's flags.
+const (
+	DefaultEffectRetention = 30 * 24 * time.Hour
+	DefaultAuditRetention  = 400 * 24 * time.Hour
+	DefaultIdempotencyTTL  = 24 * time.Hour
+	DefaultBatchSize       = 500
+	DefaultInterval        = time.Hour
+)
+
+// MinEffectRetention is the shortest effect retention, global or per tenant.
+const MinEffectRetention = time.Hour
+
+// Config configures a Retention. Every field has a default.
+type Config struct {
+	// EffectRetention is how long settled effects, finished sagas, runs and turn groups are kept
+	// after they settled (after their last change), unless the tenant has a policy of its own
+	// (reckon_retention_policies). Default DefaultEffectRetention (30 days); at least 1h.
+	EffectRetention time.Duration
+	// AuditRetention is how long the audit histories are kept: a partition whose range ends more
+	// than AuditRetention ago is dropped, once no effect or saga it tells of exists. 0 (the
+	// default) keeps them forever; the reactor's -audit-retention defaults to
+	// DefaultAuditRetention (400 days). Otherwise at least EffectRetention, so that the history of
+	// an effect outlives it.
+	AuditRetention time.Duration
+	// DedupWindow is how long the idempotency key of a pruned effect is still recognised: a
+	// tombstone (reckon_effect_tombstones) is kept until the effect's settle time plus DedupWindow,
+	// and an enqueue of that key within it is answered as a duplicate. 0 (the default): no
+	// tombstones; a late enqueue of a pruned effect's key creates a new effect.
+	DedupWindow time.Duration
+	// IdempotencyTTL is how long the API's stored Idempotency-Key responses are kept. Default
+	// DefaultIdempotencyTTL (24h).
+	IdempotencyTTL time.Duration
+	// BatchSize is how many rows (turn groups, runs, effects with their compensations) one delete
+	// transaction takes. Default DefaultBatchSize (500); 1 to 10000.
+	BatchSize int
+	// Interval is how often the periodic job of a reactor that installed the Retention runs it.
+	// Default DefaultInterval (1h).
+	Interval time.Duration
+	// Now is the clock of the cutoffs and of the partitions' horizon. Default time.Now; tests move
+	// it.
+	Now func() time.Time
+	// Logger receives a line per run, progress lines on long runs and the lock timeouts. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics (see Metrics). Default: none (not exported).
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) setDefaults() {
+	if c.EffectRetention == 0 {
+		c.EffectRetention = DefaultEffectRetention
+	}
+	if c.IdempotencyTTL == 0 {
+		c.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports what is wrong with the configuration, naming the field.
+func (c *Config) Validate() error {
+	switch {
+	case c.EffectRetention < MinEffectRetention:
+		return fmt.Errorf("retention: Config.EffectRetention must be at least %v, got %v", MinEffectRetention, c.EffectRetention)
+	case c.AuditRetention < 0:
+		return fmt.Errorf("retention: Config.AuditRetention must be 0 (keep forever) or positive, got %v", c.AuditRetention)
+	case c.AuditRetention > 0 && c.AuditRetention < c.EffectRetention:
+		return fmt.Errorf("retention: Config.AuditRetention %v must be 0 (keep forever) or at least EffectRetention %v: an effect's history outlives it", c.AuditRetention, c.EffectRetention)
+	case c.DedupWindow < 0 || (c.DedupWindow > 0 && c.DedupWindow < time.Second):
+		return fmt.Errorf("retention: Config.DedupWindow must be 0 (no tombstones) or at least 1s, got %v", c.DedupWindow)
+	case c.IdempotencyTTL < time.Second:
+		return fmt.Errorf("retention: Config.IdempotencyTTL must be at least 1s, got %v", c.IdempotencyTTL)
+	case c.BatchSize < 1 || c.BatchSize > 10_000:
+		return fmt.Errorf("retention: Config.BatchSize must be between 1 and 10000, got %d", c.BatchSize)
+	case c.Interval < time.Second:
+		return fmt.Errorf("retention: Config.Interval must be at least 1s, got %v", c.Interval)
+	case c.Now == nil || c.Logger == nil:
+		return errors.New("retention: Config.Now and Config.Logger must not be nil")
+	}
+	return nil
+}
