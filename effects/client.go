@@ -97,6 +97,13 @@ type Config struct {
 	// AsyncTimeout is how long an effect accepted upstream (Accepted) awaits its callback when
 	// neither its Spec nor its Connector says. Default DefaultAsyncTimeout.
 	AsyncTimeout time.Duration
+	// JobRetention is how long River keeps the completed and cancelled jobs of this client's River
+	// client before its job cleaner (run by the leader) deletes them; discarded jobs (a job that
+	// failed every attempt, worth a look) are kept max(JobRetention, 7 days). A job is only the
+	// vehicle of an effect: the effect's row and its transitions are its record, and a retention
+	// run prunes those (package retention). Default 0: River's own periods, 24h for completed and
+	// cancelled jobs, 7 days for discarded ones. cmd/reactor sets min(24h, -effect-retention).
+	JobRetention time.Duration
 	// Plugins extend the client as it is built: the packages built on effects (turns.Client,
 	// saga.Client) and an application's own settle hooks (OnSettle). NewClient installs them in
 	// order; see Plugin. Default: none.
@@ -159,6 +166,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("effects: Config.TakeoverGrace must be at most 10m, got %v", c.TakeoverGrace)
 	case c.HeartbeatTimeout != 0 && (c.HeartbeatTimeout < 2*max(c.LivenessInterval, time.Second) || c.HeartbeatTimeout > 24*time.Hour):
 		return fmt.Errorf("effects: Config.HeartbeatTimeout must be between twice LivenessInterval (at least 2s) and 24h, got %v", c.HeartbeatTimeout)
+	case c.JobRetention < 0:
+		return fmt.Errorf("effects: Config.JobRetention must not be negative, got %v", c.JobRetention)
 	case c.AsyncTimeout < 0 || c.AsyncTimeout > MaxAsyncTimeout:
 		return fmt.Errorf("effects: Config.AsyncTimeout %v out of range (up to %v)", c.AsyncTimeout, MaxAsyncTimeout)
 	}
@@ -217,6 +226,10 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		PeriodicJobs:      host.periodic,
 		FetchCooldown:     cfg.FetchCooldown,
 		FetchPollInterval: cfg.FetchPollInterval,
+		// 0 leaves River's defaults (24h, 24h, 7 days).
+		CompletedJobRetentionPeriod: cfg.JobRetention,
+		CancelledJobRetentionPeriod: cfg.JobRetention,
+		DiscardedJobRetentionPeriod: discardedJobRetention(cfg.JobRetention),
 		// Our workers bound their own time (Timeout per job). A dead reactor's running jobs are
 		// handed back within seconds by the liveness takeover (liveness.go); River's rescue is
 		// left for jobs of River clients that are not registered reactors.
@@ -229,6 +242,18 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	c.river = riverClient
 	c.notifier = newNotifier(pool, c.logger)
 	return c, nil
+}
+
+// riverDiscardedJobRetention is River's default DiscardedJobRetentionPeriod.
+const riverDiscardedJobRetention = 7 * 24 * time.Hour
+
+// discardedJobRetention is how long River keeps discarded jobs for Config.JobRetention: never less
+// than River's default, 0 (River's default) when JobRetention is.
+func discardedJobRetention(jobRetention time.Duration) time.Duration {
+	if jobRetention == 0 {
+		return 0
+	}
+	return max(jobRetention, riverDiscardedJobRetention)
 }
 
 // River returns the client's River client, for plugins that insert jobs of the workers they added
