@@ -16,6 +16,8 @@
 //	          database's timestamps
 //	scale     1, 2 and 4 reactor processes on the same queue
 //	memory    one reactor process's peak RSS and Go heap while 100,000 effects wait
+//	storage   bytes (tables + indexes) and WAL per effect of each kind — simple, compensated,
+//	          async, saga step — against River's per no-op job, storage-n of each
 //
 // Throughput runs time from the first insert to the last completion (the database's timestamp).
 package main
@@ -53,6 +55,7 @@ var scenarios = []struct {
 	{"latency", (*bench).latency},
 	{"scale", (*bench).scale},
 	{"memory", (*bench).memory},
+	{"storage", (*bench).storage},
 }
 
 var allScenarios = func() []string {
@@ -72,6 +75,7 @@ type options struct {
 	batch         int
 	duration      time.Duration
 	memoryN       int
+	storageN      int
 	scenarios     []string
 	jsonPath      string
 	keep          bool
@@ -102,6 +106,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.batch, "batch", 1000, "insert batch size")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each enqueue and latency run")
 	fs.IntVar(&o.memoryN, "memory-n", 100000, "effects waiting in the memory scenario")
+	fs.IntVar(&o.storageN, "storage-n", 2000, "effects (and River jobs) of each kind in the storage scenario")
 	fs.StringVar(&scenarios, "scenarios", "all", "comma-separated scenarios: "+strings.Join(allScenarios, ","))
 	fs.StringVar(&o.jsonPath, "json", "bench.json", "where to write the results as JSON (empty: nowhere)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the bench database afterwards")
@@ -119,8 +124,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			o.scenarios = append(o.scenarios, s)
 		}
 	}
-	if o.n < 1 || o.workers < 1 || o.dispatchBatch < 1 || o.concurrency < 1 || o.batch < 1 || o.memoryN < 1 || o.duration <= 0 {
-		return errors.New("-n, -w, -dispatch-batch, -c, -batch, -memory-n and -duration must be positive")
+	if o.n < 1 || o.workers < 1 || o.dispatchBatch < 1 || o.concurrency < 1 || o.batch < 1 || o.memoryN < 1 || o.storageN < 1 || o.duration <= 0 {
+		return errors.New("-n, -w, -dispatch-batch, -c, -batch, -memory-n, -storage-n and -duration must be positive")
 	}
 
 	if *cpuProfile != "" {
@@ -191,7 +196,7 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	var version string
 	_ = b.pool.QueryRow(ctx, `SHOW server_version`).Scan(&version)
 	b.results.Setup = map[string]any{"n": o.n, "workers": o.workers, "concurrency": o.concurrency, "batch": o.batch,
-		"duration_seconds": o.duration.Seconds(), "postgres": version, "started_at": time.Now().UTC()}
+		"duration_seconds": o.duration.Seconds(), "storage_n": o.storageN, "postgres": version, "started_at": time.Now().UTC()}
 	return b, nil
 }
 
