@@ -40,6 +40,9 @@ type config struct {
 	turnHandlerURL     string
 	turnHandlerTimeout time.Duration
 	turnNotReadyDelay  time.Duration
+	// retention is the retention job's settings (package retention): how long settled work and the
+	// audit history are kept, and how often this reactor (when leader) prunes.
+	retention cli.RetentionFlags
 }
 
 // parseConfig reads flags over environment variables. A bad value is an error naming it.
@@ -79,6 +82,8 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 		"how long one call to the turn handler may take; a timeout attempts the turn again")
 	env.DurationVar(&c.turnNotReadyDelay, "turn-not-ready-delay", "RECKON_TURN_NOT_READY_DELAY", 30*time.Second,
 		"how long the turn job of a tenant without a turn handler waits before it is offered again")
+	c.retention.Register(&env)
+	c.retention.RegisterInterval(&env)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -121,6 +126,9 @@ func (c *config) validate() error {
 		return errors.New("-turn-handler-timeout and -turn-not-ready-delay must be positive")
 	case c.asyncTimeout < time.Millisecond || c.asyncTimeout > effects.MaxAsyncTimeout:
 		return fmt.Errorf("-async-timeout must be between 1ms and %v, got %v", effects.MaxAsyncTimeout, c.asyncTimeout)
+	}
+	if err := c.retention.Validate(); err != nil {
+		return err
 	}
 	if c.turnHandlerURL != "" {
 		if err := httpturn.ValidateURL(c.turnHandlerURL); err != nil {

@@ -17,7 +17,13 @@
 // RECKON_SHUTDOWN_TIMEOUT, RECKON_IN_FLIGHT_MARGIN, RECKON_SWEEP_INTERVAL,
 // RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_FETCH_POLL_INTERVAL, RECKON_FETCH_COOLDOWN,
 // RECKON_ASYNC_TIMEOUT, RECKON_TURN_HANDLER_URL, RECKON_TURN_HANDLER_TIMEOUT,
-// RECKON_TURN_NOT_READY_DELAY, RECKON_LOG_FORMAT.
+// RECKON_TURN_NOT_READY_DELAY, RECKON_EFFECT_RETENTION, RECKON_AUDIT_RETENTION, RECKON_DEDUP_WINDOW,
+// RECKON_IDEMPOTENCY_TTL, RECKON_RETENTION_INTERVAL, RECKON_RETENTION_BATCH, RECKON_LOG_FORMAT.
+//
+// It runs retention (package retention, docs/operations.md "Retention"): when it starts it makes
+// the partitions of the audit histories ahead, and the leader among the reactors prunes settled work
+// past -effect-retention and audit history past -audit-retention every -retention-interval (0: this
+// reactor never does). River's cleaner keeps finished jobs min(24h, -effect-retention).
 //
 // It runs the logical turns of sessions (package turns) with an HTTP turn handler (package
 // turns/httpturn): each turn is POSTed to its tenant's handler (PUT /v1/turn-handlers/{tenant})
@@ -43,6 +49,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
+	"github.com/reckonhq/reckon/retention"
 )
 
 func main() {
@@ -86,6 +93,19 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		return errors.New("the database schema is not current: run `server migrate up` first")
 	}
 
+	// Partitions ahead, before any work: a lock timeout (a schema change in progress) is not worth
+	// failing the start for, the retention job makes them later and the default partition takes
+	// what no partition covers meanwhile.
+	created, err := retention.EnsurePartitions(ctx, pool, time.Now())
+	switch {
+	case errors.Is(err, retention.ErrLockTimeout):
+		logger.Warn("audit partitions: not made now; the retention job will", slog.String("error", err.Error()))
+	case err != nil:
+		return err
+	case created > 0:
+		logger.Info("audit partitions made ahead", slog.Int("created", created))
+	}
+
 	metrics := health.NewRegistry()
 	// Go connectors are registered by services that embed the reactor (effects.Client in their
 	// own process); this one has the HTTP connectors stored in the database.
@@ -112,6 +132,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		TakeoverGrace:     takeoverGrace(cfg.takeoverGrace),
 		HeartbeatTimeout:  cfg.heartbeatTimeout,
 		AsyncTimeout:      cfg.asyncTimeout,
+		// A River job is only the vehicle of an effect: its row and transitions are the record.
+		JobRetention: min(24*time.Hour, cfg.retention.EffectRetention),
 	}
 	sessions, err := newTurnsClient(pool, cfg, registry, logger, metrics) // turns.go
 	if err != nil {
@@ -122,6 +144,15 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		return err
 	}
 	effectsConfig.Plugins = []effects.Plugin{sessions, sagas.sagas}
+	if cfg.retention.Interval > 0 {
+		retentionConfig := cfg.retention.Config()
+		retentionConfig.Logger, retentionConfig.Registerer = logger, metrics
+		pruner, err := retention.New(pool, retentionConfig)
+		if err != nil {
+			return err
+		}
+		effectsConfig.Plugins = append(effectsConfig.Plugins, pruner)
+	}
 	client, err := effects.NewClient(pool, effectsConfig)
 	if err != nil {
 		return err
