@@ -39,8 +39,11 @@ func (o *EnqueueOpts) actorReason() (string, string) {
 //
 // If the tenant already has an effect with the same idempotency key and the same connector, args
 // and owner, that effect is returned with Deduplicated set and nothing new is recorded. With other
-// args, another connector or another owner the error is ErrIdempotencyConflict. Other errors (a bad spec, an unknown
-// connector) change nothing; a database error aborts tx, which the caller must roll back.
+// args, another connector or another owner the error is ErrIdempotencyConflict. If no effect has
+// the key but the tombstone of a pruned one still keeps it (its dedup window has not ended), the
+// enqueue is a late duplicate: the error is ErrPruned (a *PrunedError naming the effect) and
+// nothing is recorded. Other errors (a bad spec, an unknown connector) change nothing; a database
+// error aborts tx, which the caller must roll back.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec, opts *EnqueueOpts) (*Effect, error) {
 	effects, err := c.EnqueueManyTx(ctx, tx, []Spec{spec}, opts)
 	if err != nil {
@@ -74,6 +77,10 @@ func (c *Client) EnqueueMany(ctx context.Context, specs []Spec, opts *EnqueueOpt
 // EnqueueManyTx is EnqueueTx for many effects at once, with one insert of the jobs and one of the
 // effects. The result is in the order of specs. The same idempotency key twice in specs yields
 // the same effect twice when the args agree and ErrIdempotencyConflict when they do not.
+//
+// The batch fails as a whole: when a spec meets ErrIdempotencyConflict or ErrPruned, the error is
+// the first such spec's, and the effects of the other specs may already be written in tx, which the
+// caller must roll back (EnqueueMany does).
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opts *EnqueueOpts) ([]*Effect, error) {
 	effects, err := c.enqueueManyTx(ctx, tx, specs, opts)
 	return effects, schemaError(err)
@@ -142,10 +149,12 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		case err == nil:
 			effect = effectFromRow(row)
 		case isNoRows(err):
-			if effect, err = c.existingFor(ctx, tx, r); err != nil {
+			// The job goes first, so that a refusal (ErrIdempotencyConflict, ErrPruned) leaves
+			// nothing behind in tx.
+			if err := c.deleteJobs(ctx, tx, jobs); err != nil {
 				return nil, err
 			}
-			if err := c.deleteJobs(ctx, tx, jobs); err != nil {
+			if effect, err = c.existingFor(ctx, tx, r); err != nil {
 				return nil, err
 			}
 		default:
@@ -266,11 +275,15 @@ func (c *Client) deleteJobs(ctx context.Context, tx pgx.Tx, ids []int64) error {
 	return nil
 }
 
-// existingFor returns the effect holding r's idempotency key, marked deduplicated, or
-// ErrIdempotencyConflict when it was recorded with another connector or other args.
+// existingFor returns the effect holding r's idempotency key, marked deduplicated, after an insert
+// of r found the key taken; ErrIdempotencyConflict when the effect was recorded with another
+// connector or other args; ErrPruned when no effect holds the key but a tombstone keeps it.
 func (c *Client) existingFor(ctx context.Context, tx pgx.Tx, r *resolvedSpec) (*Effect, error) {
 	q := dbsqlc.New(tx)
 	row, err := q.EffectGetByIdempotencyKey(ctx, dbsqlc.EffectGetByIdempotencyKeyParams{TenantID: r.tenantID, IdempotencyKey: r.idempotencyKey})
+	if isNoRows(err) {
+		return nil, prunedKeyError(ctx, q, r.tenantID, r.idempotencyKey)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("effects: read effect with key %q: %w", r.idempotencyKey, err)
 	}
@@ -284,6 +297,24 @@ func (c *Client) existingFor(ctx context.Context, tx pgx.Tx, r *resolvedSpec) (*
 	effect := effectFromRow(row)
 	effect.Deduplicated = true
 	return effect, nil
+}
+
+// prunedKeyError explains an insert that found its idempotency key taken and no effect holding it:
+// the key's effect was pruned, and a live tombstone keeps the key (*PrunedError), or none does —
+// the effect was pruned, without a dedup window, while the insert ran.
+func prunedKeyError(ctx context.Context, q *dbsqlc.Queries, tenantID, key string) error {
+	tomb, err := q.EffectTombstoneGetLive(ctx, dbsqlc.EffectTombstoneGetLiveParams{TenantID: tenantID, IdempotencyKey: key})
+	switch {
+	case err == nil:
+		return &PrunedError{
+			IdempotencyKey: key, EffectID: tomb.EffectID, State: State(tomb.State),
+			SettledAt: tomb.SettledAt, PrunedAt: tomb.PrunedAt, ExpiresAt: tomb.ExpiresAt,
+		}
+	case isNoRows(err):
+		return fmt.Errorf("effects: key %q was taken when the insert ran, but its effect has since been pruned and no tombstone keeps the key", key)
+	default:
+		return fmt.Errorf("effects: read tombstone of key %q: %w", key, err)
+	}
 }
 
 func timeoutMS(c *Connector) int32 { return int32(c.Timeout / time.Millisecond) }

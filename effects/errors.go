@@ -2,8 +2,10 @@ package effects
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -14,6 +16,11 @@ var (
 	// ErrIdempotencyConflict: the idempotency key is taken by an effect with other args or
 	// another connector.
 	ErrIdempotencyConflict = errors.New("effects: idempotency key already used with different args")
+	// ErrPruned: the idempotency key belonged to an effect that settled and was then pruned by
+	// retention, and its tombstone keeps the key for the dedup window: the enqueue is a late
+	// duplicate and nothing is enqueued. errors.As with *PrunedError tells which effect it was.
+	// Once the window ends the key is free, and an enqueue with it performs the call again.
+	ErrPruned = errors.New("effects: idempotency key belongs to a pruned effect")
 	// ErrUnknownConnector: no connector of that name is registered.
 	ErrUnknownConnector = errors.New("effects: unknown connector")
 	// ErrNotStuck: only a STUCK effect can be resolved by an operator.
@@ -36,6 +43,30 @@ var (
 	// others, so it stopped its work (Client.Fatal). Restart the process.
 	ErrPresumedDead = errors.New("effects: this reactor was taken for dead and its jobs were handed to other reactors")
 )
+
+// PrunedError is the ErrPruned of an enqueue (errors.Is(err, ErrPruned)): the effect that held the
+// idempotency key, what it settled as and when, and when it was pruned.
+type PrunedError struct {
+	// IdempotencyKey is the key of the refused spec.
+	IdempotencyKey string
+	// EffectID is the pruned effect that held the key.
+	EffectID uuid.UUID
+	// State is what the effect settled as: StateConfirmed or StateFailed.
+	State State
+	// SettledAt is when it settled, PrunedAt when retention deleted it.
+	SettledAt, PrunedAt time.Time
+	// ExpiresAt ends the dedup window: from then on the key is free again.
+	ExpiresAt time.Time
+}
+
+func (e *PrunedError) Error() string {
+	return fmt.Sprintf("effects: idempotency key %q belonged to effect %s, which settled %s at %s and was pruned at %s (the key is kept until %s)",
+		e.IdempotencyKey, e.EffectID, e.State, e.SettledAt.UTC().Format(time.RFC3339), e.PrunedAt.UTC().Format(time.RFC3339),
+		e.ExpiresAt.UTC().Format(time.RFC3339))
+}
+
+// Is makes a *PrunedError match ErrPruned.
+func (e *PrunedError) Is(target error) bool { return target == ErrPruned }
 
 // Sentinel errors of callbacks. Test with errors.Is.
 var (

@@ -182,7 +182,8 @@ func (c *Client) Compensate(ctx context.Context, id uuid.UUID, actor, reason str
 // commits. Enqueueing the same compensation twice returns the first, marked Deduplicated, so a
 // retry after an error is safe. actor and reason go to the compensation's audit trail. Errors:
 // ErrNotFound, ErrNotCompensatable (not CONFIRMED, or a connector without Compensate),
-// ErrNoSettleHook change nothing and leave tx usable; a database error aborts tx.
+// ErrNoSettleHook, and ErrPruned (that compensation was performed and has been pruned) change
+// nothing and leave tx usable; a database error aborts tx.
 func (c *Client) CompensateTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *CompensateOpts) (*Effect, error) {
 	if opts == nil {
 		opts = &CompensateOpts{}
@@ -240,6 +241,9 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 			return nil, err
 		}
 		existing, err := q.EffectGetByIdempotencyKey(ctx, dbsqlc.EffectGetByIdempotencyKeyParams{TenantID: row.TenantID, IdempotencyKey: key})
+		if isNoRows(err) { // a compensation of that key was pruned (ErrPruned)
+			return nil, prunedKeyError(ctx, q, row.TenantID, key)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -1,23 +1,31 @@
 -- name: EffectInsert :one
--- Inserts a PENDING effect unless its idempotency key exists for the tenant (then: no row). The
--- transition trigger records the insert with the given actor and reason.
+-- Inserts a PENDING effect unless its idempotency key exists for the tenant or is kept by a live
+-- tombstone of a pruned effect (then: no row, and EffectGetByIdempotencyKey and
+-- EffectTombstoneGetLive tell which). The tombstone probe is one index lookup in the same
+-- statement, so an enqueue costs no extra round trip. The transition trigger records the insert
+-- with the given actor and reason.
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id,
     lease_owner, lease_token, lease_expires_at, attempts, owner,
     transition_actor, transition_reason, transition_detail
-) VALUES (
+)
+SELECT
     @id, @tenant_id, @connector, @args, @idempotency_key, @business_key, @policy, @tags, @max_attempts,
     @timeout_ms, @deadline_at, @run_id, @turn_id, @turn_group, @compensates_id, @job_id,
     @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner),
     @actor::text, @reason::text, @detail
+WHERE NOT EXISTS (
+    SELECT 1 FROM reckon_effect_tombstones t
+    WHERE t.tenant_id = @tenant_id AND t.idempotency_key = @idempotency_key AND t.expires_at > now()
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING *;
 
 -- name: EffectInsertMany :many
--- Inserts many PENDING effects in one statement; rows whose idempotency key exists are skipped
--- (and not returned). Array arguments are parallel, and empty strings stand for NULL.
+-- Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
+-- a live tombstone (as for EffectInsert), are skipped (and not returned). Array arguments are
+-- parallel, and empty strings stand for NULL.
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, run_id, turn_id, turn_group, job_id, owner, transition_actor, transition_reason
@@ -45,6 +53,10 @@ FROM (
         unnest(sqlc.arg(job_ids)::bigint[]) AS job_id,
         unnest(sqlc.arg(owners)::text[]) AS owner
 ) AS u
+WHERE NOT EXISTS (
+    SELECT 1 FROM reckon_effect_tombstones t
+    WHERE t.tenant_id = u.tenant_id AND t.idempotency_key = u.idempotency_key AND t.expires_at > now()
+)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING *;
 

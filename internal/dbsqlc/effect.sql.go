@@ -310,11 +310,15 @@ INSERT INTO reckon_effects (
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id,
     lease_owner, lease_token, lease_expires_at, attempts, owner,
     transition_actor, transition_reason, transition_detail
-) VALUES (
+)
+SELECT
     $1, $2, $3, $4, $5, $6, $7, $8, $9,
     $10, $11, $12, $13, $14, $15, $16,
     $17, $18, $19, $20, $21,
     $22::text, $23::text, $24
+WHERE NOT EXISTS (
+    SELECT 1 FROM reckon_effect_tombstones t
+    WHERE t.tenant_id = $2 AND t.idempotency_key = $5 AND t.expires_at > now()
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
@@ -347,8 +351,11 @@ type EffectInsertParams struct {
 	Detail         json.RawMessage
 }
 
-// Inserts a PENDING effect unless its idempotency key exists for the tenant (then: no row). The
-// transition trigger records the insert with the given actor and reason.
+// Inserts a PENDING effect unless its idempotency key exists for the tenant or is kept by a live
+// tombstone of a pruned effect (then: no row, and EffectGetByIdempotencyKey and
+// EffectTombstoneGetLive tell which). The tombstone probe is one index lookup in the same
+// statement, so an enqueue costs no extra round trip. The transition trigger records the insert
+// with the given actor and reason.
 func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (ReckonEffect, error) {
 	row := q.db.QueryRow(ctx, effectInsert,
 		arg.ID,
@@ -443,6 +450,10 @@ FROM (
         unnest($16::bigint[]) AS job_id,
         unnest($17::text[]) AS owner
 ) AS u
+WHERE NOT EXISTS (
+    SELECT 1 FROM reckon_effect_tombstones t
+    WHERE t.tenant_id = u.tenant_id AND t.idempotency_key = u.idempotency_key AND t.expires_at > now()
+)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
 `
@@ -467,8 +478,9 @@ type EffectInsertManyParams struct {
 	Owners          []string
 }
 
-// Inserts many PENDING effects in one statement; rows whose idempotency key exists are skipped
-// (and not returned). Array arguments are parallel, and empty strings stand for NULL.
+// Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
+// a live tombstone (as for EffectInsert), are skipped (and not returned). Array arguments are
+// parallel, and empty strings stand for NULL.
 func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyParams) ([]ReckonEffect, error) {
 	rows, err := q.db.Query(ctx, effectInsertMany,
 		arg.Actor,

@@ -181,12 +181,15 @@ func (s *Server) createEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 	return http.StatusCreated, out, nil
 }
 
-// enqueueError maps the refusals of an enqueue (effects' run guardrails) to API errors; nil for
-// any other error. Run ids are per tenant, so an enqueue never meets another tenant's run.
+// enqueueError maps the refusals of an enqueue (effects' run guardrails, a key kept by the
+// tombstone of a pruned effect) to API errors; nil for any other error. Run ids and tombstones are
+// per tenant, so an enqueue never meets another tenant's.
 func enqueueError(err error) *Error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, effects.ErrPruned):
+		return Errorf(http.StatusConflict, CodeEffectPruned, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrRunCancelled):
 		return Errorf(http.StatusConflict, CodeRunCancelled, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrRunMaxSteps), errors.Is(err, effects.ErrRunMaxFailures):

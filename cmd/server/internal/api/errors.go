@@ -30,6 +30,7 @@ const (
 	CodeNotFound             = "not_found"               // 404: no such resource for this tenant
 	CodeMethodNotAllowed     = "method_not_allowed"      // 405
 	CodeIdempotencyConflict  = "idempotency_conflict"    // 409: the effect's idempotency key is taken by another connector or other args
+	CodeEffectPruned         = "effect_pruned"           // 409: the idempotency key belonged to an effect that settled and was pruned; its dedup window has not ended
 	CodeNotStuck             = "not_stuck"               // 409: resolve of an effect or a saga that is not STUCK
 	CodeConnectorInUse       = "connector_in_use"        // 409: delete of a connector with PENDING or UNKNOWN effects
 	CodeInvalidConnector     = "invalid_connector"       // 400: a connector definition that breaks the registration rules
