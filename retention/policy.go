@@ -26,7 +26,9 @@ type Policy struct {
 // tenantIDRE is the rule of reckon_tenants.id.
 var tenantIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
-func checkTenant(tenantID string) error {
+// CheckTenant refuses (ErrInvalid) a tenant id outside the rule of reckon_tenants.id: 1 to 63
+// letters, digits, '.', '_' or '-', starting with a letter or a digit.
+func CheckTenant(tenantID string) error {
 	if !tenantIDRE.MatchString(tenantID) {
 		return fmt.Errorf("%w: tenant %q: want 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, tenantID)
 	}
@@ -38,7 +40,7 @@ func checkTenant(tenantID string) error {
 // audit history is never dropped while an effect it tells of exists, so a policy longer than the
 // audit retention keeps the history of the tenant's effects as long as the effects.
 func SetPolicy(ctx context.Context, pool *pgxpool.Pool, tenantID string, effectRetention time.Duration) (*Policy, error) {
-	if err := checkTenant(tenantID); err != nil {
+	if err := CheckTenant(tenantID); err != nil {
 		return nil, err
 	}
 	if effectRetention < MinEffectRetention || effectRetention%time.Second != 0 {
@@ -56,7 +58,7 @@ func SetPolicy(ctx context.Context, pool *pgxpool.Pool, tenantID string, effectR
 // DeletePolicy removes tenantID's policy: its settled work follows the global retention again. It
 // reports whether there was one.
 func DeletePolicy(ctx context.Context, pool *pgxpool.Pool, tenantID string) (bool, error) {
-	if err := checkTenant(tenantID); err != nil {
+	if err := CheckTenant(tenantID); err != nil {
 		return false, err
 	}
 	n, err := dbsqlc.New(pool).RetentionPolicyDelete(ctx, tenantID)

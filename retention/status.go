@@ -26,7 +26,8 @@ type Status struct {
 	Policies        []Policy      `json:"policies"`
 	// Tables are Reckon's tables (and River's jobs), each with its size.
 	Tables []TableStatus `json:"tables"`
-	// Partitions are the partitions of the histories, oldest first, the default partitions last.
+	// Partitions are the partitions of the histories, per history oldest first, its default
+	// partition last.
 	Partitions []PartitionStatus `json:"partitions"`
 	// Next is the dry run of the next run: what it would remove and drop as the database is now.
 	Next *Report `json:"next"`
@@ -139,30 +140,35 @@ func (r *Retention) statusPartitions(ctx context.Context, q *dbsqlc.Queries, s *
 	if err != nil {
 		return fmt.Errorf("retention: list the partitions: %w", err)
 	}
-	names := make([]string, 0, len(partitions)+len(histories))
-	for _, p := range partitions {
-		to := p.RangeTo
-		s.Partitions = append(s.Partitions, PartitionStatus{
-			Parent: p.Parent, Name: p.Partition, From: p.RangeFrom, To: &to,
-			Drop: slices.ContainsFunc(s.Next.PartitionsDropped, func(d DroppedPartition) bool { return d.Partition == p.Partition }),
-			Held: slices.Contains(s.Next.PartitionsHeld, p.Partition),
-		})
-		names = append(names, p.Partition)
-	}
 	for _, parent := range histories {
+		for _, p := range partitions {
+			if p.Parent != parent {
+				continue
+			}
+			to := p.RangeTo
+			s.Partitions = append(s.Partitions, PartitionStatus{
+				Parent: p.Parent, Name: p.Partition, From: p.RangeFrom, To: &to,
+				Drop: slices.ContainsFunc(s.Next.PartitionsDropped, func(d DroppedPartition) bool { return d.Partition == p.Partition }),
+				Held: slices.Contains(s.Next.PartitionsHeld, p.Partition),
+			})
+		}
 		s.Partitions = append(s.Partitions, PartitionStatus{Parent: parent, Name: parent + "_default"})
-		names = append(names, parent+"_default")
+	}
+	names := make([]string, len(s.Partitions))
+	for i, p := range s.Partitions {
+		names[i] = p.Name
 	}
 	sizes, err := q.RetentionRelationSizes(ctx, names)
 	if err != nil {
 		return fmt.Errorf("retention: partition sizes: %w", err)
 	}
+	bySize := make(map[string]dbsqlc.RetentionRelationSizesRow, len(sizes))
+	for _, size := range sizes {
+		bySize[size.Name] = size
+	}
 	for i := range s.Partitions {
-		for _, size := range sizes {
-			if size.Name == s.Partitions[i].Name {
-				s.Partitions[i].Bytes, s.Partitions[i].RowsEstimate = size.Bytes, size.RowsEstimate
-			}
-		}
+		size := bySize[s.Partitions[i].Name]
+		s.Partitions[i].Bytes, s.Partitions[i].RowsEstimate = size.Bytes, size.RowsEstimate
 	}
 	return nil
 }

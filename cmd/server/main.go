@@ -10,6 +10,7 @@
 //	server tokens list -tenant T | revoke ID     list or revoke API tokens
 //	server connectors put|list|delete   manage the HTTP connectors (docs/connectors.md)
 //	server sagas define -f F | list     manage the saga definitions (docs/api.md)
+//	server retention status|run|policy|partitions   what retention keeps and prunes (docs/operations.md)
 //	server -h | help [COMMAND]          list the commands and serve's flags; COMMAND -h describes one
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runConnectors(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "sagas":
 		err = runSagas(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "retention":
+		err = runRetention(ctx, args[1:], stdout, stderr)
 	case "help":
 		// `server help` is `server -h`; `server help COMMAND` is `server COMMAND -h`.
 		if len(args) == 1 || args[1] == "help" {
@@ -187,7 +190,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// Idempotency-Key responses are purged at once, then every ttl/24 (at most hourly); the
 		// HTTP connectors and then the saga definitions are reloaded at once, then every
 		// -connector-sync-interval.
-		purge := func(ctx context.Context) { purgeIdempotencyKeys(ctx, logger, apiServer, idempotencyTTL) }
+		purge := func(ctx context.Context) { purgeIdempotencyKeys(ctx, logger, pool, idempotencyTTL) }
 		purge(ctx)
 		go cli.Every(ctx, min(max(idempotencyTTL/24, time.Second), time.Hour), purge)
 		reload := func(ctx context.Context) {

@@ -20,6 +20,9 @@ commands:
               list -tenant T | list -system | revoke ID
   connectors  HTTP connectors: put -f FILE | list [-json] | delete -name NAME
   sagas       saga definitions: define -f FILE | list [-json]
+  retention   pruning of settled work and old audit history: status [-json] | run [-dry-run] |
+              policy set -tenant T -effect-retention D | policy unset -tenant T | policy list |
+              partitions [-period day|month] [-premake D]
   help        this help; help COMMAND is COMMAND -h
 
 Flags go after the command and its action. ` + "`server COMMAND -h`" + ` describes a command's
@@ -28,7 +31,7 @@ actions, ` + "`server COMMAND ACTION -h`" + ` lists an action's flags.
 flags of serve:`
 
 // commandNames are server's commands, for the messages that list them.
-var commandNames = []string{"migrate", "tenants", "tokens", "connectors", "sagas", "help"}
+var commandNames = []string{"migrate", "tenants", "tokens", "connectors", "sagas", "retention", "help"}
 
 // helpArgs are the arguments that ask for help.
 var helpArgs = []string{"-h", "-help", "--help", "help"}

@@ -14,7 +14,3 @@ RETURNING tenant_id;
 -- Stores the response of the request that claimed the key, in the claiming transaction.
 UPDATE reckon_idempotency_keys SET status = @status, response = @response
 WHERE tenant_id = @tenant_id AND key = @key;
-
--- name: IdempotencyKeyDeleteBefore :execrows
--- Forgets stored responses created before the cutoff.
-DELETE FROM reckon_idempotency_keys WHERE created_at < @cutoff;

@@ -7,7 +7,6 @@ package dbsqlc
 
 import (
 	"context"
-	"time"
 )
 
 const idempotencyKeyClaim = `-- name: IdempotencyKeyClaim :one
@@ -62,19 +61,6 @@ func (q *Queries) IdempotencyKeyComplete(ctx context.Context, arg IdempotencyKey
 		arg.Key,
 	)
 	return err
-}
-
-const idempotencyKeyDeleteBefore = `-- name: IdempotencyKeyDeleteBefore :execrows
-DELETE FROM reckon_idempotency_keys WHERE created_at < $1
-`
-
-// Forgets stored responses created before the cutoff.
-func (q *Queries) IdempotencyKeyDeleteBefore(ctx context.Context, cutoff time.Time) (int64, error) {
-	result, err := q.db.Exec(ctx, idempotencyKeyDeleteBefore, cutoff)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const idempotencyKeyGet = `-- name: IdempotencyKeyGet :one

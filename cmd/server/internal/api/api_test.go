@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/retention"
 )
 
 // TestTenantIsolation: tenant B can neither read, list, resolve nor cancel tenant A's effects —
@@ -344,7 +345,8 @@ func TestResolveAndCancel(t *testing.T) {
 	require.Equal(t, api.CodeNotCancellable, r.errorCode(t))
 }
 
-// TestPurgeIdempotencyKeys: a stored response is replayed until purged; after that the same key
+// TestPurgeIdempotencyKeys: a stored response is replayed until purged (by
+// retention.PruneIdempotencyKeys, the server's loop and retention runs); after that the same key
 // runs the request again (here: the effect's own key deduplicates it, 200).
 func TestPurgeIdempotencyKeys(t *testing.T) {
 	t.Parallel()
@@ -354,14 +356,14 @@ func TestPurgeIdempotencyKeys(t *testing.T) {
 	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k").status)
 
 	ctx := context.Background()
-	n, err := h.server.PurgeIdempotencyKeys(ctx, time.Now().Add(-time.Hour))
+	n, err := retention.PruneIdempotencyKeys(ctx, h.pool, time.Now().Add(-time.Hour), 100)
 	require.NoError(t, err)
 	require.Zero(t, n, "younger than the cutoff: kept")
 	r := h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k")
 	require.Equal(t, http.StatusCreated, r.status)
 	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
 
-	n, err = h.server.PurgeIdempotencyKeys(ctx, time.Now().Add(time.Minute))
+	n, err = retention.PruneIdempotencyKeys(ctx, h.pool, time.Now().Add(time.Minute), 100)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	r = h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k")

@@ -770,13 +770,3 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	encoded, _ := marshal(errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message}})
 	s.writeRaw(w, r, apiErr.Status, encoded)
 }
-
-// PurgeIdempotencyKeys forgets the responses stored for Idempotency-Key headers before cutoff: a
-// request repeating such a key runs again. It returns how many were forgotten.
-func (s *Server) PurgeIdempotencyKeys(ctx context.Context, cutoff time.Time) (int64, error) {
-	n, err := dbsqlc.New(s.pool).IdempotencyKeyDeleteBefore(ctx, cutoff)
-	if err != nil {
-		return 0, fmt.Errorf("api: purge idempotency keys: %w", err)
-	}
-	return n, nil
-}
