@@ -41,8 +41,8 @@ build:
 ## bench: the full benchmark against a fresh database on DATABASE_URL's server (default: the local
 ## Postgres); prints the table and writes bench.json. Takes a few minutes.
 bench:
-	go run ./cmd/bench -n 50000 -w 100 -c 16 -duration 10s -storage-n 10000 -json bench.json
+	go run ./cmd/bench -n 50000 -w 100 -c 16 -duration 10s -storage-n 10000 -retention-backlog 100000 -json bench.json
 
 ## bench-ci: a small run so that the benchmark cannot rot (CI).
 bench-ci:
-	go run ./cmd/bench -n 2000 -w 50 -c 8 -duration 1s -memory-n 3000 -storage-n 100 -json /tmp/reckon-bench-ci.json
+	go run ./cmd/bench -n 2000 -w 50 -c 8 -duration 1s -memory-n 3000 -storage-n 100 -retention-backlog 5000 -json /tmp/reckon-bench-ci.json

@@ -18,6 +18,9 @@
 //	memory    one reactor process's peak RSS and Go heap while 100,000 effects wait
 //	storage   bytes (tables + indexes) and WAL per effect of each kind — simple, compensated,
 //	          async, saga step — against River's per no-op job, storage-n of each
+//	retention N effects dispatched beside a backlog of retention-backlog settled effects aged past
+//	          the effect retention, without and then with a retention run pruning it, and that run
+//	          alone: dispatch and prune rates
 //
 // Throughput runs time from the first insert to the last completion (the database's timestamp).
 package main
@@ -56,6 +59,7 @@ var scenarios = []struct {
 	{"scale", (*bench).scale},
 	{"memory", (*bench).memory},
 	{"storage", (*bench).storage},
+	{"retention", (*bench).retention},
 }
 
 var allScenarios = func() []string {
@@ -67,18 +71,19 @@ var allScenarios = func() []string {
 }()
 
 type options struct {
-	databaseURL   string
-	n             int
-	workers       int
-	dispatchBatch int
-	concurrency   int
-	batch         int
-	duration      time.Duration
-	memoryN       int
-	storageN      int
-	scenarios     []string
-	jsonPath      string
-	keep          bool
+	databaseURL      string
+	n                int
+	workers          int
+	dispatchBatch    int
+	concurrency      int
+	batch            int
+	duration         time.Duration
+	memoryN          int
+	storageN         int
+	retentionBacklog int
+	scenarios        []string
+	jsonPath         string
+	keep             bool
 }
 
 func main() {
@@ -107,6 +112,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each enqueue and latency run")
 	fs.IntVar(&o.memoryN, "memory-n", 100000, "effects waiting in the memory scenario")
 	fs.IntVar(&o.storageN, "storage-n", 2000, "effects (and River jobs) of each kind in the storage scenario")
+	fs.IntVar(&o.retentionBacklog, "retention-backlog", 100000, "settled effects past the effect retention for the retention scenario to prune")
 	fs.StringVar(&scenarios, "scenarios", "all", "comma-separated scenarios: "+strings.Join(allScenarios, ","))
 	fs.StringVar(&o.jsonPath, "json", "bench.json", "where to write the results as JSON (empty: nowhere)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the bench database afterwards")
@@ -124,8 +130,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			o.scenarios = append(o.scenarios, s)
 		}
 	}
-	if o.n < 1 || o.workers < 1 || o.dispatchBatch < 1 || o.concurrency < 1 || o.batch < 1 || o.memoryN < 1 || o.storageN < 1 || o.duration <= 0 {
-		return errors.New("-n, -w, -dispatch-batch, -c, -batch, -memory-n, -storage-n and -duration must be positive")
+	if o.n < 1 || o.workers < 1 || o.dispatchBatch < 1 || o.concurrency < 1 || o.batch < 1 || o.memoryN < 1 || o.storageN < 1 || o.retentionBacklog < 1 || o.duration <= 0 {
+		return errors.New("-n, -w, -dispatch-batch, -c, -batch, -memory-n, -storage-n, -retention-backlog and -duration must be positive")
 	}
 
 	if *cpuProfile != "" {
@@ -196,7 +202,7 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	var version string
 	_ = b.pool.QueryRow(ctx, `SHOW server_version`).Scan(&version)
 	b.results.Setup = map[string]any{"n": o.n, "workers": o.workers, "concurrency": o.concurrency, "batch": o.batch,
-		"duration_seconds": o.duration.Seconds(), "storage_n": o.storageN, "postgres": version, "started_at": time.Now().UTC()}
+		"duration_seconds": o.duration.Seconds(), "storage_n": o.storageN, "retention_backlog": o.retentionBacklog, "postgres": version, "started_at": time.Now().UTC()}
 	return b, nil
 }
 

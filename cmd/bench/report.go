@@ -118,6 +118,7 @@ func (b *bench) report() {
 		}
 	}
 	b.reportStorage()
+	b.reportRetention()
 
 	check := func(goal, measured string, value float64, met bool) {
 		r.Targets = append(r.Targets, target{Goal: goal, Measured: measured, Value: value, Met: met})
