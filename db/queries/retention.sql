@@ -165,19 +165,26 @@ WITH runs AS (
     WHERE r.updated_at < sqlc.arg(scan_before)::timestamptz
       AND r.updated_at >= sqlc.arg(after)::timestamptz
       AND r.updated_at < sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(p.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))
+      -- Each condition on the run's effects is an anti-join of its own, by index: OR-ed together
+      -- they would make Postgres hash whole tables (saga steps, turns) at every batch.
       AND NOT EXISTS (
           SELECT 1 FROM reckon_effects e
           WHERE e.tenant_id = r.tenant_id AND e.run_id = r.id
-            AND (e.state NOT IN ('CONFIRMED', 'FAILED')
-                 OR e.updated_at >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(p.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))
-                 OR EXISTS (SELECT 1 FROM reckon_saga_steps st WHERE st.effect_id = e.id)
-                 OR EXISTS (SELECT 1 FROM reckon_saga_steps st WHERE st.compensation_effect_id = e.id)
-                 OR EXISTS (SELECT 1 FROM reckon_turns t
-                            WHERE e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
-                              AND t.turn_group = (CASE WHEN e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN e.turn_group END)::uuid)
-                 OR EXISTS (SELECT 1 FROM reckon_effects c
-                            WHERE c.compensates_id = e.id AND (c.tenant_id <> r.tenant_id OR c.run_id IS DISTINCT FROM r.id)))
-      )
+            AND (e.state NOT IN ('CONFIRMED', 'FAILED') OR e.updated_at >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(p.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))))
+      AND NOT EXISTS (
+          SELECT 1 FROM reckon_effects e JOIN reckon_saga_steps st ON st.effect_id = e.id
+          WHERE e.tenant_id = r.tenant_id AND e.run_id = r.id)
+      AND NOT EXISTS (
+          SELECT 1 FROM reckon_effects e JOIN reckon_saga_steps st ON st.compensation_effect_id = e.id
+          WHERE e.tenant_id = r.tenant_id AND e.run_id = r.id)
+      AND NOT EXISTS (
+          SELECT 1 FROM reckon_effects e
+          JOIN reckon_turns t ON t.turn_group = (CASE WHEN e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN e.turn_group END)::uuid
+          WHERE e.tenant_id = r.tenant_id AND e.run_id = r.id)
+      AND NOT EXISTS (
+          SELECT 1 FROM reckon_effects e JOIN reckon_effects c ON c.compensates_id = e.id
+          WHERE e.tenant_id = r.tenant_id AND e.run_id = r.id
+            AND (c.tenant_id <> r.tenant_id OR c.run_id IS DISTINCT FROM r.id))
     ORDER BY r.updated_at
     LIMIT sqlc.arg(max_rows)::integer
     FOR UPDATE OF r SKIP LOCKED
@@ -224,26 +231,26 @@ WITH runs AS (
       AND NOT EXISTS (
           SELECT 1 FROM reckon_effects e
           WHERE e.tenant_id = r.tenant_id AND e.run_id = r.id
-            AND (e.state NOT IN ('CONFIRMED', 'FAILED')
-                 OR e.updated_at >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(p.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))
-                 OR EXISTS (
-                     SELECT 1 FROM reckon_saga_steps st
-                     JOIN reckon_sagas s ON s.id = st.saga_id
-                     LEFT JOIN reckon_retention_policies ps ON ps.tenant_id = s.tenant_id
-                     WHERE (st.effect_id = e.id OR st.compensation_effect_id = e.id)
-                       AND NOT (s.state IN ('COMPLETED', 'COMPENSATED')
-                                AND s.updated_at < sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(ps.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))))
-                 OR EXISTS (
-                     SELECT 1 FROM reckon_turns o
-                     LEFT JOIN reckon_retention_policies po ON po.tenant_id = split_part(o.session_key, ':', 1)
-                     WHERE e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
-                       AND o.turn_group = (CASE WHEN e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN e.turn_group END)::uuid
-                       AND (o.status NOT IN ('COMPLETE', 'SUPERSEDED', 'FAILED')
-                            OR coalesce(o.completed_at, o.created_at) >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(po.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))
-                            OR EXISTS (SELECT 1 FROM reckon_turns x WHERE x.superseded_by = o.id AND x.turn_group <> o.turn_group)))
-                 OR EXISTS (SELECT 1 FROM reckon_effects c
-                            WHERE c.compensates_id = e.id AND (c.tenant_id <> r.tenant_id OR c.run_id IS DISTINCT FROM r.id)))
-      )
+            AND (e.state NOT IN ('CONFIRMED', 'FAILED') OR e.updated_at >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(p.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))))
+      AND NOT EXISTS (
+          SELECT 1 FROM reckon_effects e
+          WHERE e.tenant_id = r.tenant_id AND e.run_id = r.id
+            AND (EXISTS (SELECT 1 FROM reckon_saga_steps st JOIN reckon_sagas s ON s.id = st.saga_id
+          LEFT JOIN reckon_retention_policies ps ON ps.tenant_id = s.tenant_id
+          WHERE st.effect_id = e.id AND NOT (s.state IN ('COMPLETED', 'COMPENSATED') AND s.updated_at < sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(ps.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))))
+                 OR EXISTS (SELECT 1 FROM reckon_saga_steps st JOIN reckon_sagas s ON s.id = st.saga_id
+          LEFT JOIN reckon_retention_policies ps ON ps.tenant_id = s.tenant_id
+          WHERE st.compensation_effect_id = e.id AND NOT (s.state IN ('COMPLETED', 'COMPENSATED') AND s.updated_at < sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(ps.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))))
+                 OR EXISTS (SELECT 1 FROM reckon_turns o
+          LEFT JOIN reckon_retention_policies po ON po.tenant_id = split_part(o.session_key, ':', 1)
+          WHERE o.turn_group = (CASE WHEN e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN e.turn_group END)::uuid
+            AND (o.status NOT IN ('COMPLETE', 'SUPERSEDED', 'FAILED')
+                 OR coalesce(o.completed_at, o.created_at) >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(po.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))
+                 OR EXISTS (SELECT 1 FROM reckon_turns x WHERE x.superseded_by = o.id AND x.turn_group <> o.turn_group)))))
+      AND NOT EXISTS (
+          SELECT 1 FROM reckon_effects e JOIN reckon_effects c ON c.compensates_id = e.id
+          WHERE e.tenant_id = r.tenant_id AND e.run_id = r.id
+            AND (c.tenant_id <> r.tenant_id OR c.run_id IS DISTINCT FROM r.id))
 )
 SELECT (SELECT count(*) FROM runs)::bigint AS runs,
        (SELECT count(*) FROM reckon_effects e JOIN runs ON e.tenant_id = runs.tenant_id AND e.run_id = runs.id)::bigint AS effects;
@@ -269,25 +276,26 @@ WITH candidates AS (
       AND NOT EXISTS (SELECT 1 FROM reckon_saga_steps st WHERE st.effect_id = e.id)
       AND NOT EXISTS (SELECT 1 FROM reckon_saga_steps st WHERE st.compensation_effect_id = e.id)
       AND NOT EXISTS (SELECT 1 FROM reckon_turns t
-                      WHERE e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
-                        AND t.turn_group = (CASE WHEN e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN e.turn_group END)::uuid)
+                      WHERE t.turn_group = (CASE WHEN e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN e.turn_group END)::uuid)
+      -- Each condition on the compensations is an anti-join of its own, by index (see
+      -- RetentionRunPrune).
       AND NOT EXISTS (
           SELECT 1 FROM reckon_effects c
           WHERE c.compensates_id = e.id
-            AND (c.state NOT IN ('CONFIRMED', 'FAILED')
-                 OR c.updated_at >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(p.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))
-                 OR EXISTS (SELECT 1 FROM reckon_effects cc WHERE cc.compensates_id = c.id)
-                 OR EXISTS (SELECT 1 FROM reckon_saga_steps st WHERE st.effect_id = c.id)
-                 OR EXISTS (SELECT 1 FROM reckon_saga_steps st WHERE st.compensation_effect_id = c.id))
-      )
+            AND (c.state NOT IN ('CONFIRMED', 'FAILED') OR c.updated_at >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(p.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))))
+      AND NOT EXISTS (SELECT 1 FROM reckon_effects c JOIN reckon_effects cc ON cc.compensates_id = c.id WHERE c.compensates_id = e.id)
+      AND NOT EXISTS (SELECT 1 FROM reckon_effects c JOIN reckon_saga_steps st ON st.effect_id = c.id WHERE c.compensates_id = e.id)
+      AND NOT EXISTS (SELECT 1 FROM reckon_effects c JOIN reckon_saga_steps st ON st.compensation_effect_id = c.id WHERE c.compensates_id = e.id)
     ORDER BY e.updated_at
     LIMIT sqlc.arg(max_rows)::integer
     FOR UPDATE OF e SKIP LOCKED
 ),
 doomed AS (
     SELECT e.id, e.tenant_id, e.idempotency_key, e.state, e.updated_at
-    FROM reckon_effects e
-    WHERE e.id IN (SELECT c.id FROM candidates c) OR e.compensates_id IN (SELECT c.id FROM candidates c)
+    FROM reckon_effects e JOIN candidates c ON e.id = c.id
+    UNION ALL
+    SELECT e.id, e.tenant_id, e.idempotency_key, e.state, e.updated_at
+    FROM reckon_effects e JOIN candidates c ON e.compensates_id = c.id
 ),
 tombstones AS (
     INSERT INTO reckon_effect_tombstones AS tb (tenant_id, idempotency_key, effect_id, state, settled_at, pruned_at, expires_at)
@@ -323,33 +331,32 @@ WITH candidates AS (
       AND e.updated_at < sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(p.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))
       AND e.compensates_id IS NULL
       AND NOT EXISTS (SELECT 1 FROM reckon_runs r WHERE r.tenant_id = e.tenant_id AND r.id = e.run_id)
-      AND NOT EXISTS (
-          SELECT 1 FROM reckon_saga_steps st
-          JOIN reckon_sagas s ON s.id = st.saga_id
+      AND NOT EXISTS (SELECT 1 FROM reckon_saga_steps st JOIN reckon_sagas s ON s.id = st.saga_id
           LEFT JOIN reckon_retention_policies ps ON ps.tenant_id = s.tenant_id
-          WHERE (st.effect_id = e.id OR st.compensation_effect_id = e.id
-                 OR st.effect_id IN (SELECT c.id FROM reckon_effects c WHERE c.compensates_id = e.id)
-                 OR st.compensation_effect_id IN (SELECT c.id FROM reckon_effects c WHERE c.compensates_id = e.id))
-            AND NOT (s.state IN ('COMPLETED', 'COMPENSATED')
-                     AND s.updated_at < sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(ps.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))))
-      AND NOT EXISTS (
-          SELECT 1 FROM reckon_turns o
+          WHERE st.effect_id = e.id AND NOT (s.state IN ('COMPLETED', 'COMPENSATED') AND s.updated_at < sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(ps.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))))
+      AND NOT EXISTS (SELECT 1 FROM reckon_saga_steps st JOIN reckon_sagas s ON s.id = st.saga_id
+          LEFT JOIN reckon_retention_policies ps ON ps.tenant_id = s.tenant_id
+          WHERE st.compensation_effect_id = e.id AND NOT (s.state IN ('COMPLETED', 'COMPENSATED') AND s.updated_at < sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(ps.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))))
+      AND NOT EXISTS (SELECT 1 FROM reckon_turns o
           LEFT JOIN reckon_retention_policies po ON po.tenant_id = split_part(o.session_key, ':', 1)
-          WHERE e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
-            AND o.turn_group = (CASE WHEN e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN e.turn_group END)::uuid
+          WHERE o.turn_group = (CASE WHEN e.turn_group ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN e.turn_group END)::uuid
             AND (o.status NOT IN ('COMPLETE', 'SUPERSEDED', 'FAILED')
                  OR coalesce(o.completed_at, o.created_at) >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(po.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))
                  OR EXISTS (SELECT 1 FROM reckon_turns x WHERE x.superseded_by = o.id AND x.turn_group <> o.turn_group)))
       AND NOT EXISTS (
           SELECT 1 FROM reckon_effects c
           WHERE c.compensates_id = e.id
-            AND (c.state NOT IN ('CONFIRMED', 'FAILED')
-                 OR c.updated_at >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(p.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))
-                 OR EXISTS (SELECT 1 FROM reckon_effects cc WHERE cc.compensates_id = c.id))
-      )
+            AND (c.state NOT IN ('CONFIRMED', 'FAILED') OR c.updated_at >= sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(p.effect_retention_seconds, sqlc.arg(global_seconds)::bigint))))
+      AND NOT EXISTS (SELECT 1 FROM reckon_effects c JOIN reckon_effects cc ON cc.compensates_id = c.id WHERE c.compensates_id = e.id)
+      AND NOT EXISTS (SELECT 1 FROM reckon_effects c WHERE c.compensates_id = e.id AND EXISTS (SELECT 1 FROM reckon_saga_steps st JOIN reckon_sagas s ON s.id = st.saga_id
+          LEFT JOIN reckon_retention_policies ps ON ps.tenant_id = s.tenant_id
+          WHERE st.effect_id = c.id AND NOT (s.state IN ('COMPLETED', 'COMPENSATED') AND s.updated_at < sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(ps.effect_retention_seconds, sqlc.arg(global_seconds)::bigint)))))
+      AND NOT EXISTS (SELECT 1 FROM reckon_effects c WHERE c.compensates_id = e.id AND EXISTS (SELECT 1 FROM reckon_saga_steps st JOIN reckon_sagas s ON s.id = st.saga_id
+          LEFT JOIN reckon_retention_policies ps ON ps.tenant_id = s.tenant_id
+          WHERE st.compensation_effect_id = c.id AND NOT (s.state IN ('COMPLETED', 'COMPENSATED') AND s.updated_at < sqlc.arg(now)::timestamptz - make_interval(secs => coalesce(ps.effect_retention_seconds, sqlc.arg(global_seconds)::bigint)))))
 )
 SELECT ((SELECT count(*) FROM candidates)
-        + (SELECT count(*) FROM reckon_effects c WHERE c.compensates_id IN (SELECT x.id FROM candidates x)))::bigint AS effects;
+        + (SELECT count(*) FROM reckon_effects c JOIN candidates x ON c.compensates_id = x.id))::bigint AS effects;
 
 -- name: RetentionTombstonePrune :execrows
 -- Deletes up to max_rows tombstones whose dedup window has passed.
