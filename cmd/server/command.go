@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/internal/cli"
+	"github.com/reckonhq/reckon/internal/health"
 )
 
 // commonFlags are the flags of serve and of every command.
@@ -35,14 +38,27 @@ func (c *commonFlags) logger() (*slog.Logger, error) {
 	return logger, nil
 }
 
-// withPool opens a pool of -database-url (maxConns as for cli.OpenPool), calls fn with it and
-// closes it.
+// withPool opens a pool of -database-url (maxConns as for cli.OpenPool), checks that the database
+// has every migration this binary knows (else an error saying to run `server migrate up`), calls fn
+// with it and closes it.
 func (c *commonFlags) withPool(ctx context.Context, maxConns int, fn func(context.Context, *pgxpool.Pool) error) error {
 	pool, err := cli.OpenPool(ctx, c.databaseURL, maxConns)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	migrator, err := db.NewMigrator(pool, nil)
+	if err != nil {
+		return err
+	}
+	status, err := migrator.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if !status.Current() {
+		return fmt.Errorf("the database is not migrated for this binary (pending: %s): run `server migrate up` first",
+			strings.Join(health.PendingMigrations(status), ", "))
+	}
 	return fn(ctx, pool)
 }
 
