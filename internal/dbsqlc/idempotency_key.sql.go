@@ -10,9 +10,12 @@ import (
 )
 
 const idempotencyKeyClaim = `-- name: IdempotencyKeyClaim :one
-INSERT INTO reckon_idempotency_keys (tenant_id, key, method, path, request_sha256)
+INSERT INTO reckon_idempotency_keys AS k (tenant_id, key, method, path, request_sha256)
 VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (tenant_id, key) DO NOTHING
+ON CONFLICT (tenant_id, key) DO UPDATE
+SET method = excluded.method, path = excluded.path, request_sha256 = excluded.request_sha256,
+    status = NULL, response = NULL, created_at = now()
+WHERE k.created_at < now() - make_interval(secs => $6::double precision)
 RETURNING tenant_id
 `
 
@@ -22,9 +25,11 @@ type IdempotencyKeyClaimParams struct {
 	Method        string
 	Path          string
 	RequestSha256 []byte
+	TtlSeconds    float64
 }
 
-// Claims a key for the request running in this transaction. No row when the key is taken. A
+// Claims a key for the request running in this transaction. No row when the key is taken; a key
+// claimed more than ttl_seconds ago (past the TTL, not purged yet) is free and claimed afresh. A
 // concurrent transaction holding a claim on the same key makes this one wait for its outcome: if it
 // commits, the key is taken; if it rolls back, this claim succeeds.
 func (q *Queries) IdempotencyKeyClaim(ctx context.Context, arg IdempotencyKeyClaimParams) (string, error) {
@@ -34,6 +39,7 @@ func (q *Queries) IdempotencyKeyClaim(ctx context.Context, arg IdempotencyKeyCla
 		arg.Method,
 		arg.Path,
 		arg.RequestSha256,
+		arg.TtlSeconds,
 	)
 	var tenant_id string
 	err := row.Scan(&tenant_id)
@@ -64,16 +70,20 @@ func (q *Queries) IdempotencyKeyComplete(ctx context.Context, arg IdempotencyKey
 }
 
 const idempotencyKeyGet = `-- name: IdempotencyKeyGet :one
-SELECT tenant_id, key, method, path, request_sha256, status, response, created_at FROM reckon_idempotency_keys WHERE tenant_id = $1 AND key = $2
+SELECT tenant_id, key, method, path, request_sha256, status, response, created_at FROM reckon_idempotency_keys
+WHERE tenant_id = $1 AND key = $2 AND created_at >= now() - make_interval(secs => $3::double precision)
 `
 
 type IdempotencyKeyGetParams struct {
-	TenantID string
-	Key      string
+	TenantID   string
+	Key        string
+	TtlSeconds float64
 }
 
+// The key's stored request and response, unless it was claimed more than ttl_seconds ago (past the
+// TTL: as if it had been purged already).
 func (q *Queries) IdempotencyKeyGet(ctx context.Context, arg IdempotencyKeyGetParams) (ReckonIdempotencyKey, error) {
-	row := q.db.QueryRow(ctx, idempotencyKeyGet, arg.TenantID, arg.Key)
+	row := q.db.QueryRow(ctx, idempotencyKeyGet, arg.TenantID, arg.Key, arg.TtlSeconds)
 	var i ReckonIdempotencyKey
 	err := row.Scan(
 		&i.TenantID,

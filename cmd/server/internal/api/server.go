@@ -34,6 +34,9 @@ import (
 // DefaultMaxBodyBytes is the default limit on a request body.
 const DefaultMaxBodyBytes = 1 << 20
 
+// DefaultIdempotencyTTL is how long a response stored for an Idempotency-Key is replayed by default.
+const DefaultIdempotencyTTL = 24 * time.Hour
+
 // maxIdempotencyKeyLen bounds the Idempotency-Key header.
 const maxIdempotencyKeyLen = 255
 
@@ -79,6 +82,10 @@ type Config struct {
 	// it sends none), so that many large bodies at once cannot take the server's memory. Default 4
 	// × MaxBodyBytes; at least MaxBodyBytes.
 	MaxBodyBytesInFlight int64
+	// IdempotencyTTL is how long a response stored for an Idempotency-Key is replayed: past it the
+	// key is free again, whether or not retention has deleted its row yet. Default
+	// DefaultIdempotencyTTL.
+	IdempotencyTTL time.Duration
 }
 
 // Validate reports what is wrong with the configuration.
@@ -94,6 +101,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("api: Config.MaxBodyBytesInFlight must be at least MaxBodyBytes, got %d", c.MaxBodyBytesInFlight)
 	case c.MaxConcurrentRequests < 0:
 		return fmt.Errorf("api: Config.MaxConcurrentRequests must not be negative, got %d", c.MaxConcurrentRequests)
+	case c.IdempotencyTTL < 0:
+		return fmt.Errorf("api: Config.IdempotencyTTL must not be negative, got %v", c.IdempotencyTTL)
 	}
 	return nil
 }
@@ -127,6 +136,9 @@ func New(config *Config) (*Server, error) {
 	}
 	if cfg.MaxBodyBytesInFlight == 0 {
 		cfg.MaxBodyBytesInFlight = 4 * cfg.MaxBodyBytes
+	}
+	if cfg.IdempotencyTTL == 0 {
+		cfg.IdempotencyTTL = DefaultIdempotencyTTL
 	}
 	if cfg.MaxConcurrentRequests == 0 {
 		cfg.MaxConcurrentRequests = max(1, int(cfg.Pool.Config().MaxConns)/2)
@@ -545,6 +557,7 @@ func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, 
 		if idem != nil {
 			_, err := q.IdempotencyKeyClaim(ctx, dbsqlc.IdempotencyKeyClaimParams{
 				TenantID: call.Tenant(), Key: idem.key, Method: r.Method, Path: r.URL.Path, RequestSha256: idem.requestHash,
+				TtlSeconds: s.config.IdempotencyTTL.Seconds(),
 			})
 			if isNoRows(err) {
 				return errKeyTaken
@@ -608,7 +621,9 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, call *Call, fn Acti
 		return
 	}
 	if idem != nil {
-		stored, err := dbsqlc.New(s.pool).IdempotencyKeyGet(ctx, dbsqlc.IdempotencyKeyGetParams{TenantID: call.Tenant(), Key: idem.key})
+		stored, err := dbsqlc.New(s.pool).IdempotencyKeyGet(ctx, dbsqlc.IdempotencyKeyGetParams{
+			TenantID: call.Tenant(), Key: idem.key, TtlSeconds: s.config.IdempotencyTTL.Seconds(),
+		})
 		switch {
 		case err == nil && stored.Status != nil:
 			s.replay(w, r, call, idem)
@@ -651,6 +666,7 @@ func (s *Server) storeResponse(ctx context.Context, r *http.Request, call *Call,
 		q := dbsqlc.New(tx)
 		_, err := q.IdempotencyKeyClaim(ctx, dbsqlc.IdempotencyKeyClaimParams{
 			TenantID: call.Tenant(), Key: idem.key, Method: r.Method, Path: r.URL.Path, RequestSha256: idem.requestHash,
+			TtlSeconds: s.config.IdempotencyTTL.Seconds(),
 		})
 		if isNoRows(err) {
 			stored = false
@@ -675,7 +691,17 @@ func (s *Server) storeResponse(ctx context.Context, r *http.Request, call *Call,
 // the same, 422 otherwise.
 func (s *Server) replay(w http.ResponseWriter, r *http.Request, call *Call, idem *idempotency) {
 	key := idem.key
-	stored, err := dbsqlc.New(s.pool).IdempotencyKeyGet(r.Context(), dbsqlc.IdempotencyKeyGetParams{TenantID: call.Tenant(), Key: key})
+	stored, err := dbsqlc.New(s.pool).IdempotencyKeyGet(r.Context(), dbsqlc.IdempotencyKeyGetParams{
+		TenantID: call.Tenant(), Key: key, TtlSeconds: s.config.IdempotencyTTL.Seconds(),
+	})
+	if isNoRows(err) {
+		// The key's TTL ended between its claim and this read: it is free now.
+		apiErr := Errorf(http.StatusServiceUnavailable, CodeUnavailable,
+			"Idempotency-Key %q expired while this request ran; send it again", key)
+		apiErr.RetryAfter = time.Second
+		s.writeError(w, r, apiErr)
+		return
+	}
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("read idempotency key: %w", err))
 		return
