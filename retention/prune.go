@@ -218,7 +218,7 @@ func (r *Retention) pruneSmall(ctx context.Context, c cutoffs, report *Report) e
 		return err
 	}
 	return r.execBatches(ctx, TableCallbackSignatures, c, report, func(ctx context.Context) (int64, error) {
-		return q.RetentionCallbackSignaturePrune(ctx, dbsqlc.RetentionCallbackSignaturePruneParams{Now: c.now, MaxRows: c.batch})
+		return q.CallbackSignaturePrune(ctx, dbsqlc.CallbackSignaturePruneParams{Now: c.now, MaxRows: c.batch})
 	})
 }
 

@@ -13,13 +13,13 @@ VALUES (@signature, @effect_id, @expires_at)
 ON CONFLICT (signature) DO NOTHING;
 
 -- name: CallbackSignaturePrune :execrows
--- Deletes up to max_rows expired signatures, skipping those another transaction is deleting: each
--- callback prunes a few, so that the table holds about the last five minutes' signatures and no
--- callback waits for another's pruning.
+-- Deletes up to max_rows signatures expired at now, skipping those another transaction is
+-- deleting: each callback prunes a few, so that the table holds about the last five minutes'
+-- signatures and no callback waits for another's pruning; retention prunes the rest in batches.
 DELETE FROM reckon_callback_signatures
 WHERE signature IN (
     SELECT signature FROM reckon_callback_signatures
-    WHERE expires_at < now()
+    WHERE expires_at < @now::timestamptz
     ORDER BY expires_at
     LIMIT @max_rows::integer
     FOR UPDATE SKIP LOCKED

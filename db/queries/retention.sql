@@ -388,17 +388,6 @@ WHERE k.tenant_id = doomed.tenant_id AND k.key = doomed.key;
 -- name: RetentionIdempotencyKeyCount :one
 SELECT count(*)::bigint FROM reckon_idempotency_keys WHERE created_at < sqlc.arg(cutoff)::timestamptz;
 
--- name: RetentionCallbackSignaturePrune :execrows
--- Deletes up to max_rows signatures of signed callbacks whose acceptance window has passed.
-DELETE FROM reckon_callback_signatures cs
-WHERE cs.signature IN (
-    SELECT x.signature FROM reckon_callback_signatures x
-    WHERE x.expires_at < sqlc.arg(now)::timestamptz
-    ORDER BY x.expires_at
-    LIMIT sqlc.arg(max_rows)::integer
-    FOR UPDATE SKIP LOCKED
-);
-
 -- name: RetentionCallbackSignatureCount :one
 SELECT count(*)::bigint FROM reckon_callback_signatures WHERE expires_at < sqlc.arg(now)::timestamptz;
 

@@ -30,18 +30,23 @@ const callbackSignaturePrune = `-- name: CallbackSignaturePrune :execrows
 DELETE FROM reckon_callback_signatures
 WHERE signature IN (
     SELECT signature FROM reckon_callback_signatures
-    WHERE expires_at < now()
+    WHERE expires_at < $1::timestamptz
     ORDER BY expires_at
-    LIMIT $1::integer
+    LIMIT $2::integer
     FOR UPDATE SKIP LOCKED
 )
 `
 
-// Deletes up to max_rows expired signatures, skipping those another transaction is deleting: each
-// callback prunes a few, so that the table holds about the last five minutes' signatures and no
-// callback waits for another's pruning.
-func (q *Queries) CallbackSignaturePrune(ctx context.Context, maxRows int32) (int64, error) {
-	result, err := q.db.Exec(ctx, callbackSignaturePrune, maxRows)
+type CallbackSignaturePruneParams struct {
+	Now     time.Time
+	MaxRows int32
+}
+
+// Deletes up to max_rows signatures expired at now, skipping those another transaction is
+// deleting: each callback prunes a few, so that the table holds about the last five minutes'
+// signatures and no callback waits for another's pruning; retention prunes the rest in batches.
+func (q *Queries) CallbackSignaturePrune(ctx context.Context, arg CallbackSignaturePruneParams) (int64, error) {
+	result, err := q.db.Exec(ctx, callbackSignaturePrune, arg.Now, arg.MaxRows)
 	if err != nil {
 		return 0, err
 	}

@@ -66,31 +66,6 @@ func (q *Queries) RetentionCallbackSignatureCount(ctx context.Context, now time.
 	return column_1, err
 }
 
-const retentionCallbackSignaturePrune = `-- name: RetentionCallbackSignaturePrune :execrows
-DELETE FROM reckon_callback_signatures cs
-WHERE cs.signature IN (
-    SELECT x.signature FROM reckon_callback_signatures x
-    WHERE x.expires_at < $1::timestamptz
-    ORDER BY x.expires_at
-    LIMIT $2::integer
-    FOR UPDATE SKIP LOCKED
-)
-`
-
-type RetentionCallbackSignaturePruneParams struct {
-	Now     time.Time
-	MaxRows int32
-}
-
-// Deletes up to max_rows signatures of signed callbacks whose acceptance window has passed.
-func (q *Queries) RetentionCallbackSignaturePrune(ctx context.Context, arg RetentionCallbackSignaturePruneParams) (int64, error) {
-	result, err := q.db.Exec(ctx, retentionCallbackSignaturePrune, arg.Now, arg.MaxRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const retentionDropPartition = `-- name: RetentionDropPartition :one
 SELECT (x.dropped IS NULL)::boolean AS held, coalesce(x.dropped, 0)::bigint AS dropped_rows
 FROM (SELECT reckon_audit_drop_partition($1::text, $2::timestamptz, $3::text, $4::text) AS dropped) x

@@ -217,7 +217,7 @@ func useSignature(ctx context.Context, tx pgx.Tx, sig *signature) error {
 	if n == 0 {
 		return errReplayed
 	}
-	if _, err := q.CallbackSignaturePrune(ctx, signaturesPrunedPerCallback); err != nil {
+	if _, err := q.CallbackSignaturePrune(ctx, dbsqlc.CallbackSignaturePruneParams{Now: time.Now(), MaxRows: signaturesPrunedPerCallback}); err != nil {
 		return fmt.Errorf("prune callback signatures: %w", err)
 	}
 	return nil
