@@ -12,9 +12,9 @@ import (
 
 // PruneIdempotencyKeys deletes the API's stored Idempotency-Key responses created before cutoff,
 // batch rows per statement (skipping rows another transaction holds) until fewer than batch are
-// left or ctx ends, and returns how many it deleted. A request repeating a deleted key runs again.
-// Several processes may prune at once. The server calls it every -idempotency-ttl/24 (at most
-// hourly); a retention run does the same with Config.IdempotencyTTL.
+// left or ctx ends, and returns how many it deleted. A request repeating a deleted key runs again
+// (the API already treats a key past its TTL as free). Several processes may prune at once; a
+// retention run calls it with Config.IdempotencyTTL.
 func PruneIdempotencyKeys(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, batch int) (int64, error) {
 	if batch < 1 || batch > 10_000 {
 		return 0, fmt.Errorf("retention: PruneIdempotencyKeys batch must be between 1 and 10000, got %d", batch)

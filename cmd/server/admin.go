@@ -14,19 +14,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/retention"
 )
-
-// purgeIdempotencyKeys forgets stored Idempotency-Key responses older than ttl, in batches
-// (retention.PruneIdempotencyKeys, which retention runs use too). Several servers may do it at once.
-func purgeIdempotencyKeys(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, ttl time.Duration) {
-	n, err := retention.PruneIdempotencyKeys(ctx, pool, time.Now().Add(-ttl), retention.DefaultBatchSize)
-	if err != nil && ctx.Err() == nil {
-		logger.Warn("purge idempotency keys", slog.Any("error", err))
-	} else if n > 0 {
-		logger.Info("purged idempotency keys", slog.Int64("count", n))
-	}
-}
 
 // syncConnectors loads the HTTP connectors into registry, so that enqueueing uses current
 // definitions (policy, timeout).

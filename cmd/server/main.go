@@ -187,12 +187,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return
 		case <-schema.Current():
 		}
-		// Idempotency-Key responses are purged at once, then every ttl/24 (at most hourly); the
-		// HTTP connectors and then the saga definitions are reloaded at once, then every
-		// -connector-sync-interval.
-		purge := func(ctx context.Context) { purgeIdempotencyKeys(ctx, logger, pool, idempotencyTTL) }
-		purge(ctx)
-		go cli.Every(ctx, min(max(idempotencyTTL/24, time.Second), time.Hour), purge)
+		// The HTTP connectors and then the saga definitions are reloaded at once, then every
+		// -connector-sync-interval. (Expired Idempotency-Key responses are the reactors'
+		// retention's to delete; the API ignores them past -idempotency-ttl.)
 		reload := func(ctx context.Context) {
 			syncConnectors(ctx, logger, pool, client.Registry())
 			syncSagas(ctx, logger, pool, sagas)

@@ -346,7 +346,7 @@ func TestResolveAndCancel(t *testing.T) {
 }
 
 // TestPurgeIdempotencyKeys: a stored response is replayed until purged (by
-// retention.PruneIdempotencyKeys, the server's loop and retention runs); after that the same key
+// retention.PruneIdempotencyKeys, which retention runs use); after that the same key
 // runs the request again (here: the effect's own key deduplicates it, 200).
 func TestPurgeIdempotencyKeys(t *testing.T) {
 	t.Parallel()
