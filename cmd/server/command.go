@@ -91,6 +91,11 @@ func (c *command) run(ctx context.Context, invalid error, fn func(context.Contex
 	if err := parse(c.fs, c.args); err != nil {
 		return err
 	}
+	return c.runParsed(ctx, invalid, fn)
+}
+
+// runParsed is run for an action that has parsed and checked its flags itself.
+func (c *command) runParsed(ctx context.Context, invalid error, fn func(context.Context, *pgxpool.Pool) error) error {
 	if _, err := c.common.logger(); err != nil {
 		return err
 	}

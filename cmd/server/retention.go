@@ -137,7 +137,7 @@ func retentionPolicy(ctx context.Context, args []string, stdout io.Writer) error
 	if effectRetention != nil && (*effectRetention < retention.MinEffectRetention || *effectRetention%time.Second != 0) {
 		return fmt.Errorf("%w: -effect-retention is required, at least %v in whole seconds, got %v", errUsage, retention.MinEffectRetention, *effectRetention)
 	}
-	return runChecked(ctx, cmd, func(ctx context.Context, pool *pgxpool.Pool) error {
+	return cmd.runParsed(ctx, retention.ErrInvalid, func(ctx context.Context, pool *pgxpool.Pool) error {
 		switch cmd.action {
 		case "set":
 			policy, err := retention.SetPolicy(ctx, pool, *tenant, *effectRetention)
@@ -192,7 +192,7 @@ func retentionPartitions(ctx context.Context, cmd *command, stdout io.Writer) er
 	case *premake != 0 && (*premake < 24*time.Hour || *premake > 400*24*time.Hour || *premake%time.Second != 0):
 		return fmt.Errorf("%w: -premake must be between 24h and 9600h (400 days), in whole seconds, got %v", errUsage, *premake)
 	}
-	return runChecked(ctx, cmd, func(ctx context.Context, pool *pgxpool.Pool) error {
+	return cmd.runParsed(ctx, retention.ErrInvalid, func(ctx context.Context, pool *pgxpool.Pool) error {
 		before, err := retention.GetAuditSettings(ctx, pool)
 		if err != nil {
 			return err
@@ -205,20 +205,6 @@ func retentionPartitions(ctx context.Context, cmd *command, stdout io.Writer) er
 		fmt.Fprintln(stdout, "the partitions that exist keep their ranges; those made from now on (every retention run, every reactor start) follow the new settings")
 		return nil
 	})
-}
-
-// runChecked is command.run for an action whose flags are parsed and checked already: fn runs with
-// a pool of -database-url, and an error of input it refuses (retention.ErrInvalid) is a usage
-// mistake.
-func runChecked(ctx context.Context, cmd *command, fn func(context.Context, *pgxpool.Pool) error) error {
-	if _, err := cmd.common.logger(); err != nil {
-		return err
-	}
-	err := cmd.common.withPool(ctx, 2, fn)
-	if errors.Is(err, retention.ErrInvalid) {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return err
 }
 
 // printRetentionStatus prints s as `server retention status` shows it.
