@@ -687,6 +687,25 @@ type ReckonMessage struct {
 	SentAt     *time.Time
 }
 
+type ReckonOperator struct {
+	ID          uuid.UUID
+	Name        string
+	Role        string
+	Tenants     []string
+	Prefix      string
+	TokenSha256 []byte
+	CreatedAt   time.Time
+	RevokedAt   *time.Time
+}
+
+type ReckonOperatorSession struct {
+	IDSha256   []byte
+	OperatorID uuid.UUID
+	Csrf       string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+}
+
 type ReckonReactor struct {
 	ID            string
 	Queue         string
