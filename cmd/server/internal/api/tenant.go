@@ -2,9 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"regexp"
 	"strings"
@@ -12,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/secret"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
@@ -151,18 +149,16 @@ func CreateSystemToken(ctx context.Context, db dbsqlc.DBTX, name string) (string
 
 // insertToken makes a new secret and stores the token of params (all but its id, prefix and hash).
 func insertToken(ctx context.Context, q *dbsqlc.Queries, params dbsqlc.APITokenInsertParams) (string, *Token, error) {
-	random := make([]byte, 32)
-	if _, err := rand.Read(random); err != nil {
-		return "", nil, fmt.Errorf("token randomness: %w", err)
+	made, err := secret.New(TokenPrefix)
+	if err != nil {
+		return "", nil, err
 	}
-	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(random)
-	sum := sha256.Sum256([]byte(secret))
-	params.ID, params.Prefix, params.TokenSha256 = uuid.Must(uuid.NewV7()), secret[:len(TokenPrefix)+6], sum[:]
+	params.ID, params.Prefix, params.TokenSha256 = uuid.Must(uuid.NewV7()), made.Prefix, made.SHA256
 	row, err := q.APITokenInsert(ctx, params)
 	if err != nil {
 		return "", nil, err
 	}
-	return secret, tokenFromRow(row), nil
+	return made.Value, tokenFromRow(row), nil
 }
 
 // ListTokens returns the tenant's tokens (revoked ones included), oldest first.
@@ -206,12 +202,11 @@ func RevokeToken(ctx context.Context, db dbsqlc.DBTX, id uuid.UUID) (*Token, err
 
 // Authenticate returns the live token whose secret this is. Errors: ErrInvalidToken for an unknown
 // or revoked token, or a tenant token of a disabled tenant.
-func Authenticate(ctx context.Context, db dbsqlc.DBTX, secret string) (*Token, error) {
-	if !strings.HasPrefix(secret, TokenPrefix) || len(secret) > 200 {
+func Authenticate(ctx context.Context, db dbsqlc.DBTX, value string) (*Token, error) {
+	if !strings.HasPrefix(value, TokenPrefix) || len(value) > 200 {
 		return nil, ErrInvalidToken
 	}
-	sum := sha256.Sum256([]byte(secret))
-	row, err := dbsqlc.New(db).APITokenAuthenticate(ctx, sum[:])
+	row, err := dbsqlc.New(db).APITokenAuthenticate(ctx, secret.Hash(value))
 	if isNoRows(err) {
 		return nil, ErrInvalidToken
 	}
