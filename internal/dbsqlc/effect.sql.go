@@ -554,24 +554,37 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 }
 
 const effectList = `-- name: EffectList :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects
-WHERE tenant_id = $1
-  AND ($2::reckon_effect_state IS NULL OR state = $2::reckon_effect_state)
-  AND ($3::text IS NULL OR connector = $3::text)
-  AND ($4::text IS NULL OR run_id = $4::text)
-  AND ($5::timestamptz IS NULL OR created_at >= $5::timestamptz)
-  AND ($6::timestamptz IS NULL OR created_at < $6::timestamptz)
-  AND ($7::timestamptz IS NULL
-       OR (created_at, id) < ($7::timestamptz, $8::uuid))
-ORDER BY created_at DESC, id DESC
-LIMIT $9::integer
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks FROM unnest($1::text[]) AS t(tenant_id)
+CROSS JOIN LATERAL (
+    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects r
+    WHERE r.tenant_id = t.tenant_id
+      AND ($2::reckon_effect_state IS NULL OR r.state = $2::reckon_effect_state)
+      AND ($3::text IS NULL OR r.connector = $3::text)
+      AND ($4::text IS NULL OR r.run_id = $4::text)
+      AND ($5::text IS NULL OR r.idempotency_key = $5::text)
+      AND ($6::text IS NULL OR r.business_key = $6::text)
+      AND ($7::uuid IS NULL OR r.turn_id = $7::uuid)
+      AND ($8::uuid IS NULL OR r.compensates_id = $8::uuid)
+      AND ($9::timestamptz IS NULL OR r.created_at >= $9::timestamptz)
+      AND ($10::timestamptz IS NULL OR r.created_at < $10::timestamptz)
+      AND ($11::timestamptz IS NULL
+           OR (r.created_at, r.id) < ($11::timestamptz, $12::uuid))
+    ORDER BY r.created_at DESC, r.id DESC
+    LIMIT $13::integer
+) e
+ORDER BY e.created_at DESC, e.id DESC
+LIMIT $13::integer
 `
 
 type EffectListParams struct {
-	TenantID        string
+	TenantIds       []string
 	State           *ReckonEffectState
 	Connector       *string
 	RunID           *string
+	IdempotencyKey  *string
+	BusinessKey     *string
+	TurnID          *uuid.UUID
+	CompensatesID   *uuid.UUID
 	CreatedAfter    *time.Time
 	CreatedBefore   *time.Time
 	CursorCreatedAt *time.Time
@@ -579,14 +592,21 @@ type EffectListParams struct {
 	MaxRows         int32
 }
 
-// Effects of a tenant, newest first, filtered by whatever is given; keyset pagination on
-// (created_at, id).
+// Effects of a set of tenants, newest first, filtered by whatever is given; keyset pagination on
+// (created_at, id). Each tenant's newest rows come from reckon_effects_created_idx (or, for a
+// selective filter, the index that serves it) and are merged: no scan of the table, whatever the
+// tenants. Run it under EffectListPlanCustom: the optional filters need plans made for the values
+// given (a generic plan cannot use the index of a filter that may be NULL).
 func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]ReckonEffect, error) {
 	rows, err := q.db.Query(ctx, effectList,
-		arg.TenantID,
+		arg.TenantIds,
 		arg.State,
 		arg.Connector,
 		arg.RunID,
+		arg.IdempotencyKey,
+		arg.BusinessKey,
+		arg.TurnID,
+		arg.CompensatesID,
 		arg.CreatedAfter,
 		arg.CreatedBefore,
 		arg.CursorCreatedAt,
@@ -975,6 +995,17 @@ func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, arg Effec
 		return nil, err
 	}
 	return items, nil
+}
+
+const effectListPlanCustom = `-- name: EffectListPlanCustom :exec
+SELECT set_config('plan_cache_mode', 'force_custom_plan', true)
+`
+
+// Makes the statements of the rest of the transaction planned for their parameters' values every
+// time (plan_cache_mode force_custom_plan), for EffectList.
+func (q *Queries) EffectListPlanCustom(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, effectListPlanCustom)
+	return err
 }
 
 const effectListSettled = `-- name: EffectListSettled :many

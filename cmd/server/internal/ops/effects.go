@@ -1,0 +1,139 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// Effects lists the effects f selects, newest first, and the cursor of the next page ("" on the
+// last). Each tenant's effects are read from an index and merged (effects.Client.List), so that no
+// filter scans the table.
+func (o *Ops) Effects(ctx context.Context, f EffectFilter) (page []*effects.Effect, next string, err error) {
+	filter, err := o.listFilter(ctx, f)
+	if err != nil || filter == nil {
+		return nil, "", err
+	}
+	page, cursor, err := o.effects.List(ctx, *filter)
+	if err != nil {
+		return nil, "", fmt.Errorf("ops: list effects: %w", err)
+	}
+	if cursor != nil {
+		next = Cursor{At: cursor.CreatedAt, ID: cursor.ID.String()}.String()
+	}
+	return page, next, nil
+}
+
+// listFilter is f as effects.List takes it; nil when f can match nothing (a tenant outside the
+// scope, an empty scope).
+func (o *Ops) listFilter(ctx context.Context, f EffectFilter) (*effects.ListFilter, error) {
+	limit, err := checkLimit(f.Limit)
+	if err != nil {
+		return nil, err
+	}
+	tenants, err := o.effectTenants(ctx, f.Scope, f.Tenant)
+	if err != nil || len(tenants) == 0 {
+		return nil, err
+	}
+	filter := &effects.ListFilter{
+		TenantIDs: tenants, State: f.State, Connector: f.Connector, RunID: f.RunID,
+		IdempotencyKey: f.IdempotencyKey, BusinessKey: f.BusinessKey, TurnID: f.TurnID,
+		CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore, Limit: limit,
+	}
+	if f.After != "" {
+		at, id, err := uuidCursor(f.After)
+		if err != nil {
+			return nil, err
+		}
+		filter.After = &effects.Cursor{CreatedAt: at, ID: id}
+	}
+	return filter, nil
+}
+
+// effectTenants is the tenants a listing reads: tenant alone (none if the scope does not see it),
+// else the scope's, else every tenant that has effects (a loose scan of an index).
+func (o *Ops) effectTenants(ctx context.Context, scope Scope, tenant string) ([]string, error) {
+	switch {
+	case tenant != "" && !scope.Sees(tenant):
+		return nil, nil
+	case tenant != "":
+		return []string{tenant}, nil
+	case scope.Tenants != nil:
+		return scope.Tenants, nil
+	}
+	tenants, err := dbsqlc.New(o.pool).OpsEffectTenants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ops: tenants of effects: %w", err)
+	}
+	return tenants, nil
+}
+
+// scopeParams is a scope as the ops queries take it: every tenant, or the ones listed.
+func scopeParams(scope Scope) (all bool, tenants []string) {
+	if scope.Tenants == nil {
+		return true, []string{}
+	}
+	return false, scope.Tenants
+}
+
+// effect reads effect id if scope sees it, else ErrNotFound.
+func (o *Ops) effect(ctx context.Context, scope Scope, id uuid.UUID) (*effects.Effect, error) {
+	e, err := o.effects.Get(ctx, id)
+	if errors.Is(err, effects.ErrNotFound) || (err == nil && !scope.Sees(e.TenantID)) {
+		return nil, fmt.Errorf("%w: effect %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ops: %w", err)
+	}
+	return e, nil
+}
+
+// operatorOpts limits an action on e to its tenant, checked again under the row lock.
+func operatorOpts(e *effects.Effect) *effects.OperatorOpts {
+	return &effects.OperatorOpts{TenantID: e.TenantID}
+}
+
+// Resolve records an operator's decision on a STUCK effect in scope: to is CONFIRMED, FAILED or
+// PENDING (dispatch it again). actor is recorded as "operator:{actor}" with reason in the audit
+// trail. Errors: ErrNotFound (also outside the scope), effects.ErrNotStuck, a *FieldError for a bad
+// to, actor or reason; nothing changes then.
+func (o *Ops) Resolve(ctx context.Context, scope Scope, id uuid.UUID, to effects.State, actor, reason string) (*effects.Effect, error) {
+	if to != effects.StateConfirmed && to != effects.StateFailed && to != effects.StatePending {
+		return nil, &FieldError{Field: "to", Message: fmt.Sprintf("%q: want CONFIRMED, FAILED or PENDING", to)}
+	}
+	if err := checkAction(actor, reason); err != nil {
+		return nil, err
+	}
+	e, err := o.effect(ctx, scope, id)
+	if err != nil {
+		return nil, err
+	}
+	resolved, err := o.effects.Resolve(ctx, id, effects.Resolution{To: to, Actor: actor, Reason: reason}, operatorOpts(e))
+	if errors.Is(err, effects.ErrNotFound) {
+		return nil, fmt.Errorf("%w: effect %s", ErrNotFound, id)
+	}
+	return resolved, err
+}
+
+// Cancel fails a PENDING effect in scope that was never attempted (effects.Client.Cancel), with
+// actor ("operator:{actor}") and reason in the audit trail. Errors: ErrNotFound (also outside the
+// scope), effects.ErrNotCancellable, a *FieldError for a bad actor or reason; nothing changes then.
+func (o *Ops) Cancel(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error) {
+	if err := checkAction(actor, reason); err != nil {
+		return nil, err
+	}
+	e, err := o.effect(ctx, scope, id)
+	if err != nil {
+		return nil, err
+	}
+	cancelled, err := o.effects.Cancel(ctx, id, actor, reason, operatorOpts(e))
+	if errors.Is(err, effects.ErrNotFound) {
+		return nil, fmt.Errorf("%w: effect %s", ErrNotFound, id)
+	}
+	return cancelled, err
+}

@@ -1,0 +1,103 @@
+package ops_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/saga"
+	"github.com/reckonhq/reckon/turns"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// harness is a database of its own with the clients Ops reads and acts through, none started:
+// effects stay where insertEffect puts them. Shared by the tests of the package (H2's effects
+// tests use it; any test may).
+type harness struct {
+	pool    *pgxpool.Pool
+	effects *effects.Client
+	sagas   *saga.Client
+	turns   *turns.Client
+	ops     *ops.Ops
+}
+
+// The connectors of harness: a compensatable wire and an idempotent mail.
+const (
+	connWire = "bank.wire"
+	connMail = "mail.send"
+)
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	pool := pgtest.NewDB(t)
+	registry := effects.NewRegistry()
+	ok := func(context.Context, effects.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+	registry.MustRegister(effects.Connector{
+		Name: connWire, Tags: []effects.Tag{effects.TagWrite, effects.TagExternal}, Dispatch: ok,
+		Compensate: func(context.Context, effects.Call, effects.Original) (json.RawMessage, error) {
+			return json.RawMessage(`{}`), nil
+		},
+		StatusCheck: func(context.Context, effects.Call) (effects.Status, error) { return effects.Present(nil), nil },
+	})
+	registry.MustRegister(effects.Connector{Name: connMail, Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent}, Dispatch: ok})
+	sagas, err := saga.NewClient(pool, &saga.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	turnsClient, err := turns.NewClient(pool, &turns.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	config := reckontest.FastConfig(registry)
+	config.Plugins = []effects.Plugin{sagas, turnsClient}
+	client := reckontest.NewClient(t, pool, config)
+	return &harness{pool: pool, effects: client, sagas: sagas, turns: turnsClient, ops: ops.New(pool, client, sagas, turnsClient)}
+}
+
+// insertEffect enqueues an effect of tenant on connector under key (spec, when given, adjusts
+// the rest) and moves it to state through legal transitions, with actor "test" — as a reactor
+// would have: PENDING → UNKNOWN → STUCK, PENDING → CONFIRMED or FAILED.
+func (h *harness) insertEffect(t *testing.T, tenant, connector, key string, state effects.State, spec ...func(*effects.Spec)) *effects.Effect {
+	t.Helper()
+	ctx := context.Background()
+	s := effects.Spec{TenantID: tenant, Connector: connector, IdempotencyKey: key, Args: map[string]any{"key": key}}
+	for _, f := range spec {
+		f(&s)
+	}
+	e, err := h.effects.Enqueue(ctx, s, nil)
+	require.NoError(t, err)
+	path := map[effects.State][]effects.State{
+		effects.StatePending: nil, effects.StateConfirmed: {effects.StateConfirmed}, effects.StateFailed: {effects.StateFailed},
+		effects.StateUnknown: {effects.StateUnknown}, effects.StateStuck: {effects.StateUnknown, effects.StateStuck},
+	}[state]
+	for _, to := range path {
+		h.exec(t, `UPDATE reckon_effects SET state = $2, transition_actor = 'test', transition_reason = 'moved by the test',
+			transition_detail = '{"upstream": "said so"}' WHERE id = $1`, e.ID, string(to))
+	}
+	e, err = h.effects.Get(ctx, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, state, e.State)
+	return e
+}
+
+// exec runs sql on the harness's database.
+func (h *harness) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	_, err := h.pool.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
+}
+
+// ids are the ids of effects, in order.
+func ids(list []*effects.Effect) []uuid.UUID {
+	out := make([]uuid.UUID, len(list))
+	for i, e := range list {
+		out[i] = e.ID
+	}
+	return out
+}
