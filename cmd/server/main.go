@@ -8,6 +8,7 @@
 //	server tenants create|list|disable|enable   manage tenants
 //	server tokens create -tenant T [-name N]     print a new API token for T (shown once)
 //	server tokens list -tenant T | revoke ID     list or revoke API tokens
+//	server operators add|list|revoke    operator accounts of the console and CLI (docs/operations.md)
 //	server connectors put|list|delete   manage the HTTP connectors (docs/connectors.md)
 //	server sagas define -f F | list     manage the saga definitions (docs/api.md)
 //	server retention status|run|policy|partitions   what retention keeps and prunes (docs/operations.md)
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTenants(ctx, args[1:], stdout, stderr)
 	case "tokens":
 		err = runTokens(ctx, args[1:], stdout, stderr)
+	case "operators":
+		err = runOperators(ctx, args[1:], stdout, stderr)
 	case "connectors":
 		err = runConnectors(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "sagas":

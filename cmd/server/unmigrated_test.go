@@ -20,7 +20,7 @@ func TestCommandsNeedAMigratedDatabase(t *testing.T) {
 	ctx := context.Background()
 	server := proctest.Binary(t, "server")
 	commands := [][]string{
-		{"tenants", "list"}, {"tokens", "list", "-tenant", "acme"}, {"connectors", "list"}, {"sagas", "list"},
+		{"tenants", "list"}, {"tokens", "list", "-tenant", "acme"}, {"operators", "list"}, {"connectors", "list"}, {"sagas", "list"},
 		{"retention", "status"}, {"retention", "run"}, {"retention", "policy", "list"},
 	}
 

@@ -18,6 +18,8 @@ commands:
   tenants     create ID [-name N] | list | disable ID | enable ID
   tokens      API tokens: create -tenant T [-name N] [-admin] | create -system [-name N] |
               list -tenant T | list -system | revoke ID
+  operators   operator accounts: add -name N -role viewer|operator|admin [-tenants a,b] |
+              list [-json] | revoke NAME
   connectors  HTTP connectors: put -f FILE | list [-json] | delete -name NAME
   sagas       saga definitions: define -f FILE | list [-json]
   retention   pruning of settled work and old audit history: status [-json] | run [-dry-run] |
@@ -31,7 +33,7 @@ actions, ` + "`server COMMAND ACTION -h`" + ` lists an action's flags.
 flags of serve:`
 
 // commandNames are server's commands, for the messages that list them.
-var commandNames = []string{"migrate", "tenants", "tokens", "connectors", "sagas", "retention", "help"}
+var commandNames = []string{"migrate", "tenants", "tokens", "operators", "connectors", "sagas", "retention", "help"}
 
 // helpArgs are the arguments that ask for help.
 var helpArgs = []string{"-h", "-help", "--help", "help"}

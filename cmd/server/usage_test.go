@@ -19,7 +19,7 @@ func TestHelp(t *testing.T) {
 	top := proctest.Run(t, env, server, "-h")
 	require.Equal(t, 0, top.ExitCode, top.Stderr)
 	require.Empty(t, top.Stderr)
-	for _, command := range []string{"migrate", "tenants", "tokens", "connectors", "sagas", "help"} {
+	for _, command := range []string{"migrate", "tenants", "tokens", "operators", "connectors", "sagas", "help"} {
 		require.Contains(t, top.Stdout, "\n  "+command+" ", "server -h lists %s", command)
 	}
 	require.Contains(t, top.Stdout, "-addr", "server -h lists the serve flags")
@@ -33,6 +33,7 @@ func TestHelp(t *testing.T) {
 		"migrate":    {"up", "down", "status"},
 		"tenants":    {"create", "list", "disable", "enable"},
 		"tokens":     {"create", "list", "revoke"},
+		"operators":  {"add", "list", "revoke"},
 		"connectors": {"put", "list", "delete"},
 		"sagas":      {"define", "list"},
 	}
@@ -71,7 +72,7 @@ func TestCommandMistakes(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"bogus"}, []string{`unknown command "bogus"`, "migrate, tenants, tokens, connectors, sagas, retention, help", "server -h"}},
+		{[]string{"bogus"}, []string{`unknown command "bogus"`, "migrate, tenants, tokens, operators, connectors, sagas, retention, help", "server -h"}},
 		{[]string{"help", "bogus"}, []string{`unknown command "bogus"`}},
 		{[]string{"-database-url", "postgres://x/y", "migrate", "up"}, []string{`-database-url given before "migrate"`, "server migrate up -database-url"}},
 		{[]string{"-log-format", "json", "-database-url", "postgres://x/y", "tokens", "list"}, []string{`-database-url, -log-format given before "tokens"`}},
