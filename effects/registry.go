@@ -2,6 +2,7 @@ package effects
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -79,6 +80,18 @@ func (r *Registry) Get(name string) (*Connector, bool) {
 	defer r.mu.RUnlock()
 	c, ok := r.connectors[name]
 	return c, ok
+}
+
+// Names returns the names of the connectors registered, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.connectors))
+	for name := range r.connectors {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 func (r *Registry) lookup(name string) (*Connector, error) {

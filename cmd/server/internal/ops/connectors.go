@@ -1,0 +1,93 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+)
+
+// outcomeWindow is how far back ConnectorSummary.Outcomes counts.
+const outcomeWindow = time.Hour
+
+// ConnectorSummary is a connector: how it is set up and how its calls have gone lately.
+type ConnectorSummary struct {
+	Name string
+	// Policy, Tags, Timeout and MaxAttempts are the connector's as registered (or, for a stored
+	// HTTP connector not loaded yet, as its definition makes them); empty for a connector known
+	// only from the outcomes of its effects (a Go connector of the reactors).
+	Policy      effects.Policy
+	Tags        []effects.Tag
+	Timeout     time.Duration
+	MaxAttempts int
+	// Definition is the stored HTTP connector definition (JSON of docs/connectors.md), if it is
+	// one; nil otherwise.
+	Definition json.RawMessage
+	// Outcomes counts the transitions of its effects into CONFIRMED, FAILED, UNKNOWN and STUCK in
+	// the last hour, within scope; every one of the four states is present.
+	Outcomes map[effects.State]int64
+}
+
+// Connectors lists, by name, the connectors registered in the effects client, the HTTP connectors
+// stored in the database, and the connectors whose effects in scope changed state in the last
+// hour.
+func (o *Ops) Connectors(ctx context.Context, scope Scope) ([]ConnectorSummary, error) {
+	byName := map[string]*ConnectorSummary{}
+	summary := func(name string) *ConnectorSummary {
+		s, ok := byName[name]
+		if !ok {
+			s = &ConnectorSummary{Name: name, Outcomes: map[effects.State]int64{
+				effects.StateConfirmed: 0, effects.StateFailed: 0, effects.StateUnknown: 0, effects.StateStuck: 0,
+			}}
+			byName[name] = s
+		}
+		return s
+	}
+	describe := func(s *ConnectorSummary, c *effects.Connector) {
+		s.Policy, s.Tags, s.Timeout, s.MaxAttempts = effects.PolicyOf(c), slices.Clone(c.Tags), c.Timeout, c.MaxAttempts
+	}
+	registry := o.effects.Registry()
+	for _, name := range registry.Names() {
+		if c, ok := registry.Get(name); ok {
+			describe(summary(name), c)
+		}
+	}
+	defs, err := httpconn.List(ctx, o.pool)
+	if err != nil {
+		return nil, fmt.Errorf("ops: %w", err)
+	}
+	for _, def := range defs {
+		s := summary(def.Name)
+		if s.Definition, err = json.Marshal(def); err != nil {
+			return nil, fmt.Errorf("ops: connector %s: %w", def.Name, err)
+		}
+		if s.Policy == "" {
+			c := def.WithDefaults().Connector(nil)
+			describe(s, &c)
+		}
+	}
+	all, tenants, ok := scope.tenants("")
+	if ok {
+		rows, err := dbsqlc.New(o.pool).OpsConnectorOutcomes(ctx, dbsqlc.OpsConnectorOutcomesParams{
+			Since: o.now().Add(-outcomeWindow), AllTenants: all, TenantIds: tenants,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ops: connector outcomes: %w", err)
+		}
+		for _, row := range rows {
+			summary(row.Connector).Outcomes[effects.State(row.ToState)] = row.Count
+		}
+	}
+	out := make([]ConnectorSummary, 0, len(byName))
+	for _, s := range byName {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b ConnectorSummary) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

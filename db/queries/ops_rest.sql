@@ -1,0 +1,61 @@
+-- Operators' reads of sagas, runs, sessions and connectors across tenants (package
+-- cmd/server/internal/ops). all_tenants lists every tenant's; otherwise tenant_ids are those
+-- listed.
+
+-- name: OpsSagaList :many
+-- Sagas of the tenants, newest first, filtered by whatever is given; keyset pagination on
+-- (created_at, id). A tenant set reads reckon_sagas_created_idx (tenant_id, created_at, id).
+SELECT id, created_at FROM reckon_sagas
+WHERE (sqlc.arg(all_tenants)::boolean OR tenant_id = ANY (sqlc.arg(tenant_ids)::text[]))
+  AND (sqlc.narg(state)::reckon_saga_state IS NULL OR state = sqlc.narg(state)::reckon_saga_state)
+  AND (sqlc.narg(name)::text IS NULL OR name = sqlc.narg(name)::text)
+  AND (sqlc.narg(cursor_created_at)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(cursor_created_at)::timestamptz, sqlc.narg(cursor_id)::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows)::integer;
+
+-- name: OpsRunList :many
+-- Runs of the tenants, newest first; keyset pagination on (created_at, tenant_id, id).
+SELECT tenant_id, id, created_at FROM reckon_runs
+WHERE (sqlc.arg(all_tenants)::boolean OR tenant_id = ANY (sqlc.arg(tenant_ids)::text[]))
+  AND (sqlc.narg(cursor_created_at)::timestamptz IS NULL
+       OR (created_at, tenant_id, id) < (sqlc.narg(cursor_created_at)::timestamptz, sqlc.narg(cursor_tenant_id)::text,
+                                         sqlc.narg(cursor_id)::text))
+ORDER BY created_at DESC, tenant_id DESC, id DESC
+LIMIT sqlc.arg(max_rows)::integer;
+
+-- name: OpsRunAwaiting :many
+-- The ids of a run's effects awaiting their callback (PENDING with a correlation id), soonest
+-- deadline first; reckon_effects_run_idx (tenant_id, run_id).
+SELECT id FROM reckon_effects
+WHERE tenant_id = @tenant_id AND run_id = @run_id::text AND state = 'PENDING' AND correlation_id IS NOT NULL
+ORDER BY deadline_at NULLS LAST, id
+LIMIT sqlc.arg(max_rows)::integer;
+
+-- name: OpsSessionList :many
+-- Sessions of the tenants (the first part of a session key) by their latest activity — the last
+-- message received by, or the completion of, one of their turns — newest first; keyset pagination
+-- on (last_at, session_key).
+SELECT session_key, count(*)::integer AS turns,
+       max(greatest(last_at, coalesce(completed_at, last_at)))::timestamptz AS last_at
+FROM reckon_turns
+WHERE sqlc.arg(all_tenants)::boolean OR split_part(session_key, ':', 1) = ANY (sqlc.arg(tenant_ids)::text[])
+GROUP BY session_key
+HAVING sqlc.narg(cursor_last_at)::timestamptz IS NULL
+    OR (max(greatest(last_at, coalesce(completed_at, last_at))), session_key)
+       < (sqlc.narg(cursor_last_at)::timestamptz, sqlc.narg(cursor_session_key)::text)
+ORDER BY last_at DESC, session_key DESC
+LIMIT sqlc.arg(max_rows)::integer;
+
+-- name: OpsConnectorOutcomes :many
+-- Transitions into CONFIRMED, FAILED, UNKNOWN and STUCK since a time, per connector, within the
+-- tenants: reckon_effect_transitions_tenant_at_idx (tenant_id, at) and the partitions of `at`,
+-- then each effect by its primary key.
+SELECT e.connector, t.to_state, count(*)::bigint AS count
+FROM reckon_effect_transitions t
+JOIN reckon_effects e ON e.id = t.effect_id
+WHERE t.at >= @since::timestamptz
+  AND (sqlc.arg(all_tenants)::boolean OR t.tenant_id = ANY (sqlc.arg(tenant_ids)::text[]))
+  AND t.to_state IN ('CONFIRMED', 'FAILED', 'UNKNOWN', 'STUCK')
+  AND t.from_state IS DISTINCT FROM t.to_state
+GROUP BY e.connector, t.to_state;
