@@ -13,7 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/db"
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
 )
@@ -123,4 +126,56 @@ func printJSON(w io.Writer, v any) error {
 // unknownAction is the usage mistake of an action the command does not have.
 func (c *command) unknownAction(noun string) error {
 	return fmt.Errorf("%w: unknown %s %q; want one of:\n%s", errUsage, noun, c.action, c.usage)
+}
+
+// outputFlag registers -o, the output of an operator command: table (default) or json. Check it
+// with checkOutput after parsing.
+func outputFlag(fs *flag.FlagSet) *string {
+	return fs.String("o", "table", "output: table or json")
+}
+
+// checkOutput refuses an -o other than table or json (exit status 2).
+func checkOutput(output string) error {
+	if output != "table" && output != "json" {
+		return fmt.Errorf("%w: -o %q: want table or json", errUsage, output)
+	}
+	return nil
+}
+
+// withOps calls fn with the operators' reads and actions (package ops) on pool, built as the
+// server builds its clients (never started here): the stored HTTP connectors registered, saga
+// definitions loaded when a saga names one. The CLI sees every tenant (ops.Scope{}).
+func (c *command) withOps(ctx context.Context, pool *pgxpool.Pool, fn func(*ops.Ops) error) error {
+	logger, err := c.common.logger()
+	if err != nil {
+		return err
+	}
+	sessions, err := newTurnsClient(pool, logger)
+	if err != nil {
+		return err
+	}
+	sagas, err := newSagaClient(ctx, pool, logger)
+	if err != nil {
+		return err
+	}
+	registry := effects.NewRegistry()
+	if _, err := httpconn.Sync(ctx, pool, registry); err != nil {
+		return err
+	}
+	client, err := effects.NewClient(pool, &effects.Config{Registry: registry, Logger: logger, Plugins: []effects.Plugin{sessions, sagas}})
+	if err != nil {
+		return err
+	}
+	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
+	return opsError(fn(ops.New(pool, client, sagas, sessions)))
+}
+
+// opsError makes an *ops.FieldError a usage mistake naming the flag of the same name (exit status
+// 2).
+func opsError(err error) error {
+	var fe *ops.FieldError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("%w: -%s: %s", errUsage, fe.Field, fe.Message)
+	}
+	return err
 }
