@@ -1,0 +1,351 @@
+package console
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
+	"github.com/reckonhq/reckon/effects"
+)
+
+const (
+	// stuckPageSize is how many STUCK effects, with their evidence, one page of the queue shows.
+	stuckPageSize = 20
+	// bulkMax bounds the effects one bulk action previews and resolves.
+	bulkMax = 500
+	// maxReasonBytes bounds an action's reason.
+	maxReasonBytes = 1000
+)
+
+// resolveTargets are the decisions on a STUCK effect, as the forms offer them.
+var resolveTargets = []effects.State{effects.StateConfirmed, effects.StateFailed, effects.StatePending}
+
+// landing sends the operator to the STUCK queue when it is not empty, else to the overview.
+func (c *Console) landing(req *request) error {
+	_, total, _, err := c.ops.Stuck(req.ctx(), req.scope, 1, "")
+	if err != nil {
+		return err
+	}
+	if total > 0 {
+		return req.redirect("/console/stuck")
+	}
+	return req.redirect("/console/overview")
+}
+
+// overviewRow is one tenant × connector of the overview's table.
+type overviewRow struct {
+	Tenant, Connector                          string
+	Pending, Unknown, Stuck, Confirmed, Failed int64
+}
+
+type overviewData struct {
+	*ops.Overview
+	Rows  []overviewRow
+	Chart chart
+}
+
+func (c *Console) overview(req *request) error {
+	o, err := c.ops.Overview(req.ctx(), req.scope)
+	if err != nil {
+		return err
+	}
+	data := overviewData{Overview: o, Chart: newChart(o.SettledPerMinute)}
+	index := map[[2]string]int{}
+	for _, count := range o.Counts {
+		key := [2]string{count.Tenant, count.Connector}
+		i, ok := index[key]
+		if !ok {
+			i = len(data.Rows)
+			index[key] = i
+			data.Rows = append(data.Rows, overviewRow{Tenant: count.Tenant, Connector: count.Connector})
+		}
+		row := &data.Rows[i]
+		switch count.State {
+		case effects.StatePending:
+			row.Pending += count.Count
+		case effects.StateUnknown:
+			row.Unknown += count.Count
+		case effects.StateStuck:
+			row.Stuck += count.Count
+		case effects.StateConfirmed:
+			row.Confirmed += count.Count
+		case effects.StateFailed:
+			row.Failed += count.Count
+		}
+	}
+	return c.page(req, "overview", "Overview", data)
+}
+
+// stuckItem is one effect of the STUCK queue.
+type stuckItem struct {
+	*ops.Evidence
+	// StuckSince is when it became STUCK (its last transition into STUCK).
+	StuckSince time.Time
+}
+
+type stuckData struct {
+	Items   []stuckItem
+	Total   int
+	Next    string
+	Targets []effects.State
+}
+
+func (c *Console) stuck(req *request) error {
+	after := req.URL.Query().Get("after")
+	page, total, next, err := c.ops.Stuck(req.ctx(), req.scope, stuckPageSize, after)
+	if err != nil {
+		return err
+	}
+	data := stuckData{Total: total, Targets: resolveTargets}
+	if next != "" {
+		data.Next = withQuery(req, "after", next)
+	}
+	for _, evidence := range page {
+		data.Items = append(data.Items, stuckItem{Evidence: evidence, StuckSince: stuckSince(evidence)})
+	}
+	return c.page(req, "stuck", "STUCK queue", data)
+}
+
+// stuckSince is when the effect last became STUCK, from its history (else its last update).
+func stuckSince(e *ops.Evidence) time.Time {
+	for i := len(e.History) - 1; i >= 0; i-- {
+		if t := e.History[i]; t.To == effects.StateStuck && t.From != effects.StateStuck {
+			return t.At
+		}
+	}
+	return e.Effect.UpdatedAt
+}
+
+type effectListData struct {
+	Filter  url.Values
+	States  []effects.State
+	Effects []*effects.Effect
+	Next    string
+	Bulk    string // the bulk preview of this filter, when it lists STUCK effects
+}
+
+// effectFilterFields are the query parameters of the effects page's filter.
+var effectFilterFields = []string{"tenant", "state", "connector", "idempotency_key", "business_key", "run", "turn",
+	"created_after", "created_before", "limit"}
+
+func (c *Console) effectList(req *request) error {
+	query := req.URL.Query()
+	filter, err := ops.ParseEffectFilter(query)
+	if err != nil {
+		return err
+	}
+	filter.Scope = req.scope
+	list, next, err := c.ops.Effects(req.ctx(), filter)
+	if err != nil {
+		return err
+	}
+	data := effectListData{Filter: query, States: effects.States, Effects: list}
+	if next != "" {
+		data.Next = withQuery(req, "after", next)
+	}
+	if filter.State == effects.StateStuck && len(list) > 0 {
+		bulk := url.Values{}
+		for _, name := range effectFilterFields {
+			if v := query.Get(name); v != "" && name != "limit" {
+				bulk.Set(name, v)
+			}
+		}
+		data.Bulk = "/console/bulk?" + bulk.Encode()
+	}
+	return c.page(req, "effects", "Effects", data)
+}
+
+type effectData struct {
+	*ops.Evidence
+	StuckSince time.Time
+	Targets    []effects.State
+	Cancelable bool
+	Notice     string
+}
+
+// notices are the messages an action's redirect may ask the page to show (?done=...).
+var notices = map[string]string{
+	"resolved":  "Resolved. The decision is the last row of the timeline.",
+	"cancelled": "Cancelled.",
+}
+
+func (c *Console) effectPage(req *request) error {
+	id, err := pathID(req)
+	if err != nil {
+		return err
+	}
+	evidence, err := c.ops.Evidence(req.ctx(), req.scope, id)
+	if err != nil {
+		return err
+	}
+	e := evidence.Effect
+	data := effectData{
+		Evidence: evidence, Targets: resolveTargets, Notice: notices[req.URL.Query().Get("done")],
+		Cancelable: e.State == effects.StatePending && e.Attempts == 0 && e.CorrelationID == "",
+	}
+	if e.State == effects.StateStuck {
+		data.StuckSince = stuckSince(evidence)
+	}
+	return c.page(req, "effect", "Effect "+id.String()[:8], data)
+}
+
+func (c *Console) resolveEffect(req *request) error {
+	id, err := pathID(req)
+	if err != nil {
+		return err
+	}
+	to, err := resolveTarget(req.PostForm.Get("to"))
+	if err != nil {
+		return err
+	}
+	reason, err := formReason(req)
+	if err != nil {
+		return err
+	}
+	if _, err := c.ops.Resolve(req.ctx(), req.scope, id, to, req.actor(), reason); err != nil {
+		return err
+	}
+	return req.redirect("/console/effects/" + id.String() + "?done=resolved")
+}
+
+func (c *Console) cancelEffect(req *request) error {
+	id, err := pathID(req)
+	if err != nil {
+		return err
+	}
+	reason, err := formReason(req)
+	if err != nil {
+		return err
+	}
+	if _, err := c.ops.Cancel(req.ctx(), req.scope, id, req.actor(), reason); err != nil {
+		return err
+	}
+	return req.redirect("/console/effects/" + id.String() + "?done=cancelled")
+}
+
+type bulkData struct {
+	Filter  url.Values // the filter, without "to"
+	To      effects.State
+	Targets []effects.State
+	IDs     []uuid.UUID
+	Total   int
+	Result  *ops.BulkResult
+	Skipped []skippedEffect
+	Reason  string
+}
+
+type skippedEffect struct {
+	ID  uuid.UUID
+	Why string
+}
+
+// bulkPreview lists the STUCK effects a filter matches (at most bulkMax) and what they would be
+// resolved as, with the confirmation form; without "to" it asks for the decision first.
+func (c *Console) bulkPreview(req *request) error {
+	query := req.URL.Query()
+	data := bulkData{Filter: url.Values{}, Targets: resolveTargets}
+	for name, values := range query {
+		if name != "to" && name != "after" {
+			data.Filter[name] = values
+		}
+	}
+	filter, err := ops.ParseEffectFilter(data.Filter)
+	if err != nil {
+		return err
+	}
+	if filter.State != "" && filter.State != effects.StateStuck {
+		return badField("state", "bulk actions resolve STUCK effects only, not %s", filter.State)
+	}
+	filter.Scope, filter.State = req.scope, effects.StateStuck
+	data.Filter.Set("state", string(effects.StateStuck))
+	if query.Get("to") != "" {
+		if data.To, err = resolveTarget(query.Get("to")); err != nil {
+			return err
+		}
+		if data.IDs, data.Total, err = c.ops.PreviewResolve(req.ctx(), filter, bulkMax); err != nil {
+			return err
+		}
+	}
+	return c.page(req, "bulk", "Bulk resolve", data)
+}
+
+// bulkResolve resolves exactly the previewed ids that are still STUCK and in scope, and shows
+// what it did and skipped.
+func (c *Console) bulkResolve(req *request) error {
+	to, err := resolveTarget(req.PostForm.Get("to"))
+	if err != nil {
+		return err
+	}
+	reason, err := formReason(req)
+	if err != nil {
+		return err
+	}
+	raw := req.PostForm["id"]
+	if len(raw) == 0 {
+		return badField("id", "no effects to resolve")
+	}
+	if len(raw) > bulkMax {
+		return badField("id", "at most %d effects at once, got %d", bulkMax, len(raw))
+	}
+	ids := make([]uuid.UUID, 0, len(raw))
+	for _, s := range raw {
+		id, err := uuid.Parse(s)
+		if err != nil {
+			return badField("id", "%q is not an effect id (a UUID)", s)
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	result, err := c.ops.ResolveMany(req.ctx(), req.scope, ids, to, req.actor(), reason)
+	if err != nil {
+		return err
+	}
+	data := bulkData{To: to, Result: result, Reason: reason}
+	for _, id := range ids {
+		if why, ok := result.Skipped[id]; ok {
+			data.Skipped = append(data.Skipped, skippedEffect{ID: id, Why: why})
+		}
+	}
+	return c.page(req, "bulk", "Bulk resolve: done", data)
+}
+
+// pathID is the {id} of the path as a UUID.
+func pathID(req *request) (uuid.UUID, error) {
+	id, err := uuid.Parse(req.PathValue("id"))
+	if err != nil {
+		return uuid.Nil, badField("id", "%q is not an id (a UUID)", req.PathValue("id"))
+	}
+	return id, nil
+}
+
+// resolveTarget is the decision of a resolve form: CONFIRMED, FAILED or PENDING.
+func resolveTarget(s string) (effects.State, error) {
+	if !slices.Contains(resolveTargets, effects.State(s)) {
+		return "", badField("to", "want CONFIRMED, FAILED or PENDING, got %q", s)
+	}
+	return effects.State(s), nil
+}
+
+// formReason is the form's required reason (at most maxReasonBytes).
+func formReason(req *request) (string, error) {
+	reason := req.PostForm.Get("reason")
+	switch {
+	case strings.TrimSpace(reason) == "":
+		return "", badField("reason", "required: say why, for the audit trail")
+	case len(reason) > maxReasonBytes:
+		return "", badField("reason", "at most %d bytes, got %d", maxReasonBytes, len(reason))
+	}
+	return reason, nil
+}
+
+// withQuery is the request's URL with name set to value in its query.
+func withQuery(req *request, name, value string) string {
+	query := req.URL.Query()
+	query.Set(name, value)
+	return req.URL.Path + "?" + query.Encode()
+}
