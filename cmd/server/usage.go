@@ -20,6 +20,8 @@ commands:
               list -tenant T | list -system | revoke ID
   operators   operator accounts: add -name N -role viewer|operator|admin [-tenants a,b] |
               list [-json] | revoke NAME
+  effects     operators' view and actions: list [filters] | show ID | resolve ID -to S -reason R |
+              resolve -all [filters] -to S -reason R -dry-run|-yes | cancel ID -reason R
   connectors  HTTP connectors: put -f FILE | list [-json] | delete -name NAME
   sagas       saga definitions: define -f FILE | list [-json]
   retention   pruning of settled work and old audit history: status [-json] | run [-dry-run] |
@@ -33,7 +35,7 @@ actions, ` + "`server COMMAND ACTION -h`" + ` lists an action's flags.
 flags of serve:`
 
 // commandNames are server's commands, for the messages that list them.
-var commandNames = []string{"migrate", "tenants", "tokens", "operators", "connectors", "sagas", "retention", "help"}
+var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "retention", "help"}
 
 // helpArgs are the arguments that ask for help.
 var helpArgs = []string{"-h", "-help", "--help", "help"}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
+)
+
+// runEffectsCLI runs `server effects ARGS` in this process against pool's database.
+func runEffectsCLI(t *testing.T, pool *pgxpool.Pool, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	args = append([]string{"effects"}, args...)
+	args = append(args, "-database-url", pool.Config().ConnString())
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// seedEffect writes an effect of tenant in state through legal transitions (actor "test") and
+// returns its id.
+func seedEffect(t *testing.T, pool *pgxpool.Pool, tenant, connector, key, state string) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	id := uuid.New()
+	_, err := pool.Exec(ctx, `INSERT INTO reckon_effects (id, tenant_id, connector, idempotency_key, policy, transition_actor, transition_reason)
+		VALUES ($1, $2, $3, $4, 'idempotent', 'test', 'seeded')`, id, tenant, connector, key)
+	require.NoError(t, err)
+	path := map[string][]string{"PENDING": nil, "CONFIRMED": {"CONFIRMED"}, "STUCK": {"UNKNOWN", "STUCK"}}[state]
+	for _, to := range path {
+		_, err := pool.Exec(ctx, `UPDATE reckon_effects SET state = $2, transition_actor = 'test', transition_reason = 'moved',
+			transition_detail = '{"upstream": "timeout"}' WHERE id = $1`, id, to)
+		require.NoError(t, err)
+	}
+	return id
+}
+
+func effectState(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) string {
+	t.Helper()
+	var state string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT state FROM reckon_effects WHERE id = $1`, id).Scan(&state))
+	return state
+}
+
+// TestEffectsCLI: list in a table and as JSON with filters and pages, show the evidence, resolve
+// one (recorded as operator:cli:…), bulk resolve with a dry run that changes nothing, cancel.
+func TestEffectsCLI(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	stuck := []uuid.UUID{
+		seedEffect(t, pool, "acme", "bank.wire", "wire-1", "STUCK"),
+		seedEffect(t, pool, "acme", "bank.wire", "wire-2", "STUCK"),
+		seedEffect(t, pool, "globex", "bank.wire", "wire-3", "STUCK"),
+	}
+	confirmed := seedEffect(t, pool, "acme", "mail.send", "mail-1", "CONFIRMED")
+
+	code, out, errOut := runEffectsCLI(t, pool, "list", "-tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 4)
+	require.Regexp(t, `^ID\s+TENANT\s+CONNECTOR\s+STATE\s+IDEMPOTENCY KEY\s+ATTEMPTS\s+CREATED$`, lines[0])
+	require.Contains(t, lines[1], confirmed.String()) // newest first
+	require.Contains(t, out, "wire-1")
+	require.NotContains(t, out, "wire-3")
+
+	code, out, errOut = runEffectsCLI(t, pool, "list", "-state", "STUCK", "-connector", "bank.wire", "-limit", "2", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var page struct {
+		Effects []struct {
+			ID       uuid.UUID `json:"id"`
+			TenantID string    `json:"tenant_id"`
+			State    string    `json:"state"`
+		} `json:"effects"`
+		Next string `json:"next"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &page))
+	require.Len(t, page.Effects, 2)
+	require.Equal(t, stuck[2], page.Effects[0].ID)
+	require.NotEmpty(t, page.Next)
+	code, out, errOut = runEffectsCLI(t, pool, "list", "-state", "STUCK", "-connector", "bank.wire", "-limit", "2", "-after", page.Next)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, stuck[0].String())
+	require.NotContains(t, out, "more: -after")
+
+	code, out, errOut = runEffectsCLI(t, pool, "show", stuck[0].String())
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{"EFFECT", stuck[0].String(), "acme", "wire-1", "UNKNOWN", "STUCK", `{"upstream": "timeout"}`, "moved"} {
+		require.Contains(t, out, want)
+	}
+	code, out, errOut = runEffectsCLI(t, pool, "show", stuck[0].String(), "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var evidence struct {
+		Effect  struct{ State string }       `json:"effect"`
+		History []struct{ To, Actor string } `json:"history"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &evidence))
+	require.Equal(t, "STUCK", evidence.Effect.State)
+	require.Len(t, evidence.History, 3)
+
+	// One resolved, recorded as operator:cli:{user} or operator:cli:{-actor}.
+	code, out, errOut = runEffectsCLI(t, pool, "resolve", stuck[0].String(), "-to", "CONFIRMED", "-reason", "bank confirmed by phone", "-actor", "ann")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "resolved effect "+stuck[0].String()+" CONFIRMED")
+	require.Equal(t, 1, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions
+		WHERE effect_id = $1 AND actor = 'operator:cli:ann' AND reason = 'bank confirmed by phone' AND to_state = 'CONFIRMED'`, stuck[0]))
+
+	// Bulk: the dry run lists and changes nothing; -yes resolves.
+	code, out, errOut = runEffectsCLI(t, pool, "resolve", "-all", "-connector", "bank.wire", "-to", "FAILED", "-reason", "outage", "-dry-run")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "2 effects would be resolved FAILED")
+	require.Contains(t, out, stuck[1].String())
+	require.Contains(t, out, stuck[2].String())
+	require.Equal(t, "STUCK", effectState(t, pool, stuck[1]))
+	require.Equal(t, "STUCK", effectState(t, pool, stuck[2]))
+	code, _, errOut = runEffectsCLI(t, pool, "resolve", "-all", "-connector", "bank.wire", "-to", "FAILED", "-reason", "outage")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "-yes")
+	require.Equal(t, "STUCK", effectState(t, pool, stuck[1]))
+	code, out, errOut = runEffectsCLI(t, pool, "resolve", "-all", "-tenant", "globex", "-to", "FAILED", "-reason", "outage", "-yes")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "resolved 1 effects FAILED")
+	require.Equal(t, "FAILED", effectState(t, pool, stuck[2]))
+	require.Equal(t, "STUCK", effectState(t, pool, stuck[1]))
+
+	code, _, errOut = runEffectsCLI(t, pool, "resolve", confirmed.String(), "-to", "FAILED", "-reason", "x")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "not STUCK")
+	code, _, errOut = runEffectsCLI(t, pool, "show", uuid.NewString())
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "not found")
+}
+
+// TestEffectsCLIBadInput: every usage mistake exits 2 naming the flag, and changes nothing.
+func TestEffectsCLIBadInput(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	id := seedEffect(t, pool, "acme", "bank.wire", "wire-1", "STUCK").String()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list", "-state", "DONE"}, "-state"},
+		{[]string{"list", "-tenant", "-bad-"}, "-tenant"},
+		{[]string{"list", "-connector", "bank\x00wire"}, "-connector"},
+		{[]string{"list", "-idempotency-key", "\xff"}, "-idempotency-key"},
+		{[]string{"list", "-business-key", strings.Repeat("k", 600)}, "-business-key"},
+		{[]string{"list", "-turn", "no"}, "-turn"},
+		{[]string{"list", "-created-after", "yesterday"}, "-created-after"},
+		{[]string{"list", "-limit", "0"}, "-limit"},
+		{[]string{"list", "-after", "garbage"}, "-after"},
+		{[]string{"list", "-o", "yaml"}, "-o"},
+		{[]string{"list", "extra"}, "unexpected argument"},
+		{[]string{"show"}, "needs an ID"},
+		{[]string{"show", "not-a-uuid"}, "not a UUID"},
+		{[]string{"resolve", id, "-to", "DONE", "-reason", "r"}, "-to"},
+		{[]string{"resolve", id, "-to", "FAILED"}, "-reason"},
+		{[]string{"resolve", id, "-to", "FAILED", "-reason", "bad\x00"}, "-reason"},
+		{[]string{"resolve", id, "-to", "FAILED", "-reason", strings.Repeat("r", 1001)}, "-reason"},
+		{[]string{"resolve", id, "-to", "FAILED", "-reason", "r", "-actor", "\xff"}, "-actor"},
+		{[]string{"resolve", id, "-to", "FAILED", "-reason", "r", "-tenant", "acme"}, "-tenant"},
+		{[]string{"resolve", "-all", "-state", "PENDING", "-to", "FAILED", "-reason", "r", "-dry-run"}, "-state"},
+		{[]string{"cancel", id}, "-reason"},
+		{[]string{"purge"}, "unknown effects action"},
+	} {
+		code, _, errOut := runEffectsCLI(t, pool, tc.args...)
+		require.Equal(t, 2, code, "%q: %s", tc.args, errOut)
+		require.Contains(t, errOut, tc.want, fmt.Sprintf("%q", tc.args))
+	}
+	require.Equal(t, "STUCK", effectState(t, pool, uuid.MustParse(id)))
+	require.Equal(t, 0, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions WHERE actor LIKE 'operator:%'`))
+}
