@@ -50,7 +50,7 @@ var scenarios = []scenario{
 		"PENDING → UNKNOWN → CONFIRMED + a compensation: the bank applied it twice; the extra one is reversed"},
 	{"mystery", []fakebank.Behavior{fakebank.PerformThenDrop},
 		[]fakebank.StatusBehavior{fakebank.StatusInconclusive, fakebank.StatusInconclusive, fakebank.StatusInconclusive}, 500,
-		"PENDING → UNKNOWN → STUCK: the bank cannot say; a person decides (curl below)"},
+		"PENDING → UNKNOWN → STUCK: the bank cannot say; a person decides (in the console, or curl below)"},
 }
 
 // connectorName is the demo's HTTP connector.
@@ -183,7 +183,7 @@ func demo(ctx context.Context, cfg *config, out io.Writer) error {
 	if cfg.once {
 		return nil
 	}
-	say("following the demo effects until Ctrl-C (try the curl above)")
+	say("following the demo effects until Ctrl-C (resolve the STUCK one in the console, or try the curl above)")
 	for {
 		if err := sleep(ctx, time.Second); err != nil {
 			say("stopped")
@@ -284,11 +284,13 @@ func summary(out io.Writer, cfg *config, effects []*tracked, bank *fakebank.Bank
 	_ = tw.Flush()
 	for _, e := range stuck {
 		fmt.Fprintf(out, "\ndemo: %s is STUCK: the bank dropped the connection and its status checks were inconclusive.\n"+
-			"demo: the ledger above shows the wire happened, so confirm it (or say FAILED or PENDING to send it again):\n\n"+
+			"demo: the ledger above shows the wire happened, so confirm it (or say FAILED or PENDING to send it again)\n"+
+			"demo: in the console, %s/console/effects/%s (its evidence and a Resolve form; sign in with the\n"+
+			"demo: operator token make run printed), or with curl:\n\n"+
 			"  curl -sS -X POST %s/v1/effects/%s/resolve \\\n    -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' \\\n"+
 			"    -d '{\"to\":\"CONFIRMED\",\"reason\":\"bank ledger shows the wire\",\"actor\":\"you\"}'\n\n"+
 			"  curl -sS %s/v1/effects/%s -H 'Authorization: Bearer %s'   # the effect and its audit trail\n",
-			e.label, cfg.server, e.id, cfg.token, cfg.server, e.id, cfg.token)
+			e.label, cfg.server, e.id, cfg.server, e.id, cfg.token, cfg.server, e.id, cfg.token)
 	}
 }
 

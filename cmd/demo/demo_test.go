@@ -83,6 +83,9 @@ func TestDemo(t *testing.T) {
 	}
 	require.Regexp(t, `r-1\s+demo-\w+-double/\S+\s+-75\s+reversal of demo-\w+-double`, text, "the extra wire was reversed")
 
+	// It points at the STUCK effect's page in the console.
+	require.Regexp(t, `demo: in the console, \S+/console/effects/[0-9a-f-]{36} `, text)
+
 	// The printed curl resolves the STUCK effect.
 	match := regexp.MustCompile(`curl -sS -X POST (\S+/resolve)`).FindStringSubmatch(text)
 	require.NotNil(t, match, text)

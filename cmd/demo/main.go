@@ -1,15 +1,15 @@
 // Command demo is the guided tour `make run` starts next to the server and the reactor: a fake
 // bank with ambiguous failures, HTTP connectors in front of it, and a handful of wires that go
 // through every state of an effect — PENDING → CONFIRMED, PENDING → UNKNOWN → CONFIRMED, a retry,
-// a rejection, a duplicate that is compensated, and one that ends STUCK for you to resolve with
-// curl. It prints every transition as it happens.
+// a rejection, a duplicate that is compensated, and one that ends STUCK for you to resolve in the
+// console (/console on the server) or with curl. It prints every transition as it happens.
 //
 //	demo -token TOKEN -system-token TOKEN [-server URL] [-reactor URL] [-bank ADDR] [-once]
 //
 // The token is one of the demo tenant (`server tokens create -tenant demo`), which enqueues and
 // reads the effects; the system token (`server tokens create -system`) registers the HTTP
 // connector, which every tenant shares. Without -once the demo keeps the bank up and keeps
-// printing transitions (your curl resolutions included) until SIGINT or SIGTERM. Flags default to
+// printing transitions (your resolutions included) until SIGINT or SIGTERM. Flags default to
 // the environment: RECKON_TOKEN, RECKON_SYSTEM_TOKEN, RECKON_SERVER_URL, RECKON_REACTOR_URL,
 // RECKON_DEMO_BANK_ADDR.
 package main
