@@ -93,10 +93,6 @@ func forbidden(message string) error {
 	return &httpError{status: http.StatusForbidden, message: message}
 }
 
-func conflict(err error) error {
-	return &httpError{status: http.StatusConflict, message: err.Error()}
-}
-
 // checkValues refuses a value that is not UTF-8, holds NUL or is longer than maxValueBytes,
 // naming its field. kind is "query parameter" or "form field".
 func checkValues(values url.Values) error {

@@ -15,7 +15,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
-	"github.com/reckonhq/reckon/effects"
 )
 
 //go:embed templates/*.html
@@ -100,21 +99,16 @@ func (c *Console) page(req *request, page, title string, data any) error {
 }
 
 var funcs = template.FuncMap{
-	"utc":      formatTime,
-	"utcp":     func(t *time.Time) string { return formatTimePtr(t) },
-	"age":      func(now, t time.Time) string { return formatAge(now.Sub(t)) },
-	"dur":      formatAge,
-	"json":     prettyJSON,
-	"short":    func(id uuid.UUID) string { return id.String()[:8] },
-	"shortp":   func(id *uuid.UUID) string { return id.String()[:8] },
-	"path":     url.PathEscape,
-	"lower":    strings.ToLower,
-	"join":     strings.Join,
-	"stuck":    func(s effects.State) bool { return s == effects.StateStuck },
-	"pending":  func(s effects.State) bool { return s == effects.StatePending },
-	"tenants":  tenantsText,
-	"effectID": func(id uuid.UUID) string { return "/console/effects/" + id.String() },
-	"form":     func(id any, csrf string) formArgs { return formArgs{ID: id, CSRF: csrf} },
+	"utc":     formatTime,
+	"utcp":    func(t *time.Time) string { return formatTimePtr(t) },
+	"age":     func(now, t time.Time) string { return formatAge(now.Sub(t)) },
+	"dur":     formatAge,
+	"json":    prettyJSON,
+	"short":   func(id uuid.UUID) string { return id.String()[:8] },
+	"shortp":  func(id *uuid.UUID) string { return id.String()[:8] },
+	"path":    url.PathEscape,
+	"tenants": tenantsText,
+	"form":    func(id any, csrf string) formArgs { return formArgs{ID: id, CSRF: csrf} },
 }
 
 // formArgs are what an action form's template needs: the thing acted on and the CSRF token.
