@@ -97,13 +97,14 @@ func (c *command) run(ctx context.Context, invalid error, fn func(context.Contex
 	return c.runParsed(ctx, invalid, fn)
 }
 
-// runParsed is run for an action that has parsed and checked its flags itself.
+// runParsed is run for an action that has parsed and checked its flags itself. invalid may be nil
+// (nothing fn returns is a usage mistake but what it wraps in errUsage itself).
 func (c *command) runParsed(ctx context.Context, invalid error, fn func(context.Context, *pgxpool.Pool) error) error {
 	if _, err := c.common.logger(); err != nil {
 		return err
 	}
 	err := c.common.withPool(ctx, 0, fn)
-	if errors.Is(err, invalid) {
+	if invalid != nil && errors.Is(err, invalid) {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return err

@@ -11,7 +11,9 @@
 //	server operators add|list|revoke    operator accounts of the console and CLI (docs/operations.md)
 //	server effects list|show|resolve|cancel   operators' view of effects and their decisions (docs/operations.md)
 //	server connectors put|list|delete   manage the HTTP connectors (docs/connectors.md)
-//	server sagas define -f F | list     manage the saga definitions (docs/api.md)
+//	server sagas list|show|resolve      operators' view of sagas and their decisions (docs/operations.md)
+//	server sagas define -f F | definitions   manage the saga definitions (docs/api.md)
+//	server runs show|cancel -tenant T ID     a run's guardrails and pending events; cancel it (docs/operations.md)
 //	server retention status|run|policy|partitions   what retention keeps and prunes (docs/operations.md)
 //	server -h | help [COMMAND]          list the commands and serve's flags; COMMAND -h describes one
 //
@@ -68,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runConnectors(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "sagas":
 		err = runSagas(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "runs":
+		err = runRuns(ctx, args[1:], stdout, stderr)
 	case "retention":
 		err = runRetention(ctx, args[1:], stdout, stderr)
 	case "effects":

@@ -2,26 +2,34 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
 )
 
 // sagasUsage is the synopsis of `server sagas`.
-const sagasUsage = `server sagas define -f definition.json [-skip-connector-check]   (or -f - for stdin; docs/api.md)
-server sagas list [-json]`
+const sagasUsage = `server sagas list [-tenant T] [-state S] [-name N] [-limit 50] [-after CURSOR] [-o table|json]
+server sagas show ID [-o table|json]     steps, compensation order, history
+server sagas resolve ID -decision retry_compensation|mark_compensated -reason R [-actor A]
+server sagas define -f definition.json [-skip-connector-check]   (or -f - for stdin; docs/api.md)
+server sagas definitions [-json]`
 
 // newSagaClient is the server's saga client: on the effects client that enqueues (never started
 // here), with the stored definitions loaded by syncSagas (at once when the schema is current, then
@@ -48,8 +56,9 @@ func syncSagas(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, sag
 	}
 }
 
-// runSagas manages the saga definitions stored in reckon_saga_definitions (package
-// saga/sagadef): define (validated; definitions never change) and list.
+// runSagas lists, shows and resolves sagas of every tenant (package ops), and manages the saga
+// definitions stored in reckon_saga_definitions (package saga/sagadef): define (validated;
+// definitions never change) and definitions.
 func runSagas(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd, err := newCommand("server sagas", sagasUsage, args, stdout)
 	if err != nil {
@@ -98,7 +107,9 @@ func runSagas(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			fmt.Fprintf(stdout, "saga definition %s (%d steps) %s\n", stored.Name, len(stored.Steps), verb)
 			return nil
 		}
-	case "list":
+	case "list", "show", "resolve":
+		return runSagaOps(ctx, cmd, stdout)
+	case "definitions":
 		asJSON := fs.Bool("json", false, "print a JSON array of definitions")
 		run = func(ctx context.Context, pool *pgxpool.Pool) error {
 			defs, err := sagadef.List(ctx, pool)
@@ -138,4 +149,170 @@ func readFile(file string, stdin io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("%w: read %s: %v", errUsage, file, err)
 	}
 	return raw, nil
+}
+
+// runSagaOps is `server sagas list|show|resolve`: the sagas of every tenant, through package ops.
+func runSagaOps(ctx context.Context, cmd *command, stdout io.Writer) error {
+	fs := cmd.fs
+	output := outputFlag(fs)
+	var (
+		filter                  = map[string]*string{}
+		decision, reason, actor *string
+		id                      uuid.UUID
+	)
+	switch cmd.action {
+	case "list":
+		filter["tenant"] = fs.String("tenant", "", "only this tenant's sagas")
+		filter["state"] = fs.String("state", "", "only sagas in this state: RUNNING, COMPLETED, COMPENSATING, COMPENSATED or STUCK")
+		filter["name"] = fs.String("name", "", "only sagas of this definition")
+		filter["limit"] = fs.String("limit", "", "sagas per page, 1 to 500 (default 50)")
+		filter["after"] = fs.String("after", "", "the next page: the cursor a previous page printed")
+	case "resolve":
+		decision = fs.String("decision", "", "retry_compensation (a fresh compensation budget) or mark_compensated (undone by other means) (required)")
+		reason = fs.String("reason", "", "why, for the saga's history (required)")
+		actor = fs.String("actor", cliActor(), "who decides, for the saga's history")
+	}
+	rawID, err := parseWithID(fs, cmd.args, cmd.action != "list")
+	if err != nil {
+		return err
+	}
+	if err := checkOutput(*output); err != nil {
+		return err
+	}
+	if rawID != "" {
+		if id, err = uuid.Parse(rawID); err != nil {
+			return fmt.Errorf("%w: ID %q is not a saga id (a UUID)", errUsage, jsonx.SafeText(rawID))
+		}
+	}
+	var sagaFilter ops.SagaFilter
+	if cmd.action == "list" {
+		values := url.Values{}
+		for name, v := range filter {
+			if *v != "" {
+				values.Set(name, *v)
+			}
+		}
+		if sagaFilter, err = ops.ParseSagaFilter(values); err != nil {
+			return opsError(err)
+		}
+	}
+	if cmd.action == "resolve" {
+		switch saga.Decision(*decision) {
+		case saga.RetryCompensation, saga.MarkCompensated:
+		default:
+			return fmt.Errorf("%w: -decision %q: want %s or %s", errUsage, jsonx.SafeText(*decision), saga.RetryCompensation, saga.MarkCompensated)
+		}
+		if *reason == "" {
+			return fmt.Errorf("%w: -reason is required: say why, for the saga's history", errUsage)
+		}
+	}
+	return cmd.runParsed(ctx, nil, func(ctx context.Context, pool *pgxpool.Pool) error {
+		return cmd.withOps(ctx, pool, func(o *ops.Ops) error {
+			switch cmd.action {
+			case "list":
+				sagas, next, err := o.Sagas(ctx, sagaFilter)
+				if err != nil {
+					return err
+				}
+				if *output == "json" {
+					return printJSON(stdout, struct {
+						Sagas []*saga.Saga `json:"sagas"`
+						Next  string       `json:"next,omitempty"`
+					}{sagas, next})
+				}
+				return printSagas(stdout, sagas, next)
+			case "show":
+				detail, err := o.Saga(ctx, ops.Scope{}, id)
+				if errors.Is(err, ops.ErrNotFound) {
+					return fmt.Errorf("saga %s not found", id)
+				}
+				if err != nil {
+					return err
+				}
+				if *output == "json" {
+					return printJSON(stdout, detail)
+				}
+				return printSagaDetail(stdout, detail)
+			default: // resolve
+				s, err := o.ResolveSaga(ctx, ops.Scope{}, id, saga.Decision(*decision), *actor, *reason)
+				if errors.Is(err, ops.ErrNotFound) {
+					return fmt.Errorf("saga %s not found", id)
+				}
+				if err != nil {
+					return err
+				}
+				if *output == "json" {
+					return printJSON(stdout, s)
+				}
+				fmt.Fprintf(stdout, "saga %s resolved (%s) by %s: now %s\n", s.ID, *decision, *actor, s.State)
+				return nil
+			}
+		})
+	})
+}
+
+// printSagas prints a page of sagas as a table, then how to get the next page.
+func printSagas(w io.Writer, sagas []*saga.Saga, next string) error {
+	tw := newTable(w, "ID\tTENANT\tNAME\tSTATE\tSTEP\tCREATED\tUPDATED")
+	for _, s := range sagas {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", s.ID, s.TenantID, s.Name, s.State, s.CurrentStep+1, s.StepCount,
+			s.CreatedAt.Format(time.RFC3339), s.UpdatedAt.Format(time.RFC3339))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	printNext(w, next)
+	return nil
+}
+
+// printNext says how to get the next page of a listing, if there is one.
+func printNext(w io.Writer, next string) {
+	if next != "" {
+		fmt.Fprintf(w, "more: -after %s\n", next)
+	}
+}
+
+// printSagaDetail prints a saga: what it is, its steps, the order of its compensations and its
+// history.
+func printSagaDetail(w io.Writer, d *ops.SagaDetail) error {
+	s := d.Saga
+	fmt.Fprintf(w, "saga %s (%s) of tenant %s: %s at step %d of %d\n", s.ID, s.Name, s.TenantID, s.State, s.CurrentStep, s.StepCount)
+	if s.StartKey != "" {
+		fmt.Fprintf(w, "start key: %s\n", s.StartKey)
+	}
+	if s.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", s.Error)
+	}
+	if s.StuckReason != "" {
+		fmt.Fprintf(w, "stuck: %s\n", s.StuckReason)
+	}
+	fmt.Fprintf(w, "input: %s\ncreated %s, updated %s\n\n", s.Input, s.CreatedAt.Format(time.RFC3339), s.UpdatedAt.Format(time.RFC3339))
+	tw := newTable(w, "STEP\tNAME\tSTATE\tEFFECT\tCOMPENSATION\tCOMPENSATIONS\tERROR")
+	for _, st := range s.Steps {
+		compensation := "-"
+		if st.CompensationEffectID != nil {
+			compensation = st.CompensationEffectID.String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\n", st.Index, st.Name, st.State, st.EffectID, compensation, st.CompensationAttempts, st.Error)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	order := make([]string, len(d.CompensationOrder))
+	for i, k := range d.CompensationOrder {
+		order[i] = fmt.Sprintf("%d (%s)", k, s.Steps[k].Name)
+	}
+	if len(order) == 0 {
+		order = []string{"none"}
+	}
+	fmt.Fprintf(w, "\ncompensation order: %s\n\n", strings.Join(order, " → "))
+	tw = newTable(w, "AT\tFROM\tTO\tSTEP\tACTOR\tREASON")
+	for _, h := range d.History {
+		from := string(h.From)
+		if from == "" {
+			from = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", h.At.Format(time.RFC3339), from, h.To, h.Step, h.Actor, h.Reason)
+	}
+	return tw.Flush()
 }

@@ -1,24 +1,31 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/fakejobs"
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/saga"
+	"github.com/reckonhq/reckon/saga/sagadef"
 )
 
 // asyncUpstream is a fake asynchronous upstream on 127.0.0.1 speaking the HTTP connector wire
@@ -181,7 +188,7 @@ func TestSagasEndToEnd(t *testing.T) {
 	require.Contains(t, res.Stdout, "stored")
 	res = proctest.Run(t, env, server, "sagas", "define", "-f", good)
 	require.Contains(t, res.Stdout, "unchanged")
-	res = proctest.Run(t, env, server, "sagas", "list")
+	res = proctest.Run(t, env, server, "sagas", "definitions")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	require.Regexp(t, `audit\s+a\(bank.wire\)`, res.Stdout)
 	require.Regexp(t, `transfer\s+debit\(bank.wire\) → credit\(bank.wire\)`, res.Stdout)
@@ -236,4 +243,175 @@ func TestSagasEndToEnd(t *testing.T) {
 	require.Len(t, list.body["sagas"], 1)
 
 	stopBoth(t, srv, reactor)
+}
+
+// opsFixture is a database with the HTTP connector bank.wire, the stored saga definition transfer
+// and clients (never started) that start sagas and runs in it, for the operator commands' tests.
+type opsFixture struct {
+	pool    *pgxpool.Pool
+	env     []string
+	effects *effects.Client
+	sagas   *saga.Client
+}
+
+func newOpsFixture(t *testing.T) *opsFixture {
+	t.Helper()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	_, _, err := httpconn.Put(ctx, pool, httpconn.Definition{
+		Name: "bank.wire", Tags: []effects.Tag{effects.TagWrite, effects.TagExternal}, DispatchURL: "http://127.0.0.1:1/wires",
+		StatusURL: "http://127.0.0.1:1/wires/status", CompensateURL: "http://127.0.0.1:1/wires/compensate",
+	})
+	require.NoError(t, err)
+	registry := effects.NewRegistry()
+	_, err = httpconn.Sync(ctx, pool, registry)
+	require.NoError(t, err)
+	def, err := sagadef.Parse([]byte(`{"name":"transfer","steps":[
+		{"name":"debit","connector":"bank.wire","undo":"connector"},
+		{"name":"credit","connector":"bank.wire","undo":"none"}]}`))
+	require.NoError(t, err)
+	_, _, err = sagadef.Put(ctx, pool, def, registry)
+	require.NoError(t, err)
+	sagas, err := saga.NewClient(pool, &saga.Config{OnUnknownDefinition: sagadef.Load})
+	require.NoError(t, err)
+	config := reckontest.FastConfig(registry)
+	config.Plugins = []effects.Plugin{sagas}
+	client := reckontest.NewClient(t, pool, config)
+	return &opsFixture{pool: pool, env: []string{"DATABASE_URL=" + pool.Config().ConnString()}, effects: client, sagas: sagas}
+}
+
+// TestSagasCLI drives `server sagas list|show|resolve` through the binary: a table and JSON of the
+// sagas of every tenant, filtered and paged with the cursor it prints; a saga's steps, compensation
+// order and history; a resolution recorded with the OS user's actor or -actor; bad flags and
+// out-of-range values exit 2 naming the flag with nothing changed, an unknown saga exits 1.
+func TestSagasCLI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	server := proctest.Binary(t, "server")
+	f := newOpsFixture(t)
+	var ids []uuid.UUID // oldest first
+	for _, tenant := range []string{"acme", "globex", "acme"} {
+		s, err := f.sagas.Start(ctx, "transfer", map[string]any{"amount": 70}, &saga.StartOpts{TenantID: tenant})
+		require.NoError(t, err)
+		ids = append(ids, s.ID)
+	}
+	stuck := ids[0]
+	_, err := f.pool.Exec(ctx, `UPDATE reckon_saga_steps SET state = 'COMPENSATION_STUCK' WHERE saga_id = $1`, stuck)
+	require.NoError(t, err)
+	_, err = f.pool.Exec(ctx, `UPDATE reckon_sagas SET state = 'STUCK', stuck_reason = 'the bank refused the refund' WHERE id = $1`, stuck)
+	require.NoError(t, err)
+
+	res := proctest.Run(t, f.env, server, "sagas", "list")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	require.Len(t, lines, 4, res.Stdout)
+	require.Equal(t, []string{"ID", "TENANT", "NAME", "STATE", "STEP", "CREATED", "UPDATED"}, strings.Fields(lines[0]))
+	require.Equal(t, []string{ids[2].String(), "acme", "transfer", "RUNNING", "1/2"}, strings.Fields(lines[1])[:5])
+	require.Equal(t, []string{stuck.String(), "acme", "transfer", "STUCK", "1/2"}, strings.Fields(lines[3])[:5])
+
+	type page struct {
+		Sagas []struct {
+			ID       uuid.UUID
+			TenantID string
+			State    string
+			Steps    []struct{ Name, State string }
+		} `json:"sagas"`
+		Next string `json:"next"`
+	}
+	var p page
+	res = proctest.Run(t, f.env, server, "sagas", "list", "-limit", "2", "-o", "json")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &p), res.Stdout)
+	require.Len(t, p.Sagas, 2)
+	require.Equal(t, ids[2], p.Sagas[0].ID)
+	require.Equal(t, "debit", p.Sagas[0].Steps[0].Name)
+	require.NotEmpty(t, p.Next)
+	res = proctest.Run(t, f.env, server, "sagas", "list", "-limit", "2", "-after", p.Next, "-o", "json")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	p = page{}
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &p), res.Stdout)
+	require.Len(t, p.Sagas, 1)
+	require.Equal(t, stuck, p.Sagas[0].ID)
+	require.Empty(t, p.Next)
+	res = proctest.Run(t, f.env, server, "sagas", "list", "-tenant", "acme", "-state", "stuck", "-o", "json")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	p = page{}
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &p), res.Stdout)
+	require.Len(t, p.Sagas, 1)
+	require.Equal(t, "STUCK", p.Sagas[0].State)
+
+	res = proctest.Run(t, f.env, server, "sagas", "show", stuck.String())
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stdout, "saga "+stuck.String()+" (transfer) of tenant acme: STUCK")
+	require.Contains(t, res.Stdout, "stuck: the bank refused the refund")
+	require.Regexp(t, `(?m)^0\s+debit\s+COMPENSATION_STUCK\s`, res.Stdout)
+	require.Contains(t, res.Stdout, "compensation order: 0 (debit)")
+	require.Regexp(t, `(?m)^\S+\s+-\s+RUNNING\s+0\s+saga\s+saga started`, res.Stdout)
+	res = proctest.Run(t, f.env, server, "sagas", "show", stuck.String(), "-o", "json")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	var detail struct {
+		Saga              struct{ ID uuid.UUID }
+		History           []struct{ To, Actor string }
+		CompensationOrder []int
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &detail), res.Stdout)
+	require.Equal(t, stuck, detail.Saga.ID)
+	require.Equal(t, []int{0}, detail.CompensationOrder)
+	require.Len(t, detail.History, 1)
+
+	// Mistakes: exit 2 naming the flag (or the ID), before anything changes.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list", "-limit", "0"}, "-limit"},
+		{[]string{"list", "-limit", "501"}, "-limit"},
+		{[]string{"list", "-state", "LOST"}, "-state"},
+		{[]string{"list", "-tenant", "not a tenant"}, "-tenant"},
+		{[]string{"list", "-after", "garbage"}, "-after"},
+		{[]string{"list", "-o", "yaml"}, "-o"},
+		{[]string{"list", "-json"}, "-json"},
+		{[]string{"show"}, "needs an ID"},
+		{[]string{"show", "not-a-uuid"}, "ID"},
+		{[]string{"resolve", stuck.String(), "-reason", "by hand"}, "-decision"},
+		{[]string{"resolve", stuck.String(), "-decision", "undo", "-reason", "by hand"}, "-decision"},
+		{[]string{"resolve", stuck.String(), "-decision", "mark_compensated"}, "-reason"},
+		{[]string{"resolve", stuck.String(), "-decision", "mark_compensated", "-reason", strings.Repeat("x", 1001)}, "-reason"},
+		{[]string{"resolve", stuck.String(), "-decision", "mark_compensated", "-reason", "by hand", "-actor", "a\xffb"}, "-actor"},
+		{[]string{"frobnicate"}, "unknown sagas action"},
+	} {
+		res := proctest.Run(t, f.env, server, append([]string{"sagas"}, tc.args...)...)
+		require.Equal(t, 2, res.ExitCode, "%v: %s", tc.args, res.Stderr)
+		require.Contains(t, res.Stderr, tc.want, "%v", tc.args)
+	}
+	s, err := f.sagas.Get(ctx, stuck)
+	require.NoError(t, err)
+	require.Equal(t, saga.StateStuck, s.State, "nothing changed")
+
+	res = proctest.Run(t, f.env, server, "sagas", "show", uuid.NewString())
+	require.Equal(t, 1, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stderr, "not found")
+	res = proctest.Run(t, f.env, server, "sagas", "resolve", ids[1].String(), "-decision", "mark_compensated", "-reason", "by hand")
+	require.Equal(t, 1, res.ExitCode, "a RUNNING saga: %s", res.Stderr)
+	require.Contains(t, res.Stderr, "not STUCK")
+
+	res = proctest.Run(t, f.env, server, "sagas", "resolve", stuck.String(), "-decision", "mark_compensated", "-reason", "refunded by hand")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stdout, "resolved (mark_compensated) by "+cliActor()+": now COMPENSATED")
+	history, err := f.sagas.History(ctx, stuck)
+	require.NoError(t, err)
+	require.Equal(t, "operator:"+cliActor(), history[len(history)-1].Actor)
+
+	// -actor names someone else; the second saga is held by nothing stuck: refused.
+	_, err = f.pool.Exec(ctx, `UPDATE reckon_saga_steps SET state = 'COMPENSATION_STUCK' WHERE saga_id = $1`, ids[2])
+	require.NoError(t, err)
+	_, err = f.pool.Exec(ctx, `UPDATE reckon_sagas SET state = 'STUCK' WHERE id = $1`, ids[2])
+	require.NoError(t, err)
+	res = proctest.Run(t, f.env, server, "sagas", "resolve", ids[2].String(), "-decision", "mark_compensated", "-reason", "done at the bank",
+		"-actor", "ann@example.com", "-o", "json")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stdout, `"State": "COMPENSATED"`)
+	history, err = f.sagas.History(ctx, ids[2])
+	require.NoError(t, err)
+	require.Equal(t, "operator:ann@example.com", history[len(history)-1].Actor)
 }

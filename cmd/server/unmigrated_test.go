@@ -20,7 +20,8 @@ func TestCommandsNeedAMigratedDatabase(t *testing.T) {
 	ctx := context.Background()
 	server := proctest.Binary(t, "server")
 	commands := [][]string{
-		{"tenants", "list"}, {"tokens", "list", "-tenant", "acme"}, {"operators", "list"}, {"connectors", "list"}, {"sagas", "list"},
+		{"tenants", "list"}, {"tokens", "list", "-tenant", "acme"}, {"operators", "list"}, {"connectors", "list"}, {"sagas", "list"}, {"sagas", "definitions"},
+		{"runs", "show", "-tenant", "acme", "run-1"},
 		{"retention", "status"}, {"retention", "run"}, {"retention", "policy", "list"},
 	}
 

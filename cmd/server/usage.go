@@ -23,7 +23,9 @@ commands:
   effects     operators' view and actions: list [filters] | show ID | resolve ID -to S -reason R |
               resolve -all [filters] -to S -reason R -dry-run|-yes | cancel ID -reason R
   connectors  HTTP connectors: put -f FILE | list [-json] | delete -name NAME
-  sagas       saga definitions: define -f FILE | list [-json]
+  sagas       list [filters] [-o json] | show ID | resolve ID -decision D -reason R |
+              saga definitions: define -f FILE | definitions [-json]
+  runs        show -tenant T ID [-o json] | cancel -tenant T ID -reason R
   retention   pruning of settled work and old audit history: status [-json] | run [-dry-run] |
               policy set -tenant T -effect-retention D | policy unset -tenant T | policy list |
               partitions [-period day|month] [-premake D]
@@ -35,7 +37,7 @@ actions, ` + "`server COMMAND ACTION -h`" + ` lists an action's flags.
 flags of serve:`
 
 // commandNames are server's commands, for the messages that list them.
-var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "retention", "help"}
+var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "retention", "help"}
 
 // helpArgs are the arguments that ask for help.
 var helpArgs = []string{"-h", "-help", "--help", "help"}

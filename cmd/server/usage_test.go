@@ -35,7 +35,8 @@ func TestHelp(t *testing.T) {
 		"tokens":     {"create", "list", "revoke"},
 		"operators":  {"add", "list", "revoke"},
 		"connectors": {"put", "list", "delete"},
-		"sagas":      {"define", "list"},
+		"sagas":      {"list", "show", "resolve", "define", "definitions"},
+		"runs":       {"show", "cancel"},
 	}
 	for command, actions := range actions {
 		for _, args := range [][]string{{command, "-h"}, {command, "--help"}, {"help", command}} {
@@ -72,14 +73,15 @@ func TestCommandMistakes(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"bogus"}, []string{`unknown command "bogus"`, "migrate, tenants, tokens, operators, connectors, sagas, retention, help", "server -h"}},
+		{[]string{"bogus"}, []string{`unknown command "bogus"`, "migrate, tenants, tokens, operators, connectors, sagas, runs, retention, help", "server -h"}},
 		{[]string{"help", "bogus"}, []string{`unknown command "bogus"`}},
 		{[]string{"-database-url", "postgres://x/y", "migrate", "up"}, []string{`-database-url given before "migrate"`, "server migrate up -database-url"}},
 		{[]string{"-log-format", "json", "-database-url", "postgres://x/y", "tokens", "list"}, []string{`-database-url, -log-format given before "tokens"`}},
 		{[]string{"-addr", "127.0.0.1:0", "serve-please"}, []string{`unknown command "serve-please"`}},
 		{[]string{"migrate", "up", "-bogus"}, []string{"flag provided but not defined: -bogus", "server migrate up -h"}},
 		{[]string{"-bogus"}, []string{"flag provided but not defined: -bogus", "server -h"}},
-		{[]string{"sagas"}, []string{"server sagas define", "server sagas list"}},
+		{[]string{"sagas"}, []string{"server sagas define", "server sagas list", "server sagas definitions"}},
+		{[]string{"runs"}, []string{"server runs show", "server runs cancel"}},
 	} {
 		res := proctest.Run(t, env, server, tc.args...)
 		require.Equal(t, 2, res.ExitCode, "%v: %s", tc.args, res.Stderr)
