@@ -21,7 +21,6 @@ func TestCommandsNeedAMigratedDatabase(t *testing.T) {
 	server := proctest.Binary(t, "server")
 	commands := [][]string{
 		{"tenants", "list"}, {"tokens", "list", "-tenant", "acme"}, {"operators", "list"}, {"connectors", "list"}, {"sagas", "list"}, {"sagas", "definitions"},
-		{"runs", "show", "-tenant", "acme", "run-1"},
 		{"retention", "status"}, {"retention", "run"}, {"retention", "policy", "list"},
 	}
 
