@@ -14,19 +14,17 @@ import (
 
 const opsConnectorOutcomes = `-- name: OpsConnectorOutcomes :many
 SELECT e.connector, t.to_state, count(*)::bigint AS count
-FROM reckon_effect_transitions t
+FROM unnest($1::text[]) AS tenant(id)
+JOIN reckon_effect_transitions t ON t.tenant_id = tenant.id AND t.at >= $2::timestamptz
 JOIN reckon_effects e ON e.id = t.effect_id
-WHERE t.at >= $1::timestamptz
-  AND ($2::boolean OR t.tenant_id = ANY ($3::text[]))
-  AND t.to_state IN ('CONFIRMED', 'FAILED', 'UNKNOWN', 'STUCK')
+WHERE t.to_state IN ('CONFIRMED', 'FAILED', 'UNKNOWN', 'STUCK')
   AND t.from_state IS DISTINCT FROM t.to_state
 GROUP BY e.connector, t.to_state
 `
 
 type OpsConnectorOutcomesParams struct {
-	Since      time.Time
-	AllTenants bool
-	TenantIds  []string
+	TenantIds []string
+	Since     time.Time
 }
 
 type OpsConnectorOutcomesRow struct {
@@ -35,11 +33,11 @@ type OpsConnectorOutcomesRow struct {
 	Count     int64
 }
 
-// Transitions into CONFIRMED, FAILED, UNKNOWN and STUCK since a time, per connector, within the
-// tenants: reckon_effect_transitions_tenant_at_idx (tenant_id, at) and the partitions of `at`,
-// then each effect by its primary key.
+// Transitions of the tenants' effects into CONFIRMED, FAILED, UNKNOWN and STUCK since a time, per
+// connector: each tenant's from reckon_effect_transitions_tenant_at_idx (tenant_id, at) in the
+// partitions of `at`, then each effect by its primary key.
 func (q *Queries) OpsConnectorOutcomes(ctx context.Context, arg OpsConnectorOutcomesParams) ([]OpsConnectorOutcomesRow, error) {
-	rows, err := q.db.Query(ctx, opsConnectorOutcomes, arg.Since, arg.AllTenants, arg.TenantIds)
+	rows, err := q.db.Query(ctx, opsConnectorOutcomes, arg.TenantIds, arg.Since)
 	if err != nil {
 		return nil, err
 	}
@@ -94,17 +92,22 @@ func (q *Queries) OpsRunAwaiting(ctx context.Context, arg OpsRunAwaitingParams) 
 }
 
 const opsRunList = `-- name: OpsRunList :many
-SELECT tenant_id, id, created_at FROM reckon_runs
-WHERE ($1::boolean OR tenant_id = ANY ($2::text[]))
-  AND ($3::timestamptz IS NULL
-       OR (created_at, tenant_id, id) < ($3::timestamptz, $4::text,
-                                         $5::text))
-ORDER BY created_at DESC, tenant_id DESC, id DESC
-LIMIT $6::integer
+SELECT r.tenant_id, r.id, r.created_at
+FROM unnest($1::text[]) AS tenant(id)
+CROSS JOIN LATERAL (
+    SELECT tenant_id, id, created_at FROM reckon_runs
+    WHERE tenant_id = tenant.id
+      AND ($2::timestamptz IS NULL
+           OR (created_at, tenant_id, id) < ($2::timestamptz, $3::text,
+                                             $4::text))
+    ORDER BY created_at DESC, id DESC
+    LIMIT $5::integer
+) r
+ORDER BY r.created_at DESC, r.tenant_id DESC, r.id DESC
+LIMIT $5::integer
 `
 
 type OpsRunListParams struct {
-	AllTenants      bool
 	TenantIds       []string
 	CursorCreatedAt *time.Time
 	CursorTenantID  *string
@@ -118,10 +121,10 @@ type OpsRunListRow struct {
 	CreatedAt time.Time
 }
 
-// Runs of the tenants, newest first; keyset pagination on (created_at, tenant_id, id).
+// Runs of the tenants, newest first; keyset pagination on (created_at, tenant_id, id). Each
+// tenant's newest come from reckon_runs_tenant_created_idx (tenant_id, created_at) and are merged.
 func (q *Queries) OpsRunList(ctx context.Context, arg OpsRunListParams) ([]OpsRunListRow, error) {
 	rows, err := q.db.Query(ctx, opsRunList,
-		arg.AllTenants,
 		arg.TenantIds,
 		arg.CursorCreatedAt,
 		arg.CursorTenantID,
@@ -146,20 +149,55 @@ func (q *Queries) OpsRunList(ctx context.Context, arg OpsRunListParams) ([]OpsRu
 	return items, nil
 }
 
-const opsSagaList = `-- name: OpsSagaList :many
+const opsRunTenants = `-- name: OpsRunTenants :many
+WITH RECURSIVE tenant AS (
+    (SELECT tenant_id FROM reckon_runs ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.tenant_id FROM reckon_runs r WHERE r.tenant_id > tenant.tenant_id ORDER BY r.tenant_id LIMIT 1)
+    FROM tenant WHERE tenant.tenant_id IS NOT NULL
+)
+SELECT tenant_id::text FROM tenant WHERE tenant_id IS NOT NULL
+`
 
-SELECT id, created_at FROM reckon_sagas
-WHERE ($1::boolean OR tenant_id = ANY ($2::text[]))
-  AND ($3::reckon_saga_state IS NULL OR state = $3::reckon_saga_state)
-  AND ($4::text IS NULL OR name = $4::text)
-  AND ($5::timestamptz IS NULL
-       OR (created_at, id) < ($5::timestamptz, $6::uuid))
-ORDER BY created_at DESC, id DESC
-LIMIT $7::integer
+// The tenants that have runs: a skip scan of reckon_runs' primary key (tenant_id, id).
+func (q *Queries) OpsRunTenants(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, opsRunTenants)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var tenant_id string
+		if err := rows.Scan(&tenant_id); err != nil {
+			return nil, err
+		}
+		items = append(items, tenant_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const opsSagaList = `-- name: OpsSagaList :many
+SELECT s.id, s.created_at
+FROM unnest($1::text[]) AS tenant(id)
+CROSS JOIN LATERAL (
+    SELECT id, created_at FROM reckon_sagas
+    WHERE tenant_id = tenant.id
+      AND ($2::reckon_saga_state IS NULL OR state = $2::reckon_saga_state)
+      AND ($3::text IS NULL OR name = $3::text)
+      AND ($4::timestamptz IS NULL
+           OR (created_at, id) < ($4::timestamptz, $5::uuid))
+    ORDER BY created_at DESC, id DESC
+    LIMIT $6::integer
+) s
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT $6::integer
 `
 
 type OpsSagaListParams struct {
-	AllTenants      bool
 	TenantIds       []string
 	State           *ReckonSagaState
 	Name            *string
@@ -173,14 +211,11 @@ type OpsSagaListRow struct {
 	CreatedAt time.Time
 }
 
-// Operators' reads of sagas, runs, sessions and connectors across tenants (package
-// cmd/server/internal/ops). all_tenants lists every tenant's; otherwise tenant_ids are those
-// listed.
 // Sagas of the tenants, newest first, filtered by whatever is given; keyset pagination on
-// (created_at, id). A tenant set reads reckon_sagas_created_idx (tenant_id, created_at, id).
+// (created_at, id). Each tenant's newest come from reckon_sagas_created_idx (tenant_id,
+// created_at, id) and are merged.
 func (q *Queries) OpsSagaList(ctx context.Context, arg OpsSagaListParams) ([]OpsSagaListRow, error) {
 	rows, err := q.db.Query(ctx, opsSagaList,
-		arg.AllTenants,
 		arg.TenantIds,
 		arg.State,
 		arg.Name,
@@ -199,6 +234,41 @@ func (q *Queries) OpsSagaList(ctx context.Context, arg OpsSagaListParams) ([]Ops
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const opsSagaTenants = `-- name: OpsSagaTenants :many
+
+WITH RECURSIVE tenant AS (
+    (SELECT tenant_id FROM reckon_sagas ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT s.tenant_id FROM reckon_sagas s WHERE s.tenant_id > tenant.tenant_id ORDER BY s.tenant_id LIMIT 1)
+    FROM tenant WHERE tenant.tenant_id IS NOT NULL
+)
+SELECT tenant_id::text FROM tenant WHERE tenant_id IS NOT NULL
+`
+
+// Operators' reads of sagas, runs, sessions and connectors across tenants (package
+// cmd/server/internal/ops). all_tenants lists every tenant's; otherwise tenant_ids are those
+// listed.
+// The tenants that have sagas: a skip scan of reckon_sagas_created_idx (one probe per tenant).
+func (q *Queries) OpsSagaTenants(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, opsSagaTenants)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var tenant_id string
+		if err := rows.Scan(&tenant_id); err != nil {
+			return nil, err
+		}
+		items = append(items, tenant_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -255,6 +325,37 @@ func (q *Queries) OpsSessionList(ctx context.Context, arg OpsSessionListParams) 
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const opsTransitionTenants = `-- name: OpsTransitionTenants :many
+WITH RECURSIVE tenant AS (
+    (SELECT tenant_id FROM reckon_effect_transitions ORDER BY tenant_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.tenant_id FROM reckon_effect_transitions t WHERE t.tenant_id > tenant.tenant_id ORDER BY t.tenant_id LIMIT 1)
+    FROM tenant WHERE tenant.tenant_id IS NOT NULL
+)
+SELECT tenant_id::text FROM tenant WHERE tenant_id IS NOT NULL
+`
+
+// The tenants with effect transitions: a skip scan of reckon_effect_transitions_tenant_at_idx.
+func (q *Queries) OpsTransitionTenants(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, opsTransitionTenants)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var tenant_id string
+		if err := rows.Scan(&tenant_id); err != nil {
+			return nil, err
+		}
+		items = append(items, tenant_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

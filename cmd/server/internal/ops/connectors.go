@@ -72,17 +72,20 @@ func (o *Ops) Connectors(ctx context.Context, scope Scope) ([]ConnectorSummary, 
 			describe(s, &c)
 		}
 	}
-	all, tenants, ok := scope.tenants("")
-	if ok {
-		rows, err := dbsqlc.New(o.pool).OpsConnectorOutcomes(ctx, dbsqlc.OpsConnectorOutcomesParams{
-			Since: o.now().Add(-outcomeWindow), AllTenants: all, TenantIds: tenants,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("ops: connector outcomes: %w", err)
+	var outcomes []dbsqlc.OpsConnectorOutcomesRow
+	err = o.read(ctx, func(q *dbsqlc.Queries) error {
+		tenants, err := scope.tenantIDs(ctx, "", q.OpsTransitionTenants)
+		if err != nil || len(tenants) == 0 {
+			return err
 		}
-		for _, row := range rows {
-			summary(row.Connector).Outcomes[effects.State(row.ToState)] = row.Count
-		}
+		outcomes, err = q.OpsConnectorOutcomes(ctx, dbsqlc.OpsConnectorOutcomesParams{TenantIds: tenants, Since: o.now().Add(-outcomeWindow)})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ops: connector outcomes: %w", err)
+	}
+	for _, row := range outcomes {
+		summary(row.Connector).Outcomes[effects.State(row.ToState)] = row.Count
 	}
 	out := make([]ConnectorSummary, 0, len(byName))
 	for _, s := range byName {

@@ -35,11 +35,7 @@ func (o *Ops) Runs(ctx context.Context, f RunFilter) ([]*effects.Run, string, er
 	if err != nil {
 		return nil, "", err
 	}
-	all, tenants, ok := f.Scope.tenants(f.Tenant)
-	if !ok {
-		return []*effects.Run{}, "", nil
-	}
-	params := dbsqlc.OpsRunListParams{AllTenants: all, TenantIds: tenants, MaxRows: int32(limit)}
+	params := dbsqlc.OpsRunListParams{MaxRows: int32(limit)}
 	if f.After != "" {
 		// The cursor's ID is "{tenant}/{run id}": a tenant id has no '/'.
 		c, err := ParseCursor(f.After)
@@ -52,7 +48,14 @@ func (o *Ops) Runs(ctx context.Context, f RunFilter) ([]*effects.Run, string, er
 		}
 		params.CursorCreatedAt, params.CursorTenantID, params.CursorID = &c.At, &tenant, &id
 	}
-	rows, err := dbsqlc.New(o.pool).OpsRunList(ctx, params)
+	var rows []dbsqlc.OpsRunListRow
+	err = o.read(ctx, func(q *dbsqlc.Queries) (err error) {
+		if params.TenantIds, err = f.Scope.tenantIDs(ctx, f.Tenant, q.OpsRunTenants); err != nil || len(params.TenantIds) == 0 {
+			return err
+		}
+		rows, err = q.OpsRunList(ctx, params)
+		return err
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("ops: list runs: %w", err)
 	}

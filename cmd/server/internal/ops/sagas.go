@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
@@ -80,12 +81,8 @@ func (o *Ops) Sagas(ctx context.Context, f SagaFilter) ([]*saga.Saga, string, er
 	if err := f.validate(); err != nil {
 		return nil, "", err
 	}
-	all, tenants, ok := f.Scope.tenants(f.Tenant)
-	if !ok {
-		return []*saga.Saga{}, "", nil
-	}
 	limit, _ := checkLimit(f.Limit)
-	params := dbsqlc.OpsSagaListParams{AllTenants: all, TenantIds: tenants, MaxRows: int32(limit), Name: nonEmpty(f.Name)}
+	params := dbsqlc.OpsSagaListParams{MaxRows: int32(limit), Name: nonEmpty(f.Name)}
 	if f.State != "" {
 		state := dbsqlc.ReckonSagaState(f.State)
 		params.State = &state
@@ -94,7 +91,14 @@ func (o *Ops) Sagas(ctx context.Context, f SagaFilter) ([]*saga.Saga, string, er
 		at, id, _ := uuidCursor(f.After)
 		params.CursorCreatedAt, params.CursorID = &at, &id
 	}
-	rows, err := dbsqlc.New(o.pool).OpsSagaList(ctx, params)
+	var rows []dbsqlc.OpsSagaListRow
+	err := o.read(ctx, func(q *dbsqlc.Queries) (err error) {
+		if params.TenantIds, err = f.Scope.tenantIDs(ctx, f.Tenant, q.OpsSagaTenants); err != nil || len(params.TenantIds) == 0 {
+			return err
+		}
+		rows, err = q.OpsSagaList(ctx, params)
+		return err
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("ops: list sagas: %w", err)
 	}
@@ -209,19 +213,32 @@ func (o *Ops) sagaInScope(ctx context.Context, scope Scope, id uuid.UUID) (*saga
 	return s, nil
 }
 
-// tenants returns the query's tenant arguments for a filter on tenant ("" for any) within s: all
-// when every tenant is seen, otherwise the tenant ids; ok is false when nothing can match.
-func (s Scope) tenants(tenant string) (all bool, ids []string, ok bool) {
+// tenantIDs returns the tenants a listing reads for a filter on tenant ("" for any) within s: that
+// tenant (none when s does not see it), s's tenants, or for a scope of every tenant those that
+// every returns (a skip scan of the table's tenant index).
+func (s Scope) tenantIDs(ctx context.Context, tenant string, every func(context.Context) ([]string, error)) ([]string, error) {
 	switch {
 	case tenant != "" && !s.Sees(tenant):
-		return false, nil, false
+		return nil, nil
 	case tenant != "":
-		return false, []string{tenant}, true
-	case s.Tenants == nil:
-		return true, []string{}, true
-	default:
-		return false, s.Tenants, len(s.Tenants) > 0
+		return []string{tenant}, nil
+	case s.Tenants != nil:
+		return s.Tenants, nil
 	}
+	return every(ctx)
+}
+
+// read runs fn in a read-only transaction whose statements are planned for their parameters'
+// values every time (plan_cache_mode force_custom_plan): a generic plan of the listings' optional
+// filters and time bounds can lose their indexes.
+func (o *Ops) read(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
+	return pgx.BeginTxFunc(ctx, o.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		if err := q.EffectListPlanCustom(ctx); err != nil { // the statement is not EffectList's alone
+			return err
+		}
+		return fn(q)
+	})
 }
 
 // checkTenant refuses a tenant filter that cannot name a tenant ("" is any).

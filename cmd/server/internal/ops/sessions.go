@@ -32,11 +32,10 @@ func (o *Ops) Sessions(ctx context.Context, scope Scope, limit int, after string
 	if err != nil {
 		return nil, "", err
 	}
-	all, tenants, ok := scope.tenants("")
-	if !ok {
+	if scope.Tenants != nil && len(scope.Tenants) == 0 {
 		return []SessionSummary{}, "", nil
 	}
-	params := dbsqlc.OpsSessionListParams{AllTenants: all, TenantIds: tenants, MaxRows: int32(limit)}
+	params := dbsqlc.OpsSessionListParams{AllTenants: scope.Tenants == nil, TenantIds: scope.Tenants, MaxRows: int32(limit)}
 	if after != "" {
 		c, err := ParseCursor(after)
 		if err != nil {
@@ -44,7 +43,11 @@ func (o *Ops) Sessions(ctx context.Context, scope Scope, limit int, after string
 		}
 		params.CursorLastAt, params.CursorSessionKey = &c.At, &c.ID
 	}
-	rows, err := dbsqlc.New(o.pool).OpsSessionList(ctx, params)
+	var rows []dbsqlc.OpsSessionListRow
+	err = o.read(ctx, func(q *dbsqlc.Queries) (err error) {
+		rows, err = q.OpsSessionList(ctx, params)
+		return err
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("ops: list sessions: %w", err)
 	}
