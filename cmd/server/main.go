@@ -19,7 +19,7 @@
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
 // RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_IDEMPOTENCY_TTL,
-// RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_DB_CONNS, RECKON_SHUTDOWN_TIMEOUT,
+// RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_CONSOLE_SESSION_TTL, RECKON_DB_CONNS, RECKON_SHUTDOWN_TIMEOUT,
 // RECKON_READ_HEADER_TIMEOUT, RECKON_READ_TIMEOUT, RECKON_WRITE_TIMEOUT, RECKON_IDLE_TIMEOUT; a
 // value that cannot be parsed or is out of range is refused (exit status 2). The API is documented
 // in docs/api.md.
@@ -38,6 +38,9 @@ import (
 	"time"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/cmd/server/internal/console"
+	"github.com/reckonhq/reckon/cmd/server/internal/operator"
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/cli"
@@ -114,8 +117,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("addr", cli.Env("RECKON_SERVER_ADDR", "127.0.0.1:8080"), "address to listen on (env RECKON_SERVER_ADDR)")
 	env := cli.EnvFlags{FlagSet: fs}
 	var (
-		drain, idempotencyTTL, connectorSync time.Duration
-		dbConns, maxBody, bodiesInFlight     int64
+		drain, idempotencyTTL, connectorSync, consoleTTL time.Duration
+		dbConns, maxBody, bodiesInFlight                 int64
 	)
 	env.DurationVar(&drain, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 10*time.Second,
 		"how long requests in flight may take to finish after SIGTERM; those still running then are cancelled")
@@ -125,6 +128,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	env.Int64Var(&bodiesInFlight, "max-body-bytes-in-flight", "RECKON_MAX_BODY_BYTES_IN_FLIGHT", 0,
 		"request body bytes held at once; more requests wait for their share (default 4 x -max-body-bytes)")
 	env.DurationVar(&idempotencyTTL, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", 24*time.Hour, "how long a response stored for an Idempotency-Key is replayed")
+	env.DurationVar(&consoleTTL, "console-session-ttl", "RECKON_CONSOLE_SESSION_TTL", console.DefaultSessionTTL,
+		"how long a console sign-in lasts (1m to 720h)")
 	env.DurationVar(&connectorSync, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
 		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")
 	var timeouts cli.Timeouts
@@ -141,6 +146,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case maxBody < 1 || idempotencyTTL <= 0 || connectorSync <= 0:
 		return fmt.Errorf("%w: -max-body-bytes, -idempotency-ttl and -connector-sync-interval must be positive", errUsage)
+	case consoleTTL < time.Minute || consoleTTL > 720*time.Hour:
+		return fmt.Errorf("%w: -console-session-ttl must be between 1m and 720h, got %s", errUsage, consoleTTL)
 	case drain <= 0:
 		return fmt.Errorf("%w: -shutdown-timeout must be positive, got %s", errUsage, drain)
 	case bodiesInFlight != 0 && bodiesInFlight < maxBody:
@@ -185,6 +192,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mux := http.NewServeMux()
 	health.Register(mux, pool, migrator, metrics)
 	apiServer.Register(mux)
+	// The operators' console (/console, and / redirecting there) on the same clients.
+	consoleServer, err := console.New(&console.Config{
+		Ops: ops.New(pool, client, sagas, sessions), Operators: operator.NewStore(pool), Logger: logger, SessionTTL: consoleTTL,
+	})
+	if err != nil {
+		return err
+	}
+	consoleServer.Register(mux)
 	// On a database whose migrations are not current, only /healthz, /readyz and /metrics are
 	// served (the API answers 503 schema_not_current) and the background work waits, until a
 	// check every second finds them applied.
