@@ -21,20 +21,30 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // harness is a database of its own with the clients Ops reads and acts through, none started:
-// effects stay where insertEffect puts them. Shared by the tests of the package (H2's effects
-// tests use it; any test may).
+// effects stay where insertEffect puts them, or PENDING (their jobs available) until a test moves
+// them. Every test of the package uses it.
 type harness struct {
-	pool    *pgxpool.Pool
-	effects *effects.Client
-	sagas   *saga.Client
-	turns   *turns.Client
-	ops     *ops.Ops
+	pool     *pgxpool.Pool
+	registry *effects.Registry
+	effects  *effects.Client
+	sagas    *saga.Client
+	turns    *turns.Client
+	ops      *ops.Ops
 }
 
-// The connectors of harness: a compensatable wire and an idempotent mail.
+// The connectors of harness: a compensatable wire, an idempotent mail, and a write whose outcomes a
+// status check settles, at most 3 attempts (the steps of the saga definition "pay").
 const (
-	connWire = "bank.wire"
-	connMail = "mail.send"
+	connWire  = "bank.wire"
+	connMail  = "mail.send"
+	connWrite = "rest.write"
+)
+
+// Scopes: every tenant, acme alone, none.
+var (
+	allTenants = ops.Scope{}
+	acmeOnly   = ops.Scope{Tenants: []string{"acme"}}
+	noTenant   = ops.Scope{Tenants: []string{}}
 )
 
 func newHarness(t *testing.T) *harness {
@@ -50,14 +60,32 @@ func newHarness(t *testing.T) *harness {
 		StatusCheck: func(context.Context, effects.Call) (effects.Status, error) { return effects.Present(nil), nil },
 	})
 	registry.MustRegister(effects.Connector{Name: connMail, Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent}, Dispatch: ok})
+	registry.MustRegister(effects.Connector{
+		Name: connWrite, Tags: []effects.Tag{effects.TagWrite, effects.TagExternal}, Dispatch: ok,
+		StatusCheck: func(context.Context, effects.Call) (effects.Status, error) { return effects.Present(nil), nil },
+		MaxAttempts: 3,
+	})
 	sagas, err := saga.NewClient(pool, &saga.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
+	sagas.MustRegister(saga.Definition{Name: "pay", Steps: []saga.Step{
+		{Name: "reserve", Effect: writeStep("reserve"), Undo: saga.UndoByConnector()},
+		{Name: "charge", Effect: writeStep("charge"), Undo: saga.UndoByConnector()},
+		{Name: "ship", Effect: writeStep("ship"), Undo: saga.NoUndo()},
+	}})
 	turnsClient, err := turns.NewClient(pool, &turns.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	config := reckontest.FastConfig(registry)
 	config.Plugins = []effects.Plugin{sagas, turnsClient}
 	client := reckontest.NewClient(t, pool, config)
-	return &harness{pool: pool, effects: client, sagas: sagas, turns: turnsClient, ops: ops.New(pool, client, sagas, turnsClient)}
+	return &harness{pool: pool, registry: registry, effects: client, sagas: sagas, turns: turnsClient,
+		ops: ops.New(pool, client, sagas, turnsClient)}
+}
+
+// writeStep is a step of "pay": an effect of connWrite.
+func writeStep(name string) func(saga.Input) (effects.Spec, error) {
+	return func(in saga.Input) (effects.Spec, error) {
+		return effects.Spec{Connector: connWrite, Args: json.RawMessage(`{"step":"` + name + `"}`)}, nil
+	}
 }
 
 // insertEffect enqueues an effect of tenant on connector under key (spec, when given, adjusts

@@ -14,12 +14,12 @@ import (
 )
 
 // enqueueRun enqueues n effects of tenant into run.
-func (e *restEnv) enqueueRun(t *testing.T, tenant, run string, n int) []*effects.Effect {
+func (e *harness) enqueueRun(t *testing.T, tenant, run string, n int) []*effects.Effect {
 	t.Helper()
 	var out []*effects.Effect
 	for i := range n {
 		eff, err := e.effects.Enqueue(context.Background(), effects.Spec{
-			TenantID: tenant, Connector: restConnector, RunID: run, IdempotencyKey: fmt.Sprintf("%s-%d", run, i),
+			TenantID: tenant, Connector: connWrite, RunID: run, IdempotencyKey: fmt.Sprintf("%s-%d", run, i),
 			Args: json.RawMessage(`{}`),
 		}, nil)
 		require.NoError(t, err)
@@ -35,7 +35,7 @@ func (e *restEnv) enqueueRun(t *testing.T, tenant, run string, n int) []*effects
 func TestRunsWithinScope(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newRestEnv(t)
+	e := newHarness(t)
 	_, err := e.effects.StartRun(ctx, effects.RunSpec{ID: "run-1", TenantID: "acme", MaxSteps: 5, MaxConsecutiveFailures: 2})
 	require.NoError(t, err)
 	acmeEffects := e.enqueueRun(t, "acme", "run-1", 2)
@@ -100,7 +100,7 @@ func TestRunsWithinScope(t *testing.T) {
 func TestCancelRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newRestEnv(t)
+	e := newHarness(t)
 	acme := e.enqueueRun(t, "acme", "run-1", 1)
 	globex := e.enqueueRun(t, "globex", "run-1", 1)
 

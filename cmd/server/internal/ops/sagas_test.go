@@ -18,7 +18,7 @@ import (
 func TestSagasListedWithinScope(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newRestEnv(t)
+	e := newHarness(t)
 	var started []uuid.UUID // oldest first
 	for _, tenant := range []string{"acme", "globex", "acme", "globex", "acme"} {
 		s, err := e.sagas.Start(ctx, "pay", map[string]int{"amount": 1}, &saga.StartOpts{TenantID: tenant})
@@ -106,7 +106,7 @@ func TestParseSagaFilter(t *testing.T) {
 func TestSagaDetailAndResolve(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newRestEnv(t)
+	e := newHarness(t)
 	s, err := e.sagas.Start(ctx, "pay", nil, &saga.StartOpts{TenantID: "globex"})
 	require.NoError(t, err)
 	e.exec(t, `UPDATE reckon_saga_steps SET state = 'COMPENSATION_STUCK' WHERE saga_id = $1`, s.ID)

@@ -16,7 +16,7 @@ import (
 func TestSessionsWithinScope(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newRestEnv(t)
+	e := newHarness(t)
 	acmeKey, globexKey := "acme:bot:alice:chat", "globex:bot:bob:chat"
 	for _, m := range []turns.Inbound{
 		{SessionKey: acmeKey, MessageID: "m1", Content: map[string]string{"text": "hi"}},
