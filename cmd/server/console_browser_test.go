@@ -369,7 +369,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		{"/console/overview", "overview", "demo.bank.wire"},
 		{"/console/effects", "effects", "demo-plain"},
 		{"/console/effects?state=STUCK&tenant=acme", "effects-filtered", "demo-fog"},
-		{"/console/bulk?state=STUCK&to=FAILED", "bulk", ids["demo-fog"]},
+		{"/console/bulk?state=STUCK&to=FAILED", "bulk", "demo-fog"}, // what each effect is: its key
 		{"/console/sagas", "sagas", "transfer"},
 		{"/console/sagas/" + sagaID, "saga", "debit"},
 		{"/console/runs", "runs", "demo-run"},

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -14,8 +11,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // effectsUsage is the synopsis of `server effects`.
@@ -31,14 +30,11 @@ server effects cancel ID -reason R [-actor A]
 
 filters: -tenant T -state S -connector C -idempotency-key K -business-key K -run R -turn ID
          -created-after TIME -created-before TIME (RFC 3339)
-The audit trail records the actor as operator:cli:{OS user}, or operator:cli:{A} with -actor A.`
+The audit trail records the actor as operator:cli:{OS user}, or operator:{A} with -actor A.`
 
 // effectFilterFlags are the filters of `server effects list` and `resolve -all`, by the names of
 // ops.ParseEffectFilter (flags use '-' where it has '_').
 var effectFilterFlags = []string{"tenant", "state", "connector", "idempotency_key", "business_key", "run", "turn", "created_after", "created_before"}
-
-// flagName is the flag of a filter or action field.
-func flagName(field string) string { return "-" + strings.ReplaceAll(field, "_", "-") }
 
 // runEffects: server effects list | show | resolve | cancel.
 func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -50,10 +46,10 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	filters := map[string]*string{}
 	addFilters := func() {
 		for _, name := range effectFilterFlags {
-			filters[name] = fs.String(strings.TrimPrefix(flagName(name), "-"), "", "filter: "+strings.ReplaceAll(name, "_", " "))
+			filters[name] = fs.String(strings.ReplaceAll(name, "_", "-"), "", "filter: "+strings.ReplaceAll(name, "_", " "))
 		}
 	}
-	output := fs.String("o", "table", "output: table or json")
+	output := outputFlag(fs)
 	var limit, after, to, reason, actor *string
 	var all, dryRun, yes *bool
 	switch cmd.action {
@@ -71,7 +67,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			addFilters()
 		}
 		reason = fs.String("reason", "", "why (required; recorded in the audit trail)")
-		actor = fs.String("actor", "", "who decides, recorded as operator:cli:{actor} (default: the OS user)")
+		actor = actorFlag(fs)
 	default:
 		return cmd.unknownAction("effects action")
 	}
@@ -89,13 +85,13 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	bulk := all != nil && *all
-	if *output != "table" && *output != "json" {
-		return fmt.Errorf("%w: -o %q: want table or json", errUsage, *output)
+	if err := checkOutput(*output); err != nil {
+		return err
 	}
 	var id uuid.UUID
 	if wantID {
 		if id, err = uuid.Parse(rawID); err != nil {
-			return fmt.Errorf("%w: effect ID %q is not a UUID", errUsage, rawID)
+			return fmt.Errorf("%w: effect ID %q is not a UUID", errUsage, jsonx.SafeText(rawID))
 		}
 	}
 	var filter ops.EffectFilter
@@ -113,12 +109,12 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			values.Set("after", *after)
 		}
 		if filter, err = ops.ParseEffectFilter(values); err != nil {
-			return usageError(err)
+			return cmd.opsError(err)
 		}
 	} else if cmd.action == "resolve" {
 		for name, value := range filters {
 			if *value != "" {
-				return fmt.Errorf("%w: %s filters effects for -all; with an ID it does not apply", errUsage, flagName(name))
+				return fmt.Errorf("%w: -%s filters effects for -all; with an ID it does not apply", errUsage, strings.ReplaceAll(name, "_", "-"))
 			}
 		}
 	}
@@ -126,7 +122,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if to != nil {
 		to2 = effects.State(strings.ToUpper(*to))
 		if to2 != effects.StateConfirmed && to2 != effects.StateFailed && to2 != effects.StatePending {
-			return fmt.Errorf("%w: -to %q: want CONFIRMED, FAILED or PENDING", errUsage, *to)
+			return fmt.Errorf("%w: -to %q: want CONFIRMED, FAILED or PENDING", errUsage, jsonx.SafeText(*to))
 		}
 	}
 	if reason != nil && strings.TrimSpace(*reason) == "" {
@@ -137,132 +133,68 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	who := ""
 	if actor != nil {
-		who = cliActor()
-		if *actor != "" {
-			who = "cli:" + *actor
-		}
+		who = *actor
 	}
-	if _, err := cmd.common.logger(); err != nil {
-		return err
-	}
-	err = cmd.common.withPool(ctx, 4, func(ctx context.Context, pool *pgxpool.Pool) error {
-		o, err := newOps(ctx, pool)
-		if err != nil {
-			return err
-		}
-		all := ops.Scope{} // the database URL sees every tenant
-		switch {
-		case cmd.action == "list":
-			page, next, err := o.Effects(ctx, filter)
-			if err != nil {
-				return err
+	return cmd.runParsed(ctx, nil, func(ctx context.Context, pool *pgxpool.Pool) error {
+		return cmd.withOps(ctx, pool, func(o *ops.Ops) error {
+			all := ops.Scope{} // the database URL sees every tenant
+			switch {
+			case cmd.action == "list":
+				page, next, err := o.Effects(ctx, filter)
+				if err != nil {
+					return err
+				}
+				return printEffects(stdout, *output, page, next)
+			case cmd.action == "show":
+				ev, err := o.Evidence(ctx, all, id)
+				if err != nil {
+					return err
+				}
+				return printEvidence(stdout, *output, ev)
+			case bulk:
+				filter.Scope = all
+				matched, total, err := o.PreviewResolve(ctx, filter, ops.MaxBulk)
+				if err != nil {
+					return err
+				}
+				if *dryRun {
+					return printPreview(stdout, *output, matched, total, to2)
+				}
+				if total > len(matched) {
+					return fmt.Errorf("%d STUCK effects match, more than %d at once: narrow the filters", total, ops.MaxBulk)
+				}
+				ids := make([]uuid.UUID, len(matched))
+				for i, e := range matched {
+					ids[i] = e.ID
+				}
+				result, err := o.ResolveMany(ctx, all, ids, to2, who, *reason)
+				if err != nil {
+					return err
+				}
+				return printBulk(stdout, *output, result, to2)
+			case cmd.action == "resolve":
+				e, err := o.Resolve(ctx, all, id, to2, who, *reason)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "resolved effect %s %s\n", e.ID, e.State)
+			case cmd.action == "cancel":
+				e, err := o.Cancel(ctx, all, id, who, *reason)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "cancelled effect %s (%s)\n", e.ID, e.State)
 			}
-			return printEffects(stdout, *output, page, next)
-		case cmd.action == "show":
-			ev, err := o.Evidence(ctx, all, id)
-			if err != nil {
-				return err
-			}
-			return printEvidence(stdout, *output, ev)
-		case bulk:
-			filter.Scope = all
-			ids, total, err := o.PreviewResolve(ctx, filter, ops.MaxBulk)
-			if err != nil {
-				return err
-			}
-			if *dryRun {
-				return printPreview(ctx, o, stdout, *output, ids, total, to2)
-			}
-			if total > len(ids) {
-				return fmt.Errorf("%d STUCK effects match, more than %d at once: narrow the filters", total, ops.MaxBulk)
-			}
-			result, err := o.ResolveMany(ctx, all, ids, to2, who, *reason)
-			if err != nil {
-				return err
-			}
-			return printBulk(stdout, *output, result, to2)
-		case cmd.action == "resolve":
-			e, err := o.Resolve(ctx, all, id, to2, who, *reason)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "resolved effect %s %s\n", e.ID, e.State)
-		case cmd.action == "cancel":
-			e, err := o.Cancel(ctx, all, id, who, *reason)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "cancelled effect %s (%s)\n", e.ID, e.State)
-		}
-		return nil
+			return nil
+		})
 	})
-	return usageError(err)
 }
 
-// usageError makes a *ops.FieldError a usage mistake (exit status 2) naming the flag.
-func usageError(err error) error {
-	var fe *ops.FieldError
-	if errors.As(err, &fe) {
-		return fmt.Errorf("%w: %s: %s", errUsage, flagName(fe.Field), fe.Message)
-	}
-	return err
-}
-
-// newOps is the operators' reads and actions over pool, for the CLI (no client is started).
-func newOps(ctx context.Context, pool *pgxpool.Pool) (*ops.Ops, error) {
-	logger := slog.New(slog.DiscardHandler)
-	sessions, err := newTurnsClient(pool, logger)
-	if err != nil {
-		return nil, err
-	}
-	sagas, err := newSagaClient(ctx, pool, logger)
-	if err != nil {
-		return nil, err
-	}
-	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sessions, sagas}})
-	if err != nil {
-		return nil, err
-	}
-	return ops.New(pool, client, sagas, sessions), nil
-}
-
-// effectJSON is an effect in -o json, with the API's field names.
-type effectJSON struct {
-	ID             uuid.UUID       `json:"id"`
-	TenantID       string          `json:"tenant_id"`
-	Connector      string          `json:"connector"`
-	State          effects.State   `json:"state"`
-	Policy         effects.Policy  `json:"policy"`
-	Args           json.RawMessage `json:"args"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	BusinessKey    string          `json:"business_key,omitempty"`
-	Attempts       int             `json:"attempts"`
-	MaxAttempts    int             `json:"max_attempts"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	Error          string          `json:"error,omitempty"`
-	RunID          string          `json:"run_id,omitempty"`
-	TurnID         *uuid.UUID      `json:"turn_id,omitempty"`
-	CompensatesID  *uuid.UUID      `json:"compensates_id,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-}
-
-func effectOut(e *effects.Effect) *effectJSON {
-	if e == nil {
-		return nil
-	}
-	return &effectJSON{
-		ID: e.ID, TenantID: e.TenantID, Connector: e.Connector, State: e.State, Policy: e.Policy, Args: e.Args,
-		IdempotencyKey: e.IdempotencyKey, BusinessKey: e.BusinessKey, Attempts: e.Attempts, MaxAttempts: e.MaxAttempts,
-		Result: e.Result, Error: e.Error, RunID: e.RunID, TurnID: e.TurnID, CompensatesID: e.CompensatesID,
-		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
-	}
-}
-
-func effectsOut(list []*effects.Effect) []*effectJSON {
-	out := make([]*effectJSON, len(list))
+// effectsToJSON is list as the API answers it (api.EffectToJSON).
+func effectsToJSON(list []*effects.Effect) []*api.EffectJSON {
+	out := make([]*api.EffectJSON, len(list))
 	for i, e := range list {
-		out[i] = effectOut(e)
+		out[i] = api.EffectToJSON(e)
 	}
 	return out
 }
@@ -270,9 +202,9 @@ func effectsOut(list []*effects.Effect) []*effectJSON {
 func printEffects(w io.Writer, output string, page []*effects.Effect, next string) error {
 	if output == "json" {
 		return printJSON(w, struct {
-			Effects []*effectJSON `json:"effects"`
-			Next    string        `json:"next,omitempty"`
-		}{effectsOut(page), next})
+			Effects    []*api.EffectJSON `json:"effects"`
+			NextCursor string            `json:"next_cursor,omitempty"`
+		}{effectsToJSON(page), next})
 	}
 	tw := newTable(w, "ID\tTENANT\tCONNECTOR\tSTATE\tIDEMPOTENCY KEY\tATTEMPTS\tCREATED")
 	for _, e := range page {
@@ -288,38 +220,30 @@ func printEffects(w io.Writer, output string, page []*effects.Effect, next strin
 	return nil
 }
 
-type transitionJSON struct {
-	From    effects.State   `json:"from,omitempty"`
-	To      effects.State   `json:"to"`
-	Actor   string          `json:"actor"`
-	Reason  string          `json:"reason"`
-	Attempt int             `json:"attempt"`
-	At      time.Time       `json:"at"`
-	Detail  json.RawMessage `json:"detail,omitempty"`
-}
-
+// printEvidence prints an effect's evidence: in JSON, the effect with its history, its
+// compensations and what it compensates, its saga, run and turn, each as the API answers it.
 func printEvidence(w io.Writer, output string, ev *ops.Evidence) error {
 	if output == "json" {
 		out := struct {
-			Effect        *effectJSON      `json:"effect"`
-			History       []transitionJSON `json:"history"`
-			Compensations []*effectJSON    `json:"compensations"`
-			Compensates   *effectJSON      `json:"compensates,omitempty"`
-			SagaID        *uuid.UUID       `json:"saga_id,omitempty"`
-			SagaName      string           `json:"saga_name,omitempty"`
-			SagaState     string           `json:"saga_state,omitempty"`
-			Run           *effects.Run     `json:"run,omitempty"`
-			TurnID        *uuid.UUID       `json:"turn_id,omitempty"`
-			SessionKey    string           `json:"session_key,omitempty"`
-		}{Effect: effectOut(ev.Effect), Compensations: effectsOut(ev.Compensations), Compensates: effectOut(ev.Compensates), Run: ev.Run}
-		for _, t := range ev.History {
-			out.History = append(out.History, transitionJSON{From: t.From, To: t.To, Actor: t.Actor, Reason: t.Reason, Attempt: t.Attempt, At: t.At, Detail: t.Detail})
+			Effect        *api.EffectJSON   `json:"effect"`
+			Compensations []*api.EffectJSON `json:"compensations"`
+			Compensates   *api.EffectJSON   `json:"compensates,omitempty"`
+			Saga          *api.SagaJSON     `json:"saga,omitempty"`
+			Run           *api.RunJSON      `json:"run,omitempty"`
+			Turn          *api.TurnJSON     `json:"turn,omitempty"`
+		}{Effect: api.EffectToJSON(ev.Effect), Compensations: effectsToJSON(ev.Compensations)}
+		out.Effect.History = api.TransitionsToJSON(ev.History)
+		if ev.Compensates != nil {
+			out.Compensates = api.EffectToJSON(ev.Compensates)
 		}
 		if ev.Saga != nil {
-			out.SagaID, out.SagaName, out.SagaState = &ev.Saga.ID, ev.Saga.Name, string(ev.Saga.State)
+			out.Saga = api.SagaToJSON(ev.Saga)
+		}
+		if ev.Run != nil {
+			out.Run = api.RunToJSON(ev.Run)
 		}
 		if ev.Turn != nil {
-			out.TurnID, out.SessionKey = &ev.Turn.ID, ev.Turn.SessionKey
+			out.Turn = api.TurnToJSON(ev.Turn)
 		}
 		return printJSON(w, out)
 	}
@@ -374,27 +298,21 @@ func printEvidence(w io.Writer, output string, ev *ops.Evidence) error {
 }
 
 // printPreview prints what resolve -all -dry-run would do: the count, then the effects.
-func printPreview(ctx context.Context, o *ops.Ops, w io.Writer, output string, ids []uuid.UUID, total int, to effects.State) error {
-	list := make([]*effects.Effect, 0, len(ids))
-	for _, id := range ids {
-		ev, err := o.Evidence(ctx, ops.Scope{}, id)
-		if errors.Is(err, ops.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		list = append(list, ev.Effect)
-	}
+func printPreview(w io.Writer, output string, list []*effects.Effect, total int, to effects.State) error {
 	if output == "json" {
 		return printJSON(w, struct {
-			WouldResolve int           `json:"would_resolve"`
-			To           effects.State `json:"to"`
-			Effects      []*effectJSON `json:"effects"`
-		}{total, to, effectsOut(list)})
+			WouldResolve int               `json:"would_resolve"`
+			To           effects.State     `json:"to"`
+			Effects      []*api.EffectJSON `json:"effects"`
+		}{total, to, effectsToJSON(list)})
 	}
 	fmt.Fprintf(w, "%d effects would be resolved %s\n", total, to)
-	return printEffects(w, "table", list, "")
+	tw := newTable(w, "ID\tTENANT\tCONNECTOR\tIDEMPOTENCY KEY\tSTUCK SINCE\tLAST ERROR")
+	for _, e := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.TenantID, e.Connector, e.IdempotencyKey,
+			e.UpdatedAt.UTC().Format(time.RFC3339), e.Error)
+	}
+	return tw.Flush()
 }
 
 func printBulk(w io.Writer, output string, result *ops.BulkResult, to effects.State) error {

@@ -412,7 +412,11 @@ func TestBulkResolve(t *testing.T) {
 	require.Contains(t, p.body, "These <strong>3</strong> STUCK effects will be resolved")
 	for _, e := range stuck {
 		require.Contains(t, p.body, `name="id" value="`+e.ID.String()+`"`)
+		// What each one is, before confirming: its tenant, connector and key, and since when.
+		require.Contains(t, p.body, "<code>"+e.IdempotencyKey+"</code>")
 	}
+	require.Contains(t, p.body, "<th scope=\"col\">STUCK for</th>")
+	require.Contains(t, p.body, "<td>acme</td><td>"+stuck[0].Connector+"</td>")
 	require.NotContains(t, p.body, other.ID.String())
 	require.NotContains(t, p.body, pending.ID.String())
 	require.Contains(t, p.body, `<label for="bulk-reason">`)
@@ -519,13 +523,13 @@ func TestEveryPageRenders(t *testing.T) {
 	pages := map[string]string{
 		"/console/overview": "Settled per minute",
 		"/console/stuck":    e.ID.String(),
-		"/console/effects":  e.ID.String()[:8],
+		"/console/effects":  e.ID.String()[24:],
 		"/console/effects?state=STUCK&tenant=acme&connector=bank.wire&idempotency_key=wire-1&created_after=2000-01-01T00:00:00Z&limit=10": "wire-1",
 		"/console/effects?turn=" + turnID.String():                   "run-1/a",
 		"/console/effects/" + e.ID.String():                          "Timeline",
 		"/console/bulk?state=STUCK":                                  "Preview",
 		"/console/bulk?state=STUCK&to=PENDING":                       e.ID.String(),
-		"/console/sagas":                                             s.ID.String()[:8],
+		"/console/sagas":                                             s.ID.String()[24:],
 		"/console/sagas/" + s.ID.String():                            "Compensation order",
 		"/console/runs":                                              "run-1",
 		"/console/runs/acme/run-1":                                   "Guardrails",

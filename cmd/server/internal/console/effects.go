@@ -190,7 +190,7 @@ func (c *Console) effectPage(req *request) error {
 	if e.State == effects.StateStuck {
 		data.StuckSince = stuckSince(evidence)
 	}
-	return c.page(req, "effect", "Effect "+id.String()[:8], data)
+	return c.page(req, "effect", "Effect "+shortID(id), data)
 }
 
 func (c *Console) resolveEffect(req *request) error {
@@ -231,7 +231,7 @@ type bulkData struct {
 	Filter  url.Values // the filter, without "to"
 	To      effects.State
 	Targets []effects.State
-	IDs     []uuid.UUID
+	Effects []*effects.Effect // the preview's
 	Total   int
 	Result  *ops.BulkResult
 	Skipped []skippedEffect
@@ -266,7 +266,7 @@ func (c *Console) bulkPreview(req *request) error {
 		if data.To, err = resolveTarget(query.Get("to")); err != nil {
 			return err
 		}
-		if data.IDs, data.Total, err = c.ops.PreviewResolve(req.ctx(), filter, bulkMax); err != nil {
+		if data.Effects, data.Total, err = c.ops.PreviewResolve(req.ctx(), filter, bulkMax); err != nil {
 			return err
 		}
 	}

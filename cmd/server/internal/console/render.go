@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
+	"github.com/reckonhq/reckon/effects"
 )
 
 //go:embed templates/*.html
@@ -99,22 +100,32 @@ func (c *Console) page(req *request, page, title string, data any) error {
 }
 
 var funcs = template.FuncMap{
-	"utc":     formatTime,
-	"utcp":    func(t *time.Time) string { return formatTimePtr(t) },
-	"age":     func(now, t time.Time) string { return formatAge(now.Sub(t)) },
-	"dur":     formatAge,
-	"json":    prettyJSON,
-	"short":   func(id uuid.UUID) string { return id.String()[:8] },
-	"shortp":  func(id *uuid.UUID) string { return id.String()[:8] },
-	"path":    url.PathEscape,
-	"tenants": tenantsText,
-	"form":    func(id any, csrf string) formArgs { return formArgs{ID: id, CSRF: csrf} },
+	"utc":      formatTime,
+	"utcp":     func(t *time.Time) string { return formatTimePtr(t) },
+	"age":      func(now, t time.Time) string { return formatAge(now.Sub(t)) },
+	"dur":      formatAge,
+	"json":     prettyJSON,
+	"short":    shortID,
+	"shortp":   func(id *uuid.UUID) string { return shortID(*id) },
+	"path":     url.PathEscape,
+	"tenants":  tenantsText,
+	"progress": sagaProgress,
+	"count":    func(counts map[effects.State]int, state string) int { return counts[effects.State(state)] },
+	"form":     func(id any, csrf string) formArgs { return formArgs{ID: id, CSRF: csrf} },
 }
 
 // formArgs are what an action form's template needs: the thing acted on and the CSRF token.
 type formArgs struct {
 	ID   any
 	CSRF string
+}
+
+// shortID names an id in lists and titles by its last 12 hex digits ("…8162571a061f"): the
+// first ones of a UUIDv7 are its creation time, the same for everything made in one minute; the
+// last ones are random. Links and pages carry the full id.
+func shortID(id uuid.UUID) string {
+	s := id.String()
+	return "…" + s[len(s)-12:]
 }
 
 // formatTime is t in UTC to the second, or "—" for the zero time.

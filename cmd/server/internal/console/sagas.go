@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -69,7 +70,7 @@ func (c *Console) sagaPage(req *request) error {
 			data.Order = append(data.Order, saga.StepRecord{Index: index, Name: "step " + strconv.Itoa(index)})
 		}
 	}
-	return c.page(req, "saga", "Saga "+id.String()[:8], data)
+	return c.page(req, "saga", "Saga "+shortID(id), data)
 }
 
 func (c *Console) resolveSaga(req *request) error {
@@ -199,4 +200,45 @@ func (c *Console) connectorList(req *request) error {
 		rows[i] = row
 	}
 	return c.page(req, "connectors", "Connectors", rows)
+}
+
+// sagaProgress says where a saga is, in words that fit its state: "2 of 2 done", "1 of 3 done;
+// running #1 reserve", "compensating #0 debit", "#1 credit failed; 1 compensated", "STUCK at
+// #1 credit". Steps are named by their index (the steps table's #) and name.
+func sagaProgress(s *saga.Saga) string {
+	counts := map[saga.StepState]int{}
+	failed := ""
+	for _, step := range s.Steps {
+		counts[step.State]++
+		if step.State == saga.StepFailed {
+			failed = stepName(s, step.Index)
+		}
+	}
+	done := counts[saga.StepConfirmed]
+	switch s.State {
+	case saga.StateCompleted:
+		return fmt.Sprintf("%d of %d done", s.StepCount, s.StepCount)
+	case saga.StateRunning:
+		return fmt.Sprintf("%d of %d done; running %s", done, s.StepCount, stepName(s, s.CurrentStep))
+	case saga.StateCompensating:
+		return fmt.Sprintf("compensating %s", stepName(s, s.CurrentStep))
+	case saga.StateCompensated:
+		if failed == "" {
+			return fmt.Sprintf("%d compensated", counts[saga.StepCompensated])
+		}
+		return fmt.Sprintf("%s failed; %d compensated", failed, counts[saga.StepCompensated])
+	case saga.StateStuck:
+		return fmt.Sprintf("STUCK at %s", stepName(s, s.CurrentStep))
+	}
+	return fmt.Sprintf("step %d of %d", s.CurrentStep, s.StepCount)
+}
+
+// stepName is "#index name" (the name when the step has started).
+func stepName(s *saga.Saga, index int) string {
+	for _, step := range s.Steps {
+		if step.Index == index {
+			return fmt.Sprintf("#%d %s", index, step.Name)
+		}
+	}
+	return fmt.Sprintf("#%d", index)
 }

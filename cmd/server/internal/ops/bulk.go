@@ -16,8 +16,10 @@ const MaxBulk = 10000
 
 // PreviewResolve is the first half of a bulk resolve: the STUCK effects f matches (f.State must
 // be STUCK or empty, meaning STUCK), newest first, at most max of them (1 to MaxBulk; 0: MaxBulk),
-// and how many match in all. f.Limit and f.After are ignored. Nothing changes.
-func (o *Ops) PreviewResolve(ctx context.Context, f EffectFilter, max int) (ids []uuid.UUID, total int, err error) {
+// and how many match in all. Each effect is whole, so that an operator sees what it is before
+// resolving it: tenant, connector, idempotency key, since when it is STUCK (UpdatedAt) and why
+// (Error). f.Limit and f.After are ignored. Nothing changes.
+func (o *Ops) PreviewResolve(ctx context.Context, f EffectFilter, max int) (matched []*effects.Effect, total int, err error) {
 	switch {
 	case f.State != "" && f.State != effects.StateStuck:
 		return nil, 0, &FieldError{Field: "state", Message: fmt.Sprintf("%s: only STUCK effects are resolved", f.State)}
@@ -38,14 +40,10 @@ func (o *Ops) PreviewResolve(ctx context.Context, f EffectFilter, max int) (ids 
 		if err != nil {
 			return nil, 0, fmt.Errorf("ops: preview resolve: %w", err)
 		}
-		for _, e := range page {
-			if len(ids) < max {
-				ids = append(ids, e.ID)
-			}
-		}
+		matched = append(matched, page[:min(len(page), max-len(matched))]...)
 		total += len(page)
 		if next == nil {
-			return ids, total, nil
+			return matched, total, nil
 		}
 		filter.After = next
 	}

@@ -160,7 +160,15 @@ func TestBulkResolve(t *testing.T) {
 	preview, total, err := h.ops.PreviewResolve(ctx, ops.EffectFilter{Scope: scope, Connector: connWire}, 3)
 	require.NoError(t, err)
 	require.Equal(t, 4, total)
-	require.Equal(t, []uuid.UUID{wires[3].ID, wires[2].ID, wires[1].ID}, preview) // newest first, at most 3
+	var previewed []uuid.UUID
+	for _, e := range preview { // whole effects, for the operator to see what they resolve
+		require.Equal(t, "acme", e.TenantID)
+		require.Equal(t, connWire, e.Connector)
+		require.Equal(t, effects.StateStuck, e.State)
+		require.NotEmpty(t, e.IdempotencyKey)
+		previewed = append(previewed, e.ID)
+	}
+	require.Equal(t, []uuid.UUID{wires[3].ID, wires[2].ID, wires[1].ID}, previewed) // newest first, at most 3
 	_, _, err = h.ops.PreviewResolve(ctx, ops.EffectFilter{State: effects.StatePending}, 3)
 	require.ErrorAs(t, err, new(*ops.FieldError))
 	before := countOperatorRows(t, h)
@@ -169,9 +177,9 @@ func TestBulkResolve(t *testing.T) {
 	// Between preview and confirmation someone resolves one; an out-of-scope id is slipped in.
 	_, err = h.ops.Resolve(ctx, scope, wires[2].ID, effects.StateConfirmed, "console:ann", "checked by hand")
 	require.NoError(t, err)
-	_, err = h.ops.ResolveMany(ctx, scope, preview, "DONE", "cli:bob", "bank outage")
+	_, err = h.ops.ResolveMany(ctx, scope, previewed, "DONE", "cli:bob", "bank outage")
 	require.ErrorAs(t, err, new(*ops.FieldError))
-	result, err := h.ops.ResolveMany(ctx, scope, append(preview, other.ID), effects.StateFailed, "cli:bob", "bank outage")
+	result, err := h.ops.ResolveMany(ctx, scope, append(previewed, other.ID), effects.StateFailed, "cli:bob", "bank outage")
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{wires[3].ID, wires[1].ID}, result.Resolved)
 	require.Equal(t, map[uuid.UUID]string{wires[2].ID: "not STUCK any more", other.ID: "not found"}, result.Skipped)
