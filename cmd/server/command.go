@@ -19,6 +19,7 @@ import (
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // commonFlags are the flags of serve and of every command.
@@ -143,9 +144,16 @@ func checkOutput(output string) error {
 	return nil
 }
 
+// actorFlag registers -actor, who takes an operator action, for the audit trail: cliActor() (the
+// OS user) unless given.
+func actorFlag(fs *flag.FlagSet) *string {
+	return fs.String("actor", cliActor(), "who acts, for the audit trail")
+}
+
 // withOps calls fn with the operators' reads and actions (package ops) on pool, built as the
 // server builds its clients (never started here): the stored HTTP connectors registered, saga
-// definitions loaded when a saga names one. The CLI sees every tenant (ops.Scope{}).
+// definitions loaded when a saga names one. The CLI sees every tenant (ops.Scope{}). An
+// *ops.FieldError fn returns is a usage mistake naming the flag (opsError).
 func (c *command) withOps(ctx context.Context, pool *pgxpool.Pool, fn func(*ops.Ops) error) error {
 	logger, err := c.common.logger()
 	if err != nil {
@@ -168,15 +176,20 @@ func (c *command) withOps(ctx context.Context, pool *pgxpool.Pool, fn func(*ops.
 		return err
 	}
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
-	return opsError(fn(ops.New(pool, client, sagas, sessions)))
+	return c.opsError(fn(ops.New(pool, client, sagas, sessions)))
 }
 
-// opsError makes an *ops.FieldError a usage mistake naming the flag of the same name (exit status
-// 2).
-func opsError(err error) error {
+// opsError makes an *ops.FieldError a usage mistake (exit status 2) naming the command's flag for
+// the field (ops's names use '_' where flags use '-': idempotency_key is -idempotency-key), or the
+// field itself when the command has no such flag (the run ID of `runs show`).
+func (c *command) opsError(err error) error {
 	var fe *ops.FieldError
-	if errors.As(err, &fe) {
-		return fmt.Errorf("%w: -%s: %s", errUsage, fe.Field, fe.Message)
+	if !errors.As(err, &fe) {
+		return err
 	}
-	return err
+	name := strings.ReplaceAll(fe.Field, "_", "-")
+	if c.fs.Lookup(name) != nil {
+		name = "-" + name
+	}
+	return fmt.Errorf("%w: %s: %s", errUsage, name, jsonx.SafeText(fe.Message))
 }

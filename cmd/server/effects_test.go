@@ -52,7 +52,7 @@ func effectState(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) string {
 }
 
 // TestEffectsCLI: list in a table and as JSON with filters and pages, show the evidence, resolve
-// one (recorded as operator:cli:…), bulk resolve with a dry run that changes nothing, cancel.
+// one (recorded as operator:{-actor}), bulk resolve with a dry run that changes nothing, cancel.
 func TestEffectsCLI(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
@@ -80,7 +80,7 @@ func TestEffectsCLI(t *testing.T) {
 			TenantID string    `json:"tenant_id"`
 			State    string    `json:"state"`
 		} `json:"effects"`
-		Next string `json:"next"`
+		Next string `json:"next_cursor"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &page))
 	require.Len(t, page.Effects, 2)
@@ -99,19 +99,23 @@ func TestEffectsCLI(t *testing.T) {
 	code, out, errOut = runEffectsCLI(t, pool, "show", stuck[0].String(), "-o", "json")
 	require.Equal(t, 0, code, errOut)
 	var evidence struct {
-		Effect  struct{ State string }       `json:"effect"`
-		History []struct{ To, Actor string } `json:"history"`
+		Effect struct {
+			State   string                       `json:"state"`
+			Tags    []string                     `json:"tags"`
+			History []struct{ To, Actor string } `json:"history"`
+		} `json:"effect"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &evidence))
 	require.Equal(t, "STUCK", evidence.Effect.State)
-	require.Len(t, evidence.History, 3)
+	require.NotNil(t, evidence.Effect.Tags, "the API's shape: tags always present")
+	require.Len(t, evidence.Effect.History, 3)
 
-	// One resolved, recorded as operator:cli:{user} or operator:cli:{-actor}.
+	// One resolved, recorded as operator:cli:{user} or operator:{-actor}.
 	code, out, errOut = runEffectsCLI(t, pool, "resolve", stuck[0].String(), "-to", "CONFIRMED", "-reason", "bank confirmed by phone", "-actor", "ann")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "resolved effect "+stuck[0].String()+" CONFIRMED")
 	require.Equal(t, 1, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions
-		WHERE effect_id = $1 AND actor = 'operator:cli:ann' AND reason = 'bank confirmed by phone' AND to_state = 'CONFIRMED'`, stuck[0]))
+		WHERE effect_id = $1 AND actor = 'operator:ann' AND reason = 'bank confirmed by phone' AND to_state = 'CONFIRMED'`, stuck[0]))
 
 	// Bulk: the dry run lists and changes nothing; -yes resolves.
 	code, out, errOut = runEffectsCLI(t, pool, "resolve", "-all", "-connector", "bank.wire", "-to", "FAILED", "-reason", "outage", "-dry-run")

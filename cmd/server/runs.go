@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
 )
@@ -36,7 +38,7 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var reason, actor *string
 	if cmd.action == "cancel" {
 		reason = fs.String("reason", "", "why, for the audit trail (required)")
-		actor = fs.String("actor", cliActor(), "who cancels, for the audit trail")
+		actor = actorFlag(fs)
 	}
 	id, err := parseWithID(fs, cmd.args, true)
 	if err != nil {
@@ -62,7 +64,11 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 					return err
 				}
 				if *output == "json" {
-					return printJSON(stdout, detail)
+					out := struct {
+						Run      *api.RunJSON      `json:"run"`
+						Awaiting []*api.EffectJSON `json:"awaiting"`
+					}{api.RunToJSON(detail.Run), effectsToJSON(detail.Awaiting)}
+					return printJSON(stdout, out)
 				}
 				return printRun(stdout, detail)
 			}
@@ -74,7 +80,12 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return err
 			}
 			if *output == "json" {
-				return printJSON(stdout, res)
+				return printJSON(stdout, struct {
+					Run      *api.RunJSON `json:"run"`
+					Failed   []uuid.UUID  `json:"failed"`
+					Awaiting []uuid.UUID  `json:"awaiting"`
+					Left     []uuid.UUID  `json:"left"`
+				}{api.RunToJSON(res.Run), res.Failed, res.Awaiting, res.Left})
 			}
 			fmt.Fprintf(stdout, "run %s of tenant %s cancelled by %s: %d effect(s) FAILED, %d awaiting a callback cancelled, %d in flight left to finish\n",
 				id, *tenant, res.Run.CancelledBy, len(res.Failed), len(res.Awaiting), len(res.Left))

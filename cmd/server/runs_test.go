@@ -50,16 +50,19 @@ func TestRunsCLI(t *testing.T) {
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	var detail struct {
 		Run struct {
-			ID, TenantID string
-			MaxSteps     int
-			Effects      map[string]int
-		}
-		Awaiting []struct{ ID string }
+			ID       string         `json:"id"`
+			TenantID string         `json:"tenant_id"`
+			MaxSteps int            `json:"max_steps"`
+			Effects  map[string]int `json:"effects"`
+			Settled  bool           `json:"settled"`
+		} `json:"run"`
+		Awaiting []struct{ ID string } `json:"awaiting"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &detail), res.Stdout)
 	require.Equal(t, "globex", detail.Run.TenantID)
 	require.Equal(t, 0, detail.Run.MaxSteps, "acme's guardrails are acme's run's")
 	require.Equal(t, map[string]int{"PENDING": 1}, detail.Run.Effects)
+	require.False(t, detail.Run.Settled, "the API's shape: a PENDING effect keeps the run unsettled")
 	require.Empty(t, detail.Awaiting)
 
 	for _, tc := range []struct {
@@ -106,8 +109,10 @@ func TestRunsCLI(t *testing.T) {
 	res = proctest.Run(t, f.env, server, "runs", "cancel", "-tenant", "globex", "run-1", "-reason", "tidy up", "-actor", "ann@example.com", "-o", "json")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	var cancellation struct {
-		Run    struct{ CancelledBy string }
-		Failed []string
+		Run struct {
+			CancelledBy string `json:"cancelled_by"`
+		} `json:"run"`
+		Failed []string `json:"failed"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &cancellation), res.Stdout)
 	require.Equal(t, "caller:ann@example.com", cancellation.Run.CancelledBy)

@@ -170,7 +170,7 @@ func runSagaOps(ctx context.Context, cmd *command, stdout io.Writer) error {
 	case "resolve":
 		decision = fs.String("decision", "", "retry_compensation (a fresh compensation budget) or mark_compensated (undone by other means) (required)")
 		reason = fs.String("reason", "", "why, for the saga's history (required)")
-		actor = fs.String("actor", cliActor(), "who decides, for the saga's history")
+		actor = actorFlag(fs)
 	}
 	rawID, err := parseWithID(fs, cmd.args, cmd.action != "list")
 	if err != nil {
@@ -193,7 +193,7 @@ func runSagaOps(ctx context.Context, cmd *command, stdout io.Writer) error {
 			}
 		}
 		if sagaFilter, err = ops.ParseSagaFilter(values); err != nil {
-			return opsError(err)
+			return cmd.opsError(err)
 		}
 	}
 	if cmd.action == "resolve" {
@@ -215,10 +215,14 @@ func runSagaOps(ctx context.Context, cmd *command, stdout io.Writer) error {
 					return err
 				}
 				if *output == "json" {
-					return printJSON(stdout, struct {
-						Sagas []*saga.Saga `json:"sagas"`
-						Next  string       `json:"next,omitempty"`
-					}{sagas, next})
+					out := struct {
+						Sagas      []*api.SagaJSON `json:"sagas"`
+						NextCursor string          `json:"next_cursor,omitempty"`
+					}{Sagas: make([]*api.SagaJSON, len(sagas)), NextCursor: next}
+					for i, s := range sagas {
+						out.Sagas[i] = api.SagaToJSON(s)
+					}
+					return printJSON(stdout, out)
 				}
 				return printSagas(stdout, sagas, next)
 			case "show":
@@ -230,7 +234,12 @@ func runSagaOps(ctx context.Context, cmd *command, stdout io.Writer) error {
 					return err
 				}
 				if *output == "json" {
-					return printJSON(stdout, detail)
+					out := struct {
+						Saga              *api.SagaJSON `json:"saga"`
+						CompensationOrder []int         `json:"compensation_order"`
+					}{api.SagaToJSON(detail.Saga), detail.CompensationOrder}
+					out.Saga.History = api.SagaHistoryToJSON(detail.History)
+					return printJSON(stdout, out)
 				}
 				return printSagaDetail(stdout, detail)
 			default: // resolve
@@ -242,7 +251,7 @@ func runSagaOps(ctx context.Context, cmd *command, stdout io.Writer) error {
 					return err
 				}
 				if *output == "json" {
-					return printJSON(stdout, s)
+					return printJSON(stdout, api.SagaToJSON(s))
 				}
 				fmt.Fprintf(stdout, "saga %s resolved (%s) by %s: now %s\n", s.ID, *decision, *actor, s.State)
 				return nil

@@ -311,12 +311,13 @@ func TestSagasCLI(t *testing.T) {
 
 	type page struct {
 		Sagas []struct {
-			ID       uuid.UUID
-			TenantID string
-			State    string
-			Steps    []struct{ Name, State string }
+			ID         uuid.UUID                      `json:"id"`
+			TenantID   string                         `json:"tenant_id"`
+			Definition string                         `json:"definition"`
+			State      string                         `json:"state"`
+			Steps      []struct{ Name, State string } `json:"steps"`
 		} `json:"sagas"`
-		Next string `json:"next"`
+		Next string `json:"next_cursor"`
 	}
 	var p page
 	res = proctest.Run(t, f.env, server, "sagas", "list", "-limit", "2", "-o", "json")
@@ -325,6 +326,7 @@ func TestSagasCLI(t *testing.T) {
 	require.Len(t, p.Sagas, 2)
 	require.Equal(t, ids[2], p.Sagas[0].ID)
 	require.Equal(t, "debit", p.Sagas[0].Steps[0].Name)
+	require.Equal(t, "transfer", p.Sagas[0].Definition, "the API's shape")
 	require.NotEmpty(t, p.Next)
 	res = proctest.Run(t, f.env, server, "sagas", "list", "-limit", "2", "-after", p.Next, "-o", "json")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
@@ -350,14 +352,16 @@ func TestSagasCLI(t *testing.T) {
 	res = proctest.Run(t, f.env, server, "sagas", "show", stuck.String(), "-o", "json")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	var detail struct {
-		Saga              struct{ ID uuid.UUID }
-		History           []struct{ To, Actor string }
-		CompensationOrder []int
+		Saga struct {
+			ID      uuid.UUID                    `json:"id"`
+			History []struct{ To, Actor string } `json:"history"`
+		} `json:"saga"`
+		CompensationOrder []int `json:"compensation_order"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &detail), res.Stdout)
 	require.Equal(t, stuck, detail.Saga.ID)
 	require.Equal(t, []int{0}, detail.CompensationOrder)
-	require.Len(t, detail.History, 1)
+	require.Len(t, detail.Saga.History, 1)
 
 	// Mistakes: exit 2 naming the flag (or the ID), before anything changes.
 	for _, tc := range []struct {
@@ -410,7 +414,7 @@ func TestSagasCLI(t *testing.T) {
 	res = proctest.Run(t, f.env, server, "sagas", "resolve", ids[2].String(), "-decision", "mark_compensated", "-reason", "done at the bank",
 		"-actor", "ann@example.com", "-o", "json")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	require.Contains(t, res.Stdout, `"State": "COMPENSATED"`)
+	require.Contains(t, res.Stdout, `"state": "COMPENSATED"`)
 	history, err = f.sagas.History(ctx, ids[2])
 	require.NoError(t, err)
 	require.Equal(t, "operator:ann@example.com", history[len(history)-1].Actor)

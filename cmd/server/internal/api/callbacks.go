@@ -107,11 +107,12 @@ func (s *Server) callback(ctx context.Context, call *Call) (int, any, error) {
 	case err != nil:
 		return 0, nil, fmt.Errorf("callback %q: %w", id, err)
 	}
-	return http.StatusOK, toJSON(effect), nil
+	return http.StatusOK, EffectToJSON(effect), nil
 }
 
-// runJSON is a run on the wire.
-type runJSON struct {
+// RunJSON is a run on the wire: what the API answers (GET /v1/runs/{id}), and what the operator CLI
+// prints with -o json.
+type RunJSON struct {
 	ID                     string         `json:"id"`
 	TenantID               string         `json:"tenant_id"`
 	MaxSteps               int            `json:"max_steps,omitempty"`
@@ -145,7 +146,12 @@ func (s *Server) getRun(ctx context.Context, call *Call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	out := runJSON{
+	return http.StatusOK, RunToJSON(run), nil
+}
+
+// RunToJSON is run on the wire.
+func RunToJSON(run *effects.Run) *RunJSON {
+	out := &RunJSON{
 		ID: run.ID, TenantID: run.TenantID, MaxSteps: run.MaxSteps, MaxConsecutiveFailures: run.MaxConsecutiveFailures,
 		Steps: run.Steps, ConsecutiveFailures: run.ConsecutiveFailures, Failures: run.Failures,
 		Effects: map[string]int{}, Unresolved: run.Unresolved(), Settled: run.Unresolved() == 0,
@@ -158,5 +164,5 @@ func (s *Server) getRun(ctx context.Context, call *Call) (int, any, error) {
 	if run.Halted != nil {
 		out.Halted = strings.TrimPrefix(run.Halted.Error(), "effects: ")
 	}
-	return http.StatusOK, out, nil
+	return out
 }

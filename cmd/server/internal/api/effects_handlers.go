@@ -24,8 +24,9 @@ const (
 	maxAttempts  = 1000
 )
 
-// effectJSON is an effect on the wire.
-type effectJSON struct {
+// EffectJSON is an effect on the wire: what the API answers (GET /v1/effects/{id} with its History),
+// and what the operator CLI prints with -o json.
+type EffectJSON struct {
 	ID             uuid.UUID       `json:"id"`
 	TenantID       string          `json:"tenant_id"`
 	Connector      string          `json:"connector"`
@@ -50,10 +51,11 @@ type effectJSON struct {
 	UpdatedAt      time.Time       `json:"updated_at"`
 	// Deduplicated is set in answers to POST /v1/effects only.
 	Deduplicated *bool            `json:"deduplicated,omitempty"`
-	History      []transitionJSON `json:"history,omitempty"`
+	History      []TransitionJSON `json:"history,omitempty"`
 }
 
-type transitionJSON struct {
+// TransitionJSON is one transition of an effect's history on the wire.
+type TransitionJSON struct {
 	ID      int64           `json:"id"`
 	From    effects.State   `json:"from,omitempty"`
 	To      effects.State   `json:"to"`
@@ -64,12 +66,13 @@ type transitionJSON struct {
 	Detail  json.RawMessage `json:"detail,omitempty"`
 }
 
-func toJSON(e *effects.Effect) *effectJSON {
+// EffectToJSON is e on the wire, without its history (see TransitionsToJSON).
+func EffectToJSON(e *effects.Effect) *EffectJSON {
 	tags := e.Tags
 	if tags == nil {
 		tags = []effects.Tag{}
 	}
-	return &effectJSON{
+	return &EffectJSON{
 		ID: e.ID, TenantID: e.TenantID, Connector: e.Connector, State: e.State, Policy: e.Policy, Tags: tags,
 		Args: e.Args, IdempotencyKey: e.IdempotencyKey, BusinessKey: e.BusinessKey, Attempts: e.Attempts,
 		MaxAttempts: e.MaxAttempts, Result: e.Result, Error: e.Error, TimeoutMS: e.Timeout.Milliseconds(),
@@ -172,7 +175,7 @@ func (s *Server) createEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 	case err != nil:
 		return 0, nil, fmt.Errorf("enqueue: %w", err)
 	}
-	out := toJSON(effect)
+	out := EffectToJSON(effect)
 	dedup := effect.Deduplicated
 	out.Deduplicated = &dedup
 	if dedup {
@@ -250,17 +253,23 @@ func (s *Server) getEffect(ctx context.Context, call *Call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	out := toJSON(effect)
-	out.History = make([]transitionJSON, len(history))
-	for i, t := range history {
-		out.History[i] = transitionJSON{ID: t.ID, From: t.From, To: t.To, Actor: t.Actor, Reason: t.Reason, Attempt: t.Attempt, At: t.At, Detail: t.Detail}
-	}
+	out := EffectToJSON(effect)
+	out.History = TransitionsToJSON(history)
 	return http.StatusOK, out, nil
+}
+
+// TransitionsToJSON is an effect's history on the wire (EffectJSON.History), never nil.
+func TransitionsToJSON(history []effects.Transition) []TransitionJSON {
+	out := make([]TransitionJSON, len(history))
+	for i, t := range history {
+		out[i] = TransitionJSON{ID: t.ID, From: t.From, To: t.To, Actor: t.Actor, Reason: t.Reason, Attempt: t.Attempt, At: t.At, Detail: t.Detail}
+	}
+	return out
 }
 
 // listResponse is the answer to GET /v1/effects.
 type listResponse struct {
-	Effects []*effectJSON `json:"effects"`
+	Effects []*EffectJSON `json:"effects"`
 	// NextCursor continues the listing; absent on the last page.
 	NextCursor string `json:"next_cursor,omitempty"`
 }
@@ -281,7 +290,7 @@ func (s *Server) listEffects(ctx context.Context, call *Call) (int, any, error) 
 	}
 	var out listResponse
 	var err error
-	if out.Effects, out.NextCursor, err = listPage(ctx, call, effectListParams, list, toJSON); err != nil {
+	if out.Effects, out.NextCursor, err = listPage(ctx, call, effectListParams, list, EffectToJSON); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, out, nil
@@ -343,7 +352,7 @@ func (s *Server) resolveEffect(ctx context.Context, tx pgx.Tx, call *Call) (int,
 	if err != nil {
 		return 0, nil, operatorError(err)
 	}
-	return http.StatusOK, toJSON(resolved), nil
+	return http.StatusOK, EffectToJSON(resolved), nil
 }
 
 // cancelEffect: POST /v1/effects/{id}/cancel, the same as resolving a PENDING effect to FAILED.
@@ -370,7 +379,7 @@ func (s *Server) cancel(ctx context.Context, tx pgx.Tx, call *Call, id uuid.UUID
 	if err != nil {
 		return 0, nil, operatorError(err)
 	}
-	return http.StatusOK, toJSON(cancelled), nil
+	return http.StatusOK, EffectToJSON(cancelled), nil
 }
 
 func operatorError(err error) error {

@@ -107,8 +107,9 @@ func (s *Server) getSagaDefinition(ctx context.Context, call *Call) (int, any, e
 	return http.StatusOK, def, nil
 }
 
-// sagaJSON is a saga on the wire.
-type sagaJSON struct {
+// SagaJSON is a saga on the wire: what the API answers (GET /v1/sagas/{id} with its History), and
+// what the operator CLI prints with -o json.
+type SagaJSON struct {
 	ID          uuid.UUID       `json:"id"`
 	TenantID    string          `json:"tenant_id"`
 	Definition  string          `json:"definition"`
@@ -124,7 +125,7 @@ type sagaJSON struct {
 	UpdatedAt   time.Time       `json:"updated_at"`
 	// Deduplicated is set in answers to POST /v1/sagas only.
 	Deduplicated *bool                `json:"deduplicated,omitempty"`
-	History      []sagaTransitionJSON `json:"history,omitempty"`
+	History      []SagaTransitionJSON `json:"history,omitempty"`
 }
 
 type sagaStepJSON struct {
@@ -139,7 +140,8 @@ type sagaStepJSON struct {
 	CompensationResult   json.RawMessage `json:"compensation_result,omitempty"`
 }
 
-type sagaTransitionJSON struct {
+// SagaTransitionJSON is one transition of a saga's history on the wire.
+type SagaTransitionJSON struct {
 	From   saga.State `json:"from,omitempty"`
 	To     saga.State `json:"to"`
 	Step   int        `json:"step"`
@@ -148,8 +150,9 @@ type sagaTransitionJSON struct {
 	At     time.Time  `json:"at"`
 }
 
-func sagaToJSON(sg *saga.Saga) *sagaJSON {
-	out := &sagaJSON{
+// SagaToJSON is sg on the wire, without its history (see SagaHistoryToJSON).
+func SagaToJSON(sg *saga.Saga) *SagaJSON {
+	out := &SagaJSON{
 		ID: sg.ID, TenantID: sg.TenantID, Definition: sg.Name, StartKey: sg.StartKey, Input: sg.Input, State: sg.State,
 		CurrentStep: sg.CurrentStep, StepCount: sg.StepCount, Error: sg.Error, StuckReason: sg.StuckReason,
 		Steps: make([]sagaStepJSON, len(sg.Steps)), CreatedAt: sg.CreatedAt, UpdatedAt: sg.UpdatedAt,
@@ -220,7 +223,7 @@ func (s *Server) startSaga(ctx context.Context, tx pgx.Tx, call *Call) (int, any
 	case err != nil:
 		return 0, nil, fmt.Errorf("start saga: %w", err)
 	}
-	out := sagaToJSON(started)
+	out := SagaToJSON(started)
 	dedup := started.Deduplicated
 	out.Deduplicated = &dedup
 	if dedup {
@@ -260,17 +263,23 @@ func (s *Server) getSaga(ctx context.Context, call *Call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	out := sagaToJSON(sg)
-	out.History = make([]sagaTransitionJSON, len(history))
-	for i, t := range history {
-		out.History[i] = sagaTransitionJSON{From: t.From, To: t.To, Step: t.Step, Actor: t.Actor, Reason: t.Reason, At: t.At}
-	}
+	out := SagaToJSON(sg)
+	out.History = SagaHistoryToJSON(history)
 	return http.StatusOK, out, nil
+}
+
+// SagaHistoryToJSON is a saga's history on the wire (SagaJSON.History), never nil.
+func SagaHistoryToJSON(history []saga.Transition) []SagaTransitionJSON {
+	out := make([]SagaTransitionJSON, len(history))
+	for i, t := range history {
+		out[i] = SagaTransitionJSON{From: t.From, To: t.To, Step: t.Step, Actor: t.Actor, Reason: t.Reason, At: t.At}
+	}
+	return out
 }
 
 // sagaListResponse is the answer to GET /v1/sagas.
 type sagaListResponse struct {
-	Sagas      []*sagaJSON `json:"sagas"`
+	Sagas      []*SagaJSON `json:"sagas"`
 	NextCursor string      `json:"next_cursor,omitempty"`
 }
 
@@ -293,7 +302,7 @@ func (s *Server) listSagas(ctx context.Context, call *Call) (int, any, error) {
 	}
 	var out sagaListResponse
 	var err error
-	if out.Sagas, out.NextCursor, err = listPage(ctx, call, sagaListParams, list, sagaToJSON); err != nil {
+	if out.Sagas, out.NextCursor, err = listPage(ctx, call, sagaListParams, list, SagaToJSON); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, out, nil
@@ -348,5 +357,5 @@ func (s *Server) resolveSaga(ctx context.Context, call *Call) (int, any, error) 
 	case err != nil:
 		return 0, nil, fmt.Errorf("resolve saga %s: %w", id, err)
 	}
-	return http.StatusOK, sagaToJSON(resolved), nil
+	return http.StatusOK, SagaToJSON(resolved), nil
 }

@@ -63,8 +63,8 @@ func messageToJSON(m turns.Message) messageJSON {
 	return messageJSON{ID: m.ID, MessageID: m.MessageID, Content: m.Content, At: m.SentAt, ReceivedAt: m.ReceivedAt, TurnID: m.TurnID}
 }
 
-// turnJSON is a turn on the wire.
-type turnJSON struct {
+// TurnJSON is a turn on the wire: what the API answers, and what the operator CLI prints with -o json.
+type TurnJSON struct {
 	ID                  uuid.UUID      `json:"id"`
 	SessionKey          string         `json:"session_key"`
 	Seq                 int64          `json:"seq"`
@@ -95,8 +95,9 @@ type decisionJSON struct {
 	DecidedAt  time.Time    `json:"decided_at"`
 }
 
-func turnToJSON(r *turns.Record) *turnJSON {
-	return &turnJSON{
+// TurnToJSON is r on the wire, without its messages and decisions.
+func TurnToJSON(r *turns.Record) *TurnJSON {
+	return &TurnJSON{
 		ID: r.ID, SessionKey: r.SessionKey, Seq: r.Seq, TurnGroup: r.Group, Status: r.Status, StatusReason: r.StatusReason,
 		Attempt: r.Attempt, AggregationReason: r.AggregationReason, WindowMs: r.Window.Milliseconds(),
 		CommitPointReached: r.CommitPointReached, SideEffectsExecuted: r.SideEffectsExecuted, MessageIDs: r.MessageIDs,
@@ -108,7 +109,7 @@ func turnToJSON(r *turns.Record) *turnJSON {
 // messageResponse answers POST /v1/sessions/{key}/messages.
 type messageResponse struct {
 	Message      messageJSON `json:"message"`
-	Turn         *turnJSON   `json:"turn"`
+	Turn         *TurnJSON   `json:"turn"`
 	Deduplicated bool        `json:"deduplicated"`
 }
 
@@ -147,7 +148,7 @@ func (s *Server) postMessage(ctx context.Context, tx pgx.Tx, call *Call) (int, a
 		if err != nil {
 			return 0, nil, err
 		}
-		out.Turn = turnToJSON(turn)
+		out.Turn = TurnToJSON(turn)
 	}
 	if m.Deduplicated {
 		return http.StatusOK, out, nil
@@ -158,7 +159,7 @@ func (s *Server) postMessage(ctx context.Context, tx pgx.Tx, call *Call) (int, a
 // turnsResponse answers GET /v1/sessions/{key}/turns.
 type turnsResponse struct {
 	SessionKey string      `json:"session_key"`
-	Turns      []*turnJSON `json:"turns"`
+	Turns      []*TurnJSON `json:"turns"`
 }
 
 // turnListParams are the query parameters of GET /v1/sessions/{key}/turns.
@@ -186,9 +187,9 @@ func (s *Server) listTurns(ctx context.Context, call *Call) (int, any, error) {
 	if len(records) > limit {
 		records = records[len(records)-limit:]
 	}
-	out := turnsResponse{SessionKey: key, Turns: make([]*turnJSON, len(records))}
+	out := turnsResponse{SessionKey: key, Turns: make([]*TurnJSON, len(records))}
 	for i, r := range records {
-		tj := turnToJSON(r)
+		tj := TurnToJSON(r)
 		messages, err := s.config.Turns.Messages(ctx, r.ID)
 		if err != nil {
 			return 0, nil, err
