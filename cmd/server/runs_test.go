@@ -72,6 +72,8 @@ func TestRunsCLI(t *testing.T) {
 		{[]string{"show", "run-1"}, "-tenant"},
 		{[]string{"show", "-tenant", "acme"}, "needs an ID"},
 		{[]string{"show", "-tenant", "not a tenant", "run-1"}, "-tenant"},
+		{[]string{"show", "-tenant", "acme", "run\xff"}, "run: not valid UTF-8"},
+		{[]string{"show", "-tenant", "acme", strings.Repeat("r", 201)}, "run: at most 200 bytes"},
 		{[]string{"show", "-tenant", "acme", "run-1", "-o", "yaml"}, "-o"},
 		{[]string{"show", "-tenant", "acme", "run-1", "extra"}, `unexpected argument "extra"`},
 		{[]string{"cancel", "-tenant", "acme", "run-1"}, "-reason"},
