@@ -59,6 +59,19 @@ func TestRunsWithinScope(t *testing.T) {
 	}
 	require.Equal(t, []runKey{{"acme", "run-2"}, {"globex", "run-1"}, {"acme", "run-1"}}, listed)
 
+	// Each listed run carries its effects per state (the console's runs list shows them), STUCK
+	// ones included.
+	e.exec(t, `UPDATE reckon_effects SET state = 'UNKNOWN', transition_actor = 'test', transition_reason = 'timeout' WHERE id = $1`, acmeEffects[0].ID)
+	e.exec(t, `UPDATE reckon_effects SET state = 'STUCK', transition_actor = 'test', transition_reason = 'no answer' WHERE id = $1`, acmeEffects[0].ID)
+	counts := map[runKey]map[effects.State]int{}
+	runs, _, err := e.ops.Runs(ctx, ops.RunFilter{Scope: allTenants})
+	require.NoError(t, err)
+	for _, r := range runs {
+		counts[runKey{r.TenantID, r.ID}] = r.Effects
+	}
+	require.Equal(t, map[effects.State]int{effects.StatePending: 1, effects.StateStuck: 1}, counts[runKey{"acme", "run-1"}])
+	require.Equal(t, map[effects.State]int{effects.StatePending: 1}, counts[runKey{"globex", "run-1"}])
+
 	acme, _, err := e.ops.Runs(ctx, ops.RunFilter{Scope: acmeOnly})
 	require.NoError(t, err)
 	require.Len(t, acme, 2)
@@ -88,7 +101,7 @@ func TestRunsWithinScope(t *testing.T) {
 	require.Equal(t, 5, detail.Run.MaxSteps)
 	require.Equal(t, 2, detail.Run.MaxConsecutiveFailures)
 	require.Equal(t, 2, detail.Run.Steps)
-	require.Equal(t, 2, detail.Run.Effects[effects.StatePending])
+	require.Equal(t, 1, detail.Run.Effects[effects.StatePending]) // and the STUCK one
 	require.Len(t, detail.Awaiting, 1)
 	require.Equal(t, acmeEffects[1].ID, detail.Awaiting[0].ID)
 	require.NotNil(t, detail.Awaiting[0].DeadlineAt)
