@@ -47,6 +47,47 @@ func (c *Client) History(ctx context.Context, id uuid.UUID) ([]Transition, error
 	return transitions, nil
 }
 
+// GetMany returns the effects of ids that exist, by id, read in one query.
+func (c *Client) GetMany(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*Effect, error) {
+	rows, err := c.queries.EffectListByIDs(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("effects: get %d effects: %w", len(ids), err)
+	}
+	out := make(map[uuid.UUID]*Effect, len(rows))
+	for _, row := range rows {
+		out[row.ID] = effectFromRow(row)
+	}
+	return out, nil
+}
+
+// Histories returns the audit trails of the effects ids, each oldest first, by effect id (none
+// for an unknown id), read in one query.
+func (c *Client) Histories(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]Transition, error) {
+	rows, err := c.queries.EffectTransitionListByEffects(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("effects: histories of %d effects: %w", len(ids), err)
+	}
+	out := make(map[uuid.UUID][]Transition, len(ids))
+	for _, row := range rows {
+		out[row.EffectID] = append(out[row.EffectID], transitionFromRow(row))
+	}
+	return out, nil
+}
+
+// Compensations returns the compensations of the effects ids, each's newest first, by the id of
+// the effect they undo, read in one query.
+func (c *Client) Compensations(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID][]*Effect, error) {
+	rows, err := c.queries.EffectListCompensationsOf(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("effects: compensations of %d effects: %w", len(ids), err)
+	}
+	out := make(map[uuid.UUID][]*Effect, len(ids))
+	for _, row := range rows {
+		out[*row.CompensatesID] = append(out[*row.CompensatesID], effectFromRow(row))
+	}
+	return out, nil
+}
+
 // ListFilter selects effects for List. TenantID defaults to DefaultTenant; the other filters
 // apply when set.
 type ListFilter struct {

@@ -57,8 +57,9 @@ WHERE state IN ('CONFIRMED', 'FAILED') AND updated_at >= @since::timestamptz
 GROUP BY 1
 ORDER BY 1;
 
--- name: OpsSagaOfEffect :many
--- The saga an effect is a step or the latest compensation of (none, or one).
-SELECT saga_id FROM reckon_saga_steps WHERE effect_id = sqlc.arg(effect_id)::uuid
-UNION
-SELECT saga_id FROM reckon_saga_steps WHERE compensation_effect_id = sqlc.arg(effect_id)::uuid;
+-- name: OpsSagasOfEffects :many
+-- The saga each of the effects is a step or the latest compensation of (none, or one per effect):
+-- reckon_saga_steps_effect_idx and reckon_saga_steps_compensation_idx.
+SELECT effect_id, saga_id FROM reckon_saga_steps WHERE effect_id = ANY (sqlc.arg(effect_ids)::uuid[])
+UNION ALL
+SELECT compensation_effect_id, saga_id FROM reckon_saga_steps WHERE compensation_effect_id = ANY (sqlc.arg(effect_ids)::uuid[]);

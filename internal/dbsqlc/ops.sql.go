@@ -145,26 +145,32 @@ func (q *Queries) OpsOverviewUnresolved(ctx context.Context, arg OpsOverviewUnre
 	return items, nil
 }
 
-const opsSagaOfEffect = `-- name: OpsSagaOfEffect :many
-SELECT saga_id FROM reckon_saga_steps WHERE effect_id = $1::uuid
-UNION
-SELECT saga_id FROM reckon_saga_steps WHERE compensation_effect_id = $1::uuid
+const opsSagasOfEffects = `-- name: OpsSagasOfEffects :many
+SELECT effect_id, saga_id FROM reckon_saga_steps WHERE effect_id = ANY ($1::uuid[])
+UNION ALL
+SELECT compensation_effect_id, saga_id FROM reckon_saga_steps WHERE compensation_effect_id = ANY ($1::uuid[])
 `
 
-// The saga an effect is a step or the latest compensation of (none, or one).
-func (q *Queries) OpsSagaOfEffect(ctx context.Context, effectID uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, opsSagaOfEffect, effectID)
+type OpsSagasOfEffectsRow struct {
+	EffectID uuid.UUID
+	SagaID   uuid.UUID
+}
+
+// The saga each of the effects is a step or the latest compensation of (none, or one per effect):
+// reckon_saga_steps_effect_idx and reckon_saga_steps_compensation_idx.
+func (q *Queries) OpsSagasOfEffects(ctx context.Context, effectIds []uuid.UUID) ([]OpsSagasOfEffectsRow, error) {
+	rows, err := q.db.Query(ctx, opsSagasOfEffects, effectIds)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []uuid.UUID
+	var items []OpsSagasOfEffectsRow
 	for rows.Next() {
-		var saga_id uuid.UUID
-		if err := rows.Scan(&saga_id); err != nil {
+		var i OpsSagasOfEffectsRow
+		if err := rows.Scan(&i.EffectID, &i.SagaID); err != nil {
 			return nil, err
 		}
-		items = append(items, saga_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

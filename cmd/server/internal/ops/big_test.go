@@ -36,7 +36,11 @@ func TestBigDatabase(t *testing.T) {
 		t.Skip("RECKON_OPS_BIG_DATABASE_URL is not set")
 	}
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, big)
+	config, err := pgxpool.ParseConfig(big)
+	require.NoError(t, err)
+	counter := &statementCounter{}
+	config.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(ctx, config)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	logger := slog.New(slog.DiscardHandler)
@@ -80,6 +84,10 @@ func TestBigDatabase(t *testing.T) {
 		return err
 	})
 	measure("STUCK queue, 50 with evidence", 200*time.Millisecond, func() error { _, _, _, err := o.Stuck(ctx, ops.Scope{}, 50, ""); return err })
+	counter.n.Store(0)
+	stuck, _, _, err := o.Stuck(ctx, ops.Scope{}, 50, "")
+	require.NoError(t, err)
+	t.Logf("STUCK queue, %d with evidence: %d statements", len(stuck), counter.n.Load())
 	measure("STUCK queue, 20 with evidence", 200*time.Millisecond, func() error { _, _, _, err := o.Stuck(ctx, ops.Scope{}, 20, ""); return err })
 
 	filters := []url.Values{
@@ -112,6 +120,21 @@ func TestBigDatabase(t *testing.T) {
 		// the values given: reported, for the record.
 	}
 	measure("preview resolve, all STUCK", 0, func() error { _, _, err := o.PreviewResolve(ctx, ops.EffectFilter{}, 0); return err })
+
+	// The evidence of a STUCK page: histories from reckon_effect_transitions_effect_idx of each
+	// partition, compensations from reckon_effects_compensates_idx.
+	var page []string
+	for _, ev := range stuck {
+		page = append(page, ev.Effect.ID.String())
+	}
+	for sql, index := range map[string]string{
+		`SELECT * FROM reckon_effect_transitions WHERE effect_id = ANY ($1::uuid[]) ORDER BY effect_id, id`:                      "reckon_effect_transitions_effect_idx",
+		`SELECT * FROM reckon_effects WHERE compensates_id = ANY ($1::uuid[]) ORDER BY compensates_id, created_at DESC, id DESC`: "reckon_effects_compensates_idx",
+	} {
+		plan := explain(t, pool, sql, []any{page})
+		require.Contains(t, plan, index, sql)
+		require.NotRegexp(t, `Seq Scan on (reckon_effects|reckon_effect_transitions_p0) `, plan, sql)
+	}
 
 	// Plans: no scan of reckon_effects in any of the reads above (auto_explain logs each
 	// statement's plan; here the statements are explained with the same parameters).

@@ -31,53 +31,109 @@ type Evidence struct {
 	Turn *turns.Record
 }
 
-// Evidence returns the evidence behind effect id, or ErrNotFound (also outside the scope).
+// Evidence returns the evidence behind effect id, or ErrNotFound (also outside the scope). It is
+// read as for a page of the STUCK queue (Stuck), so the two agree.
 func (o *Ops) Evidence(ctx context.Context, scope Scope, id uuid.UUID) (*Evidence, error) {
 	e, err := o.effect(ctx, scope, id)
 	if err != nil {
 		return nil, err
 	}
-	return o.evidence(ctx, e)
+	page, err := o.evidence(ctx, []*effects.Effect{e})
+	if err != nil {
+		return nil, err
+	}
+	return page[0], nil
 }
 
-func (o *Ops) evidence(ctx context.Context, e *effects.Effect) (*Evidence, error) {
-	ev := &Evidence{Effect: e}
-	var err error
-	if ev.History, err = o.effects.History(ctx, e.ID); err != nil {
+// evidence reads the evidence of list, in its order: the histories, the compensations, the
+// effects compensations undo and the sagas of steps each in one query for the whole list, then
+// each saga, run and turn once however many of the effects share it.
+func (o *Ops) evidence(ctx context.Context, list []*effects.Effect) ([]*Evidence, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	ids := make([]uuid.UUID, len(list))
+	var undone []uuid.UUID
+	for i, e := range list {
+		ids[i] = e.ID
+		if e.CompensatesID != nil {
+			undone = append(undone, *e.CompensatesID)
+		}
+	}
+	histories, err := o.effects.Histories(ctx, ids)
+	if err != nil {
 		return nil, fmt.Errorf("ops: %w", err)
 	}
-	if ev.Compensations, _, err = o.effects.List(ctx, effects.ListFilter{TenantID: e.TenantID, CompensatesID: e.ID, Limit: 1000}); err != nil {
-		return nil, fmt.Errorf("ops: compensations of %s: %w", e.ID, err)
-	}
-	if e.CompensatesID != nil {
-		ev.Compensates, err = o.effects.Get(ctx, *e.CompensatesID)
-		if err != nil && !errors.Is(err, effects.ErrNotFound) {
-			return nil, fmt.Errorf("ops: %w", err)
-		}
-	}
-	sagaIDs, err := dbsqlc.New(o.pool).OpsSagaOfEffect(ctx, e.ID)
+	compensations, err := o.effects.Compensations(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("ops: saga of %s: %w", e.ID, err)
+		return nil, fmt.Errorf("ops: %w", err)
 	}
-	if len(sagaIDs) > 0 {
-		ev.Saga, err = o.sagas.Get(ctx, sagaIDs[0])
-		if err != nil && !errors.Is(err, saga.ErrNotFound) {
+	compensated := map[uuid.UUID]*effects.Effect{}
+	if len(undone) > 0 {
+		if compensated, err = o.effects.GetMany(ctx, undone); err != nil {
 			return nil, fmt.Errorf("ops: %w", err)
 		}
 	}
-	if e.RunID != "" {
-		ev.Run, err = o.effects.GetRun(ctx, e.RunID, &effects.RunOpts{TenantID: e.TenantID})
-		if err != nil && !errors.Is(err, effects.ErrRunNotFound) {
-			return nil, fmt.Errorf("ops: %w", err)
-		}
+	steps, err := dbsqlc.New(o.pool).OpsSagasOfEffects(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("ops: sagas of effects: %w", err)
 	}
-	if e.TurnID != nil {
-		ev.Turn, err = o.turns.Get(ctx, *e.TurnID)
-		if err != nil && !errors.Is(err, turns.ErrNotFound) {
-			return nil, fmt.Errorf("ops: %w", err)
-		}
+	sagaOf := make(map[uuid.UUID]uuid.UUID, len(steps))
+	for _, step := range steps {
+		sagaOf[step.EffectID] = step.SagaID
 	}
-	return ev, nil
+
+	type runKey struct{ tenant, id string }
+	sagas, runs, turnRecords := map[uuid.UUID]*saga.Saga{}, map[runKey]*effects.Run{}, map[uuid.UUID]*turns.Record{}
+	page := make([]*Evidence, len(list))
+	for i, e := range list {
+		ev := &Evidence{Effect: e, History: histories[e.ID], Compensations: compensations[e.ID]}
+		if ev.Compensations == nil {
+			ev.Compensations = []*effects.Effect{}
+		}
+		if e.CompensatesID != nil {
+			ev.Compensates = compensated[*e.CompensatesID]
+		}
+		if id, ok := sagaOf[e.ID]; ok {
+			ev.Saga, err = readOnce(sagas, id, func() (*saga.Saga, error) { return o.sagas.Get(ctx, id) }, saga.ErrNotFound)
+			if err != nil {
+				return nil, fmt.Errorf("ops: %w", err)
+			}
+		}
+		if e.RunID != "" {
+			ev.Run, err = readOnce(runs, runKey{e.TenantID, e.RunID}, func() (*effects.Run, error) {
+				return o.effects.GetRun(ctx, e.RunID, &effects.RunOpts{TenantID: e.TenantID})
+			}, effects.ErrRunNotFound)
+			if err != nil {
+				return nil, fmt.Errorf("ops: %w", err)
+			}
+		}
+		if e.TurnID != nil {
+			ev.Turn, err = readOnce(turnRecords, *e.TurnID, func() (*turns.Record, error) { return o.turns.Get(ctx, *e.TurnID) }, turns.ErrNotFound)
+			if err != nil {
+				return nil, fmt.Errorf("ops: %w", err)
+			}
+		}
+		page[i] = ev
+	}
+	return page, nil
+}
+
+// readOnce returns read() the first time it is asked for key and what it returned then
+// afterwards; missing (read's error for a thing that does not exist) is nil.
+func readOnce[K comparable, V any](cache map[K]*V, key K, read func() (*V, error), missing error) (*V, error) {
+	if v, ok := cache[key]; ok {
+		return v, nil
+	}
+	v, err := read()
+	if errors.Is(err, missing) {
+		v, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cache[key] = v
+	return v, nil
 }
 
 // Stuck is the STUCK queue in scope, longest stuck first, with each effect's evidence; total
@@ -105,19 +161,22 @@ func (o *Ops) Stuck(ctx context.Context, scope Scope, limit int, after string) (
 	if err != nil {
 		return nil, 0, "", fmt.Errorf("ops: list STUCK effects: %w", err)
 	}
-	for _, row := range rows {
-		e, err := o.effects.Get(ctx, row.ID)
-		if errors.Is(err, effects.ErrNotFound) { // pruned since
-			continue
+	ids := make([]uuid.UUID, len(rows))
+	for i, row := range rows {
+		ids[i] = row.ID
+	}
+	found, err := o.effects.GetMany(ctx, ids)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("ops: %w", err)
+	}
+	list := make([]*effects.Effect, 0, len(rows))
+	for _, id := range ids {
+		if e, ok := found[id]; ok { // else pruned since
+			list = append(list, e)
 		}
-		if err != nil {
-			return nil, 0, "", fmt.Errorf("ops: %w", err)
-		}
-		ev, err := o.evidence(ctx, e)
-		if err != nil {
-			return nil, 0, "", err
-		}
-		page = append(page, ev)
+	}
+	if page, err = o.evidence(ctx, list); err != nil {
+		return nil, 0, "", err
 	}
 	if len(rows) == limit {
 		last := rows[len(rows)-1]
