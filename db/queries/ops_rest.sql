@@ -66,19 +66,40 @@ WHERE tenant_id = @tenant_id AND run_id = @run_id::text AND state = 'PENDING' AN
 ORDER BY deadline_at NULLS LAST, id
 LIMIT sqlc.arg(max_rows)::integer;
 
+-- name: OpsSessionTenants :many
+-- The tenants that have turns (the first part of a session key): a skip scan of
+-- reckon_turns_activity_idx (one probe per tenant).
+WITH RECURSIVE tenant AS (
+    (SELECT split_part(session_key, ':', 1) AS id FROM reckon_turns ORDER BY 1 LIMIT 1)
+    UNION ALL
+    SELECT (SELECT split_part(t.session_key, ':', 1) FROM reckon_turns t
+            WHERE split_part(t.session_key, ':', 1) > tenant.id ORDER BY 1 LIMIT 1)
+    FROM tenant WHERE tenant.id IS NOT NULL
+)
+SELECT id::text FROM tenant WHERE id IS NOT NULL;
+
 -- name: OpsSessionList :many
--- Sessions of the tenants (the first part of a session key) by their latest activity — the last
--- message received by, or the completion of, one of their turns — newest first; keyset pagination
--- on (last_at, session_key).
-SELECT session_key, count(*)::integer AS turns,
-       max(greatest(last_at, coalesce(completed_at, last_at)))::timestamptz AS last_at
-FROM reckon_turns
-WHERE sqlc.arg(all_tenants)::boolean OR split_part(session_key, ':', 1) = ANY (sqlc.arg(tenant_ids)::text[])
-GROUP BY session_key
-HAVING sqlc.narg(cursor_last_at)::timestamptz IS NULL
-    OR (max(greatest(last_at, coalesce(completed_at, last_at))), session_key)
-       < (sqlc.narg(cursor_last_at)::timestamptz, sqlc.narg(cursor_session_key)::text)
-ORDER BY last_at DESC, session_key DESC
+-- Sessions of the tenants by the activity of their latest turn — its last message received or its
+-- completion, whichever is later — newest first, with how many turns each keeps; keyset
+-- pagination on (last_at, session_key). Each tenant's turns come from reckon_turns_activity_idx
+-- (0020) read backwards, those with a later turn in their session skipped (a probe of
+-- reckon_turns_session_seq_uniq), and are merged. Run it planned for its values (Ops.read): the
+-- cursor may be NULL.
+SELECT s.session_key, s.last_at::timestamptz AS last_at,
+       (SELECT count(*) FROM reckon_turns c WHERE c.session_key = s.session_key)::integer AS turns
+FROM unnest(sqlc.arg(tenant_ids)::text[]) AS tenant(id)
+CROSS JOIN LATERAL (
+    SELECT t.session_key, greatest(t.last_at, t.completed_at) AS last_at
+    FROM reckon_turns t
+    WHERE split_part(t.session_key, ':', 1) = tenant.id
+      AND (sqlc.narg(cursor_last_at)::timestamptz IS NULL
+           OR (greatest(t.last_at, t.completed_at), t.session_key)
+              < (sqlc.narg(cursor_last_at)::timestamptz, sqlc.narg(cursor_session_key)::text))
+      AND NOT EXISTS (SELECT 1 FROM reckon_turns n WHERE n.session_key = t.session_key AND n.seq > t.seq)
+    ORDER BY greatest(t.last_at, t.completed_at) DESC, t.session_key DESC
+    LIMIT sqlc.arg(max_rows)::integer
+) s
+ORDER BY s.last_at DESC, s.session_key DESC
 LIMIT sqlc.arg(max_rows)::integer;
 
 -- name: OpsTransitionTenants :many

@@ -277,20 +277,25 @@ func (q *Queries) OpsSagaTenants(ctx context.Context) ([]string, error) {
 }
 
 const opsSessionList = `-- name: OpsSessionList :many
-SELECT session_key, count(*)::integer AS turns,
-       max(greatest(last_at, coalesce(completed_at, last_at)))::timestamptz AS last_at
-FROM reckon_turns
-WHERE $1::boolean OR split_part(session_key, ':', 1) = ANY ($2::text[])
-GROUP BY session_key
-HAVING $3::timestamptz IS NULL
-    OR (max(greatest(last_at, coalesce(completed_at, last_at))), session_key)
-       < ($3::timestamptz, $4::text)
-ORDER BY last_at DESC, session_key DESC
-LIMIT $5::integer
+SELECT s.session_key, s.last_at::timestamptz AS last_at,
+       (SELECT count(*) FROM reckon_turns c WHERE c.session_key = s.session_key)::integer AS turns
+FROM unnest($1::text[]) AS tenant(id)
+CROSS JOIN LATERAL (
+    SELECT t.session_key, greatest(t.last_at, t.completed_at) AS last_at
+    FROM reckon_turns t
+    WHERE split_part(t.session_key, ':', 1) = tenant.id
+      AND ($2::timestamptz IS NULL
+           OR (greatest(t.last_at, t.completed_at), t.session_key)
+              < ($2::timestamptz, $3::text))
+      AND NOT EXISTS (SELECT 1 FROM reckon_turns n WHERE n.session_key = t.session_key AND n.seq > t.seq)
+    ORDER BY greatest(t.last_at, t.completed_at) DESC, t.session_key DESC
+    LIMIT $4::integer
+) s
+ORDER BY s.last_at DESC, s.session_key DESC
+LIMIT $4::integer
 `
 
 type OpsSessionListParams struct {
-	AllTenants       bool
 	TenantIds        []string
 	CursorLastAt     *time.Time
 	CursorSessionKey *string
@@ -299,16 +304,18 @@ type OpsSessionListParams struct {
 
 type OpsSessionListRow struct {
 	SessionKey string
-	Turns      int32
 	LastAt     time.Time
+	Turns      int32
 }
 
-// Sessions of the tenants (the first part of a session key) by their latest activity — the last
-// message received by, or the completion of, one of their turns — newest first; keyset pagination
-// on (last_at, session_key).
+// Sessions of the tenants by the activity of their latest turn — its last message received or its
+// completion, whichever is later — newest first, with how many turns each keeps; keyset
+// pagination on (last_at, session_key). Each tenant's turns come from reckon_turns_activity_idx
+// (0020) read backwards, those with a later turn in their session skipped (a probe of
+// reckon_turns_session_seq_uniq), and are merged. Run it planned for its values (Ops.read): the
+// cursor may be NULL.
 func (q *Queries) OpsSessionList(ctx context.Context, arg OpsSessionListParams) ([]OpsSessionListRow, error) {
 	rows, err := q.db.Query(ctx, opsSessionList,
-		arg.AllTenants,
 		arg.TenantIds,
 		arg.CursorLastAt,
 		arg.CursorSessionKey,
@@ -321,10 +328,43 @@ func (q *Queries) OpsSessionList(ctx context.Context, arg OpsSessionListParams) 
 	var items []OpsSessionListRow
 	for rows.Next() {
 		var i OpsSessionListRow
-		if err := rows.Scan(&i.SessionKey, &i.Turns, &i.LastAt); err != nil {
+		if err := rows.Scan(&i.SessionKey, &i.LastAt, &i.Turns); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const opsSessionTenants = `-- name: OpsSessionTenants :many
+WITH RECURSIVE tenant AS (
+    (SELECT split_part(session_key, ':', 1) AS id FROM reckon_turns ORDER BY 1 LIMIT 1)
+    UNION ALL
+    SELECT (SELECT split_part(t.session_key, ':', 1) FROM reckon_turns t
+            WHERE split_part(t.session_key, ':', 1) > tenant.id ORDER BY 1 LIMIT 1)
+    FROM tenant WHERE tenant.id IS NOT NULL
+)
+SELECT id::text FROM tenant WHERE id IS NOT NULL
+`
+
+// The tenants that have turns (the first part of a session key): a skip scan of
+// reckon_turns_activity_idx (one probe per tenant).
+func (q *Queries) OpsSessionTenants(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, opsSessionTenants)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

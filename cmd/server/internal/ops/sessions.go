@@ -17,8 +17,8 @@ const maxSessionTurns = 100
 type SessionSummary struct {
 	Key    string
 	Tenant string
-	// Turns counts its turns; LastAt is its latest activity: the last message received by, or
-	// the completion of, one of its turns.
+	// Turns counts the turns it keeps; LastAt is its latest activity: the last message received
+	// by, or the completion of, its latest turn, whichever is later.
 	Turns  int
 	LastAt time.Time
 	// Holder is the connection holding its session mutex, if any.
@@ -26,16 +26,15 @@ type SessionSummary struct {
 }
 
 // Sessions lists the sessions in scope by their latest activity, newest first (limit: default
-// 50, at most 500), and the cursor of the next page ("" when this page is the last).
+// 50, at most 500), and the cursor of the next page ("" when this page is the last). Each
+// tenant's sessions are read from an index of turns by activity (0020) and merged: a page costs
+// about the same however many turns are kept.
 func (o *Ops) Sessions(ctx context.Context, scope Scope, limit int, after string) ([]SessionSummary, string, error) {
 	limit, err := checkLimit(limit)
 	if err != nil {
 		return nil, "", err
 	}
-	if scope.Tenants != nil && len(scope.Tenants) == 0 {
-		return []SessionSummary{}, "", nil
-	}
-	params := dbsqlc.OpsSessionListParams{AllTenants: scope.Tenants == nil, TenantIds: scope.Tenants, MaxRows: int32(limit)}
+	params := dbsqlc.OpsSessionListParams{TenantIds: scope.Tenants, MaxRows: int32(limit)}
 	if after != "" {
 		c, err := ParseCursor(after)
 		if err != nil {
@@ -43,8 +42,16 @@ func (o *Ops) Sessions(ctx context.Context, scope Scope, limit int, after string
 		}
 		params.CursorLastAt, params.CursorSessionKey = &c.At, &c.ID
 	}
+	if scope.Tenants != nil && len(scope.Tenants) == 0 {
+		return []SessionSummary{}, "", nil
+	}
 	var rows []dbsqlc.OpsSessionListRow
 	err = o.read(ctx, func(q *dbsqlc.Queries) (err error) {
+		if params.TenantIds == nil {
+			if params.TenantIds, err = q.OpsSessionTenants(ctx); err != nil {
+				return err
+			}
+		}
 		rows, err = q.OpsSessionList(ctx, params)
 		return err
 	})

@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -73,4 +74,59 @@ func TestSessionsWithinScope(t *testing.T) {
 	require.Len(t, detail.Turns, 1)
 	require.Equal(t, turns.StatusAccumulating, detail.Turns[0].Turn.Status)
 	require.Empty(t, detail.Turns[0].Decisions)
+}
+
+// TestSessionsByLatestTurn: sessions are ordered by the activity of their latest turn — a session
+// whose first turn completed and which has received a message since comes first, one idle for
+// hours last — on one page and across pages of one, and Turns counts every turn kept.
+func TestSessionsByLatestTurn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newHarness(t)
+	busy, idle, other := "acme:bot:alice:chat", "acme:bot:bob:chat", "globex:bot:carol:chat"
+	submit := func(key, id string) *turns.Message {
+		m, err := e.turns.Submit(ctx, turns.Inbound{SessionKey: key, MessageID: id, Content: map[string]string{"text": id}})
+		require.NoError(t, err)
+		return m
+	}
+	first := submit(busy, "m1")
+	e.exec(t, `UPDATE reckon_turns SET status = 'COMPLETE', last_at = now() - interval '2 hours',
+		completed_at = now() - interval '1 hour' WHERE id = $1`, first.TurnID)
+	old := submit(idle, "m1")
+	e.exec(t, `UPDATE reckon_turns SET last_at = now() - interval '3 hours' WHERE id = $1`, old.TurnID)
+	submit(other, "m1")
+	submit(busy, "m2") // a second turn
+
+	all, next, err := e.ops.Sessions(ctx, allTenants, 0, "")
+	require.NoError(t, err)
+	require.Empty(t, next)
+	var keys []string
+	for _, s := range all {
+		keys = append(keys, s.Key)
+	}
+	require.Equal(t, []string{busy, other, idle}, keys)
+	require.Equal(t, 2, all[0].Turns)
+	require.Equal(t, 1, all[2].Turns)
+	require.WithinDuration(t, time.Now().Add(-3*time.Hour), all[2].LastAt, time.Minute)
+
+	var paged []string
+	for after := ""; ; {
+		page, next, err := e.ops.Sessions(ctx, allTenants, 1, after)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 1)
+		for _, s := range page {
+			paged = append(paged, s.Key)
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	require.Equal(t, keys, paged)
+
+	acme, _, err := e.ops.Sessions(ctx, acmeOnly, 0, "")
+	require.NoError(t, err)
+	require.Len(t, acme, 2)
+	require.Equal(t, busy, acme[0].Key)
+	require.Equal(t, idle, acme[1].Key)
 }
