@@ -114,7 +114,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.Handle("GET /console/runs/{tenant}/{id}", c.view(roleViewer, c.runPage))
 	mux.Handle("POST /console/runs/{tenant}/{id}/cancel", c.action(roleOperator, c.cancelRun))
 	mux.Handle("GET /console/sessions", c.view(roleViewer, c.sessionList))
-	mux.Handle("GET /console/sessions/{key}", c.view(roleViewer, c.sessionPage))
+	mux.Handle("GET /console/sessions/{session}", c.view(roleViewer, c.sessionPage))
 	mux.Handle("GET /console/connectors", c.view(roleViewer, c.connectorList))
 	mux.Handle("GET /console/operators", c.view(roleAdmin, c.operatorList))
 	mux.Handle("POST /console/operators/{name}/revoke", c.action(roleAdmin, c.revokeOperator))

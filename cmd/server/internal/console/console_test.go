@@ -469,7 +469,7 @@ func TestBadInput(t *testing.T) {
 		"/console/sagas/123":                             "id",
 		"/console/sagas?state=SIDEWAYS":                  "state",
 		"/console/runs?tenant=" + url.QueryEscape("a b"): "tenant",
-		"/console/sessions/%ff":                          "key",
+		"/console/sessions/%ff":                          "session",
 		"/console/bulk?state=STUCK&to=LATER":             "to",
 	} {
 		p := b.get(path)

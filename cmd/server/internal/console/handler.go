@@ -136,7 +136,7 @@ func checkPath(r *http.Request, names ...string) error {
 }
 
 // pathNames lists the wildcards of the routes, checked on every request.
-var pathNames = []string{"id", "tenant", "key", "name"}
+var pathNames = []string{"id", "tenant", "session", "name"}
 
 // public serves a page that needs no session (sign-in).
 func (c *Console) public(handle func(*request) error) http.Handler {

@@ -2,12 +2,10 @@ package console
 
 import (
 	"net/url"
+	"slices"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 )
-
-// maxOperatorNameBytes bounds an operator's name (operator names are 1 to 64 characters).
-const maxOperatorNameBytes = 64
 
 type operatorListData struct {
 	Operators []*operator.Operator
@@ -21,7 +19,11 @@ func (c *Console) operatorList(req *request) error {
 		return err
 	}
 	data := operatorListData{Operators: list}
-	if name := req.URL.Query().Get("revoked"); name != "" {
+	// The notice of a revocation (the revoke form's redirect), only of an operator that is revoked:
+	// a link cannot make the page say something that did not happen.
+	if name := req.URL.Query().Get("revoked"); slices.ContainsFunc(list, func(op *operator.Operator) bool {
+		return op.Name == name && op.RevokedAt != nil
+	}) {
 		data.Notice = "Revoked " + name + "; its sessions are over."
 	}
 	return c.page(req, "operators", "Operators", data)
@@ -30,8 +32,8 @@ func (c *Console) operatorList(req *request) error {
 // revokeOperator revokes an operator and ends its sessions (admins only).
 func (c *Console) revokeOperator(req *request) error {
 	name := req.PathValue("name")
-	if name == "" || len(name) > maxOperatorNameBytes {
-		return badField("name", "want 1 to %d characters", maxOperatorNameBytes)
+	if operator.CheckName(name) != nil {
+		return badField("name", "want 1 to 64 letters, digits, '.', '_', '@' or '-'")
 	}
 	if _, err := c.operators.Revoke(req.ctx(), name); err != nil {
 		return err

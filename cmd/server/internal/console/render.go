@@ -51,12 +51,11 @@ func parsePages() (pages, error) {
 	return result, nil
 }
 
+// staticHandler serves the embedded assets under /console/static/. It serves the embedded FS
+// itself, not an fs.Sub of it: a name fs.Sub refuses (invalid UTF-8) would be the file server's
+// 500, where the embedded FS answers "does not exist", a 404.
 func staticHandler() http.Handler {
-	sub, err := fs.Sub(staticFiles, "static")
-	if err != nil {
-		panic(err) // the embedded directory exists
-	}
-	return http.StripPrefix("/console/static/", http.FileServerFS(sub))
+	return http.StripPrefix("/console/", http.FileServerFS(staticFiles))
 }
 
 // view is what every page's template gets.

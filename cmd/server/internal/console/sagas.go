@@ -168,7 +168,7 @@ func (c *Console) sessionList(req *request) error {
 }
 
 func (c *Console) sessionPage(req *request) error {
-	key := req.PathValue("key")
+	key := req.PathValue("session")
 	detail, err := c.ops.Session(req.ctx(), req.scope, key)
 	if err != nil {
 		return err
