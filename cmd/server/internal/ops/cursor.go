@@ -42,13 +42,14 @@ func ParseCursor(s string) (Cursor, error) {
 		return Cursor{}, bad
 	}
 	n, err := strconv.ParseInt(micros, 10, 64)
-	if err != nil {
+	at := time.UnixMicro(n).UTC()
+	if err != nil || at.Year() < 1 || at.Year() > 9999 { // Postgres's timestamptz range, as parseTime
 		return Cursor{}, bad
 	}
 	if err := checkText(id); err != nil {
 		return Cursor{}, bad
 	}
-	return Cursor{At: time.UnixMicro(n).UTC(), ID: id}, nil
+	return Cursor{At: at, ID: id}, nil
 }
 
 // uuidCursor reads a cursor whose ID is a UUID (effects, sagas).
