@@ -105,8 +105,11 @@ const maxCancelGrace = 2 * time.Second
 // closed, and get the rest of the drain (at most maxCancelGrace) to return. Request contexts do not
 // end with ctx itself, so a SIGTERM never interrupts a request that can finish in time. Every
 // connection is bounded by opts.Timeouts (slow headers or body, an unread response, an idle
-// keep-alive); invalid timeouts are an error before anything is served. It logs the address it
-// listens on (useful with port 0); name labels its log lines and errors ("http", "health").
+// keep-alive); invalid timeouts are an error before anything is served. With opts.TLS it serves
+// HTTPS (TLS 1.2 at least, HTTP/2 offered), reading the certificate and key first: a file missing
+// or unreadable, or a key that does not match, is an error before anything is served. It logs the
+// address it listens on (useful with port 0); name labels its log lines and errors ("http",
+// "health").
 func Serve(ctx context.Context, logger *slog.Logger, name, addr string, handler http.Handler, opts *ServeOpts) error {
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -120,6 +123,11 @@ func Serve(ctx context.Context, logger *slog.Logger, name, addr string, handler 
 func ServeOn(ctx context.Context, logger *slog.Logger, name string, listener net.Listener, handler http.Handler, opts *ServeOpts) error {
 	o := opts.withDefaults()
 	if err := o.validate(); err != nil {
+		_ = listener.Close()
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	tlsConfig, err := o.TLS.Config()
+	if err != nil {
 		_ = listener.Close()
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -139,11 +147,18 @@ func ServeOn(ctx context.Context, logger *slog.Logger, name string, listener net
 		IdleTimeout:       o.Idle,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return base },
+		TLSConfig:         tlsConfig,
 	}
-	logger.Info("listening", slog.String("server", name), slog.String("addr", listener.Addr().String()))
+	logger.Info("listening", slog.String("server", name), slog.String("addr", listener.Addr().String()), slog.Bool("tls", tlsConfig != nil))
 
 	errc := make(chan error, 1)
-	go func() { errc <- server.Serve(listener) }()
+	go func() {
+		if tlsConfig != nil {
+			errc <- server.ServeTLS(listener, "", "") // the certificate is TLSConfig's
+			return
+		}
+		errc <- server.Serve(listener)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("%s: %w", name, err)
@@ -152,7 +167,7 @@ func ServeOn(ctx context.Context, logger *slog.Logger, name string, listener net
 	deadline := time.Now().Add(drain)
 	grace := min(drain/4, maxCancelGrace)
 	shutdownCtx, cancel := context.WithDeadline(context.Background(), deadline.Add(-grace))
-	err := server.Shutdown(shutdownCtx)
+	err = server.Shutdown(shutdownCtx)
 	cancel()
 	if err != nil {
 		logger.Warn("shutdown: cancelling the requests still running", slog.String("server", name), slog.Int64("requests", inFlight.Load()), slog.Duration("after", drain-grace))

@@ -33,6 +33,17 @@ func (e *EnvFlags) DurationVar(p *time.Duration, name, env string, def time.Dura
 	e.FlagSet.DurationVar(p, name, envDefault(e, env, def, time.ParseDuration, "a duration such as 30s or 1m"), usage+" (env "+env+")")
 }
 
+// BoolVar defines a bool flag name whose default is env's value (as strconv.ParseBool reads it:
+// 1, t, true, 0, f, false …), else def.
+func (e *EnvFlags) BoolVar(p *bool, name, env string, def bool, usage string) {
+	e.FlagSet.BoolVar(p, name, envDefault(e, env, def, strconv.ParseBool, "true or false"), usage+" (env "+env+")")
+}
+
+// StringVar defines a string flag name whose default is env's value, else def.
+func (e *EnvFlags) StringVar(p *string, name, env, def, usage string) {
+	e.FlagSet.StringVar(p, name, Env(env, def), usage+" (env "+env+")")
+}
+
 // Err names every environment variable whose value could not be parsed; nil when there is none.
 func (e *EnvFlags) Err() error { return errors.Join(e.problems...) }
 

@@ -12,6 +12,9 @@ type ServeOpts struct {
 	Drain time.Duration
 	// Timeouts bound each connection's requests; each unset field takes its default.
 	Timeouts
+	// TLS, when its files are set, serves HTTPS (TLS 1.2 at least) with that certificate and key,
+	// read once before anything is served. Default: plain HTTP.
+	TLS TLSFiles
 }
 
 // Timeouts bound the phases of an HTTP connection, so that a slow or idle client cannot hold a
@@ -104,5 +107,5 @@ func (o ServeOpts) validate() error {
 	if o.Drain < 0 {
 		return fmt.Errorf("drain %v must not be negative", o.Drain)
 	}
-	return o.Timeouts.Validate()
+	return errors.Join(o.Timeouts.Validate(), o.TLS.Validate())
 }

@@ -1,5 +1,6 @@
 // Package proctest builds Reckon's binaries and runs them as real processes in tests: started with
-// JSON logs, found by the address they log, stopped with a signal or killed.
+// JSON logs, found by the address they log, stopped with a signal or killed; SelfSignedCert makes
+// a certificate for them to serve HTTPS with.
 package proctest
 
 import (
