@@ -12,8 +12,8 @@ import (
 )
 
 const (
-	// sessionCookie holds the session id; Path /console, HttpOnly, SameSite=Strict, Secure under
-	// TLS, expiring with the session.
+	// sessionCookie holds the session id; Path /console, HttpOnly, SameSite=Strict, Secure (see
+	// secure), expiring with the session.
 	sessionCookie = "reckon_console"
 	// signInCookie holds the sign-in form's CSRF token (double submit), for ten minutes.
 	signInCookie = "reckon_console_sign_in"
@@ -36,7 +36,7 @@ func (c *Console) authenticate(req *request) bool {
 			c.finish(req, err)
 			return false
 		}
-		clearCookie(req, sessionCookie, "/console")
+		c.clearCookie(req, sessionCookie, "/console")
 	}
 	http.Redirect(req.w, req.Request, "/console/sign-in", http.StatusSeeOther)
 	return false
@@ -63,7 +63,7 @@ func (c *Console) renderSignIn(req *request, status int, problem string) error {
 	token := randomToken()
 	http.SetCookie(req.w, &http.Cookie{
 		Name: signInCookie, Value: token, Path: "/console/sign-in", MaxAge: int(signInTTL / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: req.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(req),
 	})
 	c.render(req, status, "sign-in", "Sign in", signInData{CSRF: token, Problem: problem})
 	return nil
@@ -97,10 +97,10 @@ func (c *Console) signIn(req *request) error {
 	if err != nil {
 		return err
 	}
-	clearCookie(req, signInCookie, "/console/sign-in")
+	c.clearCookie(req, signInCookie, "/console/sign-in")
 	http.SetCookie(req.w, &http.Cookie{
 		Name: sessionCookie, Value: session.ID, Path: "/console", Expires: session.ExpiresAt,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: req.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(req),
 	})
 	return req.redirect("/console/")
 }
@@ -110,14 +110,18 @@ func (c *Console) signOut(req *request) error {
 	if err := c.operators.SignOut(req.ctx(), req.session.ID); err != nil {
 		return err
 	}
-	clearCookie(req, sessionCookie, "/console")
+	c.clearCookie(req, sessionCookie, "/console")
 	return req.redirect("/console/sign-in")
 }
 
-func clearCookie(req *request, name, path string) {
+// secure reports whether the console's cookies are Secure on req: when it came over TLS, or always
+// with Config.SecureCookies (TLS ends at a proxy in front of the server).
+func (c *Console) secure(req *request) bool { return req.TLS != nil || c.config.SecureCookies }
+
+func (c *Console) clearCookie(req *request, name, path string) {
 	http.SetCookie(req.w, &http.Cookie{
 		Name: name, Value: "", Path: path, MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: req.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(req),
 	})
 }
 

@@ -34,6 +34,10 @@ type Config struct {
 	SessionTTL time.Duration
 	// Now is the clock for the ages shown ("stuck for 3h12m"). Default time.Now.
 	Now func() time.Time
+	// SecureCookies marks the console's cookies Secure even on a request that came over plain
+	// HTTP: for a server behind a proxy that terminates TLS, so that the browser sends them over
+	// HTTPS only. Default false: Secure only on a request that came over TLS.
+	SecureCookies bool
 }
 
 func (c *Config) setDefaults() {

@@ -3,6 +3,8 @@ package console_test
 import (
 	"context"
 	"html"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -15,7 +17,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/console"
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/saga"
@@ -145,6 +149,75 @@ func TestSecureCookieUnderTLS(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, p.status, p.body)
 	cookies := strings.Join(p.header.Values("Set-Cookie"), "\n")
 	require.Regexp(t, `reckon_console=[^;]+;.*Secure`, cookies)
+}
+
+// TestSecureCookiesBehindProxy: with Config.SecureCookies every cookie the console sets or clears
+// is Secure though the request came over plain HTTP (TLS ended at a proxy), and a form posted from
+// the proxy's https:// origin of the same host is accepted.
+func TestSecureCookiesBehindProxy(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	token := h.operator("ann", operator.RoleViewer)
+	c, err := console.New(&console.Config{
+		Ops: ops.New(h.pool, h.effects, h.sagas, h.turns), Operators: h.operators, Logger: slog.New(slog.DiscardHandler),
+		SecureCookies: true,
+	})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	c.Register(mux)
+	server := httptest.NewServer(mux)
+	t.Cleanup(server.Close)
+	// No cookie jar: Go's, like a browser, keeps Secure cookies from plain HTTP. Behind the proxy
+	// the browser speaks HTTPS and sends them; the test sends them itself.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	send := func(method, path string, form url.Values, cookies ...*http.Cookie) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, server.URL+path, strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		if method == http.MethodPost {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", "https://"+req.Host)
+			req.Header.Set("Sec-Fetch-Site", "same-origin")
+		}
+		for _, cookie := range cookies {
+			req.AddCookie(&http.Cookie{Name: cookie.Name, Value: cookie.Value})
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		return resp, string(body)
+	}
+	cookie := func(resp *http.Response, name string) *http.Cookie {
+		t.Helper()
+		for _, c := range resp.Cookies() {
+			if c.Name == name {
+				require.True(t, c.Secure, "%s is Secure over plain HTTP", name)
+				require.True(t, c.HttpOnly, name)
+				return c
+			}
+		}
+		t.Fatalf("no %s cookie in %v", name, resp.Header.Values("Set-Cookie"))
+		return nil
+	}
+
+	resp, body := send(http.MethodGet, "/console/sign-in", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	signInForm := cookie(resp, "reckon_console_sign_in")
+	csrf := regexpFind(t, `name="csrf" value="([^"]+)"`, body)
+
+	resp, body = send(http.MethodPost, "/console/sign-in", url.Values{"token": {token}, "csrf": {csrf}}, signInForm)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the https:// origin of this host is accepted: %s", body)
+	session := cookie(resp, "reckon_console")
+	require.Negative(t, cookie(resp, "reckon_console_sign_in").MaxAge, "the form's cookie is cleared, Secure")
+
+	resp, body = send(http.MethodGet, "/console/overview", nil, session)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	csrf = regexpFind(t, `name="csrf" value="([^"]+)"`, body)
+	resp, body = send(http.MethodPost, "/console/sign-out", url.Values{"csrf": {csrf}}, session)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+	require.Negative(t, cookie(resp, "reckon_console").MaxAge, "the session cookie is cleared, Secure")
 }
 
 func httptestTLS(t *testing.T, h *harness) *httptest.Server {
