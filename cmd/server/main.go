@@ -18,11 +18,13 @@
 //	server -h | help [COMMAND]          list the commands and serve's flags; COMMAND -h describes one
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
-// RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_IDEMPOTENCY_TTL,
-// RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_CONSOLE_SESSION_TTL, RECKON_DB_CONNS, RECKON_SHUTDOWN_TIMEOUT,
-// RECKON_READ_HEADER_TIMEOUT, RECKON_READ_TIMEOUT, RECKON_WRITE_TIMEOUT, RECKON_IDLE_TIMEOUT; a
-// value that cannot be parsed or is out of range is refused (exit status 2). The API is documented
-// in docs/api.md.
+// RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_MAX_BODY_BYTES_IN_FLIGHT,
+// RECKON_IDEMPOTENCY_TTL, RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_CONSOLE_SESSION_TTL,
+// RECKON_CONSOLE_SECURE_COOKIES, RECKON_DB_CONNS, RECKON_SHUTDOWN_TIMEOUT,
+// RECKON_READ_HEADER_TIMEOUT, RECKON_READ_TIMEOUT, RECKON_WRITE_TIMEOUT, RECKON_IDLE_TIMEOUT,
+// RECKON_TLS_CERT, RECKON_TLS_KEY (both or neither: HTTPS); a value that cannot be parsed or is
+// out of range is refused (exit status 2), a certificate or key that cannot be read is exit
+// status 1. The API is documented in docs/api.md.
 package main
 
 import (
@@ -132,8 +134,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"how long a console sign-in lasts (1m to 720h)")
 	env.DurationVar(&connectorSync, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
 		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")
+	var consoleSecureCookies bool
+	env.BoolVar(&consoleSecureCookies, "console-secure-cookies", "RECKON_CONSOLE_SECURE_COOKIES", false,
+		"mark the console's cookies Secure over plain HTTP too, for a server behind a proxy that terminates TLS")
 	var timeouts cli.Timeouts
 	timeouts.Flags(&env)
+	var tlsFiles cli.TLSFiles
+	tlsFiles.Flags(&env)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -155,11 +162,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case dbConns < 2 || dbConns > 10000:
 		return fmt.Errorf("%w: -db-conns must be between 2 and 10000, got %d", errUsage, dbConns)
 	}
-	if err := timeouts.Validate(); err != nil {
+	if err := errors.Join(timeouts.Validate(), tlsFiles.Validate()); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	logger, err := common.logger()
 	if err != nil {
+		return err
+	}
+	// The certificate and key are read before the database is opened: a missing or unreadable
+	// one is exit status 1 naming it, at once. (cli.Serve reads them again to serve.)
+	if _, err := tlsFiles.Config(); err != nil {
 		return err
 	}
 	pool, migrator, err := cli.OpenDatabase(ctx, common.databaseURL, int(dbConns), logger)
@@ -195,6 +207,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The operators' console (/console, and / redirecting there) on the same clients.
 	consoleServer, err := console.New(&console.Config{
 		Ops: ops.New(pool, client, sagas, sessions), Operators: operator.NewStore(pool), Logger: logger, SessionTTL: consoleTTL,
+		SecureCookies: consoleSecureCookies,
 	})
 	if err != nil {
 		return err
@@ -223,7 +236,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cli.Every(ctx, connectorSync, reload)
 	}()
 	logger.Info("server starting")
-	if err := cli.Serve(ctx, logger, "http", *addr, schema.Guard(mux), &cli.ServeOpts{Drain: drain, Timeouts: timeouts}); err != nil {
+	if err := cli.Serve(ctx, logger, "http", *addr, schema.Guard(mux), &cli.ServeOpts{Drain: drain, Timeouts: timeouts, TLS: tlsFiles}); err != nil {
 		return err
 	}
 	logger.Info("server stopped")

@@ -34,6 +34,7 @@ func TestServeRefusesBadEnv(t *testing.T) {
 		"RECKON_CONNECTOR_SYNC_INTERVAL": "10",
 		"RECKON_DB_CONNS":                "twenty",
 		"RECKON_SHUTDOWN_TIMEOUT":        "soon",
+		"RECKON_CONSOLE_SECURE_COOKIES":  "maybe",
 	}
 	env := []string{db}
 	for name, value := range bad {

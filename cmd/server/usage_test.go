@@ -22,7 +22,9 @@ func TestHelp(t *testing.T) {
 	for _, command := range []string{"migrate", "tenants", "tokens", "operators", "connectors", "sagas", "help"} {
 		require.Contains(t, top.Stdout, "\n  "+command+" ", "server -h lists %s", command)
 	}
-	require.Contains(t, top.Stdout, "-addr", "server -h lists the serve flags")
+	for _, flag := range []string{"-addr", "-tls-cert", "-tls-key", "-console-secure-cookies"} {
+		require.Contains(t, top.Stdout, flag, "server -h lists the serve flags")
+	}
 	for _, args := range [][]string{{"--help"}, {"-help"}, {"help"}, {"help", "help"}} {
 		res := proctest.Run(t, env, server, args...)
 		require.Equal(t, 0, res.ExitCode, "%v: %s", args, res.Stderr)
