@@ -112,13 +112,28 @@ func checkValues(values url.Values) error {
 	return nil
 }
 
-// checkQuery refuses a query string that does not parse, or whose values checkValues refuses.
+// checkQuery refuses a query string that does not parse, whose values checkValues refuses, or
+// that gives a parameter twice.
 func checkQuery(r *http.Request) error {
 	values, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return badField("query string", "%v", err)
 	}
-	return checkValues(values)
+	if err := checkValues(values); err != nil {
+		return err
+	}
+	return checkRepeats(values, "")
+}
+
+// checkRepeats refuses a parameter given more than once (rather than reading its first value),
+// but the one named may repeat.
+func checkRepeats(values url.Values, may string) error {
+	for name, list := range values {
+		if len(list) > 1 && name != may {
+			return badField(name, "given %d times", len(list))
+		}
+	}
+	return nil
 }
 
 // checkPath refuses path values that are not UTF-8 or hold NUL, naming the value.
@@ -219,7 +234,10 @@ func parseForm(req *request) error {
 	if err := checkQuery(req.Request); err != nil {
 		return err
 	}
-	return checkValues(req.PostForm)
+	if err := checkValues(req.PostForm); err != nil {
+		return err
+	}
+	return checkRepeats(req.PostForm, "id") // the bulk form's effect ids
 }
 
 // sameOrigin refuses a POST that a browser says comes from another site (Sec-Fetch-Site) or whose

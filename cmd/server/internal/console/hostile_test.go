@@ -312,6 +312,15 @@ func TestHostileInput(t *testing.T) {
 			values := clone(c.form)
 			values[name] = []string{values.Get(name) + "x", "\x00"}
 			send(values, name, name+" repeated")
+			// Repeated with valid values (to=FAILED&to=CONFIRMED): refused naming the field, not
+			// read as the first one; only the bulk form's ids repeat.
+			if name != "id" {
+				values = clone(c.form)
+				values[name] = []string{values.Get(name), values.Get(name)}
+				p := client(c).call(method, path, values)
+				requireSane(t, p, name, pattern+" "+name+" given twice")
+				assert.Equal(t, http.StatusBadRequest, p.status, "%s: %s given twice", pattern, name)
+			}
 		}
 		// Unknown parameters, some with hostile names.
 		for _, name := range []string{"nope", "\x00", "\xff", strings.Repeat("n", 10_000)} {
