@@ -17,13 +17,14 @@ import (
 	"github.com/reckonhq/reckon/db"
 )
 
-// NewRegistry returns a Prometheus registry with the Go runtime and process collectors, for a
-// binary's own collectors to join.
+// NewRegistry returns a Prometheus registry with the Go runtime and process collectors and
+// reckon_build_info (BuildInfo), for a binary's own collectors to join.
 func NewRegistry() *prometheus.Registry {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		BuildInfo(),
 	)
 	return registry
 }
