@@ -33,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
@@ -41,6 +42,7 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/console"
+	"github.com/reckonhq/reckon/cmd/server/internal/httpobs"
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/db"
@@ -169,6 +171,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// Every line logged with a request's context carries its request_id.
+	logger = slog.New(httpobs.NewLogHandler(logger.Handler()))
 	// The certificate and key are read before the database is opened: a missing or unreadable
 	// one is exit status 1 naming it, at once. (cli.Serve reads them again to serve.)
 	if _, err := tlsFiles.Config(); err != nil {
@@ -235,8 +239,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		reload(ctx)
 		cli.Every(ctx, connectorSync, reload)
 	}()
+	// Every request (API, console, health, metrics) gets an X-Request-Id and is counted by route.
+	handler, err := httpobs.Handler(metrics, mux, schema.Guard(mux))
+	if err != nil {
+		return err
+	}
 	logger.Info("server starting")
-	if err := cli.Serve(ctx, logger, "http", *addr, schema.Guard(mux), &cli.ServeOpts{Drain: drain, Timeouts: timeouts, TLS: tlsFiles}); err != nil {
+	if err := cli.Serve(ctx, logger, "http", *addr, handler, &cli.ServeOpts{Drain: drain, Timeouts: timeouts, TLS: tlsFiles}); err != nil {
 		return err
 	}
 	logger.Info("server stopped")

@@ -87,6 +87,8 @@ type errorBody struct {
 type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RequestID is the request's X-Request-Id, which its log lines carry too.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // asError returns err's *Error, or nil when err is not an API error.

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/httpobs"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
@@ -186,7 +187,9 @@ func (s *Server) Register(mux *http.ServeMux) { mux.Handle("/v1/", s) }
 
 // ServeHTTP answers one API request. Unknown paths and methods get JSON 404 and 405.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	_, pattern := s.mux.Handler(r)
+	httpobs.SetRoute(r.Context(), pattern)
+	if pattern == "" {
 		// The mux answers 404 or 405 in plain text; answer the same status in JSON.
 		probe := &statusProbe{header: http.Header{}}
 		s.mux.ServeHTTP(probe, r)
@@ -789,10 +792,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.logger.ErrorContext(r.Context(), "api request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))
 		apiErr = Errorf(http.StatusInternalServerError, CodeInternal, "internal error; the server log has the details")
+		if id := httpobs.RequestID(r.Context()); id != "" {
+			apiErr.Message += " under request_id " + id
+		}
 	}
 	if apiErr.RetryAfter > 0 {
 		w.Header().Set("Retry-After", retryAfterSeconds(apiErr.RetryAfter))
 	}
-	encoded, _ := marshal(errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message}})
+	encoded, _ := marshal(errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message, RequestID: httpobs.RequestID(r.Context())}})
 	s.writeRaw(w, r, apiErr.Status, encoded)
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/httpobs"
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
@@ -279,13 +280,16 @@ func (c *Console) finish(req *request, err error) {
 			slog.String("path", req.URL.Path), slog.Any("error", err))
 		he = &httpError{status: http.StatusInternalServerError, message: "Something went wrong on our side; it is in the server's log."}
 	}
-	c.render(req, he.status, "error", pageTitle(he.status), errorData{Status: he.status, Field: he.field, Message: he.message})
+	c.render(req, he.status, "error", pageTitle(he.status), errorData{
+		Status: he.status, Field: he.field, Message: he.message, RequestID: httpobs.RequestID(req.ctx()),
+	})
 }
 
-// errorData is the error page's.
+// errorData is the error page's. RequestID is the request's X-Request-Id, which its log lines
+// carry too ("" outside the server's handler).
 type errorData struct {
-	Status         int
-	Field, Message string
+	Status                    int
+	Field, Message, RequestID string
 }
 
 func pageTitle(status int) string {
