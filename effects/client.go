@@ -194,7 +194,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		fatal:    make(chan error, 1),
 		hooks:    map[string]SettleHook{},
 	}
-	metrics, err := newMetrics(cfg.Registerer, c.queries)
+	metrics, err := newMetrics(cfg.Registerer, c.queries, cfg.Registry)
 	if err != nil {
 		return nil, err
 	}

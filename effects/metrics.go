@@ -23,6 +23,9 @@ import (
 //	reckon_effects{state}                                        PENDING, UNKNOWN and STUCK effects now
 //	reckon_reactor_jobs_taken_over_total{kind}                   River jobs of dead reactors handed back
 //	reckon_reactor_takeover_seconds                              a dead reactor's last heartbeat to the takeover
+//
+// The series operators alert on exist at 0 before their first event (see connectorCollector,
+// sweptReasons and precreatedJobKinds), so rate() over them works from the first scrape.
 type Metrics struct {
 	transitions     *prometheus.CounterVec
 	dispatchSeconds *prometheus.HistogramVec
@@ -37,7 +40,22 @@ type Metrics struct {
 	takeoverSeconds prometheus.Histogram
 }
 
-func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries) (*Metrics, error) {
+// dispatchBuckets are the upper bounds of reckon_effect_dispatch_duration_seconds: from 5 ms, and
+// past every call timeout — a call cut at the default 30 s timeout lands in the 60 s bucket, one
+// cut at the longest (5 m) in the 600 s one — so timed-out calls are told apart from the fast
+// ones and never only in +Inf.
+var dispatchBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// Series pre-created at 0 so that rate() and alerts on them work before the first event: every
+// registered connector's dispatch durations by these outcomes (accepted, only for async
+// connectors, appears with its first), and the job kinds of this package.
+var (
+	precreatedOutcomes = []outcomeKind{outcomeConfirmed, outcomeFailed, outcomeRetry, outcomeUnknown}
+	precreatedStatuses = []StatusKind{StatusPresent, StatusAbsent, StatusDuplicate, StatusInconclusive}
+	precreatedJobKinds = []string{dispatchArgs{}.Kind(), reconcileArgs{}.Kind(), deadlineArgs{}.Kind()}
+)
+
+func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries, registry *Registry) (*Metrics, error) {
 	m := &Metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "effect", Name: "transitions_total",
@@ -46,7 +64,7 @@ func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries) (*Met
 		dispatchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "reckon", Subsystem: "effect", Name: "dispatch_duration_seconds",
 			Help:    "Duration of connector dispatch calls, by classified outcome.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+			Buckets: dispatchBuckets,
 		}, []string{"connector", "outcome"}),
 		statusChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "effect", Name: "status_checks_total",
@@ -86,15 +104,68 @@ func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries) (*Met
 			Buckets: []float64{0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 30, 60, 300},
 		}),
 	}
+	for _, reason := range sweptReasons {
+		m.swept.WithLabelValues(reason)
+	}
+	for _, kind := range precreatedJobKinds {
+		m.takenOver.WithLabelValues(kind)
+	}
 	if registerer == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.transitions, m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.swept, m.accepted, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, &stateCollector{queries: queries}} {
+	perConnector := &connectorCollector{metrics: m, registry: registry}
+	for _, c := range []prometheus.Collector{m.transitions, perConnector, m.swept, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, &stateCollector{queries: queries}} {
 		if err := registerer.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// connectorCollector collects the metrics by connector whose series docs/operations.md names for
+// alerts: at each scrape it first creates, at 0, those of every connector registered then
+// (connectors come and go while a reactor runs: HTTP connectors are reloaded), so a series exists
+// from the first scrape after its connector is registered. Per connector: the dispatch durations
+// by outcome (precreatedOutcomes), fenced writes, compensations, acceptances and, for a connector
+// with a status check, its answers by status.
+type connectorCollector struct {
+	metrics  *Metrics
+	registry *Registry
+}
+
+func (c *connectorCollector) collectors() []prometheus.Collector {
+	m := c.metrics
+	return []prometheus.Collector{m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.accepted}
+}
+
+func (c *connectorCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, collector := range c.collectors() {
+		collector.Describe(ch)
+	}
+}
+
+func (c *connectorCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.metrics
+	for _, name := range c.registry.Names() {
+		connector, ok := c.registry.Get(name)
+		if !ok {
+			continue // unregistered meanwhile
+		}
+		for _, outcome := range precreatedOutcomes {
+			m.dispatchSeconds.WithLabelValues(name, string(outcome))
+		}
+		m.fenced.WithLabelValues(name)
+		m.compensations.WithLabelValues(name)
+		m.accepted.WithLabelValues(name)
+		if connector.StatusCheck != nil {
+			for _, status := range precreatedStatuses {
+				m.statusChecks.WithLabelValues(name, status.String())
+			}
+		}
+	}
+	for _, collector := range c.collectors() {
+		collector.Collect(ch)
+	}
 }
 
 // stateCollector reports how many effects are PENDING, UNKNOWN and STUCK, read from the database

@@ -39,6 +39,20 @@ func (c *Client) runSweeper(ctx context.Context) {
 	}
 }
 
+// Why the sweeper took an effect over: the values of reckon_effect_swept_total's reason, each also
+// prefixed "reconcile " for an UNKNOWN effect given a new reconcile job (sweptReasons).
+const (
+	sweptJobGone      = "job gone without an outcome"
+	sweptLeaseExpired = "inline attempt's lease expired"
+	sweptPresumedDead = "worker presumed dead: job running past its timeout"
+)
+
+// sweptReasons are every value of reckon_effect_swept_total's reason label.
+var sweptReasons = []string{
+	sweptJobGone, sweptLeaseExpired, sweptPresumedDead,
+	"reconcile " + sweptJobGone, "reconcile " + sweptLeaseExpired, "reconcile " + sweptPresumedDead,
+}
+
 // sweepOnce takes over, in one transaction, up to sweepBatch effects whose attempt or job is gone:
 //   - PENDING with an expired inline lease, or whose dispatch job has run past its timeout plus the
 //     margin (the worker is presumed dead), or whose job is gone: UNKNOWN, with a reconcile job. A
@@ -61,12 +75,12 @@ func (c *Client) sweepOnce(ctx context.Context) (int, error) {
 			return fmt.Errorf("sweep candidates: %w", err)
 		}
 		for _, cand := range candidates {
-			reason := "job gone without an outcome"
+			reason := sweptJobGone
 			switch {
 			case cand.LeaseExpired:
-				reason = "inline attempt's lease expired"
+				reason = sweptLeaseExpired
 			case cand.JobRunning:
-				reason = "worker presumed dead: job running past its timeout"
+				reason = sweptPresumedDead
 			}
 			jobID, err := c.insertReconcileJob(ctx, tx, cand.ID, cand.TimeoutMs, cand.Connector)
 			if err != nil {
