@@ -37,6 +37,15 @@ func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 3, 12),
 		}, []string{"outcome"}),
 	}
+	// Every series at 0 before its first event, so rate() and alerts on them work from the start.
+	for _, status := range []Status{StatusComplete, StatusSuperseded, StatusFailed} {
+		m.ended.WithLabelValues(string(status))
+	}
+	for _, action := range []Action{ActionSupersede, ActionAbsorb, ActionQueue, ActionForceComplete} {
+		for _, decider := range []string{"default", "application"} {
+			m.decisions.WithLabelValues(string(action), decider)
+		}
+	}
 	if registerer == nil {
 		return m, nil
 	}

@@ -33,6 +33,9 @@ func newConnectorSync(pool *pgxpool.Pool, registry *effects.Registry, logger *sl
 			Help: "HTTP connectors registered in this reactor.",
 		}),
 	}
+	for _, result := range []string{"ok", "error"} {
+		s.syncs.WithLabelValues(result) // at 0 until the first sync, for alerts on rate()
+	}
 	for _, c := range []prometheus.Collector{s.syncs, s.loaded} {
 		if err := registerer.Register(c); err != nil {
 			return nil, err

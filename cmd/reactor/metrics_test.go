@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMetricsAtStart: a fresh reactor's scrape, before any effect, already has at 0 the series
+// docs/operations.md alerts on (per connector: fenced writes, dispatch durations by outcome,
+// status-check answers; the sweeper's reasons, connector-sync errors, turn endings, retention
+// errors, STUCK effects), reckon_build_info = 1, and passes `promtool check metrics` (skipped
+// without /usr/bin/promtool, except under CI=true).
+func TestMetricsAtStart(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.put(f.bankWire("bank.wire", 5*time.Second))
+	p := f.startReactor("-retention-interval", "0")
+	scrape := func() string {
+		resp, err := http.Get("http://" + p.Addr(t) + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(body)
+	}
+	var body string
+	require.Eventually(t, func() bool {
+		body = scrape()
+		return strings.Contains(body, "\nreckon_reactor_http_connectors 1\n")
+	}, 30*time.Second, 20*time.Millisecond, p.Stderr())
+
+	lines := strings.Split(body, "\n")
+	for _, want := range []string{
+		`reckon_effect_fenced_writes_total{connector="bank.wire"} 0`,
+		`reckon_effect_compensations_total{connector="bank.wire"} 0`,
+		`reckon_effect_dispatch_duration_seconds_count{connector="bank.wire",outcome="unknown"} 0`,
+		`reckon_effect_dispatch_duration_seconds_count{connector="bank.wire",outcome="failed"} 0`,
+		`reckon_effect_status_checks_total{connector="bank.wire",status="inconclusive"} 0`,
+		`reckon_effect_swept_total{reason="worker presumed dead: job running past its timeout"} 0`,
+		`reckon_reactor_jobs_taken_over_total{kind="reckon_dispatch"} 0`,
+		`reckon_reactor_connector_syncs_total{result="error"} 0`,
+		`reckon_turn_ended_total{status="FAILED"} 0`,
+		`reckon_turn_decisions_total{action="SUPERSEDE",decider="default"} 0`,
+		`reckon_effects{state="STUCK"} 0`,
+	} {
+		require.Contains(t, lines, want)
+	}
+	var buildInfo []string
+	for _, line := range lines {
+		if strings.HasPrefix(line, "reckon_build_info{") {
+			buildInfo = append(buildInfo, line)
+		}
+	}
+	require.Len(t, buildInfo, 1, body)
+	require.Regexp(t, `^reckon_build_info\{goversion="go[^"]+",revision="[^"]+",version="[^"]+"\} 1$`, buildInfo[0])
+
+	promtool := "/usr/bin/promtool"
+	if _, err := os.Stat(promtool); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is required under CI (Debian's prometheus package): %v", promtool, err)
+		}
+		t.Logf("%s missing: promtool check metrics skipped", promtool)
+	} else {
+		cmd := exec.Command(promtool, "check", "metrics")
+		cmd.Stdin = strings.NewReader(body)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		require.NoError(t, cmd.Run(), "promtool check metrics:\n%s", out.String())
+	}
+	p.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, p.Wait(t, 30*time.Second))
+}
