@@ -104,6 +104,7 @@ func TestBinariesLifecycle(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 		require.Contains(t, body, "go_goroutines")
 		require.Contains(t, body, "process_resident_memory_bytes")
+		require.Regexp(t, `(?m)^reckon_build_info\{goversion="go[^"]+",revision="[^"]+",version="[^"]+"\} 1$`, body, "both binaries: health.BuildInfo")
 	}
 
 	srv.Signal(t, syscall.SIGTERM)
