@@ -201,9 +201,10 @@ func TestAPIThroughBinaries(t *testing.T) {
 
 	code, metrics := get(t, api.base+"/metrics")
 	require.Equal(t, http.StatusOK, code)
-	require.Contains(t, metrics, `reckon_api_requests_total{code="201",route="POST /v1/effects"} 3`, "two effects and one replay")
-	require.Contains(t, metrics, `reckon_api_requests_total{code="422",route="POST /v1/effects"} 1`)
-	require.Contains(t, metrics, `reckon_api_request_duration_seconds_count{route="GET /v1/effects/{id}"}`)
+	require.Contains(t, metrics, `reckon_http_requests_total{code="201",method="post",route="/v1/effects"} 3`, "two effects and one replay")
+	require.Contains(t, metrics, `reckon_http_requests_total{code="422",method="post",route="/v1/effects"} 1`)
+	require.Contains(t, metrics, `reckon_http_request_duration_seconds_count{method="get",route="/v1/effects/{id}"}`)
+	require.NotContains(t, metrics, "reckon_api_request", "one set of request metrics: httpobs's")
 
 	srv.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, srv.Wait(t, 15*time.Second), srv.Stderr())

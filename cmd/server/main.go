@@ -199,7 +199,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
 	apiServer, err := api.New(&api.Config{
-		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Logger: logger, Registerer: metrics, MaxBodyBytes: maxBody,
+		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Logger: logger, MaxBodyBytes: maxBody,
 		MaxBodyBytesInFlight: bodiesInFlight, IdempotencyTTL: idempotencyTTL,
 	})
 	if err != nil {

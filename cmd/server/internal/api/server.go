@@ -18,7 +18,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/httpobs"
@@ -67,9 +66,6 @@ type Config struct {
 	Turns *turns.Client
 	// Logger receives request errors. Default slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the API's metrics (reckon_api_requests_total{route,code},
-	// reckon_api_request_duration_seconds{route}). Default: none.
-	Registerer prometheus.Registerer
 	// MaxBodyBytes limits a request body; a larger one is refused with 413. Default
 	// DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
@@ -110,13 +106,11 @@ func (c *Config) Validate() error {
 
 // Server is the API: a set of routes on an http.ServeMux. It is safe for concurrent use.
 type Server struct {
-	config   Config
-	pool     *pgxpool.Pool
-	effects  *effects.Client
-	logger   *slog.Logger
-	mux      *http.ServeMux
-	requests *prometheus.CounterVec
-	seconds  *prometheus.HistogramVec
+	config  Config
+	pool    *pgxpool.Pool
+	effects *effects.Client
+	logger  *slog.Logger
+	mux     *http.ServeMux
 	// slots bounds the requests answered at once (Config.MaxConcurrentRequests).
 	slots chan struct{}
 	// bodies holds Config.MaxBodyBytesInFlight.
@@ -162,21 +156,6 @@ func New(config *Config) (*Server, error) {
 		config: cfg, pool: cfg.Pool, effects: cfg.Effects, logger: cfg.Logger, mux: http.NewServeMux(),
 		slots:  make(chan struct{}, cfg.MaxConcurrentRequests),
 		bodies: semaphore.NewWeighted(cfg.MaxBodyBytesInFlight),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "api", Name: "requests_total",
-			Help: "API requests answered, by route pattern and status code.",
-		}, []string{"route", "code"}),
-		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "reckon", Subsystem: "api", Name: "request_duration_seconds",
-			Help: "Time to answer API requests, by route pattern.", Buckets: prometheus.DefBuckets,
-		}, []string{"route"}),
-	}
-	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.requests, s.seconds} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("api: metrics: %w", err)
-			}
-		}
 	}
 	s.routes()
 	return s, nil
@@ -344,15 +323,14 @@ func (s *Server) HandleAction(pattern string, fn ActionFunc, opts ...RouteOption
 	s.handle(pattern, opts, func(w http.ResponseWriter, r *http.Request, call *Call) { s.act(w, r, call, fn) })
 }
 
-// handle adds an authenticated endpoint: every Handle… method goes through it. It observes the
-// request's duration, authenticates it and reads its body (begin), refuses a system token unless
+// handle adds an authenticated endpoint: every Handle… method goes through it. It authenticates
+// the request and reads its body (begin), refuses a system token unless
 // opts has AdmitSystem (the one place that keeps system tokens off the tenant-scoped routes),
 // waits for a request slot (enter), then calls serve; a request refused on the way has already
 // been answered.
 func (s *Server) handle(pattern string, opts []RouteOption, serve func(w http.ResponseWriter, r *http.Request, call *Call)) {
 	admitSystem := slices.Contains(opts, AdmitSystem)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		defer s.observe(r, time.Now())
 		call, ok := s.begin(w, r)
 		if !ok {
 			return
@@ -382,10 +360,6 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request) (release func(), 
 		s.writeError(w, r, Errorf(http.StatusServiceUnavailable, CodeUnavailable, "the server is busy or stopping; retry later"))
 		return nil, false
 	}
-}
-
-func (s *Server) observe(r *http.Request, start time.Time) {
-	s.seconds.WithLabelValues(r.Pattern).Observe(time.Since(start).Seconds())
 }
 
 // begin authenticates the request and reads its body within the limit. On failure it has answered.
@@ -767,11 +741,6 @@ func (s *Server) writeRaw(w http.ResponseWriter, r *http.Request, status int, bo
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	_, _ = w.Write([]byte("\n"))
-	route := r.Pattern
-	if route == "" {
-		route = "unmatched"
-	}
-	s.requests.WithLabelValues(route, fmt.Sprint(status)).Inc()
 }
 
 // writeError answers err: an *Error as it is; a database that could not be reached as 503
