@@ -120,13 +120,9 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var to2 effects.State
 	if to != nil {
-		to2 = effects.State(strings.ToUpper(*to))
-		if to2 != effects.StateConfirmed && to2 != effects.StateFailed && to2 != effects.StatePending {
-			return fmt.Errorf("%w: -to %q: want CONFIRMED, FAILED or PENDING", errUsage, jsonx.SafeText(*to))
+		if to2, err = ops.ParseResolveTarget(*to); err != nil {
+			return cmd.opsError(err)
 		}
-	}
-	if reason != nil && strings.TrimSpace(*reason) == "" {
-		return fmt.Errorf("%w: -reason is required: it goes to the audit trail", errUsage)
 	}
 	if bulk && !*dryRun && !*yes {
 		return fmt.Errorf("%w: -all changes every STUCK effect the filters match: add -dry-run to list them, then -yes to resolve them", errUsage)
@@ -134,6 +130,11 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	who := ""
 	if actor != nil {
 		who = *actor
+	}
+	if reason != nil { // the actions' checks, before the database is opened
+		if err := ops.CheckAction(who, *reason); err != nil {
+			return cmd.opsError(err)
+		}
 	}
 	return cmd.runParsed(ctx, nil, func(ctx context.Context, pool *pgxpool.Pool) error {
 		return cmd.withOps(ctx, pool, func(o *ops.Ops) error {

@@ -50,8 +50,10 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *tenant == "" {
 		return fmt.Errorf("%w: -tenant is required: run ids are per tenant", errUsage)
 	}
-	if reason != nil && strings.TrimSpace(*reason) == "" {
-		return fmt.Errorf("%w: -reason is required: say why, for the audit trail", errUsage)
+	if reason != nil { // the action's checks, before the database is opened
+		if err := ops.CheckAction(*actor, *reason); err != nil {
+			return cmd.opsError(err)
+		}
 	}
 	return cmd.runParsed(ctx, nil, func(ctx context.Context, pool *pgxpool.Pool) error {
 		return cmd.withOps(ctx, pool, func(o *ops.Ops) error {

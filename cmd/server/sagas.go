@@ -197,13 +197,11 @@ func runSagaOps(ctx context.Context, cmd *command, stdout io.Writer) error {
 		}
 	}
 	if cmd.action == "resolve" {
-		switch saga.Decision(*decision) {
-		case saga.RetryCompensation, saga.MarkCompensated:
-		default:
-			return fmt.Errorf("%w: -decision %q: want %s or %s", errUsage, jsonx.SafeText(*decision), saga.RetryCompensation, saga.MarkCompensated)
+		if _, err := ops.ParseDecision(*decision); err != nil {
+			return cmd.opsError(err)
 		}
-		if *reason == "" {
-			return fmt.Errorf("%w: -reason is required: say why, for the saga's history", errUsage)
+		if err := ops.CheckAction(*actor, *reason); err != nil {
+			return cmd.opsError(err)
 		}
 	}
 	return cmd.runParsed(ctx, nil, func(ctx context.Context, pool *pgxpool.Pool) error {

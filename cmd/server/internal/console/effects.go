@@ -3,7 +3,6 @@ package console
 import (
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,12 +16,7 @@ const (
 	stuckPageSize = 20
 	// bulkMax bounds the effects one bulk action previews and resolves.
 	bulkMax = 500
-	// maxReasonBytes bounds an action's reason.
-	maxReasonBytes = 1000
 )
-
-// resolveTargets are the decisions on a STUCK effect, as the forms offer them.
-var resolveTargets = []effects.State{effects.StateConfirmed, effects.StateFailed, effects.StatePending}
 
 // landing sends the operator to the STUCK queue when it is not empty, else to the overview.
 func (c *Console) landing(req *request) error {
@@ -100,7 +94,7 @@ func (c *Console) stuck(req *request) error {
 	if err != nil {
 		return err
 	}
-	data := stuckData{Total: total, Targets: resolveTargets}
+	data := stuckData{Total: total, Targets: ops.ResolveTargets}
 	if next != "" {
 		data.Next = withQuery(req, "after", next)
 	}
@@ -184,7 +178,7 @@ func (c *Console) effectPage(req *request) error {
 	}
 	e := evidence.Effect
 	data := effectData{
-		Evidence: evidence, Targets: resolveTargets, Notice: notices[req.URL.Query().Get("done")],
+		Evidence: evidence, Targets: ops.ResolveTargets, Notice: notices[req.URL.Query().Get("done")],
 		Cancelable: e.State == effects.StatePending && e.Attempts == 0 && e.CorrelationID == "",
 	}
 	if e.State == effects.StateStuck {
@@ -198,14 +192,11 @@ func (c *Console) resolveEffect(req *request) error {
 	if err != nil {
 		return err
 	}
-	to, err := resolveTarget(req.PostForm.Get("to"))
+	to, err := ops.ParseResolveTarget(req.PostForm.Get("to"))
 	if err != nil {
 		return err
 	}
-	reason, err := formReason(req)
-	if err != nil {
-		return err
-	}
+	reason := req.PostForm.Get("reason") // checked by ops, like every action's
 	if _, err := c.ops.Resolve(req.ctx(), req.scope, id, to, req.actor(), reason); err != nil {
 		return err
 	}
@@ -217,10 +208,7 @@ func (c *Console) cancelEffect(req *request) error {
 	if err != nil {
 		return err
 	}
-	reason, err := formReason(req)
-	if err != nil {
-		return err
-	}
+	reason := req.PostForm.Get("reason") // checked by ops, like every action's
 	if _, err := c.ops.Cancel(req.ctx(), req.scope, id, req.actor(), reason); err != nil {
 		return err
 	}
@@ -247,7 +235,7 @@ type skippedEffect struct {
 // resolved as, with the confirmation form; without "to" it asks for the decision first.
 func (c *Console) bulkPreview(req *request) error {
 	query := req.URL.Query()
-	data := bulkData{Filter: url.Values{}, Targets: resolveTargets}
+	data := bulkData{Filter: url.Values{}, Targets: ops.ResolveTargets}
 	for name, values := range query {
 		if name != "to" && name != "after" {
 			data.Filter[name] = values
@@ -263,7 +251,7 @@ func (c *Console) bulkPreview(req *request) error {
 	filter.Scope, filter.State = req.scope, effects.StateStuck
 	data.Filter.Set("state", string(effects.StateStuck))
 	if query.Get("to") != "" {
-		if data.To, err = resolveTarget(query.Get("to")); err != nil {
+		if data.To, err = ops.ParseResolveTarget(query.Get("to")); err != nil {
 			return err
 		}
 		if data.Effects, data.Total, err = c.ops.PreviewResolve(req.ctx(), filter, bulkMax); err != nil {
@@ -276,14 +264,11 @@ func (c *Console) bulkPreview(req *request) error {
 // bulkResolve resolves exactly the previewed ids that are still STUCK and in scope, and shows
 // what it did and skipped.
 func (c *Console) bulkResolve(req *request) error {
-	to, err := resolveTarget(req.PostForm.Get("to"))
+	to, err := ops.ParseResolveTarget(req.PostForm.Get("to"))
 	if err != nil {
 		return err
 	}
-	reason, err := formReason(req)
-	if err != nil {
-		return err
-	}
+	reason := req.PostForm.Get("reason") // checked by ops, like every action's
 	raw := req.PostForm["id"]
 	if len(raw) == 0 {
 		return badField("id", "no effects to resolve")
@@ -321,26 +306,6 @@ func pathID(req *request) (uuid.UUID, error) {
 		return uuid.Nil, badField("id", "%q is not an id (a UUID)", req.PathValue("id"))
 	}
 	return id, nil
-}
-
-// resolveTarget is the decision of a resolve form: CONFIRMED, FAILED or PENDING.
-func resolveTarget(s string) (effects.State, error) {
-	if !slices.Contains(resolveTargets, effects.State(s)) {
-		return "", badField("to", "want CONFIRMED, FAILED or PENDING, got %q", s)
-	}
-	return effects.State(s), nil
-}
-
-// formReason is the form's required reason (at most maxReasonBytes).
-func formReason(req *request) (string, error) {
-	reason := req.PostForm.Get("reason")
-	switch {
-	case strings.TrimSpace(reason) == "":
-		return "", badField("reason", "required: say why, for the audit trail")
-	case len(reason) > maxReasonBytes:
-		return "", badField("reason", "at most %d bytes, got %d", maxReasonBytes, len(reason))
-	}
-	return reason, nil
 }
 
 // withQuery is the request's URL with name set to value in its query.

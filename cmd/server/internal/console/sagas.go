@@ -78,15 +78,8 @@ func (c *Console) resolveSaga(req *request) error {
 	if err != nil {
 		return err
 	}
-	decision := saga.Decision(req.PostForm.Get("decision"))
-	if decision != saga.RetryCompensation && decision != saga.MarkCompensated {
-		return badField("decision", "want %s or %s, got %q", saga.RetryCompensation, saga.MarkCompensated, decision)
-	}
-	reason, err := formReason(req)
-	if err != nil {
-		return err
-	}
-	if _, err := c.ops.ResolveSaga(req.ctx(), req.scope, id, decision, req.actor(), reason); err != nil {
+	decision := saga.Decision(req.PostForm.Get("decision")) // checked by ops, with the reason
+	if _, err := c.ops.ResolveSaga(req.ctx(), req.scope, id, decision, req.actor(), req.PostForm.Get("reason")); err != nil {
 		return err
 	}
 	return req.redirect("/console/sagas/" + id.String() + "?done=resolved")
@@ -140,11 +133,7 @@ func (c *Console) runPage(req *request) error {
 
 func (c *Console) cancelRun(req *request) error {
 	tenant, id := req.PathValue("tenant"), req.PathValue("id")
-	reason, err := formReason(req)
-	if err != nil {
-		return err
-	}
-	if _, err := c.ops.CancelRun(req.ctx(), req.scope, tenant, id, req.actor(), reason); err != nil {
+	if _, err := c.ops.CancelRun(req.ctx(), req.scope, tenant, id, req.actor(), req.PostForm.Get("reason")); err != nil {
 		return err
 	}
 	return req.redirect("/console/runs/" + url.PathEscape(tenant) + "/" + url.PathEscape(id) + "?done=cancelled")

@@ -62,10 +62,11 @@ type BulkResult struct {
 // A bad to, actor or reason, or more than MaxBulk ids, is a *FieldError before anything changes.
 // A database error stops it: the result says what was done until then.
 func (o *Ops) ResolveMany(ctx context.Context, scope Scope, ids []uuid.UUID, to effects.State, actor, reason string) (*BulkResult, error) {
-	if to != effects.StateConfirmed && to != effects.StateFailed && to != effects.StatePending {
-		return nil, &FieldError{Field: "to", Message: fmt.Sprintf("%q: want CONFIRMED, FAILED or PENDING", to)}
+	to, err := ParseResolveTarget(string(to))
+	if err != nil {
+		return nil, err
 	}
-	if err := checkAction(actor, reason); err != nil {
+	if err := CheckAction(actor, reason); err != nil {
 		return nil, err
 	}
 	if len(ids) > MaxBulk {

@@ -103,10 +103,11 @@ func operatorOpts(e *effects.Effect) *effects.OperatorOpts {
 // trail. Errors: ErrNotFound (also outside the scope), effects.ErrNotStuck, a *FieldError for a bad
 // to, actor or reason; nothing changes then.
 func (o *Ops) Resolve(ctx context.Context, scope Scope, id uuid.UUID, to effects.State, actor, reason string) (*effects.Effect, error) {
-	if to != effects.StateConfirmed && to != effects.StateFailed && to != effects.StatePending {
-		return nil, &FieldError{Field: "to", Message: fmt.Sprintf("%q: want CONFIRMED, FAILED or PENDING", to)}
+	to, err := ParseResolveTarget(string(to))
+	if err != nil {
+		return nil, err
 	}
-	if err := checkAction(actor, reason); err != nil {
+	if err := CheckAction(actor, reason); err != nil {
 		return nil, err
 	}
 	e, err := o.effect(ctx, scope, id)
@@ -124,7 +125,7 @@ func (o *Ops) Resolve(ctx context.Context, scope Scope, id uuid.UUID, to effects
 // actor ("operator:{actor}") and reason in the audit trail. Errors: ErrNotFound (also outside the
 // scope), effects.ErrNotCancellable, a *FieldError for a bad actor or reason; nothing changes then.
 func (o *Ops) Cancel(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error) {
-	if err := checkAction(actor, reason); err != nil {
+	if err := CheckAction(actor, reason); err != nil {
 		return nil, err
 	}
 	e, err := o.effect(ctx, scope, id)

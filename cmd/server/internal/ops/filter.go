@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/saga"
 )
 
 // FieldError is a bad value of one field of a filter or an action (a query parameter, a form
@@ -179,8 +181,33 @@ func checkLimit(n int) (int, error) {
 // checkText refuses what Postgres cannot store in text: invalid UTF-8 and NUL.
 func checkText(s string) error { return jsonx.CheckText(s) }
 
-// checkAction checks an operator action's actor and reason (required, UTF-8 without NUL, bounded).
-func checkAction(actor, reason string) error {
+// ResolveTargets are the decisions an operator may take on a STUCK effect: CONFIRMED (it
+// happened), FAILED (it did not) or PENDING (dispatch it again).
+var ResolveTargets = []effects.State{effects.StateConfirmed, effects.StateFailed, effects.StatePending}
+
+// ParseResolveTarget reads a resolve decision, in any case; another is a *FieldError on "to".
+func ParseResolveTarget(s string) (effects.State, error) {
+	to := effects.State(strings.ToUpper(s))
+	if !slices.Contains(ResolveTargets, to) {
+		return "", &FieldError{Field: "to", Message: fmt.Sprintf("%q: want CONFIRMED, FAILED or PENDING", jsonx.SafeText(s))}
+	}
+	return to, nil
+}
+
+// ParseDecision reads an operator's decision on a STUCK saga; another is a *FieldError on
+// "decision".
+func ParseDecision(s string) (saga.Decision, error) {
+	switch d := saga.Decision(s); d {
+	case saga.RetryCompensation, saga.MarkCompensated:
+		return d, nil
+	}
+	return "", &FieldError{Field: "decision", Message: fmt.Sprintf("%q: want %s or %s", jsonx.SafeText(s), saga.RetryCompensation, saga.MarkCompensated)}
+}
+
+// CheckAction checks an operator action's actor and reason (required, UTF-8 without NUL,
+// bounded): a *FieldError on "actor" or "reason". Every action checks them; the CLI also calls it
+// before opening the database.
+func CheckAction(actor, reason string) error {
 	switch {
 	case strings.TrimSpace(actor) == "":
 		return &FieldError{Field: "actor", Message: "required"}

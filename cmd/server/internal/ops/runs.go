@@ -116,7 +116,7 @@ func (o *Ops) Run(ctx context.Context, scope Scope, tenant, id string) (*RunDeta
 // most 1000 bytes). Errors: ErrNotFound (missing, or a tenant outside scope), a *FieldError;
 // nothing changes then.
 func (o *Ops) CancelRun(ctx context.Context, scope Scope, tenant, id, actor, reason string) (*effects.RunCancellation, error) {
-	if err := checkAction(actor, reason); err != nil {
+	if err := CheckAction(actor, reason); err != nil {
 		return nil, err
 	}
 	if _, err := o.runInScope(ctx, scope, tenant, id); err != nil {

@@ -182,10 +182,10 @@ func (o *Ops) compensationOrder(ctx context.Context, s *saga.Saga) ([]int, error
 // 1000 bytes). Errors: ErrNotFound (missing or out of scope), a *FieldError, or saga's
 // ErrNotStuck, ErrResolveEffect; nothing changes then.
 func (o *Ops) ResolveSaga(ctx context.Context, scope Scope, id uuid.UUID, decision saga.Decision, actor, reason string) (*saga.Saga, error) {
-	if decision != saga.RetryCompensation && decision != saga.MarkCompensated {
-		return nil, &FieldError{Field: "decision", Message: fmt.Sprintf("want %s or %s", saga.RetryCompensation, saga.MarkCompensated)}
+	if _, err := ParseDecision(string(decision)); err != nil {
+		return nil, err
 	}
-	if err := checkAction(actor, reason); err != nil {
+	if err := CheckAction(actor, reason); err != nil {
 		return nil, err
 	}
 	if _, err := o.sagaInScope(ctx, scope, id); err != nil {
