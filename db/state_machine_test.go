@@ -78,7 +78,7 @@ func transition(ctx context.Context, q *dbsqlc.Queries, id uuid.UUID, from, to d
 
 func auditOf(t *testing.T, q *dbsqlc.Queries, id uuid.UUID) []dbsqlc.ReckonEffectTransition {
 	t.Helper()
-	rows, err := q.EffectTransitionListByEffect(context.Background(), id)
+	rows, err := q.EffectTransitionListByEffects(context.Background(), []uuid.UUID{id})
 	require.NoError(t, err)
 	return rows
 }

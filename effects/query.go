@@ -36,15 +36,14 @@ func (c *Client) get(ctx context.Context, q *dbsqlc.Queries, id uuid.UUID) (*Eff
 
 // History returns the audit trail of an effect, oldest first (empty for an unknown id).
 func (c *Client) History(ctx context.Context, id uuid.UUID) ([]Transition, error) {
-	rows, err := c.queries.EffectTransitionListByEffect(ctx, id)
+	histories, err := c.Histories(ctx, []uuid.UUID{id})
 	if err != nil {
-		return nil, fmt.Errorf("effects: history of %s: %w", id, err)
+		return nil, err
 	}
-	transitions := make([]Transition, len(rows))
-	for i, row := range rows {
-		transitions[i] = transitionFromRow(row)
+	if histories[id] == nil {
+		return []Transition{}, nil
 	}
-	return transitions, nil
+	return histories[id], nil
 }
 
 // GetMany returns the effects of ids that exist, by id, read in one query.

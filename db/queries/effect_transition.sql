@@ -1,6 +1,7 @@
--- name: EffectTransitionListByEffect :many
--- The audit trail of one effect, oldest first.
-SELECT * FROM reckon_effect_transitions WHERE effect_id = @effect_id ORDER BY id;
+-- name: EffectTransitionListByEffects :many
+-- The audit trails of effects (one or a page of them), each oldest first:
+-- reckon_effect_transitions_effect_idx (effect_id, id) of each partition.
+SELECT * FROM reckon_effect_transitions WHERE effect_id = ANY (@effect_ids::uuid[]) ORDER BY effect_id, id;
 
 -- name: EffectObservationInsert :exec
 -- Records in the audit trail what a fenced-out writer saw (a late outcome) without changing the

@@ -12,9 +12,12 @@ import (
 )
 
 const effectListCompensationsOf = `-- name: EffectListCompensationsOf :many
+
 SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE compensates_id = ANY ($1::uuid[]) ORDER BY compensates_id, created_at DESC, id DESC
 `
 
+// Reads of many effects' evidence at once (effects.Client.Compensations; the histories are
+// EffectTransitionListByEffects), for a page of the operators' STUCK queue (cmd/server/internal/ops).
 // The compensations of effects, each's newest first: reckon_effects_compensates_idx.
 func (q *Queries) EffectListCompensationsOf(ctx context.Context, ids []uuid.UUID) ([]ReckonEffect, error) {
 	rows, err := q.db.Query(ctx, effectListCompensationsOf, ids)
@@ -59,46 +62,6 @@ func (q *Queries) EffectListCompensationsOf(ctx context.Context, ids []uuid.UUID
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
 			&i.InconclusiveChecks,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const effectTransitionListByEffects = `-- name: EffectTransitionListByEffects :many
-
-SELECT id, effect_id, tenant_id, from_state, to_state, actor, reason, attempt, at, detail FROM reckon_effect_transitions WHERE effect_id = ANY ($1::uuid[]) ORDER BY effect_id, id
-`
-
-// Reads of many effects' evidence at once (effects.Client.Histories, Compensations, GetMany), for a
-// page of the operators' STUCK queue (cmd/server/internal/ops).
-// The audit trails of effects, each oldest first: reckon_effect_transitions_effect_idx
-// (effect_id, id) of each partition.
-func (q *Queries) EffectTransitionListByEffects(ctx context.Context, effectIds []uuid.UUID) ([]ReckonEffectTransition, error) {
-	rows, err := q.db.Query(ctx, effectTransitionListByEffects, effectIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []ReckonEffectTransition
-	for rows.Next() {
-		var i ReckonEffectTransition
-		if err := rows.Scan(
-			&i.ID,
-			&i.EffectID,
-			&i.TenantID,
-			&i.FromState,
-			&i.ToState,
-			&i.Actor,
-			&i.Reason,
-			&i.Attempt,
-			&i.At,
-			&i.Detail,
 		); err != nil {
 			return nil, err
 		}

@@ -37,13 +37,14 @@ func (q *Queries) EffectObservationInsert(ctx context.Context, arg EffectObserva
 	return err
 }
 
-const effectTransitionListByEffect = `-- name: EffectTransitionListByEffect :many
-SELECT id, effect_id, tenant_id, from_state, to_state, actor, reason, attempt, at, detail FROM reckon_effect_transitions WHERE effect_id = $1 ORDER BY id
+const effectTransitionListByEffects = `-- name: EffectTransitionListByEffects :many
+SELECT id, effect_id, tenant_id, from_state, to_state, actor, reason, attempt, at, detail FROM reckon_effect_transitions WHERE effect_id = ANY ($1::uuid[]) ORDER BY effect_id, id
 `
 
-// The audit trail of one effect, oldest first.
-func (q *Queries) EffectTransitionListByEffect(ctx context.Context, effectID uuid.UUID) ([]ReckonEffectTransition, error) {
-	rows, err := q.db.Query(ctx, effectTransitionListByEffect, effectID)
+// The audit trails of effects (one or a page of them), each oldest first:
+// reckon_effect_transitions_effect_idx (effect_id, id) of each partition.
+func (q *Queries) EffectTransitionListByEffects(ctx context.Context, effectIds []uuid.UUID) ([]ReckonEffectTransition, error) {
+	rows, err := q.db.Query(ctx, effectTransitionListByEffects, effectIds)
 	if err != nil {
 		return nil, err
 	}
