@@ -3,7 +3,7 @@
 TOOL := go tool -modfile=tools/go.mod
 SQLC := $(TOOL) sqlc
 
-.PHONY: run test generate lint build bench bench-ci fuzz
+.PHONY: run test generate lint check-rules build bench bench-ci fuzz
 
 ## run: migrate the database of DATABASE_URL (default: local Postgres, database "reckon", created
 ## if missing) and run server and reactor until Ctrl-C.
@@ -24,8 +24,8 @@ fuzz:
 generate:
 	$(SQLC) generate
 
-## lint: gofmt, go vet, staticcheck, deadcode (nothing unreachable, tests counted as users), and a
-## check that the generated code is current. The linters are pinned in tools/go.mod.
+## lint: gofmt, go vet, staticcheck, deadcode (nothing unreachable, tests counted as users), a
+## check that the generated code is current, and check-rules. The linters are pinned in tools/go.mod.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	go vet ./...
@@ -34,6 +34,16 @@ lint:
 	$(SQLC) generate
 	@git diff --exit-code -- internal/dbsqlc || { echo "internal/dbsqlc is stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- internal/dbsqlc)" || { echo "internal/dbsqlc has files git does not know:"; git status --porcelain -- internal/dbsqlc; exit 1; }
+	@$(MAKE) --no-print-directory check-rules
+
+## check-rules: the Prometheus alert rules of deploy/prometheus, checked and unit-tested with promtool
+## (Debian's prometheus package). Without promtool it says so and passes, except under CI=true.
+check-rules:
+	@if ! command -v promtool >/dev/null 2>&1; then \
+	  if [ "$$CI" = true ]; then echo "promtool is missing (Debian's prometheus package): the alert rules cannot be checked" >&2; exit 1; fi; \
+	  echo "promtool is missing (Debian's prometheus package): alert rules NOT checked (under CI=true this fails)"; exit 0; \
+	fi; \
+	promtool check rules deploy/prometheus/alerts.yml && promtool test rules deploy/prometheus/alerts_test.yml
 
 build:
 	go build -o bin/ ./cmd/...
