@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -67,4 +69,49 @@ func TestRequestIDsAndMetrics(t *testing.T) {
 	check.Stdin = bytes.NewBufferString(metrics)
 	out, err := check.CombinedOutput()
 	require.NoError(t, err, "promtool check metrics: %s", out)
+}
+
+// TestInternalErrorNamesRequest: a request that fails for a reason of the server's own (here a
+// table renamed under the running binary) answers 500 internal whose body names the request id
+// that the response header carries, and the server's log line of that failure carries the same id
+// — what an operator needs to go from a client's report to the log.
+func TestInternalErrorNamesRequest(t *testing.T) {
+	t.Parallel()
+	server := proctest.Binary(t, "server")
+	pool := pgtest.NewDB(t)
+	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
+	token := tenantToken(t, env, server, "acme")
+	base := "http://" + srv.Addr(t)
+
+	_, err := pool.Exec(t.Context(), `ALTER TABLE reckon_runs RENAME TO reckon_runs_elsewhere`)
+	require.NoError(t, err)
+	resp, raw := reckontest.Do(t, "GET", base+"/v1/runs/order-1", token, "", "X-Request-Id", "support-ticket-42")
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, string(raw))
+	require.Equal(t, "support-ticket-42", resp.Header.Get("X-Request-Id"))
+	var body struct {
+		Error struct {
+			Code, Message string
+			RequestID     string `json:"request_id"`
+		} `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &body), string(raw))
+	require.Equal(t, "internal", body.Error.Code)
+	require.Equal(t, "support-ticket-42", body.Error.RequestID)
+	require.Contains(t, body.Error.Message, "support-ticket-42", "the message people read names it too")
+	require.NotContains(t, string(raw), "reckon_runs", "the cause stays in the log")
+
+	require.Eventually(t, func() bool {
+		for _, line := range strings.Split(srv.Stderr(), "\n") {
+			var record struct {
+				Msg, Error string
+				RequestID  string `json:"request_id"`
+			}
+			if json.Unmarshal([]byte(line), &record) == nil && record.Msg == "api request failed" &&
+				record.RequestID == "support-ticket-42" && strings.Contains(record.Error, "reckon_runs") {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 50*time.Millisecond, "the log line of the failure carries the request id and the cause:\n%s", srv.Stderr())
 }
