@@ -16,6 +16,7 @@ import (
 type config struct {
 	databaseURL    string
 	logFormat      string
+	logLevel       string
 	addr           string
 	id             string
 	queue          string
@@ -51,6 +52,7 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 	env := cli.EnvFlags{FlagSet: fs}
 	fs.StringVar(&c.databaseURL, "database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
 	fs.StringVar(&c.logFormat, "log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
+	fs.StringVar(&c.logLevel, "log-level", cli.Env("RECKON_LOG_LEVEL", cli.DefaultLogLevel), "least severe records logged: debug, info, warn or error (env RECKON_LOG_LEVEL)")
 	fs.StringVar(&c.addr, "addr", cli.Env("RECKON_REACTOR_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics (env RECKON_REACTOR_ADDR)")
 	fs.StringVar(&c.id, "id", cli.Env("RECKON_REACTOR_ID", ""), "name of this reactor in the audit trail and to River; unique per process (env RECKON_REACTOR_ID; default host-pid-random)")
 	fs.StringVar(&c.queue, "queue", cli.Env("RECKON_QUEUE", "reckon"), "River queue of Reckon's jobs; every reactor and enqueuer of one deployment must agree (env RECKON_QUEUE)")

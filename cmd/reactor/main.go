@@ -18,7 +18,9 @@
 // RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_FETCH_POLL_INTERVAL, RECKON_FETCH_COOLDOWN,
 // RECKON_ASYNC_TIMEOUT, RECKON_TURN_HANDLER_URL, RECKON_TURN_HANDLER_TIMEOUT,
 // RECKON_TURN_NOT_READY_DELAY, RECKON_EFFECT_RETENTION, RECKON_AUDIT_RETENTION, RECKON_DEDUP_WINDOW,
-// RECKON_IDEMPOTENCY_TTL, RECKON_RETENTION_INTERVAL, RECKON_RETENTION_BATCH, RECKON_LOG_FORMAT.
+// RECKON_IDEMPOTENCY_TTL, RECKON_RETENTION_INTERVAL, RECKON_RETENTION_BATCH, RECKON_LOG_FORMAT,
+// RECKON_LOG_LEVEL. Tracing is off unless the standard OTEL_* variables turn it on
+// (docs/operations.md, "Tracing").
 //
 // It runs retention (package retention, docs/operations.md "Retention"): when it starts it makes
 // the partitions of the audit histories ahead, and the leader among the reactors prunes settled work
@@ -49,6 +51,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
+	"github.com/reckonhq/reckon/internal/telemetry"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -67,11 +70,29 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "reactor:", err)
 		return 2
 	}
-	logger, err := cli.NewLogger(cfg.logFormat)
+	logger, err := cli.NewLogger(cfg.logFormat, cfg.logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "reactor:", err)
 		return 2
 	}
+	// A line logged with a recording span's context (tracing on) carries its trace_id and span_id.
+	logger = slog.New(telemetry.NewLogHandler(logger.Handler()))
+	// Tracing, if the OTEL_* variables ask for it; its spans are flushed last, on the way out.
+	shutdownTracing, err := telemetry.Setup(ctx, logger, "reckon-reactor")
+	if err != nil {
+		fmt.Fprintln(stderr, "reactor:", err)
+		if errors.Is(err, telemetry.ErrConfig) {
+			return 2
+		}
+		return 1
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdown)
+		defer cancel()
+		if err := shutdownTracing(flushCtx); err != nil {
+			logger.Warn("tracing: spans not flushed at shutdown", slog.String("error", err.Error()))
+		}
+	}()
 	if err := serve(ctx, logger, cfg); err != nil {
 		logger.Error("reactor failed", slog.String("error", err.Error()))
 		return 1

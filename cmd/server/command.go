@@ -26,16 +26,19 @@ import (
 type commonFlags struct {
 	databaseURL string
 	logFormat   string
+	logLevel    string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.databaseURL, "database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
 	fs.StringVar(&c.logFormat, "log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
+	fs.StringVar(&c.logLevel, "log-level", cli.Env("RECKON_LOG_LEVEL", cli.DefaultLogLevel), "least severe records logged: debug, info, warn or error (env RECKON_LOG_LEVEL)")
 }
 
-// logger is the logger -log-format asks for; an unknown format is a usage mistake.
+// logger is the logger -log-format and -log-level ask for; an unknown format or level is a usage
+// mistake.
 func (c *commonFlags) logger() (*slog.Logger, error) {
-	logger, err := cli.NewLogger(c.logFormat)
+	logger, err := cli.NewLogger(c.logFormat, c.logLevel)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}

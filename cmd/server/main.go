@@ -18,13 +18,14 @@
 //	server -h | help [COMMAND]          list the commands and serve's flags; COMMAND -h describes one
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
-// RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_MAX_BODY_BYTES, RECKON_MAX_BODY_BYTES_IN_FLIGHT,
-// RECKON_IDEMPOTENCY_TTL, RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_CONSOLE_SESSION_TTL,
+// RECKON_SERVER_ADDR, RECKON_LOG_FORMAT, RECKON_LOG_LEVEL, RECKON_MAX_BODY_BYTES,
+// RECKON_MAX_BODY_BYTES_IN_FLIGHT, RECKON_IDEMPOTENCY_TTL, RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_CONSOLE_SESSION_TTL,
 // RECKON_CONSOLE_SECURE_COOKIES, RECKON_DB_CONNS, RECKON_SHUTDOWN_TIMEOUT,
 // RECKON_READ_HEADER_TIMEOUT, RECKON_READ_TIMEOUT, RECKON_WRITE_TIMEOUT, RECKON_IDLE_TIMEOUT,
 // RECKON_TLS_CERT, RECKON_TLS_KEY (both or neither: HTTPS); a value that cannot be parsed or is
 // out of range is refused (exit status 2), a certificate or key that cannot be read is exit
-// status 1. The API is documented in docs/api.md.
+// status 1. Tracing is off unless the standard OTEL_* variables turn it on (docs/operations.md,
+// "Tracing"). The API is documented in docs/api.md.
 package main
 
 import (
@@ -49,6 +50,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
+	"github.com/reckonhq/reckon/internal/telemetry"
 )
 
 func main() {
@@ -171,8 +173,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	// Every line logged with a request's context carries its request_id.
-	logger = slog.New(httpobs.NewLogHandler(logger.Handler()))
+	// Every line logged with a request's context carries its request_id, and with a recording
+	// span's context (tracing on) its trace_id and span_id.
+	logger = slog.New(httpobs.NewLogHandler(telemetry.NewLogHandler(logger.Handler())))
+	// Tracing, if the OTEL_* variables ask for it; its spans are flushed last, on the way out.
+	shutdownTracing, err := telemetry.Setup(ctx, logger, "reckon-server")
+	if errors.Is(err, telemetry.ErrConfig) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	} else if err != nil {
+		return err
+	}
+	defer flushTracing(ctx, logger, shutdownTracing, drain)
 	// The certificate and key are read before the database is opened: a missing or unreadable
 	// one is exit status 1 naming it, at once. (cli.Serve reads them again to serve.)
 	if _, err := tlsFiles.Config(); err != nil {
@@ -240,7 +251,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cli.Every(ctx, connectorSync, reload)
 	}()
 	// Every request (API, console, health, metrics) gets an X-Request-Id and is counted by route.
-	handler, err := httpobs.Handler(metrics, mux, schema.Guard(mux))
+	// Every request is a server span too, continuing the client's traceparent (tracing on).
+	handler, err := httpobs.Handler(metrics, mux, schema.Guard(mux), nil)
 	if err != nil {
 		return err
 	}
@@ -250,6 +262,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger.Info("server stopped")
 	return nil
+}
+
+// flushTracing sends the spans not exported yet, within timeout (-shutdown-timeout); a failure is
+// logged, not the process's.
+func flushTracing(ctx context.Context, logger *slog.Logger, shutdown func(context.Context) error, timeout time.Duration) {
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := shutdown(flushCtx); err != nil {
+		logger.Warn("tracing: spans not flushed at shutdown", slog.String("error", err.Error()))
+	}
 }
 
 // migrateUsage is the synopsis of `server migrate`.

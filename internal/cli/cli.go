@@ -45,15 +45,42 @@ func Env(name, def string) string {
 	return def
 }
 
-// NewLogger returns a logger writing to stderr as "text" or "json".
-func NewLogger(format string) (*slog.Logger, error) {
+// NewLogger returns a logger writing to stderr as format ("text" or "json") the records at level
+// and above: "debug", "info", "warn" or "error" (ParseLogLevel). The binaries' -log-format and
+// -log-level flags (RECKON_LOG_FORMAT, RECKON_LOG_LEVEL) are its arguments; a value it does not
+// know is an error naming the flag.
+func NewLogger(format, level string) (*slog.Logger, error) {
+	lvl, err := ParseLogLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, nil)), nil
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, nil)), nil
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	default:
 		return nil, fmt.Errorf("log format %q: want text or json", format)
+	}
+}
+
+// DefaultLogLevel is -log-level's default.
+const DefaultLogLevel = "info"
+
+// ParseLogLevel reads a -log-level value: debug, info, warn or error (any case).
+func ParseLogLevel(level string) (slog.Level, error) {
+	switch strings.ToLower(level) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	default:
+		return 0, fmt.Errorf("-log-level %q (or RECKON_LOG_LEVEL): want debug, info, warn or error", level)
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package httpobs observes every request the server answers (the API, the console, health and
 // metrics): an X-Request-Id, accepted from the client when well-formed and generated otherwise,
-// echoed in the response, kept in the request's context for its log lines and error bodies; and
-// the request metrics reckon_http_requests_total{route,method,code} and
-// reckon_http_request_duration_seconds{route,method}.
+// echoed in the response, kept in the request's context for its log lines and error bodies; the
+// request metrics reckon_http_requests_total{route,method,code} and
+// reckon_http_request_duration_seconds{route,method}; and an OpenTelemetry server span, continuing
+// the client's traceparent, in whose context the handlers run.
 package httpobs
 
 import (
@@ -11,10 +12,18 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
+	"github.com/felixge/httpsnoop"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Header is the request id's header, read from the request and set on the response.
@@ -83,10 +92,34 @@ func validID(id string) bool {
 	return true
 }
 
-// Handler serves next with a request id and request metrics registered on reg. routes is the
-// server's mux, asked which pattern matches each request (the route label, never the raw path);
-// next is routes itself or a handler around it. It fails only if reg refuses the metrics.
-func Handler(reg prometheus.Registerer, routes *http.ServeMux, next http.Handler) (http.Handler, error) {
+// TracerName is the name of the server spans' tracer (their instrumentation scope).
+const TracerName = "github.com/reckonhq/reckon/cmd/server/internal/httpobs"
+
+// AttrRequestID is the server span's attribute holding the request id.
+const AttrRequestID = attribute.Key("reckon.request_id")
+
+// Opts configures Handler's tracing. Nil, or a zero field, takes the default.
+type Opts struct {
+	// TracerProvider makes each request's server span. Default: the global provider
+	// (otel.GetTracerProvider), which records nothing until tracing is set up (internal/telemetry).
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context a client sends (traceparent). Default: the global
+	// propagator (otel.GetTextMapPropagator), which reads nothing until tracing is set up.
+	Propagator propagation.TextMapPropagator
+}
+
+// Handler serves next with a request id, request metrics registered on reg and a server span.
+// routes is the server's mux, asked which pattern matches each request (the route label and the
+// span's name, never the raw path); next is routes itself or a handler around it. It fails only if
+// reg refuses the metrics.
+//
+// The span continues the trace of the request's traceparent header, if any, and is named
+// "{METHOD} {route}" (the method alone when no route matched): its context is the handlers', so
+// the spans they make (the effects' reckon.enqueue) are its children. It carries
+// http.request.method, http.route, http.response.status_code, url.path and reckon.request_id, and
+// status Error for a 5xx answer. When the provider records nothing (tracing off) no attribute is
+// computed and the response writer is not wrapped.
+func Handler(reg prometheus.Registerer, routes *http.ServeMux, next http.Handler, opts *Opts) (http.Handler, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "reckon", Subsystem: "http", Name: "requests_total",
 		Help: "HTTP requests answered, by route pattern, method and status code.",
@@ -107,6 +140,19 @@ func Handler(reg prometheus.Registerer, routes *http.ServeMux, next http.Handler
 		return Unmatched
 	})
 	instrumented := promhttp.InstrumentHandlerDuration(duration, promhttp.InstrumentHandlerCounter(requests, next, route), route)
+	var o Opts
+	if opts != nil {
+		o = *opts
+	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = otel.GetTracerProvider()
+	}
+	if o.Propagator == nil {
+		o.Propagator = otel.GetTextMapPropagator()
+	}
+	tracer := o.TracerProvider.Tracer(TracerName)
+	serverKind := trace.WithSpanKind(trace.SpanKindServer) // made once: an option allocates
+	names := &spanNames{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(Header)
 		if !validID(id) {
@@ -116,8 +162,108 @@ func Handler(reg prometheus.Registerer, routes *http.ServeMux, next http.Handler
 		w.Header().Set(Header, id)
 		_, pattern := routes.Handler(r)
 		info := &requestInfo{id: id, route: routeLabel(pattern)}
-		instrumented.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), contextKey{}, info)))
+		ctx := o.Propagator.Extract(context.WithValue(r.Context(), contextKey{}, info), propagation.HeaderCarrier(r.Header))
+		ctx, span := tracer.Start(ctx, names.get(r.Method, info.route), serverKind)
+		if !span.IsRecording() {
+			defer span.End()
+			instrumented.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
+		traced(instrumented, w, r.WithContext(ctx), span, info, names)
 	}), nil
+}
+
+// spanNames caches spanName's answers, so that a request does not build its span's name (an
+// allocation, also when tracing is off). There are as many as routes times standard methods.
+type spanNames struct{ m sync.Map }
+
+type spanNameKey struct{ method, route string }
+
+func (n *spanNames) get(method, route string) string {
+	if !known(method) {
+		method = "HTTP" // not a key per client's whim
+	}
+	key := spanNameKey{method, route}
+	if name, ok := n.m.Load(key); ok {
+		return name.(string)
+	}
+	name := spanName(method, route)
+	n.m.Store(key, name)
+	return name
+}
+
+// traced serves r with a recording server span: the status code is read from the response
+// writer, and the name and route are set once the handler has named the final route (SetRoute).
+func traced(next http.Handler, w http.ResponseWriter, r *http.Request, span trace.Span, info *requestInfo, names *spanNames) {
+	status := 0
+	w = httpsnoop.Wrap(w, httpsnoop.Hooks{
+		WriteHeader: func(write httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
+			return func(code int) {
+				if status == 0 && code >= 200 { // an informational 1xx is not the answer
+					status = code
+				}
+				write(code)
+			}
+		},
+		Write: func(write httpsnoop.WriteFunc) httpsnoop.WriteFunc {
+			return func(b []byte) (int, error) {
+				if status == 0 {
+					status = http.StatusOK
+				}
+				return write(b)
+			}
+		},
+	})
+	method := semconv.HTTPRequestMethodOther
+	if known(r.Method) {
+		method = semconv.HTTPRequestMethodKey.String(r.Method)
+	}
+	span.SetAttributes(method, semconv.URLPath(r.URL.Path), AttrRequestID.String(info.id))
+	defer func() {
+		// A handler that panics (net/http recovers it and drops the connection) ends its span too.
+		recovered := recover()
+		if status == 0 {
+			status = http.StatusOK // nothing written: net/http answers 200
+		}
+		if recovered != nil {
+			status = http.StatusInternalServerError
+		}
+		span.SetName(names.get(r.Method, info.route))
+		if info.route != Unmatched {
+			span.SetAttributes(semconv.HTTPRoute(info.route))
+		}
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+		span.End()
+		if recovered != nil {
+			panic(recovered)
+		}
+	}()
+	next.ServeHTTP(w, r)
+}
+
+// spanName is a server span's name: "{METHOD} {route}", the method alone when no route matched,
+// and "HTTP" for a method outside the standard ones (it would be a name per client's whim).
+func spanName(method, route string) string {
+	if !known(method) {
+		method = "HTTP"
+	}
+	if route == Unmatched {
+		return method
+	}
+	return method + " " + route
+}
+
+// known reports whether method is one of HTTP's standard methods.
+func known(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 // LogHandler adds request_id to every record logged with a request's context (the

@@ -37,7 +37,7 @@ func setup(t *testing.T) (handler http.Handler, reg *prometheus.Registry, logs *
 		inner.ServeHTTP(w, r)
 	}))
 	reg = prometheus.NewRegistry()
-	handler, err := httpobs.Handler(reg, mux, mux)
+	handler, err := httpobs.Handler(reg, mux, mux, nil)
 	require.NoError(t, err)
 	return handler, reg, logs
 }
