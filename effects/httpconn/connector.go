@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/reckonhq/reckon/effects"
 )
@@ -39,6 +40,9 @@ const maxResponse = 1 << 20
 
 // maxRetryAfter caps a Retry-After header.
 const maxRetryAfter = time.Hour
+
+// traceContext writes the traceparent (and tracestate) headers of every call.
+var traceContext = propagation.TraceContext{}
 
 // defaultClient is the client of connectors made without one.
 var defaultClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
@@ -178,6 +182,9 @@ func (c *caller) post(ctx context.Context, url string, body Request, call effect
 	if call.CallbackSecret != "" {
 		req.Header.Set(HeaderCallbackSecret, call.CallbackSecret)
 	}
+	// The call's span (reckon.connector.dispatch and the like) as W3C traceparent/tracestate, so
+	// that the upstream's spans join the effect's trace; nothing without a valid span.
+	traceContext.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,8 @@
 // # Wire protocol
 //
 // The reactor is the client; every call is a JSON POST over HTTP/1.1 with the headers
-// Idempotency-Key, Reckon-Effect-Id and Reckon-Attempt and the body
+// Idempotency-Key, Reckon-Effect-Id and Reckon-Attempt (and, when the call's context carries a
+// span, the W3C traceparent and tracestate of the connector call's span) and the body
 // {"effect_id","idempotency_key","business_key","args","attempt"} (compensations add
 // "original":{"effect_id","result"} and carry their own idempotency key). Dispatch and compensate
 // answers map to outcomes:
