@@ -151,7 +151,8 @@ func Handler(reg prometheus.Registerer, routes *http.ServeMux, next http.Handler
 		o.Propagator = otel.GetTextMapPropagator()
 	}
 	tracer := o.TracerProvider.Tracer(TracerName)
-	serverKind := trace.WithSpanKind(trace.SpanKindServer) // made once: an option allocates
+	// Made once: an option, and the variadic slice of one, allocate on every call.
+	startOpts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 	names := &spanNames{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(Header)
@@ -163,7 +164,7 @@ func Handler(reg prometheus.Registerer, routes *http.ServeMux, next http.Handler
 		_, pattern := routes.Handler(r)
 		info := &requestInfo{id: id, route: routeLabel(pattern)}
 		ctx := o.Propagator.Extract(context.WithValue(r.Context(), contextKey{}, info), propagation.HeaderCarrier(r.Header))
-		ctx, span := tracer.Start(ctx, names.get(r.Method, info.route), serverKind)
+		ctx, span := tracer.Start(ctx, names.get(r.Method, info.route), startOpts...)
 		if !span.IsRecording() {
 			defer span.End()
 			instrumented.ServeHTTP(w, r.WithContext(ctx))
