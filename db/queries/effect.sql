@@ -3,17 +3,17 @@
 -- tombstone of a pruned effect (then: no row, and EffectGetByIdempotencyKey and
 -- EffectTombstoneGetLive tell which). The tombstone probe is one index lookup in the same
 -- statement, so an enqueue costs no extra round trip. The transition trigger records the insert
--- with the given actor and reason.
+-- with the given actor and reason. trace_context is the enqueuing span's carrier, NULL without one.
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id,
-    lease_owner, lease_token, lease_expires_at, attempts, owner,
+    lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
     transition_actor, transition_reason, transition_detail
 )
 SELECT
     @id, @tenant_id, @connector, @args, @idempotency_key, @business_key, @policy, @tags, @max_attempts,
     @timeout_ms, @deadline_at, @run_id, @turn_id, @turn_group, @compensates_id, @job_id,
-    @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner),
+    @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner), sqlc.narg(trace_context),
     @actor::text, @reason::text, @detail
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
@@ -25,15 +25,16 @@ RETURNING *;
 -- name: EffectInsertMany :many
 -- Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
 -- a live tombstone (as for EffectInsert), are skipped (and not returned). Array arguments are
--- parallel, and empty strings stand for NULL.
+-- parallel, and empty strings stand for NULL. trace_contexts may be NULL (no effect is traced: the
+-- common case sends nothing): unnest runs the arrays in lockstep and pads a shorter one with NULLs.
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
-    timeout_ms, run_id, turn_id, turn_group, job_id, owner, transition_actor, transition_reason
+    timeout_ms, run_id, turn_id, turn_group, job_id, owner, trace_context, transition_actor, transition_reason
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
     u.policy::reckon_effect_policy, string_to_array(nullif(u.tags, ''), ','), u.max_attempts, u.timeout_ms,
-    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), u.job_id, nullif(u.owner, ''),
+    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), u.job_id, nullif(u.owner, ''), u.trace_context,
     sqlc.arg(actor)::text, sqlc.arg(reason)::text
 FROM (
     SELECT
@@ -51,7 +52,8 @@ FROM (
         unnest(sqlc.arg(turn_ids)::uuid[]) AS turn_id,
         unnest(sqlc.arg(turn_groups)::text[]) AS turn_group,
         unnest(sqlc.arg(job_ids)::bigint[]) AS job_id,
-        unnest(sqlc.arg(owners)::text[]) AS owner
+        unnest(sqlc.arg(owners)::text[]) AS owner,
+        unnest(sqlc.narg(trace_contexts)::jsonb[]) AS trace_context
 ) AS u
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
@@ -204,13 +206,6 @@ LIMIT @max_rows::integer;
 -- time (plan_cache_mode force_custom_plan), for EffectList.
 SELECT set_config('plan_cache_mode', 'force_custom_plan', true);
 
--- name: EffectCountUnresolved :many
--- How many effects are PENDING, UNKNOWN and STUCK (the partial index covers exactly these).
-SELECT state, count(*)::bigint AS count
-FROM reckon_effects
-WHERE state IN ('PENDING', 'UNKNOWN', 'STUCK')
-GROUP BY state;
-
 -- name: EffectListSettled :many
 -- Which of the given effects are CONFIRMED, FAILED or STUCK.
 SELECT id, state FROM reckon_effects
@@ -222,8 +217,8 @@ WHERE id = ANY (@ids::uuid[]) AND state IN ('CONFIRMED', 'FAILED', 'STUCK');
 -- a follow-up job, and the jobs of the effects written are completed as river.JobCompleteTx
 -- completes one (state completed, finalized_at now) — unless complete_jobs says no: a batch job
 -- carrying other effects completes when River sees its Work return. River's completer later finds them completed
--- and leaves them alone, as after JobCompleteTx. Returns the effects written; the missing ones
--- were fenced out.
+-- and leaves them alone, as after JobCompleteTx. Returns the effects written, with their enqueue
+-- and settlement times (the settle latency); the missing ones were fenced out.
 WITH settled AS (
     UPDATE reckon_effects e
     SET state = u.to_state::reckon_effect_state,
@@ -252,13 +247,13 @@ WITH settled AS (
     -- unanalyzed table once made each batch scan every PENDING effect for every outcome).
     WHERE e.id = ANY (sqlc.arg(ids)::uuid[])
       AND e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id AND e.owner IS NULL
-    RETURNING e.id, e.connector, e.policy, e.state, u.job_id, u.complete_job
+    RETURNING e.id, e.connector, e.policy, e.state, e.created_at, e.updated_at, u.job_id, u.complete_job
 ),
 completed AS ( -- runs whether or not it is referenced, as every data-modifying CTE does
     UPDATE river_job SET state = 'completed', finalized_at = now()
     WHERE id IN (SELECT job_id FROM settled WHERE complete_job) AND state = 'running'
 )
-SELECT id, connector, policy, state FROM settled;
+SELECT id, connector, policy, state, created_at, updated_at FROM settled;
 
 -- name: EffectListByIDs :many
 SELECT * FROM reckon_effects WHERE id = ANY (@ids::uuid[]);

@@ -27,7 +27,7 @@ WHERE id = $4
   AND state = 'PENDING'
   AND CASE WHEN $5::uuid IS NOT NULL THEN lease_token = $5::uuid
            ELSE job_id IS NOT DISTINCT FROM $6::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context
 `
 
 type EffectAcceptParams struct {
@@ -87,6 +87,7 @@ func (q *Queries) EffectAccept(ctx context.Context, arg EffectAcceptParams) (Rec
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
 		&i.InconclusiveChecks,
+		&i.TraceContext,
 	)
 	return i, err
 }
@@ -131,41 +132,8 @@ func (q *Queries) EffectArgsEqual(ctx context.Context, arg EffectArgsEqualParams
 	return column_1, err
 }
 
-const effectCountUnresolved = `-- name: EffectCountUnresolved :many
-SELECT state, count(*)::bigint AS count
-FROM reckon_effects
-WHERE state IN ('PENDING', 'UNKNOWN', 'STUCK')
-GROUP BY state
-`
-
-type EffectCountUnresolvedRow struct {
-	State ReckonEffectState
-	Count int64
-}
-
-// How many effects are PENDING, UNKNOWN and STUCK (the partial index covers exactly these).
-func (q *Queries) EffectCountUnresolved(ctx context.Context) ([]EffectCountUnresolvedRow, error) {
-	rows, err := q.db.Query(ctx, effectCountUnresolved)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []EffectCountUnresolvedRow
-	for rows.Next() {
-		var i EffectCountUnresolvedRow
-		if err := rows.Scan(&i.State, &i.Count); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const effectGetByID = `-- name: EffectGetByID :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE id = $1
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context FROM reckon_effects WHERE id = $1
 `
 
 func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -205,12 +173,13 @@ func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
 		&i.InconclusiveChecks,
+		&i.TraceContext,
 	)
 	return i, err
 }
 
 const effectGetByIDForUpdate = `-- name: EffectGetByIDForUpdate :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context FROM reckon_effects WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -250,12 +219,13 @@ func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Rec
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
 		&i.InconclusiveChecks,
+		&i.TraceContext,
 	)
 	return i, err
 }
 
 const effectGetByIdempotencyKey = `-- name: EffectGetByIdempotencyKey :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
 `
 
 type EffectGetByIdempotencyKeyParams struct {
@@ -300,6 +270,7 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
 		&i.InconclusiveChecks,
+		&i.TraceContext,
 	)
 	return i, err
 }
@@ -308,20 +279,20 @@ const effectInsert = `-- name: EffectInsert :one
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id,
-    lease_owner, lease_token, lease_expires_at, attempts, owner,
+    lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
     transition_actor, transition_reason, transition_detail
 )
 SELECT
     $1, $2, $3, $4, $5, $6, $7, $8, $9,
     $10, $11, $12, $13, $14, $15, $16,
-    $17, $18, $19, $20, $21,
-    $22::text, $23::text, $24
+    $17, $18, $19, $20, $21, $22,
+    $23::text, $24::text, $25
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = $2 AND t.idempotency_key = $5 AND t.expires_at > now()
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context
 `
 
 type EffectInsertParams struct {
@@ -346,6 +317,7 @@ type EffectInsertParams struct {
 	LeaseExpiresAt *time.Time
 	Attempts       int32
 	Owner          *string
+	TraceContext   json.RawMessage
 	Actor          string
 	Reason         string
 	Detail         json.RawMessage
@@ -355,7 +327,7 @@ type EffectInsertParams struct {
 // tombstone of a pruned effect (then: no row, and EffectGetByIdempotencyKey and
 // EffectTombstoneGetLive tell which). The tombstone probe is one index lookup in the same
 // statement, so an enqueue costs no extra round trip. The transition trigger records the insert
-// with the given actor and reason.
+// with the given actor and reason. trace_context is the enqueuing span's carrier, NULL without one.
 func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (ReckonEffect, error) {
 	row := q.db.QueryRow(ctx, effectInsert,
 		arg.ID,
@@ -379,6 +351,7 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		arg.LeaseExpiresAt,
 		arg.Attempts,
 		arg.Owner,
+		arg.TraceContext,
 		arg.Actor,
 		arg.Reason,
 		arg.Detail,
@@ -418,6 +391,7 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
 		&i.InconclusiveChecks,
+		&i.TraceContext,
 	)
 	return i, err
 }
@@ -425,12 +399,12 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 const effectInsertMany = `-- name: EffectInsertMany :many
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
-    timeout_ms, run_id, turn_id, turn_group, job_id, owner, transition_actor, transition_reason
+    timeout_ms, run_id, turn_id, turn_group, job_id, owner, trace_context, transition_actor, transition_reason
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
     u.policy::reckon_effect_policy, string_to_array(nullif(u.tags, ''), ','), u.max_attempts, u.timeout_ms,
-    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), u.job_id, nullif(u.owner, ''),
+    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), u.job_id, nullif(u.owner, ''), u.trace_context,
     $1::text, $2::text
 FROM (
     SELECT
@@ -448,14 +422,15 @@ FROM (
         unnest($14::uuid[]) AS turn_id,
         unnest($15::text[]) AS turn_group,
         unnest($16::bigint[]) AS job_id,
-        unnest($17::text[]) AS owner
+        unnest($17::text[]) AS owner,
+        unnest($18::jsonb[]) AS trace_context
 ) AS u
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = u.tenant_id AND t.idempotency_key = u.idempotency_key AND t.expires_at > now()
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context
 `
 
 type EffectInsertManyParams struct {
@@ -476,11 +451,13 @@ type EffectInsertManyParams struct {
 	TurnGroups      []string
 	JobIds          []int64
 	Owners          []string
+	TraceContexts   []json.RawMessage
 }
 
 // Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
 // a live tombstone (as for EffectInsert), are skipped (and not returned). Array arguments are
-// parallel, and empty strings stand for NULL.
+// parallel, and empty strings stand for NULL. trace_contexts may be NULL (no effect is traced: the
+// common case sends nothing): unnest runs the arrays in lockstep and pads a shorter one with NULLs.
 func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyParams) ([]ReckonEffect, error) {
 	rows, err := q.db.Query(ctx, effectInsertMany,
 		arg.Actor,
@@ -500,6 +477,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 		arg.TurnGroups,
 		arg.JobIds,
 		arg.Owners,
+		arg.TraceContexts,
 	)
 	if err != nil {
 		return nil, err
@@ -542,6 +520,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
 			&i.InconclusiveChecks,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -554,9 +533,9 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 }
 
 const effectList = `-- name: EffectList :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks FROM unnest($1::text[]) AS t(tenant_id)
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context FROM unnest($1::text[]) AS t(tenant_id)
 CROSS JOIN LATERAL (
-    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects r
+    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context FROM reckon_effects r
     WHERE r.tenant_id = t.tenant_id
       AND ($2::reckon_effect_state IS NULL OR r.state = $2::reckon_effect_state)
       AND ($3::text IS NULL OR r.connector = $3::text)
@@ -654,6 +633,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
 			&i.InconclusiveChecks,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -666,7 +646,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 }
 
 const effectListByCorrelationIDForUpdate = `-- name: EffectListByCorrelationIDForUpdate :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context FROM reckon_effects
 WHERE correlation_id = $1 AND ($2::text = '' OR tenant_id = $2::text)
 ORDER BY id
 LIMIT 2
@@ -723,6 +703,7 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
 			&i.InconclusiveChecks,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -735,7 +716,7 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 }
 
 const effectListByIDs = `-- name: EffectListByIDs :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE id = ANY ($1::uuid[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context FROM reckon_effects WHERE id = ANY ($1::uuid[])
 `
 
 func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]ReckonEffect, error) {
@@ -781,6 +762,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
 			&i.InconclusiveChecks,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -793,7 +775,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 }
 
 const effectListByIdempotencyKeys = `-- name: EffectListByIdempotencyKeys :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
 `
 
 type EffectListByIdempotencyKeysParams struct {
@@ -844,6 +826,7 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
 			&i.InconclusiveChecks,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -856,7 +839,7 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 }
 
 const effectListByRun = `-- name: EffectListByRun :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
 `
 
 type EffectListByRunParams struct {
@@ -908,6 +891,7 @@ func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams
 			&i.AsyncTimeoutMs,
 			&i.AsyncHardTimeout,
 			&i.InconclusiveChecks,
+			&i.TraceContext,
 		); err != nil {
 			return nil, err
 		}
@@ -920,7 +904,7 @@ func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams
 }
 
 const effectListPendingByRunForUpdate = `-- name: EffectListPendingByRunForUpdate :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
 WHERE e.tenant_id = $1 AND e.run_id = $2::text AND e.state = 'PENDING' AND e.compensates_id IS NULL
@@ -984,6 +968,7 @@ func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, arg Effec
 			&i.ReckonEffect.AsyncTimeoutMs,
 			&i.ReckonEffect.AsyncHardTimeout,
 			&i.ReckonEffect.InconclusiveChecks,
+			&i.ReckonEffect.TraceContext,
 			&i.JobState,
 			&i.JobAttempt,
 		); err != nil {
@@ -1092,7 +1077,7 @@ WHERE id = $3
   AND state = 'PENDING'
   AND CASE WHEN $4::uuid IS NOT NULL THEN lease_token = $4::uuid
            ELSE job_id IS NOT DISTINCT FROM $5::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context
 `
 
 type EffectRetryLaterParams struct {
@@ -1148,6 +1133,7 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
 		&i.InconclusiveChecks,
+		&i.TraceContext,
 	)
 	return i, err
 }
@@ -1173,7 +1159,7 @@ func (q *Queries) EffectSetAsyncOptions(ctx context.Context, arg EffectSetAsyncO
 const effectSetCorrelationID = `-- name: EffectSetCorrelationID :one
 UPDATE reckon_effects SET correlation_id = $1::text
 WHERE id = $2 AND correlation_id IS NULL
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context
 `
 
 type EffectSetCorrelationIDParams struct {
@@ -1220,6 +1206,7 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
 		&i.InconclusiveChecks,
+		&i.TraceContext,
 	)
 	return i, err
 }
@@ -1227,7 +1214,7 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 const effectSetJob = `-- name: EffectSetJob :one
 UPDATE reckon_effects SET job_id = $1::bigint
 WHERE id = $2 AND state = $3 AND job_id IS NOT DISTINCT FROM $4::bigint
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context
 `
 
 type EffectSetJobParams struct {
@@ -1281,6 +1268,7 @@ func (q *Queries) EffectSetJob(ctx context.Context, arg EffectSetJobParams) (Rec
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
 		&i.InconclusiveChecks,
+		&i.TraceContext,
 	)
 	return i, err
 }
@@ -1303,7 +1291,7 @@ WHERE id = $9
   AND state = $10
   AND CASE WHEN $11::uuid IS NOT NULL THEN lease_token = $11::uuid
            ELSE job_id IS NOT DISTINCT FROM $12::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context
 `
 
 type EffectSettleParams struct {
@@ -1376,6 +1364,7 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
 		&i.InconclusiveChecks,
+		&i.TraceContext,
 	)
 	return i, err
 }
@@ -1409,13 +1398,13 @@ WITH settled AS (
     -- unanalyzed table once made each batch scan every PENDING effect for every outcome).
     WHERE e.id = ANY ($1::uuid[])
       AND e.id = u.id AND e.state = 'PENDING' AND e.job_id = u.job_id AND e.owner IS NULL
-    RETURNING e.id, e.connector, e.policy, e.state, u.job_id, u.complete_job
+    RETURNING e.id, e.connector, e.policy, e.state, e.created_at, e.updated_at, u.job_id, u.complete_job
 ),
 completed AS ( -- runs whether or not it is referenced, as every data-modifying CTE does
     UPDATE river_job SET state = 'completed', finalized_at = now()
     WHERE id IN (SELECT job_id FROM settled WHERE complete_job) AND state = 'running'
 )
-SELECT id, connector, policy, state FROM settled
+SELECT id, connector, policy, state, created_at, updated_at FROM settled
 `
 
 type EffectSettleManyParams struct {
@@ -1435,6 +1424,8 @@ type EffectSettleManyRow struct {
 	Connector string
 	Policy    ReckonEffectPolicy
 	State     ReckonEffectState
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // EffectSettle for many dispatch outcomes at once (group commit), in one statement: each effect is
@@ -1442,8 +1433,8 @@ type EffectSettleManyRow struct {
 // a follow-up job, and the jobs of the effects written are completed as river.JobCompleteTx
 // completes one (state completed, finalized_at now) — unless complete_jobs says no: a batch job
 // carrying other effects completes when River sees its Work return. River's completer later finds them completed
-// and leaves them alone, as after JobCompleteTx. Returns the effects written; the missing ones
-// were fenced out.
+// and leaves them alone, as after JobCompleteTx. Returns the effects written, with their enqueue
+// and settlement times (the settle latency); the missing ones were fenced out.
 func (q *Queries) EffectSettleMany(ctx context.Context, arg EffectSettleManyParams) ([]EffectSettleManyRow, error) {
 	rows, err := q.db.Query(ctx, effectSettleMany,
 		arg.Ids,
@@ -1468,6 +1459,8 @@ func (q *Queries) EffectSettleMany(ctx context.Context, arg EffectSettleManyPara
 			&i.Connector,
 			&i.Policy,
 			&i.State,
+			&i.CreatedAt,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -1561,7 +1554,7 @@ SET state = $1,
     transition_reason = $3::text,
     transition_detail = $4
 WHERE id = $5 AND state = $6
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context
 `
 
 type EffectTransitionParams struct {
@@ -1619,6 +1612,7 @@ func (q *Queries) EffectTransition(ctx context.Context, arg EffectTransitionPara
 		&i.AsyncTimeoutMs,
 		&i.AsyncHardTimeout,
 		&i.InconclusiveChecks,
+		&i.TraceContext,
 	)
 	return i, err
 }

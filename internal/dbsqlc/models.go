@@ -639,6 +639,7 @@ type ReckonEffect struct {
 	AsyncTimeoutMs     *int32
 	AsyncHardTimeout   bool
 	InconclusiveChecks int32
+	TraceContext       json.RawMessage
 }
 
 type ReckonEffectTombstone struct {
@@ -790,6 +791,13 @@ type ReckonSagaTransition struct {
 	Actor     string
 	Reason    string
 	At        time.Time
+}
+
+type ReckonStat struct {
+	Part       string
+	ComputedAt time.Time
+	ComputedBy string
+	Value      json.RawMessage
 }
 
 type ReckonTenant struct {

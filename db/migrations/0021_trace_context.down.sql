@@ -1,0 +1,1 @@
+ALTER TABLE reckon_effects DROP COLUMN trace_context;
