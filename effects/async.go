@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
@@ -208,8 +209,21 @@ func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs])
 	if State(row.State) != StatePending || row.JobID == nil || *row.JobID != job.ID {
 		return nil // resolved by its callback, cancelled, or handed on: the timer is a no-op
 	}
+	ctx, span := c.startEffectSpan(ctx, spanDeadline, row)
+	if span.IsRecording() {
+		span.SetAttributes(attrJobID.Int64(job.ID), attrJobAttempt.Int(job.Attempt))
+	}
+	err = w.deadline(ctx, span, job, row)
+	endSpan(span, failure(err))
+	return err
+}
+
+// deadline moves row, an accepted effect whose deadline passed, on; span is the deadline's.
+func (w *deadlineWorker) deadline(ctx context.Context, span trace.Span, job *river.Job[deadlineArgs], row dbsqlc.ReckonEffect) error {
+	c := w.client
 	connector, ok := c.registry.Get(row.Connector)
 	if !ok {
+		setOutcome(span, "waiting: connector not registered", false, nil)
 		return river.JobSnooze(unknownConnectorSnooze)
 	}
 	actor := "reactor:" + c.config.ID
@@ -233,20 +247,25 @@ func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs])
 		t.to, t.errMsg = StateUnknown, "async deadline passed without a callback"
 		t.reason = "async deadline passed (soft timeout): outcome unknown; a late callback still resolves it"
 	}
+	setOutcome(span, string(t.to), true, errors.New(t.errMsg))
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
+	var settled dbsqlc.ReckonEffect
+	err := c.withTx(recordCtx, func(tx pgx.Tx) (err error) {
 		if t.to == StateUnknown {
 			if t.newJobID, err = c.insertReconcileJob(recordCtx, tx, row.ID, row.TimeoutMs, row.Connector); err != nil {
 				return err
 			}
 		}
-		if _, err := c.settle(recordCtx, tx, row.ID, t); err != nil {
+		if settled, err = c.settle(recordCtx, tx, row.ID, t); err != nil {
 			return err
 		}
 		return completeJobTx(recordCtx, tx, job)
 	})
 	if errors.Is(err, errFencedOut) {
+		if span.IsRecording() {
+			span.SetAttributes(attrFencedOut.Bool(true))
+		}
 		c.observeFencedOut(recordCtx, row.ID, row.Connector, actor, "deadline to "+string(t.to), t.detail)
 		return nil
 	}
@@ -254,19 +273,21 @@ func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs])
 		return err
 	}
 	c.metrics.deadlines.WithLabelValues(row.Connector, string(t.to)).Inc()
-	c.countTransition(row.Connector, row.Policy, StatePending, t.to)
+	c.countSettlement(row.Connector, row.Policy, StatePending, t.to, settled.CreatedAt, settled.UpdatedAt)
 	return nil
 }
 
 // cancelUpstream calls the connector's Cancel under its timeout.
-func (c *Client) cancelUpstream(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) error {
+func (c *Client) cancelUpstream(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) (err error) {
 	call := callOf(row)
 	secret, err := c.CallbackSecret(ctx, row.ID)
 	if err != nil {
 		return err
 	}
 	call.CallbackSecret = secret
-	callCtx, cancel := context.WithTimeout(ctx, connector.Timeout)
+	callCtx, span := c.startCallSpan(ctx, spanConnectorCancel, row)
+	defer func() { endSpan(span, err) }()
+	callCtx, cancel := context.WithTimeout(callCtx, connector.Timeout)
 	defer cancel()
 	_, err = safeCall(func() (struct{}, error) { return struct{}{}, connector.Cancel(callCtx, call) })
 	return err
@@ -329,7 +350,7 @@ func (c *Client) Callback(ctx context.Context, correlationID string, result json
 	}
 	if from != "" {
 		c.metrics.callbacks.WithLabelValues(effect.Connector, string(effect.State)).Inc()
-		c.countTransition(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), from, effect.State)
+		c.countSettlement(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), from, effect.State, effect.CreatedAt, effect.UpdatedAt)
 	}
 	return effect, nil
 }
@@ -377,6 +398,15 @@ func (c *Client) callbackTx(ctx context.Context, tx pgx.Tx, correlationID string
 		// Indistinguishable from an unknown id: another tenant's effects are invisible.
 		return nil, "", fmt.Errorf("%w: %q", ErrUnknownCorrelation, correlationID)
 	}
+	// In the effect's trace, linked to the caller's (the callback's request): an owner's next move
+	// continues the effect's trace.
+	ctx, span := c.startEffectSpan(ctx, spanCallback, row)
+	defer func() {
+		if span.IsRecording() && from != "" {
+			span.SetAttributes(attrOutcome.String(string(to)))
+		}
+		endSpan(span, err)
+	}()
 	q := dbsqlc.New(tx)
 	var job *dbsqlc.RiverJobGetForUpdateRow
 	if state := State(row.State); (state == StatePending || state == StateUnknown) && row.JobID != nil {

@@ -16,6 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/txn"
@@ -31,6 +35,7 @@ type Client struct {
 	registry  *Registry
 	logger    *slog.Logger
 	metrics   *Metrics
+	tracing   *tracing
 	river     *river.Client[pgx.Tx]
 	notifier  *notifier
 	committer *committer
@@ -38,6 +43,9 @@ type Client struct {
 	fatal     chan error // Fatal
 
 	hooks map[string]SettleHook // by owner, from the plugins; fixed once NewClient returns
+	stats []statsPart           // the parts of the shared statistics, effects' and the plugins'; fixed once NewClient returns
+
+	statsEnsured map[string]bool // parts whose row exists (stats.go); used by Start and its loop, one at a time
 
 	callbackKey callbackKey // the deployment's, for CallbackSecret
 
@@ -45,6 +53,8 @@ type Client struct {
 	started     bool
 	stopSweeper context.CancelFunc
 	sweeperDone chan struct{}
+	stopStats   context.CancelFunc
+	statsDone   chan struct{}
 	liveness    *liveness
 }
 
@@ -104,10 +114,36 @@ type Config struct {
 	// run prunes those (package retention). Default 0: River's own periods, 24h for completed and
 	// cancelled jobs, 7 days for discarded ones. cmd/reactor sets min(24h, -effect-retention).
 	JobRetention time.Duration
+	// StatsInterval is how often the shared statistics are computed — the counts behind the gauges
+	// read from the database (reckon_effects, reckon_effects_oldest_pending_seconds, reckon_sagas):
+	// once per interval by one started client of the whole fleet, whichever claims them first, and
+	// stored in reckon_stats, where every client with a Registerer reads them at scrape time (see
+	// docs/design.md, "Shared statistics"). Start computes those that are due before it returns.
+	// Default 15s; 100ms to 1h; a negative value: this client never computes them (it still
+	// reports them).
+	StatsInterval time.Duration
 	// Plugins extend the client as it is built: the packages built on effects (turns.Client,
 	// saga.Client) and an application's own settle hooks (OnSettle). NewClient installs them in
 	// order; see Plugin. Default: none.
 	Plugins []Plugin
+	// TracerProvider makes the client's OpenTelemetry spans: reckon.enqueue as a child of the
+	// caller's span, then, in the trace it stored on the effect, reckon.dispatch, the connector's
+	// call, reckon.reconcile and the rest, and a span "river.work {kind}" per River job (see
+	// docs/design.md, "Tracing"). Default otel.GetTracerProvider(), the global provider, which
+	// records nothing until the application (or cmd/server and cmd/reactor, from the OTEL_*
+	// variables) installs an SDK: tracing off costs next to nothing and stores nothing.
+	TracerProvider trace.TracerProvider
+	// Propagator writes the trace context of the span that enqueues an effect onto its row
+	// (reckon_effects.trace_context) and into its River jobs' metadata, and reads it back when they
+	// are worked. Default: W3C Trace Context and Baggage (propagation.TraceContext,
+	// propagation.Baggage), whatever the global propagator is.
+	Propagator propagation.TextMapPropagator
+	// RiverMiddleware is added to the River client's middleware (river.Config.Middleware) after
+	// Reckon's own (which writes and continues the trace context): each entry a
+	// rivertype.JobInsertMiddleware, run around the inserts of jobs through this client, a
+	// rivertype.WorkerMiddleware, run around the work of every job it works (Reckon's included), or
+	// both. Embed river.MiddlewareDefaults. Default: none.
+	RiverMiddleware []rivertype.Middleware
 }
 
 func (c *Config) setDefaults() {
@@ -147,6 +183,15 @@ func (c *Config) setDefaults() {
 	if c.AsyncTimeout == 0 {
 		c.AsyncTimeout = DefaultAsyncTimeout
 	}
+	if c.StatsInterval == 0 {
+		c.StatsInterval = 15 * time.Second
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
+	if c.Propagator == nil {
+		c.Propagator = defaultPropagator()
+	}
 }
 
 // Validate reports what is wrong with the configuration.
@@ -170,6 +215,18 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("effects: Config.JobRetention must not be negative, got %v", c.JobRetention)
 	case c.AsyncTimeout < 0 || c.AsyncTimeout > MaxAsyncTimeout:
 		return fmt.Errorf("effects: Config.AsyncTimeout %v out of range (up to %v)", c.AsyncTimeout, MaxAsyncTimeout)
+	case c.StatsInterval > 0 && (c.StatsInterval < 100*time.Millisecond || c.StatsInterval > time.Hour):
+		return fmt.Errorf("effects: Config.StatsInterval must be between 100ms and 1h (negative: never computed here), got %v", c.StatsInterval)
+	}
+	for i, m := range c.RiverMiddleware {
+		_, inserts := m.(rivertype.JobInsertMiddleware)
+		_, works := m.(rivertype.WorkerMiddleware)
+		switch {
+		case m == nil:
+			return fmt.Errorf("effects: Config.RiverMiddleware[%d] is nil", i)
+		case !inserts && !works:
+			return fmt.Errorf("effects: Config.RiverMiddleware[%d] (%T) is neither a rivertype.JobInsertMiddleware nor a rivertype.WorkerMiddleware", i, m)
+		}
 	}
 	return nil
 }
@@ -193,8 +250,11 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		logger:   cfg.Logger,
 		fatal:    make(chan error, 1),
 		hooks:    map[string]SettleHook{},
+		tracing:  newTracing(cfg.TracerProvider, cfg.Propagator),
 	}
-	metrics, err := newMetrics(cfg.Registerer, c.queries, cfg.Registry)
+	c.stats = []statsPart{{name: StatsPartEffects, compute: computeEffectsStats}}
+	c.statsEnsured = map[string]bool{}
+	metrics, err := newMetrics(cfg.Registerer, c)
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +295,8 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		// left for jobs of River clients that are not registered reactors.
 		RescueStuckJobsAfter: maxTimeout + time.Hour,
 		MaxAttempts:          25,
+		// Ours first, so that the users' middleware runs inside the job's span.
+		Middleware: append([]rivertype.Middleware{&tracingMiddleware{tracing: c.tracing}}, cfg.RiverMiddleware...),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("effects: river client: %w", err)
@@ -261,6 +323,10 @@ func discardedJobRetention(jobRetention time.Duration) time.Duration {
 // plugin added (InsertOpts.Queue) to be worked. The River client is started and stopped by Start
 // and Stop; callers must not start or stop it themselves.
 func (c *Client) River() *river.Client[pgx.Tx] { return c.river }
+
+// TracerProvider returns the provider of the client's spans (Config.TracerProvider), for the
+// packages built on effects to make theirs in the same traces.
+func (c *Client) TracerProvider() trace.TracerProvider { return c.config.TracerProvider }
 
 // Queue returns the River queue the client's workers work (Config.Queue).
 func (c *Client) Queue() string { return c.config.Queue }
@@ -306,6 +372,7 @@ func (c *Client) Start(ctx context.Context) error {
 		defer close(c.sweeperDone)
 		c.runSweeper(sweepCtx)
 	}()
+	c.startStats(ctx)
 	c.started = true
 	c.logger.InfoContext(ctx, "reactor started", slog.String("reactor_id", c.config.ID),
 		slog.String("queue", c.config.Queue), slog.Int("workers", c.config.Workers))
@@ -326,6 +393,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.started = false
 	c.stopSweeper()
 	<-c.sweeperDone
+	c.stopStatsLoop()
 	err := c.river.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		c.logger.Warn("reactor: work in flight did not finish in time; cancelling it")

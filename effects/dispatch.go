@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
@@ -116,19 +117,36 @@ func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], eff
 	if State(row.State) != StatePending || row.JobID == nil || *row.JobID != job.ID {
 		return nil // settled, or handed to another job since this one was enqueued
 	}
+	// The effect's span, in the trace its enqueue stored (linked to a batch job's span when that
+	// is another trace).
+	ctx, span := c.startEffectSpan(ctx, spanDispatch, row)
+	if span.IsRecording() {
+		span.SetAttributes(attrJobID.Int64(job.ID), attrJobAttempt.Int(job.Attempt))
+	}
+	err = c.dispatchRow(ctx, span, job, row)
+	endSpan(span, failure(err))
+	return err
+}
+
+// dispatchRow runs the dispatch protocol for row, an effect of job, PENDING and still the job's;
+// span is the dispatch's.
+func (c *Client) dispatchRow(ctx context.Context, span trace.Span, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect) error {
 	connector, ok := c.registry.Get(row.Connector)
 	if !ok {
 		c.logger.ErrorContext(ctx, "dispatch: no connector registered in this reactor; waiting",
 			slog.String("connector", row.Connector), slog.String("effect_id", row.ID.String()))
+		setOutcome(span, "waiting: connector not registered", false, nil)
 		return c.waitAWhile(ctx, job, row)
 	}
 	if c.ownerUnhooked(ctx, row.Owner, row.ID, "dispatch") {
+		setOutcome(span, "waiting: owner has no settle hook", false, nil)
 		return c.waitAWhile(ctx, job, row) // nothing called: wait for a reactor that has the hook
 	}
 	actor := "reactor:" + c.config.ID
 	f := fence{jobID: &job.ID, sharedJob: job.Args.shared()}
 
 	if job.Attempt > 1 && !Policy(row.Policy).RetrySafe() {
+		setOutcome(span, "interrupted", true, errors.New("an earlier attempt was interrupted: outcome unknown, reconcile instead of calling again"))
 		return c.recordInterrupted(ctx, job, row, f, actor)
 	}
 	if job.Attempt == 1 && row.Attempts > 0 && row.RunID != nil && row.CompensatesID == nil {
@@ -139,6 +157,7 @@ func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], eff
 
 	out, elapsed := c.callDispatch(ctx, row, connector)
 	c.metrics.dispatchSeconds.WithLabelValues(row.Connector, string(out.kind)).Observe(elapsed.Seconds())
+	setOutcome(span, string(out.kind), out.kind.failed(), out.err)
 
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
@@ -156,7 +175,7 @@ func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], eff
 		settled dbsqlc.ReckonEffect
 		retryIn time.Duration
 	)
-	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
+	err := c.withTx(recordCtx, func(tx pgx.Tx) error {
 		var err error
 		settled, retryIn, err = c.recordAttempt(recordCtx, tx, attempt{row: row, connector: connector, fence: f, actor: actor}, out)
 		if err != nil || retryIn > 0 {
@@ -173,7 +192,7 @@ func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], eff
 		return river.JobSnooze(retryIn)
 	}
 	if State(settled.State) != StatePending { // accepted: awaiting its callback
-		c.countTransition(row.Connector, row.Policy, StatePending, State(settled.State))
+		c.countSettlement(row.Connector, row.Policy, StatePending, State(settled.State), settled.CreatedAt, settled.UpdatedAt)
 	}
 	return nil
 }
@@ -210,6 +229,9 @@ func (c *Client) waitAWhile(ctx context.Context, job *river.Job[dispatchArgs], r
 func (c *Client) afterRecord(ctx context.Context, row dbsqlc.ReckonEffect, job *river.Job[dispatchArgs], actor string, out outcome, err error) error {
 	if !errors.Is(err, errFencedOut) {
 		return err
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attrFencedOut.Bool(true))
 	}
 	c.observeFencedOut(ctx, row.ID, row.Connector, actor, string(out.kind),
 		map[string]any{"job_id": job.ID, "attempt": job.Attempt, "error": errString(out.err)})
@@ -255,7 +277,12 @@ func (c *Client) callDispatch(ctx context.Context, row dbsqlc.ReckonEffect, conn
 		return classify(nil, Retryable(err)), 0 // nothing was called
 	}
 	call.CallbackSecret = secret
-	callCtx, cancel := context.WithTimeout(ctx, connector.Timeout)
+	name := spanConnectorDispatch
+	if row.CompensatesID != nil {
+		name = spanConnectorCompensate
+	}
+	callCtx, span := c.startCallSpan(ctx, name, row)
+	callCtx, cancel := context.WithTimeout(callCtx, connector.Timeout)
 	defer cancel()
 	start := time.Now()
 	var result json.RawMessage
@@ -264,7 +291,10 @@ func (c *Client) callDispatch(ctx context.Context, row dbsqlc.ReckonEffect, conn
 	} else {
 		result, err = c.callCompensate(callCtx, row, connector, call)
 	}
-	return classify(result, err), time.Since(start)
+	out := classify(result, err)
+	setOutcome(span, string(out.kind), out.kind.failed(), out.err)
+	span.End()
+	return out, time.Since(start)
 }
 
 func (c *Client) callCompensate(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector, call Call) (json.RawMessage, error) {
@@ -304,6 +334,15 @@ func safeCall[T any](fn func() (T, error)) (result T, err error) {
 		}
 	}()
 	return fn()
+}
+
+// failure is err unless it is a snooze, which is no failure: the job runs again later.
+func failure(err error) error {
+	var snooze *rivertype.JobSnoozeError
+	if errors.As(err, &snooze) {
+		return nil
+	}
+	return err
 }
 
 func errString(err error) string {

@@ -63,6 +63,16 @@
 // it, StartRun sets its guardrails (max steps, max consecutive failures) and GetRun shows its
 // status. See docs/async.md.
 //
+// # Tracing
+//
+// With an OpenTelemetry SDK installed (Config.TracerProvider, default the global provider, which
+// records nothing until one is), EnqueueTx is a span, reckon.enqueue, child of the caller's, and
+// its trace context is stored on the effect's row. Everything done for the effect later — the
+// River job's span, reckon.dispatch and the connector's call (HTTP connectors send traceparent
+// upstream), reconciliation, compensation, callback, deadline, an operator's decision, a saga's
+// next step — is a span in that trace, in whichever process and however late. Config.RiverMiddleware
+// adds River middleware of your own. See docs/design.md, "Tracing".
+//
 // # Caveats
 //
 //   - Send Call.IdempotencyKey upstream. Connector calls must respect their context.

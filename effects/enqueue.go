@@ -2,6 +2,7 @@ package effects
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
@@ -81,9 +83,26 @@ func (c *Client) EnqueueMany(ctx context.Context, specs []Spec, opts *EnqueueOpt
 // The batch fails as a whole: when a spec meets ErrIdempotencyConflict or ErrPruned, the error is
 // the first such spec's, and the effects of the other specs may already be written in tx, which the
 // caller must roll back (EnqueueMany does).
+//
+// The enqueue is a span, reckon.enqueue, child of ctx's; its trace context is stored on the
+// effects, and their dispatch and everything after it continue that trace (Config.TracerProvider).
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opts *EnqueueOpts) ([]*Effect, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	ctx, span := c.tracing.tracer.Start(ctx, spanEnqueue, producerSpan...)
 	effects, err := c.enqueueManyTx(ctx, tx, specs, opts)
-	return effects, schemaError(err)
+	err = schemaError(err)
+	if span.IsRecording() {
+		span.SetAttributes(attrEffectCount.Int(len(specs)))
+		if err == nil && len(effects) == 1 {
+			e := effects[0]
+			span.SetAttributes(attrEffectID.String(e.ID.String()), attrConnector.String(e.Connector),
+				attrTenant.String(e.TenantID), attribute.Bool("reckon.deduplicated", e.Deduplicated))
+		}
+	}
+	endSpan(span, err)
+	return effects, err
 }
 
 func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opts *EnqueueOpts) ([]*Effect, error) {
@@ -133,6 +152,7 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	if err != nil {
 		return nil, err
 	}
+	traceContext := c.tracing.carrierOf(ctx) // nil without a span: nothing more is written
 
 	if len(unique) == 1 {
 		// One effect (the common case of a service): the single-row insert is cheaper.
@@ -142,7 +162,7 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
 			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
 			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), JobID: &jobs[0],
-			Owner: ptr(r.spec.Owner), Actor: actor, Reason: reason,
+			Owner: ptr(r.spec.Owner), TraceContext: traceContext, Actor: actor, Reason: reason,
 		})
 		var effect *Effect
 		switch {
@@ -167,6 +187,12 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		return result, c.setAsyncOptionsTx(ctx, tx, resolved, result)
 	}
 	params := dbsqlc.EffectInsertManyParams{Actor: actor, Reason: reason}
+	if traceContext != nil { // else NULL: every effect's is NULL
+		params.TraceContexts = make([]json.RawMessage, len(unique))
+		for n := range unique {
+			params.TraceContexts[n] = traceContext
+		}
+	}
 	for n, i := range unique {
 		r := resolved[i]
 		turnID := uuid.Nil

@@ -22,7 +22,22 @@ import (
 // called. The returned effect carries the state after the call: CONFIRMED, FAILED, PENDING
 // (retrying in a reactor, or accepted upstream and awaiting its callback: CorrelationID is set)
 // or UNKNOWN (being reconciled).
-func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
+//
+// Do is a span, reckon.do, child of ctx's, with the connector's call as its child; its trace
+// context is stored on the effect, as EnqueueTx stores its own.
+func (c *Client) Do(ctx context.Context, spec Spec) (effect *Effect, err error) {
+	ctx, span := c.tracing.tracer.Start(ctx, spanDo)
+	defer func() {
+		if span.IsRecording() && effect != nil {
+			span.SetAttributes(attrEffectID.String(effect.ID.String()), attrConnector.String(effect.Connector),
+				attrTenant.String(effect.TenantID), attrOutcome.String(string(effect.State)))
+		}
+		endSpan(span, err)
+	}()
+	return c.do(ctx, spec)
+}
+
+func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 	r, err := c.registry.resolve(spec)
 	if err != nil {
 		return nil, err
@@ -45,7 +60,7 @@ func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
 			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
 			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), Owner: ptr(r.spec.Owner),
-			LeaseOwner: &actor, LeaseToken: &token, LeaseExpiresAt: &expires,
+			LeaseOwner: &actor, LeaseToken: &token, LeaseExpiresAt: &expires, TraceContext: c.tracing.carrierOf(ctx),
 			Actor: actor, Reason: "inline attempt claimed",
 		})
 		if err != nil {
@@ -92,7 +107,7 @@ func (c *Client) Do(ctx context.Context, spec Spec) (*Effect, error) {
 		return c.Get(ctx, row.ID)
 	}
 	if State(settled.State) != StatePending {
-		c.countTransition(row.Connector, row.Policy, StatePending, State(settled.State))
+		c.countSettlement(row.Connector, row.Policy, StatePending, State(settled.State), settled.CreatedAt, settled.UpdatedAt)
 	}
 	return effectFromRow(settled), nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
@@ -53,7 +54,7 @@ func (c *Client) Resolve(ctx context.Context, id uuid.UUID, r Resolution, opts *
 	if err != nil {
 		return nil, err
 	}
-	c.countTransition(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), StateStuck, r.To)
+	c.countSettlement(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), StateStuck, r.To, effect.CreatedAt, effect.UpdatedAt)
 	return effect, nil
 }
 
@@ -62,7 +63,7 @@ func (c *Client) Resolve(ctx context.Context, id uuid.UUID, r Resolution, opts *
 // until then. On ErrNotFound, ErrNotStuck or a usage error nothing was written and tx is still
 // usable; a database error aborts tx. ResolveTx does not count the transition in the metrics,
 // since it cannot know whether tx commits.
-func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, r Resolution, opts *OperatorOpts) (*Effect, error) {
+func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, r Resolution, opts *OperatorOpts) (_ *Effect, err error) {
 	to := r.To
 	if to != StateConfirmed && to != StateFailed && to != StatePending {
 		return nil, fmt.Errorf("effects: resolve to %q: want CONFIRMED, FAILED or PENDING", to)
@@ -77,6 +78,11 @@ func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, r Resol
 	if err != nil {
 		return nil, err
 	}
+	// In the effect's trace, linked to the operator's: a new dispatch and an owner's next move
+	// continue the effect's trace.
+	ctx, span := c.startEffectSpan(ctx, spanResolve, row)
+	defer func() { endSpan(span, err) }()
+	setOutcome(span, string(to), false, nil)
 	if State(row.State) != StateStuck {
 		return nil, fmt.Errorf("%w: effect %s is %s", ErrNotStuck, id, row.State)
 	}
@@ -111,7 +117,7 @@ func (c *Client) Cancel(ctx context.Context, id uuid.UUID, actor, reason string,
 	if err != nil {
 		return nil, err
 	}
-	c.countTransition(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), StatePending, StateFailed)
+	c.countSettlement(effect.Connector, dbsqlc.ReckonEffectPolicy(effect.Policy), StatePending, StateFailed, effect.CreatedAt, effect.UpdatedAt)
 	return effect, nil
 }
 
@@ -119,7 +125,7 @@ func (c *Client) Cancel(ctx context.Context, id uuid.UUID, actor, reason string,
 // until tx ends, so no reactor can claim the job meanwhile. On ErrNotFound, ErrNotCancellable or a
 // usage error nothing was written and tx is still usable; a database error aborts tx. CancelTx
 // does not count the transition in the metrics.
-func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
+func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (_ *Effect, err error) {
 	if actor == "" || reason == "" {
 		return nil, errors.New("effects: cancel needs an actor and a reason")
 	}
@@ -130,6 +136,8 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, r
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := c.startEffectSpan(ctx, spanCancel, row)
+	defer func() { endSpan(span, err) }()
 	switch {
 	case State(row.State) != StatePending:
 		return nil, fmt.Errorf("%w: effect %s is %s", ErrNotCancellable, id, row.State)
@@ -206,8 +214,18 @@ func (c *Client) CompensateTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, acto
 
 // compensateTx enqueues a compensation of row in tx. opts.KeySuffix tells apart several
 // compensations of one effect (duplicates, retries): the key is "{original key}/compensate" plus
-// "-{suffix}".
-func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, opts CompensateOpts, actor, reason string) (*Effect, error) {
+// "-{suffix}". It is a span, reckon.compensate, in the original's trace (linked to ctx's span when
+// that is another trace), and the compensation carries that span's trace context: its dispatch
+// continues the original's trace.
+func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, opts CompensateOpts, actor, reason string) (effect *Effect, err error) {
+	ctx, span := c.startEffectSpan(ctx, spanCompensate, row)
+	defer func() {
+		if span.IsRecording() && effect != nil {
+			span.SetAttributes(attribute.String("reckon.compensation.id", effect.ID.String()),
+				attribute.Bool("reckon.deduplicated", effect.Deduplicated))
+		}
+		endSpan(span, err)
+	}()
 	suffix := opts.KeySuffix
 	if State(row.State) != StateConfirmed {
 		return nil, fmt.Errorf("%w: effect %s is %s, not CONFIRMED", ErrNotCompensatable, row.ID, row.State)
@@ -234,7 +252,8 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 		BusinessKey: row.BusinessKey, Policy: dbsqlc.ReckonEffectPolicy(PolicyIdempotent),
 		Tags: []string{string(TagWrite), string(TagIdempotent)}, MaxAttempts: int32(connector.MaxAttempts),
 		TimeoutMs: row.TimeoutMs, RunID: row.RunID, TurnID: row.TurnID, TurnGroup: row.TurnGroup,
-		CompensatesID: &row.ID, JobID: jobID, Owner: ptr(opts.Owner), Actor: actor, Reason: "compensation: " + reason,
+		CompensatesID: &row.ID, JobID: jobID, Owner: ptr(opts.Owner), TraceContext: c.tracing.carrierOf(ctx),
+		Actor: actor, Reason: "compensation: " + reason,
 	})
 	if isNoRows(err) {
 		if _, err := c.river.JobDeleteTx(ctx, tx, *jobID); err != nil {

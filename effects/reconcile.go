@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
@@ -66,13 +67,27 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 	if State(row.State) != StateUnknown || row.JobID == nil || *row.JobID != job.ID {
 		return nil
 	}
+	ctx, span := c.startEffectSpan(ctx, spanReconcile, row)
+	if span.IsRecording() {
+		span.SetAttributes(attrJobID.Int64(job.ID), attrJobAttempt.Int(job.Attempt))
+	}
+	err = w.reconcile(ctx, span, job, row)
+	endSpan(span, failure(err))
+	return err
+}
+
+// reconcile resolves row, an UNKNOWN effect of job; span is the reconciliation's.
+func (w *reconcileWorker) reconcile(ctx context.Context, span trace.Span, job *river.Job[reconcileArgs], row dbsqlc.ReckonEffect) error {
+	c := w.client
 	connector, ok := c.registry.Get(row.Connector)
 	if !ok {
 		c.logger.ErrorContext(ctx, "reconcile: no connector registered in this reactor; waiting",
 			slog.String("connector", row.Connector), slog.String("effect_id", row.ID.String()))
+		setOutcome(span, "waiting: connector not registered", false, nil)
 		return river.JobSnooze(unknownConnectorSnooze)
 	}
 	if c.ownerUnhooked(ctx, row.Owner, row.ID, "reconcile") {
+		setOutcome(span, "waiting: owner has no settle hook", false, nil)
 		return river.JobSnooze(unknownConnectorSnooze)
 	}
 	actor := "reactor:" + c.config.ID
@@ -121,8 +136,9 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 	var (
 		compensations []*Effect
 		checks        int // inconclusive answers recorded, this one included
+		settled       dbsqlc.ReckonEffect
 	)
-	err = c.withTx(ctx, func(tx pgx.Tx) error {
+	err := c.withTx(ctx, func(tx pgx.Tx) (err error) {
 		if inconclusive != nil {
 			t.to = "" // decided by the count (withTx may run this function again)
 			n, err := dbsqlc.New(tx).EffectAddInconclusiveCheck(ctx, dbsqlc.EffectAddInconclusiveCheckParams{ID: row.ID, JobID: job.ID})
@@ -145,8 +161,7 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 				return err
 			}
 		}
-		settled, err := c.settle(ctx, tx, row.ID, t)
-		if err != nil {
+		if settled, err = c.settle(ctx, tx, row.ID, t); err != nil {
 			return err
 		}
 		for i := range duplicates {
@@ -164,6 +179,9 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 		if t.to == "" {
 			what = "inconclusive status check"
 		}
+		if span.IsRecording() {
+			span.SetAttributes(attrFencedOut.Bool(true))
+		}
 		c.observeFencedOut(ctx, row.ID, row.Connector, actor, what, t.detail)
 		return nil
 	}
@@ -173,7 +191,8 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 	if t.to == "" { // an inconclusive answer below the limit, counted
 		return fmt.Errorf("status check inconclusive (%d of %d): %s", checks, connector.StatusCheckLimit, inconclusive.Reason)
 	}
-	c.countTransition(row.Connector, row.Policy, StateUnknown, t.to)
+	setOutcome(span, string(t.to), t.to == StateStuck || t.to == StateFailed, nil)
+	c.countSettlement(row.Connector, row.Policy, StateUnknown, t.to, settled.CreatedAt, settled.UpdatedAt)
 	for range compensations {
 		c.metrics.compensations.WithLabelValues(row.Connector).Inc()
 	}
@@ -183,12 +202,15 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 // checkStatus calls the connector's status check under its timeout. Errors and panics are
 // inconclusive.
 func (c *Client) checkStatus(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) Status {
-	callCtx, cancel := context.WithTimeout(ctx, connector.Timeout)
+	callCtx, span := c.startCallSpan(ctx, spanStatusCheck, row)
+	defer span.End()
+	callCtx, cancel := context.WithTimeout(callCtx, connector.Timeout)
 	defer cancel()
 	status, err := safeCall(func() (Status, error) { return connector.StatusCheck(callCtx, callOf(row)) })
 	if err != nil {
 		status = Inconclusive(err.Error())
 	}
+	defer func() { setOutcome(span, status.Kind.String(), status.Kind == StatusInconclusive, err) }()
 	if status.Kind == StatusDuplicate && status.Count < 2 {
 		status = Inconclusive(fmt.Sprintf("duplicate with count %d", status.Count))
 	}
