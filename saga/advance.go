@@ -48,10 +48,22 @@ func (c *Client) onSettle(ctx context.Context, tx pgx.Tx, e *effects.Effect) err
 	}
 	// Reread the step under the saga's lock.
 	step = a.steps[step.Idx]
-	if step.EffectID == e.ID {
-		return a.stepSettled(ctx, step, e)
+	name := spanStep
+	if step.EffectID != e.ID {
+		name = spanCompensation
 	}
-	return a.compensationSettled(ctx, step, e)
+	// A child of the settling effect's span: in the saga's trace (see tracing.go).
+	ctx, span := a.startMove(ctx, name, int(step.Idx))
+	if span.IsRecording() {
+		span.SetAttributes(attrEffectID.String(e.ID.String()), attrOutcome.String(string(e.State)))
+	}
+	if step.EffectID == e.ID {
+		err = a.stepSettled(ctx, step, e)
+	} else {
+		err = a.compensationSettled(ctx, step, e)
+	}
+	a.endMove(span, err)
+	return err
 }
 
 // begin locks the saga and reads its steps and definition.

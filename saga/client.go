@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
@@ -36,6 +37,7 @@ type Client struct {
 
 	mu      sync.RWMutex
 	effects *effects.Client // the effects client it is installed in
+	spans   trace.Tracer    // from effects' TracerProvider, once installed
 	defs    map[string]*Definition
 }
 
@@ -74,7 +76,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		pool: pool, queries: dbsqlc.New(pool), logger: cfg.Logger, unknown: cfg.OnUnknownDefinition,
 		defs: map[string]*Definition{},
 	}
-	m, err := newMetrics(cfg.Registerer, c.queries)
+	m, err := newMetrics(cfg.Registerer, c)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +85,8 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 }
 
 // Install makes the client a plugin of the effects client being built (effects.Config.Plugins):
-// its settle hook advances the sagas whose effects (Spec.Owner Owner) settle.
+// its settle hook advances the sagas whose effects (Spec.Owner Owner) settle, and the counts of
+// sagas by definition and state (reckon_sagas) join the shared statistics as StatsPart.
 func (c *Client) Install(host *effects.PluginHost) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -93,7 +96,11 @@ func (c *Client) Install(host *effects.PluginHost) error {
 	if err := host.OnSettle(Owner, c.onSettle); err != nil {
 		return fmt.Errorf("saga: %w", err)
 	}
+	if err := host.AddStats(StatsPart, computeStats); err != nil {
+		return fmt.Errorf("saga: %w", err)
+	}
 	c.effects = host.Client()
+	c.spans = c.effects.TracerProvider().Tracer(TracerName)
 	return nil
 }
 
@@ -262,7 +269,6 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 	return s, nil
 }
 
-// startInSavepoint writes a new saga and its first step's effect in sp.
 // start is a saga about to be written: its definition, identity, input and first step's effect.
 type start struct {
 	def                *Definition
@@ -275,12 +281,20 @@ type start struct {
 	actor, reason, key string
 }
 
-func (c *Client) startInSavepoint(ctx context.Context, sp pgx.Tx, st start) (*Saga, error) {
+// startInSavepoint writes a new saga and its first step's effect in sp. It is a span,
+// reckon.saga.start, child of ctx's: the first step's effect, enqueued under it, keeps its trace,
+// and so does every later move of the saga.
+func (c *Client) startInSavepoint(ctx context.Context, sp pgx.Tx, st start) (_ *Saga, err error) {
 	def, name, id, tenant, startKey, data, spec, actor, reason, key := st.def, st.name, st.id, st.tenant, st.startKey, st.data, st.spec, st.actor, st.reason, st.key
 	q := dbsqlc.New(sp)
 	ec, err := c.effectsClient()
 	if err != nil {
 		return nil, err
+	}
+	ctx, span := c.tracer().Start(ctx, spanStart)
+	defer func() { endSpan(span, err) }()
+	if span.IsRecording() {
+		span.SetAttributes(attrSagaID.String(id.String()), attrSagaName.String(name), attrTenant.String(tenant))
 	}
 	effect, err := ec.EnqueueTx(ctx, sp, spec, &effects.EnqueueOpts{Actor: actor, Reason: fmt.Sprintf("saga %s step 0 (%s)", name, def.Steps[0].Name)})
 	if err != nil {

@@ -43,10 +43,15 @@ func (c *Client) Resolve(ctx context.Context, id uuid.UUID, decision Decision, a
 		return nil, errors.New("saga: resolve needs an actor and a reason")
 	}
 	var out *Saga
-	err := txn.Run(ctx, c.pool, c.logger, func(tx pgx.Tx) error {
+	err := txn.Run(ctx, c.pool, c.logger, func(tx pgx.Tx) (err error) {
 		a, err := c.begin(ctx, tx, id, "operator:"+actor)
 		if err != nil {
 			return err
+		}
+		ctx, span := a.startMove(ctx, spanResolve, int(a.saga.CurrentStep))
+		defer func() { a.endMove(span, err) }()
+		if span.IsRecording() {
+			span.SetAttributes(attrOutcome.String(string(decision)))
 		}
 		if State(a.saga.State) != StateStuck {
 			return fmt.Errorf("%w: saga %s is %s", ErrNotStuck, id, a.saga.State)
