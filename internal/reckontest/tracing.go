@@ -69,7 +69,7 @@ func OfEffect(id uuid.UUID) func(tracetest.SpanStub) bool {
 func SpanAttr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
