@@ -1,7 +1,7 @@
 // Command bench measures Reckon against raw River and a hand-rolled River outbox on one fresh
 // database of the local Postgres, and prints the results side by side (and as JSON).
 //
-//	bench [-n 20000] [-w 100] [-c 16] [-dispatch-batch 16] [-scenarios all] [-json bench.json]
+//	bench [-n 20000] [-w 100] [-c 16] [-dispatch-batch 16] [-scenarios all] [-tracing off] [-json bench.json]
 //
 // Scenarios (comma-separated in -scenarios, or "all"):
 //
@@ -23,6 +23,11 @@
 //	          alone: dispatch and prune rates
 //
 // Throughput runs time from the first insert to the last completion (the database's timestamp).
+//
+// -tracing memory runs the scenarios with OpenTelemetry tracing on — every Reckon client, in this
+// process and in the reactor processes, with an SDK tracer provider (the SDK's default sampling and
+// batching) exporting to an in-memory exporter — and names their results "…+tracing"; -tracing
+// both runs each scenario twice in the same run, off then on, and reports the ratios.
 package main
 
 import (
@@ -41,6 +46,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/internal/cli"
@@ -84,6 +90,7 @@ type options struct {
 	scenarios        []string
 	jsonPath         string
 	keep             bool
+	tracing          string
 }
 
 func main() {
@@ -116,6 +123,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&scenarios, "scenarios", "all", "comma-separated scenarios: "+strings.Join(allScenarios, ","))
 	fs.StringVar(&o.jsonPath, "json", "bench.json", "where to write the results as JSON (empty: nowhere)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the bench database afterwards")
+	fs.StringVar(&o.tracing, "tracing", tracingOff, "OpenTelemetry tracing of the Reckon clients: off, memory (on, against an in-memory exporter) or both (each scenario off, then on, and their ratio)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -129,6 +137,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			o.scenarios = append(o.scenarios, s)
 		}
+	}
+	if !slices.Contains([]string{tracingOff, tracingMemory, tracingBoth}, o.tracing) {
+		return fmt.Errorf("-tracing %q: want off, memory or both", o.tracing)
 	}
 	if o.n < 1 || o.workers < 1 || o.dispatchBatch < 1 || o.concurrency < 1 || o.batch < 1 || o.memoryN < 1 || o.storageN < 1 || o.retentionBacklog < 1 || o.duration <= 0 {
 		return errors.New("-n, -w, -dispatch-batch, -c, -batch, -memory-n, -storage-n, -retention-backlog and -duration must be positive")
@@ -151,8 +162,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer b.close()
 	for _, scenario := range o.scenarios {
-		b.progress("== %s", scenario)
-		if err := b.runScenario(ctx, scenario); err != nil {
+		if err := b.runScenarioTraced(ctx, scenario); err != nil {
 			return fmt.Errorf("scenario %s: %w", scenario, err)
 		}
 	}
@@ -177,6 +187,10 @@ type bench struct {
 	pool    *pgxpool.Pool
 	results results
 	logger  *slog.Logger
+	// tracing is the tracer provider of the pass running with tracing on, nil with it off; spans
+	// counts what it (and the reactor processes) exported.
+	tracing *sdktrace.TracerProvider
+	spans   *spanCounter
 }
 
 func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
@@ -202,7 +216,7 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	var version string
 	_ = b.pool.QueryRow(ctx, `SHOW server_version`).Scan(&version)
 	b.results.Setup = map[string]any{"n": o.n, "workers": o.workers, "concurrency": o.concurrency, "batch": o.batch,
-		"duration_seconds": o.duration.Seconds(), "storage_n": o.storageN, "retention_backlog": o.retentionBacklog, "postgres": version, "started_at": time.Now().UTC()}
+		"duration_seconds": o.duration.Seconds(), "tracing": o.tracing, "storage_n": o.storageN, "retention_backlog": o.retentionBacklog, "postgres": version, "started_at": time.Now().UTC()}
 	return b, nil
 }
 

@@ -16,18 +16,31 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/cli"
 )
 
 // runReactorProcess is `bench reactor`: a reactor process with the bench connectors, which
-// prints "ready" and then its Go heap every 100ms on stdout until ctx ends (SIGTERM).
+// prints "ready" and then its Go heap every 100ms on stdout until ctx ends (SIGTERM); with
+// -tracing memory, the spans it exported as its last line.
 func runReactorProcess(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("bench reactor", flag.ContinueOnError)
 	databaseURL := fs.String("database-url", "", "bench database")
 	workers := fs.Int("workers", 100, "workers")
+	tracing := fs.String("tracing", tracingOff, "off or memory")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	var provider trace.TracerProvider // nil: the default, tracing off
+	if *tracing == tracingMemory {
+		sdk, counter := newMemoryTracing()
+		provider = sdk
+		defer func() {
+			_ = sdk.Shutdown(context.Background())
+			fmt.Printf("spans %d\n", counter.spans.Load())
+		}()
 	}
 	pool, err := cli.OpenPool(ctx, *databaseURL, 0)
 	if err != nil {
@@ -37,7 +50,7 @@ func runReactorProcess(ctx context.Context, args []string) int {
 	defer pool.Close()
 	client, err := effects.NewClient(pool, &effects.Config{
 		Registry: benchRegistry(), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Workers: *workers, FetchCooldown: fetchCooldown, FetchPollInterval: fetchPollInterval,
+		Workers: *workers, FetchCooldown: fetchCooldown, FetchPollInterval: fetchPollInterval, TracerProvider: provider,
 	})
 	if err == nil {
 		err = client.Start(ctx)
@@ -75,6 +88,7 @@ type reactorProcess struct {
 	peakRSS  uint64
 	ready    chan struct{}
 	done     chan struct{}
+	spans    *spanCounter // where the spans it reports are added; nil with tracing off
 }
 
 func (b *bench) startReactors(k int) ([]*reactorProcess, error) {
@@ -84,8 +98,12 @@ func (b *bench) startReactors(k int) ([]*reactorProcess, error) {
 	}
 	var procs []*reactorProcess
 	for range k {
-		p := &reactorProcess{ready: make(chan struct{}), done: make(chan struct{})}
-		p.cmd = exec.Command(self, "reactor", "-database-url", b.url, "-workers", strconv.Itoa(b.o.workers))
+		tracing := tracingOff
+		if b.tracing != nil {
+			tracing = tracingMemory
+		}
+		p := &reactorProcess{ready: make(chan struct{}), done: make(chan struct{}), spans: b.spans}
+		p.cmd = exec.Command(self, "reactor", "-database-url", b.url, "-workers", strconv.Itoa(b.o.workers), "-tracing", tracing)
 		p.cmd.Stderr = os.Stderr
 		stdout, err := p.cmd.StdoutPipe()
 		if err != nil {
@@ -117,6 +135,12 @@ func (p *reactorProcess) read(lines *bufio.Scanner) {
 		line := lines.Text()
 		if line == "ready" {
 			readyOnce()
+			continue
+		}
+		if spans, ok := strings.CutPrefix(line, "spans "); ok && p.spans != nil {
+			if v, err := strconv.ParseInt(spans, 10, 64); err == nil {
+				p.spans.spans.Add(v)
+			}
 			continue
 		}
 		if heap, ok := strings.CutPrefix(line, "heap "); ok {

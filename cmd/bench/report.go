@@ -29,6 +29,8 @@ type results struct {
 	Results []result           `json:"results"`
 	Ratios  map[string]float64 `json:"ratios"`
 	Targets []target           `json:"targets"`
+	// Spans is how many spans each scenario's run with tracing on exported (-tracing).
+	Spans map[string]int64 `json:"spans,omitempty"`
 }
 
 func throughput(name, label string, count int, elapsed time.Duration) result {
@@ -119,6 +121,7 @@ func (b *bench) report() {
 	}
 	b.reportStorage()
 	b.reportRetention()
+	b.reportTracing()
 
 	check := func(goal, measured string, value float64, met bool) {
 		r.Targets = append(r.Targets, target{Goal: goal, Measured: measured, Value: value, Met: met})

@@ -186,7 +186,7 @@ func benchRegistry() *effects.Registry {
 func (b *bench) reckonClient(workers int) (*effects.Client, error) {
 	return effects.NewClient(b.pool, &effects.Config{
 		Registry: benchRegistry(), Logger: b.logger, Workers: workers, DispatchBatch: b.o.dispatchBatch,
-		FetchCooldown: fetchCooldown, FetchPollInterval: fetchPollInterval,
+		FetchCooldown: fetchCooldown, FetchPollInterval: fetchPollInterval, TracerProvider: b.tracerProvider(),
 	})
 }
 

@@ -393,7 +393,7 @@ func (b *bench) startStorageClient(ctx context.Context) (*effects.Client, *saga.
 	}
 	client, err := effects.NewClient(b.pool, &effects.Config{
 		Registry: registry, Logger: b.logger, Workers: b.o.workers, FetchCooldown: fetchCooldown,
-		FetchPollInterval: fetchPollInterval, Plugins: []effects.Plugin{sagas},
+		FetchPollInterval: fetchPollInterval, Plugins: []effects.Plugin{sagas}, TracerProvider: b.tracerProvider(),
 	})
 	if err != nil {
 		return nil, nil, err
