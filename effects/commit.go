@@ -139,7 +139,7 @@ func (m *committer) commit(batch []*outcomeWrite) (map[uuid.UUID]struct{}, error
 		written[row.ID] = struct{}{}
 	}
 	for _, row := range rows {
-		m.client.countTransition(row.Connector, row.Policy, StatePending, State(row.State))
+		m.client.countSettlement(row.Connector, row.Policy, StatePending, State(row.State), row.CreatedAt, row.UpdatedAt)
 	}
 	return written, nil
 }

@@ -2,6 +2,10 @@ package effects
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +16,7 @@ import (
 // Metrics are the Prometheus collectors of a Client, registered on Config.Registerer:
 //
 //	reckon_effect_transitions_total{connector,policy,from,to}    transitions made by this process
+//	reckon_effect_settle_latency_seconds{connector,state}        enqueue to CONFIRMED or FAILED, settled by this process
 //	reckon_effect_dispatch_duration_seconds{connector,outcome}   connector calls
 //	reckon_effect_status_checks_total{connector,status}          status-check answers
 //	reckon_effect_compensations_total{connector}                 compensations enqueued
@@ -20,7 +25,11 @@ import (
 //	reckon_effect_accepted_total{connector}                      acceptances awaiting a callback
 //	reckon_effect_callbacks_total{connector,to}                  callbacks that resolved an effect
 //	reckon_effect_deadlines_total{connector,to}                  async deadlines that passed
-//	reckon_effects{state}                                        PENDING, UNKNOWN and STUCK effects now
+//	reckon_effects{state}                                        PENDING, UNKNOWN and STUCK effects (shared statistics)
+//	reckon_effects_oldest_pending_seconds{connector}             queue lag (shared statistics)
+//	reckon_stats_age_seconds                                     how old the shared statistics reported are
+//	reckon_stats_computations_total{part}                        shared statistics computed by this process
+//	reckon_reactors_live                                         reactors of the queue with a current heartbeat
 //	reckon_reactor_jobs_taken_over_total{kind}                   River jobs of dead reactors handed back
 //	reckon_reactor_takeover_seconds                              a dead reactor's last heartbeat to the takeover
 //
@@ -28,6 +37,7 @@ import (
 // sweptReasons and precreatedJobKinds), so rate() over them works from the first scrape.
 type Metrics struct {
 	transitions     *prometheus.CounterVec
+	settleSeconds   *prometheus.HistogramVec
 	dispatchSeconds *prometheus.HistogramVec
 	statusChecks    *prometheus.CounterVec
 	compensations   *prometheus.CounterVec
@@ -38,6 +48,8 @@ type Metrics struct {
 	deadlines       *prometheus.CounterVec
 	takenOver       *prometheus.CounterVec
 	takeoverSeconds prometheus.Histogram
+	// statsComputations counts the parts of the shared statistics this process computed.
+	statsComputations *prometheus.CounterVec
 }
 
 // dispatchBuckets are the upper bounds of reckon_effect_dispatch_duration_seconds: from 5 ms, and
@@ -46,21 +58,42 @@ type Metrics struct {
 // ones and never only in +Inf.
 var dispatchBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
+// settleBuckets are the upper bounds of reckon_effect_settle_latency_seconds, from enqueue to
+// CONFIRMED or FAILED: from 5 ms (an effect dispatched at once) through retries and
+// reconciliations (minutes) and async effects awaiting their callback (the default 10 m) to past
+// the longest async timeout (MaxAsyncTimeout, 7 days: a deadline that passed at it lands in the
+// 14-day bucket). An operator's decision on a STUCK effect can take longer: +Inf.
+var settleBuckets = []float64{
+	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800,
+	3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600, 3 * 24 * 3600, 7 * 24 * 3600, 14 * 24 * 3600,
+}
+
 // Series pre-created at 0 so that rate() and alerts on them work before the first event: every
 // registered connector's dispatch durations by these outcomes (accepted, only for async
-// connectors, appears with its first), and the job kinds of this package.
+// connectors, appears with its first), its transitions made by reactors (those by operators,
+// from STUCK, appear with their first), its settle latencies, and the job kinds of this package.
 var (
-	precreatedOutcomes = []outcomeKind{outcomeConfirmed, outcomeFailed, outcomeRetry, outcomeUnknown}
+	precreatedOutcomes    = []outcomeKind{outcomeConfirmed, outcomeFailed, outcomeRetry, outcomeUnknown}
+	precreatedTransitions = [][2]State{
+		{StatePending, StateConfirmed}, {StatePending, StateFailed}, {StatePending, StateUnknown},
+		{StateUnknown, StateConfirmed}, {StateUnknown, StatePending}, {StateUnknown, StateFailed}, {StateUnknown, StateStuck},
+	}
+	precreatedSettled  = []State{StateConfirmed, StateFailed}
 	precreatedStatuses = []StatusKind{StatusPresent, StatusAbsent, StatusDuplicate, StatusInconclusive}
 	precreatedJobKinds = []string{dispatchArgs{}.Kind(), reconcileArgs{}.Kind(), deadlineArgs{}.Kind()}
 )
 
-func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries, registry *Registry) (*Metrics, error) {
+func newMetrics(registerer prometheus.Registerer, client *Client) (*Metrics, error) {
 	m := &Metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "effect", Name: "transitions_total",
 			Help: "Effect state transitions made by this process.",
 		}, []string{"connector", "policy", "from", "to"}),
+		settleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "settle_latency_seconds",
+			Help:    "Time from an effect's enqueue to its settlement (CONFIRMED or FAILED) by this process, on the database's clock.",
+			Buckets: settleBuckets,
+		}, []string{"connector", "state"}),
 		dispatchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "reckon", Subsystem: "effect", Name: "dispatch_duration_seconds",
 			Help:    "Duration of connector dispatch calls, by classified outcome.",
@@ -103,6 +136,10 @@ func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries, regis
 			Help:    "Time from a dead reactor's last heartbeat (it died within a liveness interval after it) to the takeover of its jobs.",
 			Buckets: []float64{0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 30, 60, 300},
 		}),
+		statsComputations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "stats", Name: "computations_total",
+			Help: "Parts of the shared statistics this process computed for the whole fleet.",
+		}, []string{"part"}),
 	}
 	for _, reason := range sweptReasons {
 		m.swept.WithLabelValues(reason)
@@ -113,8 +150,9 @@ func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries, regis
 	if registerer == nil {
 		return m, nil
 	}
-	perConnector := &connectorCollector{metrics: m, registry: registry}
-	for _, c := range []prometheus.Collector{m.transitions, perConnector, m.swept, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, &stateCollector{queries: queries}} {
+	perConnector := &connectorCollector{metrics: m, registry: client.registry}
+	shared := &statsCollector{client: client, metrics: m}
+	for _, c := range []prometheus.Collector{perConnector, m.swept, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, shared} {
 		if err := registerer.Register(c); err != nil {
 			return nil, err
 		}
@@ -125,9 +163,10 @@ func newMetrics(registerer prometheus.Registerer, queries *dbsqlc.Queries, regis
 // connectorCollector collects the metrics by connector whose series docs/operations.md names for
 // alerts: at each scrape it first creates, at 0, those of every connector registered then
 // (connectors come and go while a reactor runs: HTTP connectors are reloaded), so a series exists
-// from the first scrape after its connector is registered. Per connector: the dispatch durations
-// by outcome (precreatedOutcomes), fenced writes, compensations, acceptances and, for a connector
-// with a status check, its answers by status.
+// from the first scrape after its connector is registered. Per connector: the transitions
+// reactors make (precreatedTransitions, under the connector's policy now), the settle latencies
+// (precreatedSettled), the dispatch durations by outcome (precreatedOutcomes), fenced writes,
+// compensations, acceptances and, for a connector with a status check, its answers by status.
 type connectorCollector struct {
 	metrics  *Metrics
 	registry *Registry
@@ -135,7 +174,7 @@ type connectorCollector struct {
 
 func (c *connectorCollector) collectors() []prometheus.Collector {
 	m := c.metrics
-	return []prometheus.Collector{m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.accepted}
+	return []prometheus.Collector{m.transitions, m.settleSeconds, m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.accepted}
 }
 
 func (c *connectorCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -150,6 +189,13 @@ func (c *connectorCollector) Collect(ch chan<- prometheus.Metric) {
 		connector, ok := c.registry.Get(name)
 		if !ok {
 			continue // unregistered meanwhile
+		}
+		policy := string(PolicyOf(connector))
+		for _, pair := range precreatedTransitions {
+			m.transitions.WithLabelValues(name, policy, string(pair[0]), string(pair[1]))
+		}
+		for _, state := range precreatedSettled {
+			m.settleSeconds.WithLabelValues(name, string(state))
 		}
 		for _, outcome := range precreatedOutcomes {
 			m.dispatchSeconds.WithLabelValues(name, string(outcome))
@@ -168,27 +214,109 @@ func (c *connectorCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// stateCollector reports how many effects are PENDING, UNKNOWN and STUCK, read from the database
-// at scrape time (an index scan over unresolved effects only).
-type stateCollector struct{ queries *dbsqlc.Queries }
+// statsCollector reports the shared statistics (stats.go) as stored, read at each scrape: one
+// primary-key read of this client's parts, and a count of the live reactors (a few rows of
+// reckon_reactors). If the database cannot be read, these series are left out of the scrape (and
+// the failure logged); the rest of the scrape is served.
+type statsCollector struct {
+	client  *Client
+	metrics *Metrics
+}
 
-var stateDesc = prometheus.NewDesc("reckon_effects", "Effects currently in each unresolved state.", []string{"state"}, nil)
+var (
+	stateDesc = prometheus.NewDesc("reckon_effects",
+		"Effects in each unresolved state in the whole database, as of the last computation of the shared statistics.",
+		[]string{"state"}, nil)
+	oldestPendingDesc = prometheus.NewDesc("reckon_effects_oldest_pending_seconds",
+		"Age of each connector's oldest PENDING effect not awaiting a callback (queue lag), as of the last computation of the shared statistics; 0 when none.",
+		[]string{"connector"}, nil)
+	statsAgeDesc = prometheus.NewDesc("reckon_stats_age_seconds",
+		"Seconds since the shared statistics this process reports were computed (its oldest part; +Inf while one was never computed).",
+		nil, nil)
+	reactorsLiveDesc = prometheus.NewDesc("reckon_reactors_live",
+		"Reactors of this queue whose heartbeat is current (at most 3 liveness intervals old) and that no reactor found dead.",
+		nil, nil)
+)
 
-func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- stateDesc }
+// liveHeartbeats is how many liveness intervals old a reactor's heartbeat may be for it to count
+// as live (reckon_reactors_live); at least minLiveHeartbeat.
+const (
+	liveHeartbeats   = 3
+	minLiveHeartbeat = 3 * time.Second
+)
 
-func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
+func (s *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, desc := range []*prometheus.Desc{stateDesc, oldestPendingDesc, statsAgeDesc, reactorsLiveDesc} {
+		ch <- desc
+	}
+	s.metrics.statsComputations.Describe(ch)
+}
+
+func (s *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	c := s.client
+	for _, part := range c.statsParts() {
+		s.metrics.statsComputations.WithLabelValues(part)
+	}
+	s.metrics.statsComputations.Collect(ch)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rows, err := s.queries.EffectCountUnresolved(ctx)
+	if err := s.collectStats(ctx, ch); err != nil {
+		c.logger.WarnContext(ctx, "metrics: read the shared statistics; left out of this scrape", slog.String("error", err.Error()))
+	}
+	live, err := c.queries.ReactorCountLive(ctx, dbsqlc.ReactorCountLiveParams{
+		Queue:   c.config.Queue,
+		StaleMs: int32(max(liveHeartbeats*c.config.LivenessInterval, minLiveHeartbeat) / time.Millisecond),
+	})
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(stateDesc, err)
+		c.logger.WarnContext(ctx, "metrics: count live reactors; left out of this scrape", slog.String("error", err.Error()))
 		return
 	}
-	counts := map[State]int64{StatePending: 0, StateUnknown: 0, StateStuck: 0}
+	ch <- prometheus.MustNewConstMetric(reactorsLiveDesc, prometheus.GaugeValue, float64(live))
+}
+
+// collectStats reports the stored parts: the effects part's gauges and the age of the oldest part.
+// A part never computed yet has no gauges, and makes the age +Inf.
+func (s *statsCollector) collectStats(ctx context.Context, ch chan<- prometheus.Metric) error {
+	c := s.client
+	parts := c.statsParts()
+	rows, err := c.queries.StatsList(ctx, parts)
+	if err != nil {
+		return err
+	}
+	age := 0.0
+	if len(rows) < len(parts) {
+		age = math.Inf(1)
+	}
 	for _, row := range rows {
-		counts[State(row.State)] = row.Count
+		if !row.Computed {
+			age = math.Inf(1)
+			continue
+		}
+		age = max(age, row.AgeSeconds)
+		if row.Part != StatsPartEffects {
+			continue // a plugin's, reported by its own collector
+		}
+		var stats effectsStats
+		if err := json.Unmarshal(row.Value, &stats); err != nil {
+			return fmt.Errorf("stats part %q: %w", row.Part, err)
+		}
+		if stats.OldestPending == nil {
+			stats.OldestPending = map[string]float64{}
+		}
+		for _, state := range []State{StatePending, StateUnknown, StateStuck} {
+			ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, float64(stats.States[state]), string(state))
+		}
+		// Every registered connector, at 0 when none of its effects waits, and any other connector
+		// with effects waiting (registered in other reactors only).
+		for _, name := range c.registry.Names() {
+			if _, ok := stats.OldestPending[name]; !ok {
+				stats.OldestPending[name] = 0
+			}
+		}
+		for name, seconds := range stats.OldestPending {
+			ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, seconds, name)
+		}
 	}
-	for state, n := range counts {
-		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, float64(n), string(state))
-	}
+	ch <- prometheus.MustNewConstMetric(statsAgeDesc, prometheus.GaugeValue, age)
+	return nil
 }

@@ -46,10 +46,12 @@ func series(t *testing.T, gatherer prometheus.Gatherer) map[string]float64 {
 }
 
 // TestMetricsPrecreated: before any event, a client's first scrape already has, at 0, the series
-// that docs/operations.md alerts on — for each registered connector its dispatch durations by
-// outcome, fenced writes, compensations and acceptances, its status-check answers if it has a
-// status check (and none if not), every sweeper reason and the job kinds taken over — and a
-// connector registered later has its series from the next scrape. Lint clean.
+// that docs/operations.md alerts on — for each registered connector the transitions reactors make
+// (under its policy), its settle latencies, its dispatch durations by outcome, fenced writes,
+// compensations and acceptances, its status-check answers if it has a status check (and none if
+// not), every sweeper reason and the job kinds taken over — and the shared statistics computed at
+// Start (no effect in any state, no queue lag, one live reactor); a connector registered later has
+// its series from the next scrape. Lint clean.
 func TestMetricsPrecreated(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -77,9 +79,32 @@ func TestMetricsPrecreated(t *testing.T) {
 	for _, kind := range []string{"reckon_dispatch", "reckon_reconcile", "reckon_deadline"} {
 		require.Contains(t, got, fmt.Sprintf(`reckon_reactor_jobs_taken_over_total{kind=%q}`, kind))
 	}
+	for _, pair := range [][2]string{
+		{"PENDING", "CONFIRMED"}, {"PENDING", "FAILED"}, {"PENDING", "UNKNOWN"},
+		{"UNKNOWN", "CONFIRMED"}, {"UNKNOWN", "PENDING"}, {"UNKNOWN", "FAILED"}, {"UNKNOWN", "STUCK"},
+	} {
+		require.Contains(t, got, fmt.Sprintf(`reckon_effect_transitions_total{connector="bank.wire",from=%q,policy="irreversible",to=%q}`, pair[0], pair[1]))
+	}
+	require.NotContains(t, got, `reckon_effect_transitions_total{connector="bank.wire",from="STUCK",policy="irreversible",to="CONFIRMED"}`,
+		"an operator's decision is not a reactor's: it comes with the first")
+	for _, state := range []string{"CONFIRMED", "FAILED"} {
+		require.Contains(t, got, fmt.Sprintf(`reckon_effect_settle_latency_seconds{connector="bank.wire",state=%q}`, state))
+	}
+	for _, state := range []string{"PENDING", "UNKNOWN", "STUCK"} {
+		require.Contains(t, got, fmt.Sprintf(`reckon_effects{state=%q}`, state))
+	}
+	require.Contains(t, got, `reckon_effects_oldest_pending_seconds{connector="bank.wire"}`)
+	require.Equal(t, 1.0, got[`reckon_stats_computations_total{part="effects"}`], "computed at Start")
+	require.Equal(t, 1.0, got[`reckon_reactors_live{}`])
+	require.Contains(t, got, `reckon_stats_age_seconds{}`)
+	require.Less(t, got[`reckon_stats_age_seconds{}`], 10.0)
 	for key, value := range got {
-		if strings.HasPrefix(key, "reckon_") {
-			require.Zero(t, value, key)
+		switch key {
+		case `reckon_stats_computations_total{part="effects"}`, `reckon_reactors_live{}`, `reckon_stats_age_seconds{}`:
+		default:
+			if strings.HasPrefix(key, "reckon_") {
+				require.Zero(t, value, key)
+			}
 		}
 	}
 
@@ -91,6 +116,9 @@ func TestMetricsPrecreated(t *testing.T) {
 	got = series(t, h.metrics)
 	require.Contains(t, got, `reckon_effect_dispatch_duration_seconds{connector="mail.send",outcome="unknown"}`)
 	require.Contains(t, got, `reckon_effect_fenced_writes_total{connector="mail.send"}`)
+	require.Contains(t, got, `reckon_effect_transitions_total{connector="mail.send",from="PENDING",policy="idempotent",to="CONFIRMED"}`)
+	require.Contains(t, got, `reckon_effect_settle_latency_seconds{connector="mail.send",state="FAILED"}`)
+	require.Contains(t, got, `reckon_effects_oldest_pending_seconds{connector="mail.send"}`)
 	for key := range got {
 		require.False(t, strings.HasPrefix(key, `reckon_effect_status_checks_total{connector="mail.send"`), "no status check, no status series: %s", key)
 	}

@@ -426,13 +426,13 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string, opts *
 					res.Left = append(res.Left, row.ID)
 					continue
 				}
-				_, err := c.settle(ctx, tx, row.ID, transition{
+				settled, err := c.settle(ctx, tx, row.ID, transition{
 					from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
 					errMsg: "cancelled: " + why, actor: who, reason: "cancelled: " + why,
 				})
 				switch {
 				case err == nil:
-					failed = append(failed, row)
+					failed = append(failed, settled)
 				case !errors.Is(err, errFencedOut): // fenced out: someone else decided; nothing written
 					return err
 				}
@@ -449,7 +449,7 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string, opts *
 	}
 	for _, row := range failed {
 		res.Failed = append(res.Failed, row.ID)
-		c.countTransition(row.Connector, row.Policy, StatePending, StateFailed)
+		c.countSettlement(row.Connector, row.Policy, StatePending, StateFailed, row.CreatedAt, row.UpdatedAt)
 	}
 	// Effects awaiting a callback: ask the upstream to abandon them (outside any transaction),
 	// then record, fenced by the deadline job, what became of them.
@@ -491,6 +491,7 @@ func (c *Client) cancelAwaiting(ctx context.Context, row dbsqlc.ReckonEffect, jo
 		t.to, t.errMsg = StateUnknown, "cancelled by caller while awaiting callback"
 		t.reason = why + "; awaiting callback and the connector cannot cancel upstream: outcome unknown, a callback still resolves it"
 	}
+	var settled dbsqlc.ReckonEffect
 	err = c.withTx(ctx, func(tx pgx.Tx) error {
 		job, err := dbsqlc.New(tx).RiverJobGetForUpdate(ctx, jobID)
 		if err != nil {
@@ -507,7 +508,7 @@ func (c *Client) cancelAwaiting(ctx context.Context, row dbsqlc.ReckonEffect, jo
 				return err
 			}
 		}
-		_, err = c.settle(ctx, tx, row.ID, t)
+		settled, err = c.settle(ctx, tx, row.ID, t)
 		return err
 	})
 	if errors.Is(err, errFencedOut) {
@@ -516,7 +517,7 @@ func (c *Client) cancelAwaiting(ctx context.Context, row dbsqlc.ReckonEffect, jo
 	if err != nil {
 		return false, err
 	}
-	c.countTransition(row.Connector, row.Policy, StatePending, t.to)
+	c.countSettlement(row.Connector, row.Policy, StatePending, t.to, settled.CreatedAt, settled.UpdatedAt)
 	return true, nil
 }
 
@@ -559,13 +560,16 @@ func (c *Client) runCancelledTx(ctx context.Context, tx pgx.Tx, row dbsqlc.Recko
 // the effect has attempts: each earlier attempt provably did not take effect (a retryable
 // failure, or a status check found it absent), so FAILED is the truth.
 func (c *Client) stopCancelledRetry(ctx context.Context, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect, f fence, actor string) (bool, error) {
-	stopped := false
+	var (
+		stopped bool
+		settled dbsqlc.ReckonEffect
+	)
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
 		cancelled, err := c.runCancelledTx(ctx, tx, row)
 		if err != nil || !cancelled {
 			return err
 		}
-		_, err = c.settle(ctx, tx, row.ID, transition{
+		settled, err = c.settle(ctx, tx, row.ID, transition{
 			from: StatePending, to: StateFailed, fence: f, errMsg: "run cancelled", actor: actor,
 			reason: "the run was cancelled: not tried again (no earlier attempt took effect)",
 			detail: map[string]any{"job_id": job.ID},
@@ -582,6 +586,6 @@ func (c *Client) stopCancelledRetry(ctx context.Context, job *river.Job[dispatch
 	if err != nil || !stopped {
 		return false, err
 	}
-	c.countTransition(row.Connector, row.Policy, StatePending, StateFailed)
+	c.countSettlement(row.Connector, row.Policy, StatePending, StateFailed, settled.CreatedAt, settled.UpdatedAt)
 	return true, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -112,4 +113,14 @@ func marshalDetail(detail map[string]any) (json.RawMessage, error) {
 // countTransition counts a committed transition in the metrics.
 func (c *Client) countTransition(connector string, policy dbsqlc.ReckonEffectPolicy, from, to State) {
 	c.metrics.transitions.WithLabelValues(connector, string(policy), string(from), string(to)).Inc()
+}
+
+// countSettlement is countTransition for a committed transition that may settle the effect: one to
+// CONFIRMED or FAILED is also observed as the effect's settle latency, from createdAt (its enqueue)
+// to settledAt (the updated_at its transition wrote), both on the database's clock.
+func (c *Client) countSettlement(connector string, policy dbsqlc.ReckonEffectPolicy, from, to State, createdAt, settledAt time.Time) {
+	c.countTransition(connector, policy, from, to)
+	if to.Terminal() {
+		c.metrics.settleSeconds.WithLabelValues(connector, string(to)).Observe(max(settledAt.Sub(createdAt), 0).Seconds())
+	}
 }

@@ -29,11 +29,24 @@ func TestMain(m *testing.M) {
 }
 
 // effectsConfig is a reactor configuration for tests: reckontest.FastConfig with a margin of a
-// second before an attempt is presumed dead.
+// second before an attempt is presumed dead, and the shared statistics (reckon_sagas) computed
+// every statsInterval.
 func effectsConfig(registry *effects.Registry) *effects.Config {
 	config := reckontest.FastConfig(registry)
 	config.InFlightMargin = time.Second
+	config.StatsInterval = statsInterval
 	return config
+}
+
+// statsInterval is how often the shared statistics are computed in these tests.
+const statsInterval = 200 * time.Millisecond
+
+// eventuallyMetric waits until the counter or gauge name with exactly these labels is want: a
+// gauge of the shared statistics follows within an interval or two.
+func (h *harness) eventuallyMetric(want float64, name string, labels map[string]string) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool { return h.metric(name, labels) == want }, 10*time.Second, 10*time.Millisecond,
+		"%s%v: want %v, have %v", name, labels, want, h.metric(name, labels))
 }
 
 // order is the input of the "order" saga: reserve inventory, charge the card, ship. Every step

@@ -78,3 +78,11 @@ WITH resigned AS (
 SELECT pg_notify(current_schema() || '.river_leadership',
                  json_build_object('leader_id', leader_id, 'action', 'resigned')::text)
 FROM resigned;
+
+-- name: ReactorCountLive :one
+-- The reactors of the queue that live: registered, not found dead by another, and with a heartbeat
+-- at most stale_ms old (reckon_reactors_live, read at scrape time).
+SELECT count(*)::integer AS live
+FROM reckon_reactors
+WHERE queue = @queue::text AND dead_at IS NULL
+  AND heartbeat_at >= now() - make_interval(0, 0, 0, 0, 0, 0, sqlc.arg(stale_ms)::integer::float8 / 1000);

@@ -35,7 +35,8 @@ ORDER BY created_at DESC, id DESC
 LIMIT @max_rows::integer;
 
 -- name: SagaCountByState :many
--- How many sagas of each definition are in each state (for the metrics).
+-- How many sagas of each definition are in each state: the saga part of the shared statistics
+-- (reckon_sagas), computed by one reactor per interval. A scan of reckon_sagas.
 SELECT name, state, count(*)::bigint AS count FROM reckon_sagas GROUP BY name, state;
 
 -- name: SagaStepInsert :exec

@@ -10,6 +10,27 @@ import (
 	"time"
 )
 
+const reactorCountLive = `-- name: ReactorCountLive :one
+SELECT count(*)::integer AS live
+FROM reckon_reactors
+WHERE queue = $1::text AND dead_at IS NULL
+  AND heartbeat_at >= now() - make_interval(0, 0, 0, 0, 0, 0, $2::integer::float8 / 1000)
+`
+
+type ReactorCountLiveParams struct {
+	Queue   string
+	StaleMs int32
+}
+
+// The reactors of the queue that live: registered, not found dead by another, and with a heartbeat
+// at most stale_ms old (reckon_reactors_live, read at scrape time).
+func (q *Queries) ReactorCountLive(ctx context.Context, arg ReactorCountLiveParams) (int32, error) {
+	row := q.db.QueryRow(ctx, reactorCountLive, arg.Queue, arg.StaleMs)
+	var live int32
+	err := row.Scan(&live)
+	return live, err
+}
+
 const reactorDeleteForgotten = `-- name: ReactorDeleteForgotten :execrows
 DELETE FROM reckon_reactors
 WHERE heartbeat_at < now() - interval '1 day'

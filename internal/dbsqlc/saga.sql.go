@@ -23,7 +23,8 @@ type SagaCountByStateRow struct {
 	Count int64
 }
 
-// How many sagas of each definition are in each state (for the metrics).
+// How many sagas of each definition are in each state: the saga part of the shared statistics
+// (reckon_sagas), computed by one reactor per interval. A scan of reckon_sagas.
 func (q *Queries) SagaCountByState(ctx context.Context) ([]SagaCountByStateRow, error) {
 	rows, err := q.db.Query(ctx, sagaCountByState)
 	if err != nil {
