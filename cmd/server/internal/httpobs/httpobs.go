@@ -106,7 +106,14 @@ type Opts struct {
 	// Propagator reads the trace context a client sends (traceparent). Default: the global
 	// propagator (otel.GetTextMapPropagator), which reads nothing until tracing is set up.
 	Propagator propagation.TextMapPropagator
+	// Untraced are the routes (patterns without their method, as in the route label) whose
+	// requests get no span: probes and scrapes, every few seconds, would each be a trace of its
+	// own. Default DefaultUntraced; an empty non-nil slice traces every route.
+	Untraced []string
 }
+
+// DefaultUntraced are the routes Handler does not trace by default: health checks and scrapes.
+var DefaultUntraced = []string{"/healthz", "/readyz", "/metrics"}
 
 // Handler serves next with a request id, request metrics registered on reg and a server span.
 // routes is the server's mux, asked which pattern matches each request (the route label and the
@@ -150,6 +157,13 @@ func Handler(reg prometheus.Registerer, routes *http.ServeMux, next http.Handler
 	if o.Propagator == nil {
 		o.Propagator = otel.GetTextMapPropagator()
 	}
+	if o.Untraced == nil {
+		o.Untraced = DefaultUntraced
+	}
+	untraced := make(map[string]bool, len(o.Untraced))
+	for _, route := range o.Untraced {
+		untraced[route] = true
+	}
 	tracer := o.TracerProvider.Tracer(TracerName)
 	// Made once: an option, and the variadic slice of one, allocate on every call.
 	startOpts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
@@ -163,6 +177,10 @@ func Handler(reg prometheus.Registerer, routes *http.ServeMux, next http.Handler
 		w.Header().Set(Header, id)
 		_, pattern := routes.Handler(r)
 		info := &requestInfo{id: id, route: routeLabel(pattern)}
+		if untraced[info.route] {
+			instrumented.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), contextKey{}, info)))
+			return
+		}
 		ctx := o.Propagator.Extract(context.WithValue(r.Context(), contextKey{}, info), propagation.HeaderCarrier(r.Header))
 		ctx, span := tracer.Start(ctx, names.get(r.Method, info.route), startOpts...)
 		if !span.IsRecording() {

@@ -20,8 +20,8 @@ import (
 
 // tracedSetup is setup's routes served with a recording tracer provider and the W3C propagator;
 // /v1/effects/{id} answers 500 after making a child span "inner" from its request's context, and
-// /panic panics.
-func tracedSetup(t *testing.T) (http.Handler, *tracetest.SpanRecorder) {
+// /panic panics. untraced is Opts.Untraced.
+func tracedSetup(t *testing.T, untraced ...string) (http.Handler, *tracetest.SpanRecorder) {
 	t.Helper()
 	recorder := tracetest.NewSpanRecorder()
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
@@ -43,7 +43,7 @@ func tracedSetup(t *testing.T) (http.Handler, *tracetest.SpanRecorder) {
 		httpobs.SetRoute(r.Context(), pattern)
 		inner.ServeHTTP(w, r)
 	}))
-	handler, err := httpobs.Handler(prometheus.NewRegistry(), mux, mux, &httpobs.Opts{TracerProvider: provider, Propagator: propagation.TraceContext{}})
+	handler, err := httpobs.Handler(prometheus.NewRegistry(), mux, mux, &httpobs.Opts{TracerProvider: provider, Propagator: propagation.TraceContext{}, Untraced: untraced})
 	require.NoError(t, err)
 	return handler, recorder
 }
@@ -88,7 +88,7 @@ func TestServerSpan(t *testing.T) {
 
 func TestServerSpanWithoutTraceparent(t *testing.T) {
 	t.Parallel()
-	handler, recorder := tracedSetup(t)
+	handler, recorder := tracedSetup(t, []string{}...) // every route traced, /healthz too
 	serve(handler, "GET", "/healthz")
 	serve(handler, "POST", "/v1/effects")
 	serve(handler, "GET", "/nowhere")
@@ -117,6 +117,22 @@ func TestServerSpanWithoutTraceparent(t *testing.T) {
 	require.Equal(t, "_OTHER", attrs(spans[3])["http.request.method"].AsString())
 
 	require.Equal(t, "GET /healthz", spans[4].Name(), "a malformed traceparent starts a new trace")
+}
+
+// TestProbesUntraced: by default health checks and scrapes make no span (each would be a trace
+// of its own every few seconds) but are still counted and get a request id; other routes are
+// traced.
+func TestProbesUntraced(t *testing.T) {
+	t.Parallel()
+	handler, recorder := tracedSetup(t, httpobs.DefaultUntraced...)
+	rec := serve(handler, "GET", "/healthz", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.NotEmpty(t, rec.Header().Get(httpobs.Header))
+	require.Empty(t, recorder.Ended(), "no span for a probe")
+	serve(handler, "POST", "/v1/effects")
+	spans := recorder.Ended()
+	require.Len(t, spans, 1)
+	require.Equal(t, "POST /v1/effects", spans[0].Name())
 }
 
 // TestServerSpanPanic: a handler that panics ends its span as a 500 Error, and the panic goes on to
