@@ -36,6 +36,9 @@ type config struct {
 	// asyncTimeout is effects.Config.AsyncTimeout: the await of accepted effects whose spec and
 	// connector name none.
 	asyncTimeout time.Duration
+	// statsInterval is effects.Config.StatsInterval: how often the shared statistics are computed
+	// (by one reactor of the fleet).
+	statsInterval time.Duration
 	// turnHandlerURL is where the HTTP turn handler POSTs turns; empty: turns wait for a reactor
 	// that has one.
 	turnHandlerURL     string
@@ -78,6 +81,8 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 		"shortest time between two fetches (default River's, 100ms)")
 	env.DurationVar(&c.asyncTimeout, "async-timeout", "RECKON_ASYNC_TIMEOUT", effects.DefaultAsyncTimeout,
 		"how long an effect whose dispatch was accepted upstream (HTTP 202) awaits its callback when neither the effect nor its connector says (async_timeout_ms); 1ms to 168h")
+	env.DurationVar(&c.statsInterval, "stats-interval", "RECKON_STATS_INTERVAL", 15*time.Second,
+		"how often the shared statistics behind reckon_effects, the queue lag and reckon_sagas are computed, by one reactor for the whole fleet; 100ms to 1h")
 	fs.StringVar(&c.turnHandlerURL, "turn-handler-url", cli.Env("RECKON_TURN_HANDLER_URL", ""),
 		"URL of the HTTP turn handler of the tenants without their own (PUT /v1/turn-handlers/{tenant}): each logical turn is POSTed there and the effects it answers are committed with the turn (docs/turns.md); empty: their turns wait (env RECKON_TURN_HANDLER_URL)")
 	env.DurationVar(&c.turnHandlerTimeout, "turn-handler-timeout", "RECKON_TURN_HANDLER_TIMEOUT", 30*time.Second,
@@ -128,6 +133,8 @@ func (c *config) validate() error {
 		return errors.New("-turn-handler-timeout and -turn-not-ready-delay must be positive")
 	case c.asyncTimeout < time.Millisecond || c.asyncTimeout > effects.MaxAsyncTimeout:
 		return fmt.Errorf("-async-timeout must be between 1ms and %v, got %v", effects.MaxAsyncTimeout, c.asyncTimeout)
+	case c.statsInterval < 100*time.Millisecond || c.statsInterval > time.Hour:
+		return fmt.Errorf("-stats-interval must be between 100ms and 1h, got %v", c.statsInterval)
 	}
 	if err := c.retention.Validate(); err != nil {
 		return err

@@ -16,11 +16,11 @@
 // RECKON_REACTOR_ADDR, RECKON_REACTOR_ID, RECKON_QUEUE, RECKON_WORKERS, RECKON_DB_CONNS,
 // RECKON_SHUTDOWN_TIMEOUT, RECKON_IN_FLIGHT_MARGIN, RECKON_SWEEP_INTERVAL,
 // RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_FETCH_POLL_INTERVAL, RECKON_FETCH_COOLDOWN,
-// RECKON_ASYNC_TIMEOUT, RECKON_TURN_HANDLER_URL, RECKON_TURN_HANDLER_TIMEOUT,
-// RECKON_TURN_NOT_READY_DELAY, RECKON_EFFECT_RETENTION, RECKON_AUDIT_RETENTION, RECKON_DEDUP_WINDOW,
-// RECKON_IDEMPOTENCY_TTL, RECKON_RETENTION_INTERVAL, RECKON_RETENTION_BATCH, RECKON_LOG_FORMAT,
-// RECKON_LOG_LEVEL. Tracing is off unless the standard OTEL_* variables turn it on
-// (docs/operations.md, "Tracing").
+// RECKON_ASYNC_TIMEOUT, RECKON_STATS_INTERVAL, RECKON_TURN_HANDLER_URL,
+// RECKON_TURN_HANDLER_TIMEOUT, RECKON_TURN_NOT_READY_DELAY, RECKON_EFFECT_RETENTION,
+// RECKON_AUDIT_RETENTION, RECKON_DEDUP_WINDOW, RECKON_IDEMPOTENCY_TTL, RECKON_RETENTION_INTERVAL,
+// RECKON_RETENTION_BATCH, RECKON_LOG_FORMAT, RECKON_LOG_LEVEL. Tracing is off unless the standard
+// OTEL_* variables turn it on (docs/operations.md, "Tracing").
 //
 // It runs retention (package retention, docs/operations.md "Retention"): when it starts it makes
 // the partitions of the audit histories ahead, and the leader among the reactors prunes settled work
@@ -153,6 +153,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		TakeoverGrace:     takeoverGrace(cfg.takeoverGrace),
 		HeartbeatTimeout:  cfg.heartbeatTimeout,
 		AsyncTimeout:      cfg.asyncTimeout,
+		StatsInterval:     cfg.statsInterval,
 		// A River job is only the vehicle of an effect: its row and transitions are the record.
 		JobRetention: min(24*time.Hour, cfg.retention.EffectRetention),
 	}

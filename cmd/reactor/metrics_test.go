@@ -2,22 +2,28 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/internal/proctest"
 )
 
 // TestMetricsAtStart: a fresh reactor's scrape, before any effect, already has at 0 the series
 // docs/operations.md alerts on (per connector: fenced writes, dispatch durations by outcome,
-// status-check answers; the sweeper's reasons, connector-sync errors, turn endings, retention
-// errors, STUCK effects), reckon_build_info = 1, and passes `promtool check metrics` (skipped
+// status-check answers, the transitions reactors make, settle latencies, queue lag; the sweeper's
+// reasons, connector-sync errors, turn endings, retention errors, STUCK effects), the shared
+// statistics computed at its start (effects' and sagas', by this reactor: one live reactor, their
+// age under the interval), reckon_build_info = 1, and passes `promtool check metrics` (skipped
 // without /usr/bin/promtool, except under CI=true).
 func TestMetricsAtStart(t *testing.T) {
 	t.Parallel()
@@ -51,9 +57,27 @@ func TestMetricsAtStart(t *testing.T) {
 		`reckon_turn_ended_total{status="FAILED"} 0`,
 		`reckon_turn_decisions_total{action="SUPERSEDE",decider="default"} 0`,
 		`reckon_effects{state="STUCK"} 0`,
+		`reckon_effects{state="PENDING"} 0`,
+		`reckon_effects_oldest_pending_seconds{connector="bank.wire"} 0`,
+		`reckon_effect_transitions_total{connector="bank.wire",from="PENDING",policy="compensatable",to="CONFIRMED"} 0`,
+		`reckon_effect_transitions_total{connector="bank.wire",from="UNKNOWN",policy="compensatable",to="STUCK"} 0`,
+		`reckon_effect_settle_latency_seconds_count{connector="bank.wire",state="CONFIRMED"} 0`,
+		`reckon_effect_settle_latency_seconds_count{connector="bank.wire",state="FAILED"} 0`,
+		`reckon_stats_computations_total{part="effects"} 1`,
+		`reckon_stats_computations_total{part="sagas"} 1`,
+		`reckon_reactors_live 1`,
 	} {
 		require.Contains(t, lines, want)
 	}
+	var age float64
+	for _, line := range lines {
+		if rest, ok := strings.CutPrefix(line, "reckon_stats_age_seconds "); ok {
+			var err error
+			age, err = strconv.ParseFloat(rest, 64)
+			require.NoError(t, err, line)
+		}
+	}
+	require.Less(t, age, 15.0, "computed at start, within the default interval:\n%s", body)
 	var buildInfo []string
 	for _, line := range lines {
 		if strings.HasPrefix(line, "reckon_build_info{") {
@@ -76,6 +100,41 @@ func TestMetricsAtStart(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &out, &out
 		require.NoError(t, cmd.Run(), "promtool check metrics:\n%s", out.String())
 	}
+	p.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, p.Wait(t, 30*time.Second))
+}
+
+// TestStatsIntervalConfig: -stats-interval and RECKON_STATS_INTERVAL out of range (100ms to 1h) or
+// unparsable stop the reactor with exit status 2 and a message naming them; one in range is the
+// interval at which the shared statistics are computed.
+func TestStatsIntervalConfig(t *testing.T) {
+	t.Parallel()
+	reactor := proctest.Binary(t, "reactor")
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"-stats-interval", "0s"}, "-stats-interval must be between 100ms and 1h, got 0s"},
+		{nil, []string{"-stats-interval", "99ms"}, "-stats-interval must be between 100ms and 1h, got 99ms"},
+		{nil, []string{"-stats-interval", "61m"}, "-stats-interval must be between 100ms and 1h, got 1h1m0s"},
+		{nil, []string{"-stats-interval", "often"}, "-stats-interval"},
+		{[]string{"RECKON_STATS_INTERVAL=often"}, nil, `RECKON_STATS_INTERVAL="often": not a duration`},
+	} {
+		res := proctest.Run(t, tc.env, reactor, tc.args...)
+		require.Equal(t, 2, res.ExitCode, "%v %v: %s", tc.env, tc.args, res.Stderr)
+		require.Contains(t, res.Stderr, tc.want)
+	}
+
+	f := setup(t)
+	p := f.startReactor("-retention-interval", "0", "-stats-interval", "200ms")
+	var first time.Time
+	require.NoError(t, f.pool.QueryRow(context.Background(), `SELECT computed_at FROM reckon_stats WHERE part = 'effects'`).Scan(&first))
+	require.Eventually(t, func() bool {
+		var at time.Time
+		require.NoError(t, f.pool.QueryRow(context.Background(), `SELECT computed_at FROM reckon_stats WHERE part = 'effects'`).Scan(&at))
+		return at.Sub(first) >= 200*time.Millisecond
+	}, 10*time.Second, 20*time.Millisecond, "computed again an interval later")
 	p.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, p.Wait(t, 30*time.Second))
 }
