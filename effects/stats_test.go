@@ -34,32 +34,6 @@ func (h *harness) statsComputer(id string) (*effects.Client, *prometheus.Registr
 	return client, metrics
 }
 
-// histogram returns the sample count and sum of the histogram name with exactly these labels, and
-// whether the series exists.
-func histogram(t *testing.T, gatherer prometheus.Gatherer, name string, labels map[string]string) (count uint64, sum float64, ok bool) {
-	t.Helper()
-	families, err := gatherer.Gather()
-	require.NoError(t, err)
-	for _, family := range families {
-		if family.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range family.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, label := range m.GetLabel() {
-				if labels[label.GetName()] != label.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum(), true
-		}
-	}
-	return 0, 0, false
-}
-
 // TestQueueLag: effects enqueued while no reactor works their queue make
 // reckon_effects_oldest_pending_seconds of their connector grow, about their age, while another
 // registered connector's stays at 0 and an effect accepted upstream (awaiting its callback, not
@@ -256,15 +230,15 @@ func TestSettleLatency(t *testing.T) {
 	} {
 		labels := map[string]string{"connector": want.connector, "state": want.state}
 		require.Eventually(t, func() bool {
-			count, _, _ := histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", labels)
+			count, _, _ := reckontest.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", labels)
 			return count == uint64(len(want.ids))
 		}, 10*time.Second, 10*time.Millisecond, "%v", labels)
-		_, sum, _ := histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", labels)
+		_, sum, _ := reckontest.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", labels)
 		require.InDelta(t, latency(want.ids...), sum, 1e-6, "%v: updated_at − created_at", labels)
 	}
-	_, sum, _ := histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", map[string]string{"connector": "jobs.run", "state": "CONFIRMED"})
+	_, sum, _ := reckontest.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", map[string]string{"connector": "jobs.run", "state": "CONFIRMED"})
 	require.GreaterOrEqual(t, sum, 0.3, "from the enqueue, not the dispatch: the wait for the callback included")
-	count, _, ok := histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", map[string]string{"connector": "jobs.run", "state": "FAILED"})
+	count, _, ok := reckontest.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", map[string]string{"connector": "jobs.run", "state": "FAILED"})
 	require.True(t, ok, "pre-created")
 	require.Zero(t, count)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
@@ -46,6 +47,27 @@ func Count(tb testing.TB, db Querier, sql string, args ...any) int {
 // Metric returns the value of the counter or gauge name with exactly these labels (0 if absent).
 func Metric(tb testing.TB, gatherer prometheus.Gatherer, name string, labels map[string]string) float64 {
 	tb.Helper()
+	m := find(tb, gatherer, name, labels)
+	if m.GetCounter() != nil {
+		return m.GetCounter().GetValue()
+	}
+	return m.GetGauge().GetValue()
+}
+
+// Histogram returns the sample count and sum of the histogram name with exactly these labels, and
+// whether the series exists.
+func Histogram(tb testing.TB, gatherer prometheus.Gatherer, name string, labels map[string]string) (count uint64, sum float64, ok bool) {
+	tb.Helper()
+	m := find(tb, gatherer, name, labels)
+	if m == nil {
+		return 0, 0, false
+	}
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum(), true
+}
+
+// find gathers and returns the series of name with exactly these labels, nil if there is none.
+func find(tb testing.TB, gatherer prometheus.Gatherer, name string, labels map[string]string) *dto.Metric {
+	tb.Helper()
 	families, err := gatherer.Gather()
 	require.NoError(tb, err)
 	for _, family := range families {
@@ -62,13 +84,10 @@ func Metric(tb testing.TB, gatherer prometheus.Gatherer, name string, labels map
 					continue metrics
 				}
 			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
+			return m
 		}
 	}
-	return 0
+	return nil
 }
 
 // FastBackoff keeps a connector's retries quick: 20ms after every attempt.
