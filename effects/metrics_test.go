@@ -9,41 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/reckontest"
 )
-
-// series gathers gatherer and returns every series as name{label="value",…} (labels sorted) with
-// its value: a counter's or gauge's, a histogram's sample count.
-func series(t *testing.T, gatherer prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	families, err := gatherer.Gather()
-	require.NoError(t, err)
-	out := map[string]float64{}
-	for _, family := range families {
-		for _, m := range family.GetMetric() {
-			var labels []string
-			for _, pair := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", pair.GetName(), pair.GetValue()))
-			}
-			slices.Sort(labels)
-			key := family.GetName() + "{" + strings.Join(labels, ",") + "}"
-			switch {
-			case m.GetCounter() != nil:
-				out[key] = m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				out[key] = float64(m.GetHistogram().GetSampleCount())
-			default:
-				out[key] = m.GetGauge().GetValue()
-			}
-		}
-	}
-	return out
-}
 
 // TestMetricsPrecreated: before any event, a client's first scrape already has, at 0, the series
 // that docs/operations.md alerts on — for each registered connector the transitions reactors make
@@ -58,7 +30,7 @@ func TestMetricsPrecreated(t *testing.T) {
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
 	h.start()
 
-	got := series(t, h.metrics)
+	got := reckontest.Series(t, h.metrics)
 	for _, outcome := range []string{"confirmed", "failed", "retryable", "unknown"} {
 		key := fmt.Sprintf(`reckon_effect_dispatch_duration_seconds{connector="bank.wire",outcome=%q}`, outcome)
 		require.Contains(t, got, key)
@@ -113,7 +85,7 @@ func TestMetricsPrecreated(t *testing.T) {
 		Name: "mail.send", Tags: idempotentTags,
 		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return nil, nil },
 	}))
-	got = series(t, h.metrics)
+	got = reckontest.Series(t, h.metrics)
 	require.Contains(t, got, `reckon_effect_dispatch_duration_seconds{connector="mail.send",outcome="unknown"}`)
 	require.Contains(t, got, `reckon_effect_fenced_writes_total{connector="mail.send"}`)
 	require.Contains(t, got, `reckon_effect_transitions_total{connector="mail.send",from="PENDING",policy="idempotent",to="CONFIRMED"}`)

@@ -251,7 +251,7 @@ func TestStatsNotComputedYet(t *testing.T) {
 	h := setup(t, func(c *effects.Config) { c.StatsInterval = -1 })
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
 	h.start()
-	got := series(t, h.metrics)
+	got := reckontest.Series(t, h.metrics)
 	require.True(t, math.IsInf(got[`reckon_stats_age_seconds{}`], 1), "never computed: %v", got[`reckon_stats_age_seconds{}`])
 	require.NotContains(t, got, `reckon_effects{state="STUCK"}`)
 	require.NotContains(t, got, `reckon_effects_oldest_pending_seconds{connector="bank.wire"}`)

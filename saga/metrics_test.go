@@ -1,47 +1,15 @@
 package saga_test
 
 import (
-	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/internal/reckontest"
 	"github.com/reckonhq/reckon/saga"
 )
-
-// series gathers h's metrics and returns every reckon_ series as name{label="value",…} (labels
-// sorted) with its value (a counter's or a gauge's).
-func (h *harness) series() map[string]float64 {
-	h.t.Helper()
-	families, err := h.metrics.Gather()
-	require.NoError(h.t, err)
-	out := map[string]float64{}
-	for _, family := range families {
-		if !strings.HasPrefix(family.GetName(), "reckon_") {
-			continue
-		}
-		for _, m := range family.GetMetric() {
-			var labels []string
-			for _, pair := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", pair.GetName(), pair.GetValue()))
-			}
-			slices.Sort(labels)
-			key := family.GetName() + "{" + strings.Join(labels, ",") + "}"
-			switch {
-			case m.GetCounter() != nil:
-				out[key] = m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				out[key] = m.GetGauge().GetValue()
-			default:
-				out[key] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return out
-}
 
 // TestMetricsPrecreated: a fresh reactor's first scrape, before any saga, has at 0 for each
 // registered definition its starts, its transitions to every state and its sagas in every state
@@ -54,7 +22,7 @@ func TestMetricsPrecreated(t *testing.T) {
 	h.start(h.effects)
 
 	states := []string{"RUNNING", "COMPLETED", "COMPENSATING", "COMPENSATED", "STUCK"}
-	got := h.series()
+	got := reckontest.Series(t, h.metrics)
 	require.Equal(t, 1.0, got[`reckon_stats_computations_total{part="sagas"}`], "computed at Start")
 	require.Contains(t, got, `reckon_saga_started_total{name="order"}`)
 	for _, state := range states {
@@ -72,7 +40,7 @@ func TestMetricsPrecreated(t *testing.T) {
 	def := orderSaga(0)
 	def.Name = "refund"
 	require.NoError(t, h.sagas.Register(def))
-	got = h.series()
+	got = reckontest.Series(t, h.metrics)
 	require.Contains(t, got, `reckon_saga_started_total{name="refund"}`)
 	require.Contains(t, got, `reckon_saga_transitions_total{name="refund",to="STUCK"}`)
 	require.Contains(t, got, `reckon_sagas{name="refund",state="STUCK"}`)

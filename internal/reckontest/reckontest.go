@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,6 +64,34 @@ func Histogram(tb testing.TB, gatherer prometheus.Gatherer, name string, labels 
 		return 0, 0, false
 	}
 	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum(), true
+}
+
+// Series gathers gatherer and returns every series as name{label="value",…} (labels sorted) with
+// its value: a counter's or gauge's, a histogram's sample count.
+func Series(tb testing.TB, gatherer prometheus.Gatherer) map[string]float64 {
+	tb.Helper()
+	families, err := gatherer.Gather()
+	require.NoError(tb, err)
+	out := map[string]float64{}
+	for _, family := range families {
+		for _, m := range family.GetMetric() {
+			var labels []string
+			for _, pair := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", pair.GetName(), pair.GetValue()))
+			}
+			slices.Sort(labels)
+			key := family.GetName() + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.GetCounter() != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				out[key] = float64(m.GetHistogram().GetSampleCount())
+			default:
+				out[key] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
 }
 
 // find gathers and returns the series of name with exactly these labels, nil if there is none.
