@@ -166,7 +166,7 @@ func (c *command) withOps(ctx context.Context, pool *pgxpool.Pool, fn func(*ops.
 	if err != nil {
 		return err
 	}
-	sagas, err := newSagaClient(ctx, pool, logger)
+	sagas, err := newSagaClient(ctx, pool, logger, nil)
 	if err != nil {
 		return err
 	}

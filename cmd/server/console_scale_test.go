@@ -188,7 +188,7 @@ func scaleConsole(t *testing.T, pool *pgxpool.Pool) string {
 	logger := slog.New(slog.DiscardHandler)
 	sessions, err := newTurnsClient(pool, logger)
 	require.NoError(t, err)
-	sagas, err := newSagaClient(ctx, pool, logger)
+	sagas, err := newSagaClient(ctx, pool, logger, nil)
 	require.NoError(t, err)
 	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sessions, sagas}})
 	require.NoError(t, err)

@@ -200,7 +200,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	sagas, err := newSagaClient(ctx, pool, logger)
+	// The saga client counts the sagas started over HTTP (reckon_saga_started_total); the server
+	// computes no statistics, it reports the reactors' (reckon_sagas).
+	sagas, err := newSagaClient(ctx, pool, logger, metrics)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
@@ -33,9 +34,10 @@ server sagas definitions [-json]`
 
 // newSagaClient is the server's saga client: on the effects client that enqueues (never started
 // here), with the stored definitions loaded by syncSagas (at once when the schema is current, then
-// every interval) and whenever a request names one it has not loaded.
-func newSagaClient(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*saga.Client, error) {
-	sagas, err := saga.NewClient(pool, &saga.Config{Logger: logger, OnUnknownDefinition: sagadef.Load})
+// every interval) and whenever a request names one it has not loaded. Its metrics go to metrics
+// (nil: none).
+func newSagaClient(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, metrics prometheus.Registerer) (*saga.Client, error) {
+	sagas, err := saga.NewClient(pool, &saga.Config{Logger: logger, Registerer: metrics, OnUnknownDefinition: sagadef.Load})
 	if err != nil {
 		return nil, err
 	}

@@ -239,6 +239,10 @@ func TestSagasEndToEnd(t *testing.T) {
 	require.EqualValues(t, 0, bank.Net(saga.StepKey(failing, 0)), "and reversed: the ledger nets to zero")
 	require.Zero(t, bank.Count(saga.StepKey(failing, 1)), "the refused credit performed nothing")
 
+	// The server counts the sagas it started: two (the deduplicated start is not one).
+	_, scrape := get(t, api.base+"/metrics")
+	require.Contains(t, scrape, `reckon_saga_started_total{name="transfer"} 2`)
+
 	list := api.do("GET", "/v1/sagas?state=COMPENSATED", token, "")
 	require.Len(t, list.body["sagas"], 1)
 
