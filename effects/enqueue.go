@@ -92,7 +92,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	}
 	ctx, span := c.tracing.tracer.Start(ctx, spanEnqueue, producerSpan...)
 	effects, err := c.enqueueManyTx(ctx, tx, specs, opts)
-	err = schemaError(err)
+	err = SchemaError(err)
 	if span.IsRecording() {
 		span.SetAttributes(attrEffectCount.Int(len(specs)))
 		if err == nil && len(effects) == 1 {

@@ -3,6 +3,7 @@ package effects
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -260,7 +261,9 @@ func (s *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	s.metrics.statsComputations.Collect(ch)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.collectStats(ctx, ch); err != nil {
+	// On a database not migrated yet (or not to 0022) the statistics are left out quietly: the
+	// process says once that the schema is not current, and /readyz answers 503.
+	if err := SchemaError(s.collectStats(ctx, ch)); err != nil && !errors.Is(err, ErrSchemaNotCurrent) {
 		c.logger.WarnContext(ctx, "metrics: read the shared statistics; left out of this scrape", slog.String("error", err.Error()))
 	}
 	live, err := c.queries.ReactorCountLive(ctx, dbsqlc.ReactorCountLiveParams{

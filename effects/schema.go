@@ -28,9 +28,10 @@ func (c *Client) checkSchema(ctx context.Context) error {
 	return fmt.Errorf("%w (%d of Reckon's and %d of River's migrations pending)", ErrSchemaNotCurrent, len(status.Pending), status.RiverPending)
 }
 
-// schemaError makes a statement that met a missing table, column, type or function say that the
-// schema is not current, keeping Postgres's error.
-func schemaError(err error) error {
+// SchemaError makes the error of a statement that met a missing table, column, type or function
+// wrap ErrSchemaNotCurrent, keeping Postgres's error; any other error is returned as it is. For
+// packages built on effects (saga's metrics) that read tables a newer migration adds.
+func SchemaError(err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return err

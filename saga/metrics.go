@@ -3,6 +3,7 @@ package saga
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
@@ -113,6 +115,9 @@ func (s *sagaCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	stats, err := s.read(ctx)
+	if errors.Is(effects.SchemaError(err), effects.ErrSchemaNotCurrent) {
+		return // the database is not migrated (yet): no statistics, and the server says so once
+	}
 	if err != nil {
 		s.client.logger.WarnContext(ctx, "metrics: read the sagas' shared statistics; left out of this scrape", slog.String("error", err.Error()))
 		return
