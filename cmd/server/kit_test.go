@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/reckonhq/reckon/internal/fakebank"
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/proctest"
 )
@@ -427,17 +426,8 @@ func TestKitMetricsExported(t *testing.T) {
 	token, system := tenantToken(t, env, server, "acme"), systemToken(t, env, server)
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
-	bank := fakebank.New(t)
-	base := bank.URL() + fakebank.ReckonPrefix
-	r := api.do("POST", "/v1/connectors", system, `{"name":"bank.wire","tags":["write","external","network"],
-		"dispatch_url":"`+base+`/wires","status_url":"`+base+`/wires/status","compensate_url":"`+base+`/wires/compensate",
-		"timeout_ms":1000,"backoff_initial_ms":20,"backoff_max_ms":200}`)
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
-	r = api.do("POST", "/v1/saga-definitions", system, `{"name":"transfer","steps":[
-		{"name":"debit","connector":"bank.wire","undo":"connector"},
-		{"name":"credit","connector":"bank.wire","undo":"none"}]}`)
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
-	r = api.do("POST", "/v1/sagas", token, `{"definition":"transfer","input":{"account":"a-1","amount":70}}`)
+	defineTransfer(t, api, system)
+	r := api.do("POST", "/v1/sagas", token, `{"definition":"transfer","input":{"account":"a-1","amount":70}}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	sagaID := uuid.MustParse(r.body["id"].(string))
 	r = api.do("POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"w-1","args":{"account":"a-1","amount":10}}`)

@@ -152,15 +152,11 @@ func TestCallbackEndToEnd(t *testing.T) {
 // started over HTTP before any reactor runs, then the reactor binary runs them against the fake
 // bank behind an HTTP connector: one COMPLETED, one whose second step the bank rejects
 // COMPENSATED, with the bank's ledger for it netting to zero.
-func TestSagasEndToEnd(t *testing.T) {
-	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
-	token, system := tenantToken(t, env, server, "acme"), systemToken(t, env, server)
-
-	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
-	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
+// defineTransfer registers, with the system token, the HTTP connector bank.wire on a new fake bank
+// (with a status check and a compensation) and the saga definition transfer: debit (undone by the
+// connector's compensation), then credit (no undo). It returns the bank.
+func defineTransfer(t *testing.T, api apiClient, system string) *fakebank.Bank {
+	t.Helper()
 	bank := fakebank.New(t)
 	base := bank.URL() + fakebank.ReckonPrefix
 	r := api.do("POST", "/v1/connectors", system, `{"name":"bank.wire","tags":["write","external","network"],
@@ -171,6 +167,19 @@ func TestSagasEndToEnd(t *testing.T) {
 		{"name":"debit","connector":"bank.wire","undo":"connector"},
 		{"name":"credit","connector":"bank.wire","undo":"none"}]}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	return bank
+}
+
+func TestSagasEndToEnd(t *testing.T) {
+	t.Parallel()
+	server := proctest.Binary(t, "server")
+	pool := pgtest.NewDB(t)
+	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	token, system := tenantToken(t, env, server, "acme"), systemToken(t, env, server)
+
+	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
+	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
+	bank := defineTransfer(t, api, system)
 
 	// The CLI: a bad definition is a usage error that stores nothing; a good one is stored once.
 	dir := t.TempDir()
@@ -193,7 +202,7 @@ func TestSagasEndToEnd(t *testing.T) {
 	require.Regexp(t, `audit\s+a\(bank.wire\)`, res.Stdout)
 	require.Regexp(t, `transfer\s+debit\(bank.wire\) → credit\(bank.wire\)`, res.Stdout)
 
-	r = api.do("POST", "/v1/sagas", token, `{"definition":"transfer","input":{"account":"a-1","amount":70},"start_key":"t-1"}`)
+	r := api.do("POST", "/v1/sagas", token, `{"definition":"transfer","input":{"account":"a-1","amount":70},"start_key":"t-1"}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	ok := uuid.MustParse(r.body["id"].(string))
 	r = api.do("POST", "/v1/sagas", token, `{"definition":"transfer","input":{"account":"a-1","amount":70},"start_key":"t-1"}`)
