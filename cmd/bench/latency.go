@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/reckonhq/reckon/effects"
 )
@@ -17,8 +18,12 @@ import (
 // at 25% and 50% of the workload's maximum rate, with an in-process reactor working, and reads
 // enqueue → CONFIRMED percentiles from the database's own timestamps. The workload is
 // single-effect transactions with a reactor dispatching them on the same machine; its maximum
-// rate is measured first, in the same run (latencyMaxRate).
+// rate is measured first, in the same run (latencyMaxRate), after River's same workload
+// (e2eRiverRate), which it is compared with.
 func (b *bench) latency(ctx context.Context) error {
+	if err := b.e2eRiverRate(ctx); err != nil {
+		return err
+	}
 	maxRate, err := b.latencyMaxRate(ctx)
 	if err != nil {
 		return err
@@ -95,13 +100,51 @@ func (b *bench) openLoop(ctx context.Context, client *effects.Client, rate float
 	return sent, firstErr
 }
 
-// latencyMaxRate measures the latency workload's maximum rate closed-loop: C goroutines commit
-// single-effect EnqueueTx transactions as fast as they can for the run's duration while the
-// reactor dispatches, and the rate is the lower of what was enqueued and what was confirmed in
-// that window. (The two stages measured apart — EnqueueTx alone, the full protocol alone —
-// overstate it: on one machine they share the CPUs, and half of the sum of their separate maxima
-// is not half load.)
-func (b *bench) latencyMaxRate(ctx context.Context) (float64, error) {
+// The end-to-end closed-loop workload of the latency scenario, for River and for Reckon: C
+// goroutines each commit one job (InsertTx) or one effect (EnqueueTx) per transaction, the next
+// after the previous commit, for the run's duration, while a client with the run's River settings
+// (riverClient, reckonClient: the same workers, fetch cooldown and poll interval) works them — River
+// with a no-op worker, Reckon's reactor with the full protocol's connector. Each rate is the lower
+// of what was inserted and what was completed in that window.
+const (
+	e2eRiverQueue = "bench_e2e"
+	e2eRiver      = "e2e-river"
+	e2eReckon     = "e2e-reckon"
+)
+
+// e2eRiverRate measures River's end-to-end workload: producers doing InsertTx of one no-op job
+// per transaction while a River client works them.
+func (b *bench) e2eRiverRate(ctx context.Context) (err error) {
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, noopWorker{})
+	client, err := b.riverClient(ctx, workers, e2eRiverQueue)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, client.Stop(context.WithoutCancel(ctx))) }()
+	_, err = b.closedLoopE2E(ctx, e2eRiver, "River InsertTx, one job per transaction, while a River client works them (closed loop)",
+		func(tx pgx.Tx) error {
+			_, err := client.InsertTx(ctx, tx, noopArgs{}, &river.InsertOpts{Queue: e2eRiverQueue})
+			return err
+		},
+		`SELECT count(*) FROM river_job WHERE queue = '`+e2eRiverQueue+`' AND state = 'completed' AND finalized_at <= $1`,
+		func() error {
+			_, err := b.waitDone(ctx, e2eRiver, `FROM river_job WHERE queue = '`+e2eRiverQueue+`' AND state <> 'completed'`, `SELECT now()`)
+			return err
+		})
+	return err
+}
+
+// latencyMaxRate measures the latency workload's maximum rate closed-loop (e2eReckon): C goroutines
+// commit single-effect EnqueueTx transactions as fast as they can for the run's duration while the
+// reactor dispatches, and the rate is the lower of what was enqueued and what was confirmed in that
+// window. (The two stages measured apart — EnqueueTx alone, the full protocol alone — overstate it:
+// on one machine they share the CPUs, and half of the sum of their separate maxima is not half
+// load.)
+func (b *bench) latencyMaxRate(ctx context.Context) (rate float64, err error) {
 	if err := b.reset(ctx); err != nil {
 		return 0, err
 	}
@@ -112,35 +155,50 @@ func (b *bench) latencyMaxRate(ctx context.Context) (float64, error) {
 	if err := client.Start(ctx); err != nil {
 		return 0, err
 	}
-	var (
-		seq              atomic.Int64
-		from, to         time.Time
-		count, confirmed int
-		elapsed          time.Duration
-	)
-	err = b.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&from)
-	if err == nil {
-		count, elapsed, err = b.closedLoop(ctx, func(tx pgx.Tx) error {
+	defer func() { err = errors.Join(err, client.Stop(context.WithoutCancel(ctx))) }()
+	var seq atomic.Int64
+	return b.closedLoopE2E(ctx, e2eReckon, "Reckon EnqueueTx, one effect per transaction, while the reactor dispatches (closed loop)",
+		func(tx pgx.Tx) error {
 			_, err := client.EnqueueTx(ctx, tx, benchSpec("bench.full", fmt.Sprintf("max-%d", seq.Add(1))), nil)
 			return err
+		},
+		`SELECT count(*) FROM reckon_effect_transitions WHERE to_state = 'CONFIRMED' AND at <= $1`,
+		func() error {
+			_, err := b.waitEffectsDone(ctx, e2eReckon)
+			return err
 		})
+}
+
+// closedLoopE2E runs insert closed-loop (closedLoop) with a client already working, counts with
+// completedSQL what was completed by the end of the window (its $1), waits with drain until the
+// rest is worked off, and records the result name: the lower of the inserted and the completed
+// rate, both in its extras.
+func (b *bench) closedLoopE2E(ctx context.Context, name, label string, insert func(pgx.Tx) error, completedSQL string, drain func() error) (float64, error) {
+	var (
+		from, to   time.Time
+		count, got int
+		elapsed    time.Duration
+	)
+	err := b.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&from)
+	if err == nil {
+		count, elapsed, err = b.closedLoop(ctx, insert)
 	}
 	if err == nil {
 		err = b.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&to)
 	}
 	if err == nil {
-		err = b.pool.QueryRow(ctx, `SELECT count(*) FROM reckon_effect_transitions WHERE to_state = 'CONFIRMED' AND at <= $1`, to).Scan(&confirmed)
+		err = b.pool.QueryRow(ctx, completedSQL, to).Scan(&got)
 	}
 	if err == nil {
-		_, err = b.waitEffectsDone(ctx, "latency-max")
+		err = drain()
 	}
-	if err = errors.Join(err, client.Stop(context.WithoutCancel(ctx))); err != nil {
+	if err != nil {
 		return 0, err
 	}
-	enqueued, done := float64(count)/elapsed.Seconds(), float64(confirmed)/to.Sub(from).Seconds()
-	rate := min(enqueued, done)
-	b.results.add(result{Name: "latency-max", Label: "single-effect EnqueueTx while the reactor dispatches (closed loop)",
-		Count: count, Seconds: elapsed.Seconds(), PerSecond: rate, Extra: map[string]float64{"enqueued_per_s": enqueued, "confirmed_per_s": done}})
-	b.progress("latency: maximum rate %.0f/s (enqueued %.0f/s, confirmed %.0f/s in the same window)", rate, enqueued, done)
+	inserted, completed := float64(count)/elapsed.Seconds(), float64(got)/to.Sub(from).Seconds()
+	rate := min(inserted, completed)
+	b.results.add(result{Name: name, Label: label, Count: count, Seconds: elapsed.Seconds(), PerSecond: rate,
+		Extra: map[string]float64{"inserted_per_s": inserted, "completed_per_s": completed}})
+	b.progress("%s: %.0f/s (inserted %.0f/s, completed %.0f/s in the same window)", name, rate, inserted, completed)
 	return rate, nil
 }

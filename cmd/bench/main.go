@@ -11,9 +11,11 @@
 //	reckon    N effects of an idempotent no-op connector, then N of a non-idempotent connector
 //	          with a status check (the full protocol), dispatched by an in-process reactor
 //	enqueue   single-effect transactions from C goroutines: Reckon EnqueueTx vs River InsertTx
-//	latency   single-effect transactions with the reactor working: their maximum rate closed-loop,
-//	          then open-loop at 25% and 50% of it; enqueue → CONFIRMED percentiles from the
-//	          database's timestamps
+//	latency   single-effect transactions end to end, closed loop: River InsertTx of one no-op job
+//	          per transaction while a River client works them (e2e-river), then Reckon EnqueueTx
+//	          of one effect per transaction while the reactor dispatches (e2e-reckon, the maximum
+//	          rate); then Reckon open-loop at 25% and 50% of that maximum, with enqueue → CONFIRMED
+//	          percentiles from the database's timestamps
 //	scale     1, 2 and 4 reactor processes on the same queue
 //	memory    one reactor process's peak RSS and Go heap while 100,000 effects wait
 //	storage   bytes (tables + indexes) and WAL per effect of each kind — simple, compensated,
