@@ -62,6 +62,17 @@ func (u *traceUpstream) received(path string) []http.Header {
 	return append([]http.Header(nil), u.headers[path]...)
 }
 
+// requireCalledIn requires that the upstream got exactly one request at path, whose traceparent
+// names traceID and, as the parent, span (the connector call's).
+func (u *traceUpstream) requireCalledIn(t *testing.T, path string, traceID trace.TraceID, span trace.SpanID) {
+	t.Helper()
+	requests := u.received(path)
+	require.Len(t, requests, 1)
+	gotTrace, gotSpan := reckontest.Traceparent(t, requests[0].Get("traceparent"))
+	require.Equal(t, traceID, gotTrace, "the upstream is told the effect's trace")
+	require.Equal(t, span, gotSpan, "with the connector call as its parent")
+}
+
 func answerJSON(status int, body string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -165,11 +176,7 @@ func TestTraceFromEnqueueToUpstream(t *testing.T) {
 	requireChild(t, dispatch, call)
 	require.Equal(t, trace.SpanKindClient, call.SpanKind)
 
-	requests := u.received("/dispatch")
-	require.Len(t, requests, 1)
-	traceID, spanID = reckontest.Traceparent(t, requests[0].Get("traceparent"))
-	require.Equal(t, callerStub.SpanContext.TraceID(), traceID, "the upstream is told the caller's trace")
-	require.Equal(t, call.SpanContext.SpanID(), spanID, "with the connector call as its parent")
+	u.requireCalledIn(t, "/dispatch", callerStub.SpanContext.TraceID(), call.SpanContext.SpanID())
 }
 
 // The trace lives on the row, not in the process: an effect enqueued by one client (never
@@ -241,11 +248,7 @@ func TestTraceOfReconcile(t *testing.T) {
 	requireChild(t, reconcile, check)
 	require.Equal(t, "present", reckontest.SpanAttr(check, "reckon.outcome"))
 
-	checks := u.received("/status")
-	require.Len(t, checks, 1)
-	gotTrace, gotSpan := reckontest.Traceparent(t, checks[0].Get("traceparent"))
-	require.Equal(t, traceID, gotTrace)
-	require.Equal(t, check.SpanContext.SpanID(), gotSpan)
+	u.requireCalledIn(t, "/status", traceID, check.SpanContext.SpanID())
 }
 
 // A reconciliation whose job was inserted outside the effect's trace (here: by the sweeper, which
@@ -320,11 +323,7 @@ func TestTraceOfCompensation(t *testing.T) {
 	require.Equal(t, original.ID.String(), reckontest.SpanAttr(dispatch, "reckon.compensates.id"))
 	call := tracer.WaitSpan(t, "reckon.connector.compensate", reckontest.OfEffect(compensation.ID))
 	requireChild(t, dispatch, call)
-	requests := u.received("/compensate")
-	require.Len(t, requests, 1)
-	gotTrace, gotSpan = reckontest.Traceparent(t, requests[0].Get("traceparent"))
-	require.Equal(t, traceID, gotTrace)
-	require.Equal(t, call.SpanContext.SpanID(), gotSpan)
+	u.requireCalledIn(t, "/compensate", traceID, call.SpanContext.SpanID())
 }
 
 // A callback — arriving in a trace of its own, the callback request's — is a span in the

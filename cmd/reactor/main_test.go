@@ -28,6 +28,26 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// refused is a reactor configuration that must not start: the environment and arguments, and what
+// the message must say.
+type refused struct {
+	env  []string
+	args []string
+	want string
+}
+
+// requireRefused runs the reactor binary with each configuration and requires exit status 2 and a
+// message containing what it names.
+func requireRefused(t *testing.T, cases []refused) {
+	t.Helper()
+	reactor := proctest.Binary(t, "reactor")
+	for _, c := range cases {
+		res := proctest.Run(t, c.env, reactor, c.args...)
+		require.Equal(t, 2, res.ExitCode, "%v %v: %s", c.env, c.args, res.Stderr)
+		require.Contains(t, res.Stderr, c.want)
+	}
+}
+
 // fixture is a migrated database, a fake bank on 127.0.0.1 and an effects client that enqueues
 // (it is never started: the reactor binary does the work).
 type fixture struct {
