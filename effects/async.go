@@ -499,7 +499,7 @@ func notAwaitingCallback(row dbsqlc.ReckonEffect, job *dbsqlc.RiverJobGetForUpda
 	switch {
 	case row.LeaseToken != nil || (dispatching && job.State == dbsqlc.RiverJobStateRunning):
 		return "" // an attempt in flight: its callback may overtake the record of its acceptance
-	case dispatching && row.Attempts == 0 && !accepted:
+	case (dispatching || unclaimed(row)) && row.Attempts == 0 && !accepted:
 		return "was never dispatched"
 	case dispatching:
 		return fmt.Sprintf("is waiting for dispatch attempt %d", row.Attempts+1)

@@ -16,7 +16,8 @@ import (
 // childReactorEnv, when set, makes the test binary run as a reactor process instead of running
 // tests — the way a Go service runs the reactor in its own process. Crash tests start such
 // processes and kill them. The child reads DATABASE_URL and BANK_URL, registers the bank
-// connector with checkpoints, and runs until SIGTERM.
+// connector with checkpoints, and runs until SIGTERM. CHILD_CALL_TIMEOUT, CHILD_IN_FLIGHT_MARGIN
+// and CHILD_FETCH_PAUSE (durations) adjust it for a test's scenario.
 const childReactorEnv = "RECKON_TEST_CHILD_REACTOR"
 
 func runChildReactor() int {
@@ -42,6 +43,11 @@ func runChildReactor() int {
 		config.InFlightMargin = time.Second
 		if margin, err := time.ParseDuration(os.Getenv("CHILD_IN_FLIGHT_MARGIN")); err == nil {
 			config.InFlightMargin = margin // takeover tests: only the takeover may finish the work soon
+		}
+		if pause, err := time.ParseDuration(os.Getenv("CHILD_FETCH_PAUSE")); err == nil {
+			// Claim tests: after its first fetch River fetches again only after pause, so that a
+			// claimed job stays available.
+			config.FetchCooldown, config.FetchPollInterval = pause, pause
 		}
 		return effects.NewClient(pool, config)
 	})

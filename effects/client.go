@@ -42,6 +42,8 @@ type Client struct {
 	loader    *loader
 	fatal     chan error // Fatal
 
+	claimNotifier claimNotifier // enqueues' notifications of the claimers (claim.go)
+
 	hooks map[string]SettleHook // by owner, from the plugins; fixed once NewClient returns
 	stats []statsPart           // the parts of the shared statistics, effects' and the plugins'; fixed once NewClient returns
 
@@ -55,6 +57,8 @@ type Client struct {
 	sweeperDone chan struct{}
 	stopStats   context.CancelFunc
 	statsDone   chan struct{}
+	stopClaimer context.CancelFunc
+	claimerDone chan struct{}
 	liveness    *liveness
 }
 
@@ -75,10 +79,19 @@ type Config struct {
 	// Default 50. A dispatch job carries one effect, or up to DispatchBatch effects enqueued
 	// together, which it calls concurrently: up to Workers × DispatchBatch calls may be in flight.
 	Workers int
-	// DispatchBatch is how many effects enqueued in one EnqueueManyTx share a dispatch job.
-	// Default 16; 1 gives every effect a job of its own. An effect enqueued alone always has a job
-	// of its own.
+	// DispatchBatch is how many effects share a dispatch job: effects enqueued in one
+	// EnqueueManyTx, and effects enqueued one at a time that a claimer claims together (see
+	// ClaimInterval). Default 16; 1 gives every effect a job of its own.
 	DispatchBatch int
+	// ClaimInterval paces the claimer of a started client. An effect enqueued on its own (EnqueueTx
+	// without ScheduledAt) is written without a dispatch job; the claimers of its queue give it one,
+	// shared with the other effects waiting then (up to DispatchBatch per job), in a transaction
+	// that inserts the jobs and stamps the effects (docs/design.md, "Claiming"). The enqueue wakes
+	// the claimers with a notification, at most one per ClaimInterval per enqueuing client; a woken
+	// claimer claims every ClaimInterval until it twice finds nothing, then waits for the next
+	// notification or FetchPollInterval. Shorter: lower latency under load, smaller batches.
+	// Default 10ms; 1ms to 1s.
+	ClaimInterval time.Duration
 	// InFlightMargin is how long past its call timeout an attempt may run before the sweeper
 	// presumes its worker dead and makes the effect UNKNOWN. Default 30s.
 	InFlightMargin time.Duration
@@ -165,6 +178,9 @@ func (c *Config) setDefaults() {
 	if c.DispatchBatch == 0 {
 		c.DispatchBatch = 16
 	}
+	if c.ClaimInterval == 0 {
+		c.ClaimInterval = 10 * time.Millisecond
+	}
 	if c.InFlightMargin == 0 {
 		c.InFlightMargin = 30 * time.Second
 	}
@@ -203,6 +219,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("effects: Config.Workers must be between 1 and 10000, got %d", c.Workers)
 	case c.DispatchBatch < 1 || c.DispatchBatch > 1000:
 		return fmt.Errorf("effects: Config.DispatchBatch must be between 1 and 1000, got %d", c.DispatchBatch)
+	case c.ClaimInterval < time.Millisecond || c.ClaimInterval > time.Second:
+		return fmt.Errorf("effects: Config.ClaimInterval must be between 1ms and 1s, got %v", c.ClaimInterval)
 	case c.InFlightMargin < 0 || c.SweepInterval < 0:
 		return errors.New("effects: Config.InFlightMargin and SweepInterval must not be negative")
 	case c.LivenessInterval < 0 || c.LivenessInterval > time.Minute:
@@ -252,6 +270,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		hooks:    map[string]SettleHook{},
 		tracing:  newTracing(cfg.TracerProvider, cfg.Propagator),
 	}
+	c.claimNotifier.every = cfg.ClaimInterval
 	c.stats = []statsPart{{name: StatsPartEffects, compute: computeEffectsStats}}
 	c.statsEnsured = map[string]bool{}
 	metrics, err := newMetrics(cfg.Registerer, c)
@@ -352,8 +371,19 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.checkSchema(ctx); err != nil {
 		return err
 	}
+	// The claimer's wake-ups. It claims once as it starts, so nothing enqueued before it listened
+	// waits for a poll.
+	claims, err := c.Listen(ctx, claimChannel, c.config.Queue)
+	if err != nil {
+		return fmt.Errorf("effects: listen for effects to claim: %w", err)
+	}
+	stopListening := func() { // a failed Start leaves no connection behind
+		claims.Close()
+		c.notifier.stop()
+	}
 	live, err := c.startLiveness(ctx)
 	if err != nil {
+		stopListening()
 		return err
 	}
 	c.committer = newCommitter(c) // a new one each Start: stop closes its queue
@@ -361,10 +391,18 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.river.Start(ctx); err != nil {
 		c.committer.stop()
 		live.shutdown(ctx)
+		stopListening()
 		return fmt.Errorf("effects: start river: %w", err)
 	}
 	c.liveness = live
 	live.run(context.WithoutCancel(ctx))
+	claimCtx, stopClaimer := context.WithCancel(context.WithoutCancel(ctx))
+	c.stopClaimer = stopClaimer
+	c.claimerDone = make(chan struct{})
+	go func() {
+		defer close(c.claimerDone)
+		c.runClaimer(claimCtx, claims)
+	}()
 	sweepCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stopSweeper = cancel
 	c.sweeperDone = make(chan struct{})
@@ -391,6 +429,8 @@ func (c *Client) Stop(ctx context.Context) error {
 		return nil
 	}
 	c.started = false
+	c.stopClaimer() // first: no new dispatch jobs while the workers drain
+	<-c.claimerDone
 	c.stopSweeper()
 	<-c.sweeperDone
 	c.stopStatsLoop()

@@ -16,14 +16,14 @@ import (
 )
 
 // startChild starts a reactor process (this test binary in child mode) on the harness's database
-// and bank, and returns once it runs.
-func (h *harness) startChild() *proctest.Process {
+// and bank, with env added to its environment, and returns once it runs.
+func (h *harness) startChild(env ...string) *proctest.Process {
 	h.t.Helper()
-	return reckontest.StartChild(h.t,
-		childReactorEnv+"=1",
-		"DATABASE_URL="+h.pool.Config().ConnString(),
-		"BANK_URL="+h.bank.URL(),
-	)
+	return reckontest.StartChild(h.t, append([]string{
+		childReactorEnv + "=1",
+		"DATABASE_URL=" + h.pool.Config().ConnString(),
+		"BANK_URL=" + h.bank.URL(),
+	}, env...)...)
 }
 
 // TestCrashWindows kills a real reactor process with SIGKILL in each crash window of the

@@ -77,7 +77,9 @@ func TestEnqueueDeduplicatesAndDetectsConflicts(t *testing.T) {
 	require.False(t, other.Deduplicated)
 
 	require.Equal(t, 2, h.count(`SELECT count(*) FROM reckon_effects`))
-	require.Equal(t, 2, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch'`), "one dispatch job per effect, none for duplicates")
+	require.Equal(t, 2, h.count(`SELECT count(*) FROM reckon_effects WHERE job_id IS NULL AND queue = 'reckon'`),
+		"each left for the claimers of its queue")
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM river_job`), "no job at enqueue, none for duplicates")
 }
 
 func TestEnqueueRollbackLeavesNothing(t *testing.T) {

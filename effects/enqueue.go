@@ -36,8 +36,11 @@ func (o *EnqueueOpts) actorReason() (string, string) {
 	return actor, reason
 }
 
-// EnqueueTx records an effect and its dispatch job in tx, the caller's transaction: both exist
-// once tx commits, and neither if it rolls back. A reactor dispatches the effect after the commit.
+// EnqueueTx records an effect in tx, the caller's transaction: it exists once tx commits, and
+// not if tx rolls back. After the commit a reactor of the client's queue claims it — gives it a
+// dispatch job, shared with the other effects waiting then (Config.ClaimInterval) — and
+// dispatches it. With EnqueueOpts.ScheduledAt the effect's dispatch job is recorded with it
+// instead, due then.
 //
 // If the tenant already has an effect with the same idempotency key and the same connector, args
 // and owner, that effect is returned with Deduplicated set and nothing new is recorded. With other
@@ -76,8 +79,8 @@ func (c *Client) EnqueueMany(ctx context.Context, specs []Spec, opts *EnqueueOpt
 	return effects, err
 }
 
-// EnqueueManyTx is EnqueueTx for many effects at once, with one insert of the jobs and one of the
-// effects. The result is in the order of specs. The same idempotency key twice in specs yields
+// EnqueueManyTx is EnqueueTx for many effects at once, with one insert of the effects and one of
+// their dispatch jobs, which it records with them (Config.DispatchBatch effects to a job). The result is in the order of specs. The same idempotency key twice in specs yields
 // the same effect twice when the args agree and ErrIdempotencyConflict when they do not.
 //
 // The batch fails as a whole: when a spec meets ErrIdempotencyConflict or ErrPruned, the error is
@@ -148,32 +151,28 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	for _, i := range unique {
 		ids[i] = uuid.Must(uuid.NewV7())
 	}
-	jobOf, jobs, err := c.insertDispatchJobs(ctx, tx, ids, unique, resolved, scheduledAt)
-	if err != nil {
-		return nil, err
-	}
 	traceContext := c.tracing.carrierOf(ctx) // nil without a span: nothing more is written
 
-	if len(unique) == 1 {
-		// One effect (the common case of a service): the single-row insert is cheaper.
+	if len(unique) == 1 && scheduledAt.IsZero() {
+		// One effect (the common case of a service): the single-row insert, and no job. The
+		// effect is left for the claimers of the queue, which give it a dispatch job, shared with
+		// the effects other transactions enqueued meanwhile (claim.go).
 		r := resolved[unique[0]]
 		row, err := dbsqlc.New(tx).EffectInsert(ctx, dbsqlc.EffectInsertParams{
 			ID: ids[unique[0]], TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
 			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
 			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
-			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), JobID: &jobs[0],
+			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), Queue: &c.config.Queue,
 			Owner: ptr(r.spec.Owner), TraceContext: traceContext, Actor: actor, Reason: reason,
 		})
 		var effect *Effect
 		switch {
 		case err == nil:
 			effect = effectFromRow(row)
-		case isNoRows(err):
-			// The job goes first, so that a refusal (ErrIdempotencyConflict, ErrPruned) leaves
-			// nothing behind in tx.
-			if err := c.deleteJobs(ctx, tx, jobs); err != nil {
+			if err := c.notifyClaimersTx(ctx, tx); err != nil {
 				return nil, err
 			}
+		case isNoRows(err):
 			if effect, err = c.existingFor(ctx, tx, r); err != nil {
 				return nil, err
 			}
@@ -185,6 +184,15 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 			result[i] = effect
 		}
 		return result, c.setAsyncOptionsTx(ctx, tx, resolved, result)
+	}
+	uniqueIDs := make([]uuid.UUID, len(unique))
+	timeouts := make([]int32, len(unique))
+	for n, i := range unique {
+		uniqueIDs[n], timeouts[n] = ids[i], timeoutMS(resolved[i].connector)
+	}
+	jobOf, jobs, err := c.insertDispatchJobs(ctx, tx, uniqueIDs, timeouts, nil, scheduledAt)
+	if err != nil {
+		return nil, err
 	}
 	params := dbsqlc.EffectInsertManyParams{Actor: actor, Reason: reason}
 	if traceContext != nil { // else NULL: every effect's is NULL
@@ -255,29 +263,35 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	return result, c.setAsyncOptionsTx(ctx, tx, resolved, result)
 }
 
-// insertDispatchJobs inserts the dispatch jobs of the effects ids[i], i in unique: one job per
-// effect when there is one effect (or Config.DispatchBatch is 1), else one job per
-// Config.DispatchBatch effects. It returns the job of each (jobOf[n] indexes jobs for unique[n]).
-// Sharing a job spends River's insert, fetch and completion once per batch instead of once per
-// effect; the effects of a batch are dispatched concurrently by the worker that fetches it.
-func (c *Client) insertDispatchJobs(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, unique []int, resolved []*resolvedSpec, scheduledAt time.Time) (jobOf []int, jobs []int64, err error) {
+// insertDispatchJobs inserts the dispatch jobs of the effects ids (timeouts their connectors'
+// timeouts in milliseconds): one job per effect when there is one effect (or Config.DispatchBatch
+// is 1), else one job per Config.DispatchBatch effects. traces, when not nil, holds the effects'
+// stored trace contexts: a job of one effect carries its effect's, so that the job's span is in
+// the effect's trace (without traces, the tracing middleware gives the jobs ctx's). It returns the job of each (jobOf[i]
+// indexes jobs for ids[i]). Sharing a job spends River's insert, fetch and completion once per
+// batch instead of once per effect; the effects of a batch are dispatched concurrently by the
+// worker that fetches it. EnqueueManyTx and the claimers (claim.go) insert their jobs here.
+func (c *Client) insertDispatchJobs(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, timeouts []int32, traces []json.RawMessage, scheduledAt time.Time) (jobOf []int, jobs []int64, err error) {
 	size := c.config.DispatchBatch
-	jobOf = make([]int, len(unique))
+	jobOf = make([]int, len(ids))
 	var params []river.InsertManyParams
-	for start := 0; start < len(unique); start += size {
-		batch := unique[start:min(start+size, len(unique))]
-		if len(batch) == 1 {
-			params = append(params, c.dispatchInsertParams(ids[batch[0]], timeoutMS(resolved[batch[0]].connector), scheduledAt))
+	for start := 0; start < len(ids); start += size {
+		end := min(start+size, len(ids))
+		if end-start == 1 {
+			p := c.dispatchInsertParams(ids[start], timeouts[start], scheduledAt)
+			if traces != nil && traces[start] != nil {
+				p.InsertOpts.Metadata = withMetadata(nil, jobTraceKey, traces[start])
+			}
+			params = append(params, p)
 		} else {
-			args := dispatchArgs{EffectIDs: make([]uuid.UUID, len(batch))}
-			for k, i := range batch {
-				args.EffectIDs[k] = ids[i]
-				args.TimeoutMS = max(args.TimeoutMS, timeoutMS(resolved[i].connector))
+			args := dispatchArgs{EffectIDs: ids[start:end:end]}
+			for _, t := range timeouts[start:end] {
+				args.TimeoutMS = max(args.TimeoutMS, t)
 			}
 			params = append(params, river.InsertManyParams{Args: args, InsertOpts: c.dispatchInsertOpts(scheduledAt)})
 		}
-		for k := range batch {
-			jobOf[start+k] = len(params) - 1
+		for i := start; i < end; i++ {
+			jobOf[i] = len(params) - 1
 		}
 	}
 	res, err := c.river.InsertManyTx(ctx, tx, params)

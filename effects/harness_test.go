@@ -73,6 +73,18 @@ func (h *harness) enqueue(connector, key string, amount int) *effects.Effect {
 	return effect
 }
 
+// enqueueWithJob enqueues like enqueue, with its dispatch job at once (ScheduledAt now: an effect
+// enqueued alone and unscheduled waits for a reactor's claimer to give it its job), for tests that
+// tamper with the job before a reactor runs.
+func (h *harness) enqueueWithJob(connector, key string, amount int) *effects.Effect {
+	h.t.Helper()
+	effect, err := h.client.Enqueue(context.Background(), effects.Spec{
+		Connector: connector, IdempotencyKey: key, Args: map[string]any{"account": "acct-1", "amount": amount},
+	}, &effects.EnqueueOpts{ScheduledAt: time.Now()})
+	require.NoError(h.t, err)
+	return effect
+}
+
 // wait waits for the effect to settle (CONFIRMED, FAILED or STUCK).
 func (h *harness) wait(id uuid.UUID) *effects.Effect {
 	h.t.Helper()

@@ -23,6 +23,7 @@ import (
 //	reckon_effect_compensations_total{connector}                 compensations enqueued
 //	reckon_effect_fenced_writes_total{connector}                 late outcomes refused by the fence
 //	reckon_effect_swept_total{reason}                            effects the sweeper took over
+//	reckon_effect_claim_batch_size                               effects per claim of unclaimed effects (claim.go)
 //	reckon_effect_accepted_total{connector}                      acceptances awaiting a callback
 //	reckon_effect_callbacks_total{connector,to}                  callbacks that resolved an effect
 //	reckon_effect_deadlines_total{connector,to}                  async deadlines that passed
@@ -44,6 +45,7 @@ type Metrics struct {
 	compensations   *prometheus.CounterVec
 	fenced          *prometheus.CounterVec
 	swept           *prometheus.CounterVec
+	claimBatch      prometheus.Histogram
 	accepted        *prometheus.CounterVec
 	callbacks       *prometheus.CounterVec
 	deadlines       *prometheus.CounterVec
@@ -116,6 +118,11 @@ func newMetrics(registerer prometheus.Registerer, client *Client) (*Metrics, err
 			Namespace: "reckon", Subsystem: "effect", Name: "swept_total",
 			Help: "Effects the sweeper took over because their attempt or job was gone.",
 		}, []string{"reason"}),
+		claimBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "reckon", Subsystem: "effect", Name: "claim_batch_size",
+			Help:    "Effects enqueued one at a time that this process claimed into dispatch jobs, per claim transaction that found any (_sum: effects claimed).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
+		}),
 		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "effect", Name: "accepted_total",
 			Help: "Dispatches the upstream accepted, to finish by callback.",
@@ -153,7 +160,7 @@ func newMetrics(registerer prometheus.Registerer, client *Client) (*Metrics, err
 	}
 	perConnector := &connectorCollector{metrics: m, registry: client.registry}
 	shared := &statsCollector{client: client, metrics: m}
-	for _, c := range []prometheus.Collector{perConnector, m.swept, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, shared} {
+	for _, c := range []prometheus.Collector{perConnector, m.swept, m.claimBatch, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, shared} {
 		if err := registerer.Register(c); err != nil {
 			return nil, err
 		}

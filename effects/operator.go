@@ -104,7 +104,7 @@ func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, r Resol
 }
 
 // Cancel fails a PENDING effect that was never attempted, with actor and reason in the audit
-// trail, and cancels its dispatch job. An effect that is in flight, was attempted, or is not
+// trail, and cancels its dispatch job (if a claimer gave it one). An effect that is in flight, was attempted, or is not
 // PENDING is refused with ErrNotCancellable (ErrNotFound for none at all, or another tenant's with
 // opts.TenantID), and nothing changes. A database error rolls the cancellation back.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
@@ -141,15 +141,17 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, r
 	switch {
 	case State(row.State) != StatePending:
 		return nil, fmt.Errorf("%w: effect %s is %s", ErrNotCancellable, id, row.State)
-	case row.Attempts > 0 || row.LeaseToken != nil || row.JobID == nil:
+	case row.Attempts > 0 || row.LeaseToken != nil || (row.JobID == nil && !unclaimed(row)):
 		return nil, fmt.Errorf("%w: effect %s has been attempted", ErrNotCancellable, id)
 	}
-	job, cancelled, err := c.cancelUnstartedJobTx(ctx, tx, *row.JobID)
-	if err != nil {
-		return nil, err
-	}
-	if !cancelled {
-		return nil, fmt.Errorf("%w: effect %s is in flight (dispatch job %s, attempt %d)", ErrNotCancellable, id, job.State, job.Attempt)
+	if row.JobID != nil { // else unclaimed: no claimer takes it while tx holds its lock
+		job, cancelled, err := c.cancelUnstartedJobTx(ctx, tx, *row.JobID)
+		if err != nil {
+			return nil, err
+		}
+		if !cancelled {
+			return nil, fmt.Errorf("%w: effect %s is in flight (dispatch job %s, attempt %d)", ErrNotCancellable, id, job.State, job.Attempt)
+		}
 	}
 	settled, err := c.settle(ctx, tx, id, transition{
 		from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},

@@ -228,13 +228,14 @@ func TestRetryDelaysAreJittered(t *testing.T) {
 	for i := range effectCount {
 		h.enqueue("down", fmt.Sprintf("outage-%d", i), 1)
 	}
-	// Each effect's dispatch job snoozes for its retry delay: due at attempted_at + delay (plus
-	// the moments the call and its record took).
+	// Each effect's next dispatch is scheduled for its retry delay after the attempt was recorded
+	// (the effect's updated_at): a job of its own snoozes, an effect of a shared job is handed to
+	// a job of its own, scheduled then.
 	require.Eventually(t, func() bool {
 		return h.count(`SELECT count(*) FROM reckon_effects e JOIN river_job j ON j.id = e.job_id
 			WHERE e.attempts = 1 AND j.state = 'scheduled'`) == effectCount
 	}, 30*time.Second, 20*time.Millisecond)
-	rows, err := h.pool.Query(context.Background(), `SELECT extract(epoch FROM j.scheduled_at - j.attempted_at)::float8
+	rows, err := h.pool.Query(context.Background(), `SELECT extract(epoch FROM j.scheduled_at - e.updated_at)::float8
 		FROM reckon_effects e JOIN river_job j ON j.id = e.job_id`)
 	require.NoError(t, err)
 	delays, err := pgx.CollectRows(rows, pgx.RowTo[float64])

@@ -416,15 +416,20 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string, opts *
 			// Not started: no attempt is running and its job has not run (a snoozed job returns
 			// to attempt 0). Such an effect was never attempted, or each attempt provably did
 			// not take effect (retryable failures; a status check found it absent).
+			// An unclaimed effect (no job yet) was never dispatched, whatever correlation id it
+			// was given, and no claimer takes it while this transaction holds its lock.
 			notStarted := row.JobID != nil && p.JobAttempt == 0 && waitingJob(dbsqlc.RiverJobState(p.JobState)) && row.LeaseToken == nil
 			switch {
-			case notStarted && row.CorrelationID == nil:
-				// Under the job's lock, it must still not have started.
-				if _, cancelled, err := c.cancelUnstartedJobTx(ctx, tx, *row.JobID); err != nil {
-					return fmt.Errorf("effects: cancel dispatch job of %s: %w", row.ID, err)
-				} else if !cancelled {
-					res.Left = append(res.Left, row.ID)
-					continue
+			case unclaimed(row) || notStarted && row.CorrelationID == nil:
+				if row.JobID != nil { // under the job's lock, it must still not have started
+					_, cancelled, err := c.cancelUnstartedJobTx(ctx, tx, *row.JobID)
+					if err != nil {
+						return fmt.Errorf("effects: cancel dispatch job of %s: %w", row.ID, err)
+					}
+					if !cancelled {
+						res.Left = append(res.Left, row.ID)
+						continue
+					}
 				}
 				settled, err := c.settle(ctx, tx, row.ID, transition{
 					from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},

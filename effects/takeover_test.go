@@ -240,7 +240,7 @@ func TestTakeoverOfSilentReactor(t *testing.T) {
 	h := setup(t, noSweep, func(c *effects.Config) { c.HeartbeatTimeout = 2 * time.Second })
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true, Timeout: time.Second})
 	key := fmt.Sprintf("silent-%d", time.Now().UnixNano())
-	effect := h.enqueue("bank.wire", key, 100) // no reactor runs yet: the job waits
+	effect := h.enqueueWithJob("bank.wire", key, 100) // no reactor runs yet: the job waits
 
 	silent := "silent-" + uuid.NewString()
 	conn, err := pgx.ConnectConfig(ctx, h.pool.Config().ConnConfig.Copy())
@@ -331,7 +331,7 @@ func TestRestartUnderSameIDTakesOverPredecessorsJobs(t *testing.T) {
 	h := setup(t, noSweep, func(c *effects.Config) { c.ID = id })
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true, Timeout: time.Second})
 	key := fmt.Sprintf("restart-%d", time.Now().UnixNano())
-	effect := h.enqueue("bank.wire", key, 100)
+	effect := h.enqueueWithJob("bank.wire", key, 100)
 	jobID := h.jobOf(effect.ID)
 	// The predecessor died while it ran the job: registered, its lock free (its process is gone).
 	_, err := h.pool.Exec(ctx, `INSERT INTO reckon_reactors (id, queue) VALUES ($1, 'reckon')`, id)

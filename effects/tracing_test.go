@@ -263,7 +263,8 @@ func TestTraceOfSweptEffect(t *testing.T) {
 	h.connectUpstream(u)
 
 	ctx, caller := callerSpan(tracer, "caller")
-	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "swept-1"}, nil)
+	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "swept-1"},
+		&effects.EnqueueOpts{ScheduledAt: time.Now()}) // its job at once, to lose
 	require.NoError(t, err)
 	caller.End()
 	// The job is lost: the sweeper makes the effect UNKNOWN and hands it to a reconcile job.

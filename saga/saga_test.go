@@ -394,5 +394,7 @@ func TestConcurrentStartKeyLeavesNothing(t *testing.T) {
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects`))
 	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_effects e
 		WHERE NOT EXISTS (SELECT 1 FROM reckon_saga_steps s WHERE s.effect_id = e.id)`), "no orphan step effect")
-	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch'`))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects WHERE job_id IS NULL AND state = 'PENDING'`),
+		"the one step waits to be claimed")
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch'`), "the refused start left no job")
 }

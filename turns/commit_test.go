@@ -94,7 +94,8 @@ func TestFailingStagedMutationCommitsNothing(t *testing.T) {
 		"followup/"+before.Group.String()), "the saga, started with the turn")
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects e JOIN reckon_saga_steps s ON s.effect_id = e.id WHERE e.owner = 'saga'`),
 		"the saga's first step")
-	require.Equal(t, 2, h.count(`SELECT count(*) FROM river_job WHERE kind <> 'reckon_turn'`), "the dispatch jobs of the turn's effect and the saga's step")
+	require.Equal(t, 2, h.count(`SELECT count(*) FROM reckon_effects WHERE state = 'PENDING' AND job_id IS NULL AND queue IS NOT NULL`),
+		"the turn's effect and the saga's step, each waiting for a reactor to claim it")
 	require.True(t, result.Turn.CommitPointReached)
 	require.NotNil(t, result.Turn.CompletedAt)
 }

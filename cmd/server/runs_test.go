@@ -27,7 +27,10 @@ func TestRunsCLI(t *testing.T) {
 	require.NoError(t, err)
 	var acme []*effects.Effect
 	for _, key := range []string{"w-1", "w-2"} {
-		e, err := f.effects.Enqueue(ctx, effects.Spec{TenantID: "acme", Connector: "bank.wire", IdempotencyKey: key, RunID: "run-1", Args: json.RawMessage(`{}`)}, nil)
+		// w-2 with its job at once (ScheduledAt): with the correlation id below it stands for an
+		// effect whose dispatch was accepted and that awaits its callback.
+		opts := map[string]*effects.EnqueueOpts{"w-2": {ScheduledAt: time.Now()}}[key]
+		e, err := f.effects.Enqueue(ctx, effects.Spec{TenantID: "acme", Connector: "bank.wire", IdempotencyKey: key, RunID: "run-1", Args: json.RawMessage(`{}`)}, opts)
 		require.NoError(t, err)
 		acme = append(acme, e)
 	}

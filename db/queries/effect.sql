@@ -4,15 +4,16 @@
 -- EffectTombstoneGetLive tell which). The tombstone probe is one index lookup in the same
 -- statement, so an enqueue costs no extra round trip. The transition trigger records the insert
 -- with the given actor and reason. trace_context is the enqueuing span's carrier, NULL without one.
+-- An effect with neither job nor lease is left for the claimers of queue (EffectClaim).
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
-    timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id,
+    timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id, queue,
     lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
     transition_actor, transition_reason, transition_detail
 )
 SELECT
     @id, @tenant_id, @connector, @args, @idempotency_key, @business_key, @policy, @tags, @max_attempts,
-    @timeout_ms, @deadline_at, @run_id, @turn_id, @turn_group, @compensates_id, @job_id,
+    @timeout_ms, @deadline_at, @run_id, @turn_id, @turn_group, @compensates_id, @job_id, sqlc.narg(queue),
     @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner), sqlc.narg(trace_context),
     @actor::text, @reason::text, @detail
 WHERE NOT EXISTS (
@@ -158,6 +159,8 @@ RETURNING *;
 --   * a dispatch or reconcile job running longer than the call timeout plus margin_ms (its worker
 --     is presumed dead);
 --   * no live job at all (deleted, discarded, cancelled, or completed without an outcome).
+-- An effect waiting to be claimed (PENDING with a queue and neither job nor lease) has no job yet
+-- and was never attempted: it is the claimers' (EffectClaim), not the sweeper's.
 SELECT e.id, e.state, e.job_id, e.lease_token, e.attempts, e.connector, e.tenant_id, e.timeout_ms, e.policy,
        (e.lease_expires_at IS NOT NULL AND e.lease_expires_at < now())::boolean AS lease_expired,
        coalesce(j.state = 'running', false)::boolean AS job_running
@@ -166,6 +169,7 @@ LEFT JOIN river_job j ON j.id = e.job_id
 WHERE e.state IN ('PENDING', 'UNKNOWN')
   AND CASE
       WHEN e.lease_token IS NOT NULL THEN e.lease_expires_at < now()
+      WHEN e.job_id IS NULL AND e.queue IS NOT NULL AND e.state = 'PENDING' THEN false
       WHEN j.id IS NULL OR j.state IN ('completed', 'cancelled', 'discarded') THEN e.updated_at < now() - make_interval(0, 0, 0, 0, 0, 0, sqlc.arg(margin_ms)::integer::float8 / 1000)
       WHEN j.state = 'running' THEN j.attempted_at < now() - make_interval(0, 0, 0, 0, 0, 0, (e.timeout_ms + sqlc.arg(margin_ms)::integer)::float8 / 1000)
       ELSE false
@@ -318,3 +322,23 @@ FOR UPDATE OF e;
 UPDATE reckon_effects SET correlation_id = @correlation_id::text
 WHERE id = @id AND correlation_id IS NULL
 RETURNING *;
+
+-- Claiming (0023_claims).
+
+-- name: EffectClaimable :many
+-- The oldest effects of queue waiting to be claimed (PENDING, neither job nor lease), locked for
+-- the caller's transaction: SKIP LOCKED, so that the claimers of several reactors share them and
+-- none waits on an effect an operator or a run cancellation holds. Served by
+-- reckon_effects_unclaimed_idx. trace_context lets a job of one effect continue the effect's trace.
+SELECT id, timeout_ms, trace_context FROM reckon_effects
+WHERE queue = @queue::text AND state = 'PENDING' AND job_id IS NULL AND lease_token IS NULL
+ORDER BY created_at
+LIMIT @max_rows::integer
+FOR UPDATE SKIP LOCKED;
+
+-- name: EffectStampJobs :exec
+-- Hands claimed effects (locked by EffectClaimable in the same transaction) to their dispatch
+-- jobs. Not a transition: the effects stay PENDING.
+UPDATE reckon_effects e SET job_id = u.job_id
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@job_ids::bigint[]) AS job_id) AS u
+WHERE e.id = ANY (@ids::uuid[]) AND e.id = u.id AND e.state = 'PENDING' AND e.job_id IS NULL;

@@ -640,6 +640,7 @@ type ReckonEffect struct {
 	AsyncHardTimeout   bool
 	InconclusiveChecks int32
 	TraceContext       json.RawMessage
+	Queue              *string
 }
 
 type ReckonEffectTombstone struct {

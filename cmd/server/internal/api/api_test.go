@@ -339,7 +339,7 @@ func TestResolveAndCancel(t *testing.T) {
 	r = h.do("POST", "/v1/effects/"+cancelMeToo.ID.String()+"/cancel", token, `{"reason":"duplicate order"}`)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	require.Equal(t, "FAILED", r.effect(t).State)
-	require.Equal(t, 2, h.rows()["cancelled_jobs"])
+	require.Equal(t, 0, h.rows()["cancelled_jobs"], "no reactor runs: both were cancelled before any claim gave them a job")
 	r = h.do("POST", "/v1/effects/"+cancelMe.ID.String()+"/cancel", token, `{"reason":"again"}`)
 	require.Equal(t, http.StatusConflict, r.status)
 	require.Equal(t, api.CodeNotCancellable, r.errorCode(t))
