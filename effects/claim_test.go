@@ -33,6 +33,18 @@ func (h *harness) rowLocked(id uuid.UUID) bool {
 	return false
 }
 
+// requireDispatchedOnceByNewReactor starts a reactor process, which must confirm the effect with
+// nothing in its audit trail but the insert and the outcome, the bank having performed key once.
+func (h *harness) requireDispatchedOnceByNewReactor(id uuid.UUID, key string) {
+	h.t.Helper()
+	reactor := h.startChild()
+	require.Equal(h.t, effects.StateConfirmed, h.wait(id).State, reactor.Stderr())
+	require.Equal(h.t, []string{">PENDING", "PENDING>CONFIRMED"}, h.path(id))
+	require.Equal(h.t, 1, h.bank.Count(key), "performed exactly once")
+	reactor.Signal(h.t, syscall.SIGTERM)
+	require.Equal(h.t, 0, reactor.Wait(h.t, 15*time.Second), reactor.Stderr())
+}
+
 // TestClaimCrashWindows kills a real reactor process with SIGKILL in each window that claiming
 // adds to the dispatch protocol (docs/design.md, "Claiming"); a new reactor then dispatches the
 // effect exactly once, and its audit trail shows nothing but the insert and the outcome.
@@ -68,13 +80,7 @@ func TestClaimCrashWindows(t *testing.T) {
 		require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects WHERE id = $1 AND job_id IS NULL AND state = 'PENDING'`, effect.ID))
 		require.Equal(t, 0, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch'`))
 
-		second := h.startChild()
-		done := h.wait(effect.ID)
-		require.Equal(t, effects.StateConfirmed, done.State, second.Stderr())
-		require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
-		require.Equal(t, 1, h.bank.Count(key), "performed exactly once")
-		second.Signal(t, syscall.SIGTERM)
-		require.Equal(t, 0, second.Wait(t, 15*time.Second), second.Stderr())
+		h.requireDispatchedOnceByNewReactor(effect.ID, key)
 	})
 	t.Run("after the claim committed, before a fetch", func(t *testing.T) {
 		t.Parallel()
@@ -92,13 +98,7 @@ func TestClaimCrashWindows(t *testing.T) {
 		first.Wait(t, 10*time.Second)
 		require.Equal(t, 0, h.bank.Count(key))
 
-		second := h.startChild()
-		done := h.wait(effect.ID)
-		require.Equal(t, effects.StateConfirmed, done.State, second.Stderr())
-		require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
-		require.Equal(t, 1, h.bank.Count(key), "performed exactly once")
-		second.Signal(t, syscall.SIGTERM)
-		require.Equal(t, 0, second.Wait(t, 15*time.Second), second.Stderr())
+		h.requireDispatchedOnceByNewReactor(effect.ID, key)
 	})
 }
 
