@@ -1,7 +1,7 @@
 // Command bench measures Reckon against raw River and a hand-rolled River outbox on one fresh
 // database of the local Postgres, and prints the results side by side (and as JSON).
 //
-//	bench [-n 20000] [-w 100] [-c 16] [-dispatch-batch 16] [-scenarios all] [-tracing off] [-json bench.json]
+//	bench [-n 20000] [-w 100] [-c 16] [-dispatch-batch 16] [-claim-interval 10ms] [-scenarios all] [-tracing off] [-json bench.json]
 //
 // Scenarios (comma-separated in -scenarios, or "all"):
 //
@@ -83,6 +83,7 @@ type options struct {
 	n                int
 	workers          int
 	dispatchBatch    int
+	claimInterval    time.Duration
 	concurrency      int
 	batch            int
 	duration         time.Duration
@@ -115,6 +116,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.databaseURL, "database-url", cli.Env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "server to create the bench database on (env DATABASE_URL)")
 	fs.IntVar(&o.n, "n", 20000, "jobs or effects per throughput run")
 	fs.IntVar(&o.workers, "w", 100, "workers per River client or reactor")
+	fs.DurationVar(&o.claimInterval, "claim-interval", 10*time.Millisecond, "how often a woken claimer claims effects enqueued one at a time (effects.Config.ClaimInterval)")
 	fs.IntVar(&o.dispatchBatch, "dispatch-batch", 16, "effects per dispatch job when enqueued together (effects.Config.DispatchBatch; 1: a job per effect)")
 	fs.IntVar(&o.concurrency, "c", 16, "concurrent goroutines for the enqueue and latency scenarios")
 	fs.IntVar(&o.batch, "batch", 1000, "insert batch size")
@@ -143,8 +145,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if !slices.Contains([]string{tracingOff, tracingMemory, tracingBoth}, o.tracing) {
 		return fmt.Errorf("-tracing %q: want off, memory or both", o.tracing)
 	}
-	if o.n < 1 || o.workers < 1 || o.dispatchBatch < 1 || o.concurrency < 1 || o.batch < 1 || o.memoryN < 1 || o.storageN < 1 || o.retentionBacklog < 1 || o.duration <= 0 {
-		return errors.New("-n, -w, -dispatch-batch, -c, -batch, -memory-n, -storage-n, -retention-backlog and -duration must be positive")
+	if o.n < 1 || o.workers < 1 || o.dispatchBatch < 1 || o.claimInterval <= 0 || o.concurrency < 1 || o.batch < 1 || o.memoryN < 1 || o.storageN < 1 || o.retentionBacklog < 1 || o.duration <= 0 {
+		return errors.New("-n, -w, -dispatch-batch, -claim-interval, -c, -batch, -memory-n, -storage-n, -retention-backlog and -duration must be positive")
 	}
 
 	if *cpuProfile != "" {

@@ -185,7 +185,7 @@ func benchRegistry() *effects.Registry {
 
 func (b *bench) reckonClient(workers int) (*effects.Client, error) {
 	return effects.NewClient(b.pool, &effects.Config{
-		Registry: benchRegistry(), Logger: b.logger, Workers: workers, DispatchBatch: b.o.dispatchBatch,
+		Registry: benchRegistry(), Logger: b.logger, Workers: workers, DispatchBatch: b.o.dispatchBatch, ClaimInterval: b.o.claimInterval,
 		FetchCooldown: fetchCooldown, FetchPollInterval: fetchPollInterval, TracerProvider: b.tracerProvider(),
 	})
 }

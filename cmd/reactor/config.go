@@ -28,6 +28,9 @@ type config struct {
 	syncInterval   time.Duration
 	fetchPoll      time.Duration
 	fetchCooldown  time.Duration
+	// claimInterval is effects.Config.ClaimInterval: how often a woken claimer gives the effects
+	// enqueued one at a time their shared dispatch jobs.
+	claimInterval time.Duration
 	// livenessInterval, takeoverGrace and heartbeatTimeout are effects.Config's: how this reactor
 	// shows it lives and when it takes a dead reactor's jobs over (docs/design.md).
 	livenessInterval time.Duration
@@ -79,6 +82,8 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 		"how often River polls for jobs when no notification arrives (default River's, 1s)")
 	env.DurationVar(&c.fetchCooldown, "fetch-cooldown", "RECKON_FETCH_COOLDOWN", 0,
 		"shortest time between two fetches (default River's, 100ms)")
+	env.DurationVar(&c.claimInterval, "claim-interval", "RECKON_CLAIM_INTERVAL", 10*time.Millisecond,
+		"how often a woken claimer gives the effects enqueued one at a time their dispatch jobs, shared by those waiting then (docs/design.md, Claiming); 1ms to 1s")
 	env.DurationVar(&c.asyncTimeout, "async-timeout", "RECKON_ASYNC_TIMEOUT", effects.DefaultAsyncTimeout,
 		"how long an effect whose dispatch was accepted upstream (HTTP 202) awaits its callback when neither the effect nor its connector says (async_timeout_ms); 1ms to 168h")
 	env.DurationVar(&c.statsInterval, "stats-interval", "RECKON_STATS_INTERVAL", 15*time.Second,
@@ -133,6 +138,8 @@ func (c *config) validate() error {
 		return errors.New("-turn-handler-timeout and -turn-not-ready-delay must be positive")
 	case c.asyncTimeout < time.Millisecond || c.asyncTimeout > effects.MaxAsyncTimeout:
 		return fmt.Errorf("-async-timeout must be between 1ms and %v, got %v", effects.MaxAsyncTimeout, c.asyncTimeout)
+	case c.claimInterval < time.Millisecond || c.claimInterval > time.Second:
+		return fmt.Errorf("-claim-interval must be between 1ms and 1s, got %v", c.claimInterval)
 	case c.statsInterval < 100*time.Millisecond || c.statsInterval > time.Hour:
 		return fmt.Errorf("-stats-interval must be between 100ms and 1h, got %v", c.statsInterval)
 	}

@@ -102,6 +102,19 @@ func TestMetricsAtStart(t *testing.T) {
 	require.Equal(t, 0, p.Wait(t, 30*time.Second))
 }
 
+// TestClaimIntervalConfig: -claim-interval and RECKON_CLAIM_INTERVAL out of range (1ms to 1s) or
+// unparsable stop the reactor with exit status 2 and a message naming them.
+func TestClaimIntervalConfig(t *testing.T) {
+	t.Parallel()
+	requireRefused(t, []refused{
+		{nil, []string{"-claim-interval", "0s"}, "-claim-interval must be between 1ms and 1s, got 0s"},
+		{nil, []string{"-claim-interval", "500us"}, "-claim-interval must be between 1ms and 1s, got 500µs"},
+		{nil, []string{"-claim-interval", "2s"}, "-claim-interval must be between 1ms and 1s, got 2s"},
+		{nil, []string{"-claim-interval", "soon"}, "-claim-interval"},
+		{[]string{"RECKON_CLAIM_INTERVAL=soon"}, nil, `RECKON_CLAIM_INTERVAL="soon": not a duration`},
+	})
+}
+
 // TestStatsIntervalConfig: -stats-interval and RECKON_STATS_INTERVAL out of range (100ms to 1h) or
 // unparsable stop the reactor with exit status 2 and a message naming them; one in range is the
 // interval at which the shared statistics are computed.
