@@ -33,8 +33,13 @@
 // A late outcome of a worker presumed dead is refused by the fence and kept in the audit trail
 // only.
 //
-// Effects enqueued together (EnqueueManyTx) share a dispatch job, up to Config.DispatchBatch per
-// job: River's insert, fetch and completion are then spent once per batch. The worker that fetches
+// An effect enqueued on its own (EnqueueTx without ScheduledAt) is written without a dispatch job;
+// the claimer of every started client of its queue claims such effects, in one transaction, into
+// shared dispatch jobs (Config.ClaimInterval; docs/design.md, "Claiming"). A crash in the claim
+// rolls it back, and a claim that committed left jobs any reactor fetches. Effects enqueued
+// together (EnqueueManyTx) share a dispatch job from the start. Either way up to
+// Config.DispatchBatch effects share a job: River's insert, fetch and completion are then spent
+// once per batch, and a lone effect gets a job of its own at once. The worker that fetches
 // a batch calls its effects concurrently, each under its own timeout, and writes each outcome as
 // it comes, fenced by the job as above; a crash leaves the batch's unrecorded effects to the same
 // recovery. An effect of a batch that must wait (a retry, a connector this reactor lacks) is
