@@ -15,7 +15,7 @@ import (
 )
 
 // latency enqueues single effects open-loop — on a schedule, not waiting for the previous one —
-// at 25% and 50% of the workload's maximum rate, with an in-process reactor working, and reads
+// at 1% (effects mostly alone), 25% and 50% of the workload's maximum rate, with an in-process reactor working, and reads
 // enqueue → CONFIRMED percentiles from the database's own timestamps. The workload is
 // single-effect transactions with a reactor dispatching them on the same machine; its maximum
 // rate is measured first, in the same run (latencyMaxRate), after River's same workload
@@ -28,7 +28,7 @@ func (b *bench) latency(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, share := range []float64{0.25, 0.50} {
+	for _, share := range []float64{0.01, 0.25, 0.50} {
 		if err := b.reset(ctx); err != nil {
 			return err
 		}

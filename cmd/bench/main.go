@@ -14,7 +14,7 @@
 //	latency   single-effect transactions end to end, closed loop: River InsertTx of one no-op job
 //	          per transaction while a River client works them (e2e-river), then Reckon EnqueueTx
 //	          of one effect per transaction while the reactor dispatches (e2e-reckon, the maximum
-//	          rate); then Reckon open-loop at 25% and 50% of that maximum, with enqueue → CONFIRMED
+//	          rate); then Reckon open-loop at 1%, 25% and 50% of that maximum, with enqueue → CONFIRMED
 //	          percentiles from the database's timestamps
 //	scale     1, 2 and 4 reactor processes on the same queue
 //	memory    one reactor process's peak RSS and Go heap while 100,000 effects wait
