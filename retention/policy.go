@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/ident"
 )
 
 // ErrInvalid is wrapped by the errors of input that SetPolicy, DeletePolicy and SetAuditSettings
@@ -23,14 +23,11 @@ type Policy struct {
 	UpdatedAt       time.Time     `json:"updated_at"`
 }
 
-// tenantIDRE is the rule of reckon_tenants.id.
-var tenantIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-
-// CheckTenant refuses (ErrInvalid) a tenant id outside the rule of reckon_tenants.id: 1 to 63
-// letters, digits, '.', '_' or '-', starting with a letter or a digit.
+// CheckTenant refuses (ErrInvalid) a tenant id outside the rule of reckon_tenants.id
+// (ident.TenantIDRule).
 func CheckTenant(tenantID string) error {
-	if !tenantIDRE.MatchString(tenantID) {
-		return fmt.Errorf("%w: tenant %q: want 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, tenantID)
+	if !ident.IsTenantID(tenantID) {
+		return fmt.Errorf("%w: tenant %q: want %s", ErrInvalid, tenantID, ident.TenantIDRule)
 	}
 	return nil
 }

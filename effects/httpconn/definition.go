@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"slices"
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/ident"
 	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
@@ -86,8 +86,6 @@ const (
 	MaxBusinessKeyFields = 64
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
-
 // WithDefaults returns a copy of d with every unset setting at its default.
 func (d Definition) WithDefaults() Definition {
 	if d.Timeout == 0 {
@@ -121,8 +119,8 @@ func (d Definition) Validate() error {
 		problems = append(problems, "name is required")
 	case len(d.Name) > maxNameLength:
 		problems = append(problems, fmt.Sprintf("name is longer than %d characters", maxNameLength))
-	case !nameRE.MatchString(d.Name):
-		problems = append(problems, fmt.Sprintf("name %q: use letters, digits, '.', '_', '-' and ':', starting with a letter or digit", d.Name))
+	case !ident.IsName(d.Name):
+		problems = append(problems, fmt.Sprintf("name %q: use %s", d.Name, ident.NameRule))
 	}
 	if d.DispatchURL == "" {
 		problems = append(problems, "dispatch_url is required")

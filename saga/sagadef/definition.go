@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/ident"
 	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/saga"
 )
@@ -19,8 +19,6 @@ const (
 	MaxNameLength           = 200
 	MaxCompensationAttempts = 100
 )
-
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 
 // Definition is a saga definition as data.
 type Definition struct {
@@ -123,8 +121,8 @@ func (d Definition) Validate(registry *effects.Registry) error {
 			add("%s is required", what)
 		case len(name) > MaxNameLength:
 			add("%s is longer than %d bytes", what, MaxNameLength)
-		case !nameRE.MatchString(name):
-			add("%s %q: use letters, digits, '.', '_', '-' and ':', starting with a letter or digit", what, name)
+		case !ident.IsName(name):
+			add("%s %q: use %s", what, name, ident.NameRule)
 		default:
 			return true
 		}

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -11,12 +10,11 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/secret"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/ident"
 )
 
 // TokenPrefix starts every API token.
 const TokenPrefix = "rk_"
-
-var tenantIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 // Tenant is a row of reckon_tenants.
 type Tenant struct {
@@ -58,11 +56,10 @@ func tokenFromRow(row dbsqlc.ReckonApiToken) *Token {
 	return token
 }
 
-// ValidateTenantID reports whether id can name a tenant: 1 to 63 letters, digits, '.', '_' or
-// '-', starting with a letter or digit.
+// ValidateTenantID reports whether id can name a tenant (ident.TenantIDRule).
 func ValidateTenantID(id string) error {
-	if !tenantIDRE.MatchString(id) {
-		return fmt.Errorf("tenant id %q: want 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", id)
+	if !ident.IsTenantID(id) {
+		return fmt.Errorf("tenant id %q: want %s", id, ident.TenantIDRule)
 	}
 	return nil
 }
