@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -273,6 +274,9 @@ func TestPaginationWalk(t *testing.T) {
 			if page.NextCursor == "" {
 				return got
 			}
+			// The server's one cursor form: what the CLI's -after and the console's links carry too.
+			_, _, err := pagecursor.ParseUUID(page.NextCursor)
+			require.NoError(t, err)
 			cursor = page.NextCursor
 		}
 	}

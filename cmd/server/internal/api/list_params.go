@@ -2,14 +2,12 @@ package api
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
 )
 
 // listParams names the query parameters an endpoint takes; parse checks a request's against
@@ -38,8 +36,8 @@ type listQuery struct {
 
 // cursor is a position in a listing newest first: after the row created at CreatedAt with ID.
 type cursor struct {
-	CreatedAt time.Time `json:"t"`
-	ID        uuid.UUID `json:"id"`
+	CreatedAt time.Time
+	ID        uuid.UUID
 }
 
 // parse checks call's query parameters against p.
@@ -160,25 +158,16 @@ func page[T, J any, C pageCursor](rows []T, toJSON func(T) J, next *C) ([]J, str
 	return out, encodeCursor(cursor(*next))
 }
 
-// encodeCursor is c as a next_cursor: base64 of its JSON, which decodeCursor reads.
+// encodeCursor is c as a next_cursor, in the one cursor form of the server (package pagecursor),
+// which decodeCursor reads.
 func encodeCursor(c cursor) string {
-	raw, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(raw)
+	return pagecursor.Cursor{At: c.CreatedAt, ID: c.ID.String()}.String()
 }
 
 func decodeCursor(s string) (*cursor, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
+	at, id, err := pagecursor.ParseUUID(s)
 	if err != nil {
 		return nil, err
 	}
-	var c cursor
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, err
-	}
-	if c.CreatedAt.IsZero() || c.ID == uuid.Nil {
-		return nil, errors.New("incomplete cursor")
-	}
-	return &c, nil
+	return &cursor{CreatedAt: at, ID: id}, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
@@ -24,7 +25,7 @@ func (o *Ops) Effects(ctx context.Context, f EffectFilter) (page []*effects.Effe
 		return nil, "", fmt.Errorf("ops: list effects: %w", err)
 	}
 	if cursor != nil {
-		next = Cursor{At: cursor.CreatedAt, ID: cursor.ID.String()}.String()
+		next = pagecursor.Cursor{At: cursor.CreatedAt, ID: cursor.ID.String()}.String()
 	}
 	return page, next, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/saga"
@@ -180,7 +181,7 @@ func (o *Ops) Stuck(ctx context.Context, scope Scope, limit int, after string) (
 	}
 	if len(rows) == limit {
 		last := rows[len(rows)-1]
-		next = Cursor{At: last.UpdatedAt, ID: last.ID.String()}.String()
+		next = pagecursor.Cursor{At: last.UpdatedAt, ID: last.ID.String()}.String()
 	}
 	return page, int(count), next, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
@@ -38,7 +39,7 @@ func (o *Ops) Runs(ctx context.Context, f RunFilter) ([]*effects.Run, string, er
 	params := dbsqlc.OpsRunListParams{MaxRows: int32(limit)}
 	if f.After != "" {
 		// The cursor's ID is "{tenant}/{run id}": a tenant id has no '/'.
-		c, err := ParseCursor(f.After)
+		c, err := parseCursor(f.After)
 		if err != nil {
 			return nil, "", err
 		}
@@ -73,7 +74,7 @@ func (o *Ops) Runs(ctx context.Context, f RunFilter) ([]*effects.Run, string, er
 	next := ""
 	if len(rows) == int(params.MaxRows) {
 		last := rows[len(rows)-1]
-		next = Cursor{At: last.CreatedAt, ID: last.TenantID + "/" + last.ID}.String()
+		next = pagecursor.Cursor{At: last.CreatedAt, ID: last.TenantID + "/" + last.ID}.String()
 	}
 	return out, next, nil
 }

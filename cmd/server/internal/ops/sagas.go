@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/saga"
@@ -116,7 +117,7 @@ func (o *Ops) Sagas(ctx context.Context, f SagaFilter) ([]*saga.Saga, string, er
 	next := ""
 	if len(rows) == int(params.MaxRows) {
 		last := rows[len(rows)-1]
-		next = Cursor{At: last.CreatedAt, ID: last.ID.String()}.String()
+		next = pagecursor.Cursor{At: last.CreatedAt, ID: last.ID.String()}.String()
 	}
 	return out, next, nil
 }

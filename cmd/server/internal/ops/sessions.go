@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/turns"
 )
@@ -36,7 +37,7 @@ func (o *Ops) Sessions(ctx context.Context, scope Scope, limit int, after string
 	}
 	params := dbsqlc.OpsSessionListParams{TenantIds: scope.Tenants, MaxRows: int32(limit)}
 	if after != "" {
-		c, err := ParseCursor(after)
+		c, err := parseCursor(after)
 		if err != nil {
 			return nil, "", err
 		}
@@ -72,7 +73,7 @@ func (o *Ops) Sessions(ctx context.Context, scope Scope, limit int, after string
 	next := ""
 	if len(rows) == int(params.MaxRows) {
 		last := rows[len(rows)-1]
-		next = Cursor{At: last.LastAt, ID: last.SessionKey}.String()
+		next = pagecursor.Cursor{At: last.LastAt, ID: last.SessionKey}.String()
 	}
 	return out, next, nil
 }
