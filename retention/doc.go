@@ -22,7 +22,8 @@
 //  3. whole runs (reckon_runs) whose every effect is settled, with those effects;
 //  4. settled effects (CONFIRMED, FAILED) with their compensations;
 //  5. expired effect tombstones, 6. stored Idempotency-Key responses older than
-//     Config.IdempotencyTTL, 7. expired signatures of signed callbacks;
+//     Config.IdempotencyTTL, 7. expired signatures of signed callbacks, 8. expired console
+//     sessions;
 //
 // then drops the partitions of the histories past Config.AuditRetention, and forgets its own
 // records (reckon_retention_runs) past the audit retention.

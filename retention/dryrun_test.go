@@ -2,6 +2,7 @@ package retention_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -27,6 +28,11 @@ func TestDryRun(t *testing.T) {
 	h.exec(`INSERT INTO reckon_idempotency_keys (tenant_id, key, method, path, request_sha256, status, response, created_at)
 	        VALUES ('default', 'k', 'POST', '/v1/effects', '\x00', 201, '{}', $1)`, h.t0.Add(-2*day))
 	h.exec(`INSERT INTO reckon_callback_signatures (signature, effect_id, expires_at) VALUES (sha256('s'), gen_random_uuid(), $1)`, h.t0.Add(-day))
+	// An expired console session and a live one: only the first goes.
+	h.exec(`INSERT INTO reckon_operators (id, name, role, prefix, token_sha256) VALUES ('00000000-0000-0000-0000-000000000001', 'ann', 'viewer', 'rko_', sha256('t'))`)
+	h.exec(`INSERT INTO reckon_operator_sessions (id_sha256, operator_id, csrf, expires_at)
+	        VALUES (sha256('old'), '00000000-0000-0000-0000-000000000001', 'c', $1), (sha256('live'), '00000000-0000-0000-0000-000000000001', 'c', $2)`,
+		h.t0.Add(-time.Hour), h.t0.Add(time.Hour))
 	h.exec(`INSERT INTO reckon_effect_tombstones (tenant_id, idempotency_key, effect_id, state, settled_at, expires_at)
 	        VALUES ('default', 'gone', gen_random_uuid(), 'CONFIRMED', $1, $2)`, h.t0.Add(-90*day), h.t0.Add(-day))
 	configure := func(c *retention.Config) { c.DedupWindow = 60 * day; c.AuditRetention = 400 * day }
@@ -35,7 +41,7 @@ func TestDryRun(t *testing.T) {
 		counts := map[string]int{}
 		for _, table := range []string{"reckon_effects", "reckon_sagas", "reckon_saga_steps", "reckon_turns", "reckon_messages",
 			"reckon_turn_decisions", "reckon_runs", "reckon_effect_tombstones", "reckon_idempotency_keys", "reckon_callback_signatures",
-			"reckon_audit_partitions", "reckon_audit_drops"} {
+			"reckon_operator_sessions", "reckon_audit_partitions", "reckon_audit_drops"} {
 			counts[table] = h.count("SELECT count(*) FROM " + table)
 		}
 		return counts
@@ -54,4 +60,6 @@ func TestDryRun(t *testing.T) {
 	require.EqualValues(t, 1, real.Removed[retention.TableIdempotencyKeys])
 	require.EqualValues(t, 1, real.Removed[retention.TableCallbackSignatures])
 	require.EqualValues(t, 1, real.Removed[retention.TableTombstones])
+	require.EqualValues(t, 1, real.Removed[retention.TableOperatorSessions])
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_operator_sessions WHERE id_sha256 = sha256('live')`), "the live session stays")
 }

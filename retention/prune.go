@@ -201,7 +201,8 @@ func (r *Retention) pruneEffects(ctx context.Context, c cutoffs, report *Report)
 }
 
 // pruneSmall deletes what expires on its own: tombstones past their dedup window, stored
-// Idempotency-Key responses past IdempotencyTTL, signatures of signed callbacks past their window.
+// Idempotency-Key responses past IdempotencyTTL, signatures of signed callbacks past their window,
+// console sessions past their expiry (a sign-in prunes a few too, but without sign-ins they stay).
 func (r *Retention) pruneSmall(ctx context.Context, c cutoffs, report *Report) error {
 	q := dbsqlc.New(r.pool)
 	err := r.execBatches(ctx, TableTombstones, c, report, func(ctx context.Context) (int64, error) {
@@ -217,8 +218,14 @@ func (r *Retention) pruneSmall(ctx context.Context, c cutoffs, report *Report) e
 	if err != nil {
 		return err
 	}
-	return r.execBatches(ctx, TableCallbackSignatures, c, report, func(ctx context.Context) (int64, error) {
+	err = r.execBatches(ctx, TableCallbackSignatures, c, report, func(ctx context.Context) (int64, error) {
 		return q.CallbackSignaturePrune(ctx, dbsqlc.CallbackSignaturePruneParams{Now: c.now, MaxRows: c.batch})
+	})
+	if err != nil {
+		return err
+	}
+	return r.execBatches(ctx, TableOperatorSessions, c, report, func(ctx context.Context) (int64, error) {
+		return q.OperatorSessionPruneExpired(ctx, dbsqlc.OperatorSessionPruneExpiredParams{Now: &c.now, MaxRows: c.batch})
 	})
 }
 
@@ -274,6 +281,10 @@ func (r *Retention) count(ctx context.Context, c cutoffs, report *Report) error 
 	if err != nil {
 		return fmt.Errorf("retention: count callback signatures: %w", err)
 	}
+	sessions, err := q.RetentionOperatorSessionCount(ctx, c.now)
+	if err != nil {
+		return fmt.Errorf("retention: count console sessions: %w", err)
+	}
 	var records int64
 	if r.cfg.AuditRetention != 0 {
 		if records, err = q.RetentionRunRecordCount(ctx, c.now.Add(-r.cfg.AuditRetention)); err != nil {
@@ -283,7 +294,7 @@ func (r *Retention) count(ctx context.Context, c cutoffs, report *Report) error 
 	for table, n := range map[string]int64{
 		TableSagas: sagas.Sagas, TableSagaSteps: sagas.Steps, TableTurns: turns.Turns, TableMessages: turns.Messages,
 		TableTurnDecisions: turns.Decisions, TableRuns: runs.Runs, TableEffects: runs.Effects + effects,
-		TableTombstones: tombstones, TableIdempotencyKeys: keys, TableCallbackSignatures: signatures, TableRetentionRuns: records,
+		TableTombstones: tombstones, TableIdempotencyKeys: keys, TableCallbackSignatures: signatures, TableOperatorSessions: sessions, TableRetentionRuns: records,
 	} {
 		report.Removed[table] = n
 	}

@@ -28,13 +28,14 @@ const (
 	TableTombstones         = "reckon_effect_tombstones"
 	TableIdempotencyKeys    = "reckon_idempotency_keys"
 	TableCallbackSignatures = "reckon_callback_signatures"
+	TableOperatorSessions   = "reckon_operator_sessions"
 	TableRetentionRuns      = "reckon_retention_runs"
 )
 
 // prunedTables are the tables above in the order a run prunes them.
 var prunedTables = []string{
 	TableSagas, TableSagaSteps, TableTurns, TableMessages, TableTurnDecisions, TableRuns, TableEffects,
-	TableTombstones, TableIdempotencyKeys, TableCallbackSignatures, TableRetentionRuns,
+	TableTombstones, TableIdempotencyKeys, TableCallbackSignatures, TableOperatorSessions, TableRetentionRuns,
 }
 
 // histories are the partitioned audit histories (migration 0016).

@@ -37,11 +37,12 @@ DELETE FROM reckon_operator_sessions WHERE id_sha256 = @id_sha256;
 DELETE FROM reckon_operator_sessions WHERE operator_id = @operator_id;
 
 -- name: OperatorSessionPruneExpired :execrows
--- Deletes up to max_rows expired sessions, oldest expiry first (through the expires_at index).
+-- Deletes up to max_rows sessions expired at now (NULL: the database's now), oldest expiry first
+-- (through the expires_at index): at sign-in, and in retention runs with the run's time.
 DELETE FROM reckon_operator_sessions
 WHERE id_sha256 IN (
     SELECT id_sha256 FROM reckon_operator_sessions
-    WHERE expires_at <= now()
+    WHERE expires_at <= coalesce(sqlc.narg(now)::timestamptz, now())
     ORDER BY expires_at
     LIMIT sqlc.arg(max_rows)::int
     FOR UPDATE SKIP LOCKED

@@ -391,6 +391,9 @@ SELECT count(*)::bigint FROM reckon_idempotency_keys WHERE created_at < sqlc.arg
 -- name: RetentionCallbackSignatureCount :one
 SELECT count(*)::bigint FROM reckon_callback_signatures WHERE expires_at < sqlc.arg(now)::timestamptz;
 
+-- name: RetentionOperatorSessionCount :one
+SELECT count(*)::bigint FROM reckon_operator_sessions WHERE expires_at <= sqlc.arg(now)::timestamptz;
+
 -- name: RetentionRunRecordPrune :execrows
 -- Deletes up to max_rows finished records of retention runs started before the cutoff.
 DELETE FROM reckon_retention_runs rr

@@ -211,16 +211,22 @@ const operatorSessionPruneExpired = `-- name: OperatorSessionPruneExpired :execr
 DELETE FROM reckon_operator_sessions
 WHERE id_sha256 IN (
     SELECT id_sha256 FROM reckon_operator_sessions
-    WHERE expires_at <= now()
+    WHERE expires_at <= coalesce($1::timestamptz, now())
     ORDER BY expires_at
-    LIMIT $1::int
+    LIMIT $2::int
     FOR UPDATE SKIP LOCKED
 )
 `
 
-// Deletes up to max_rows expired sessions, oldest expiry first (through the expires_at index).
-func (q *Queries) OperatorSessionPruneExpired(ctx context.Context, maxRows int32) (int64, error) {
-	result, err := q.db.Exec(ctx, operatorSessionPruneExpired, maxRows)
+type OperatorSessionPruneExpiredParams struct {
+	Now     *time.Time
+	MaxRows int32
+}
+
+// Deletes up to max_rows sessions expired at now (NULL: the database's now), oldest expiry first
+// (through the expires_at index): at sign-in, and in retention runs with the run's time.
+func (q *Queries) OperatorSessionPruneExpired(ctx context.Context, arg OperatorSessionPruneExpiredParams) (int64, error) {
+	result, err := q.db.Exec(ctx, operatorSessionPruneExpired, arg.Now, arg.MaxRows)
 	if err != nil {
 		return 0, err
 	}

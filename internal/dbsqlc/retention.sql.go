@@ -393,6 +393,17 @@ func (q *Queries) RetentionOldest(ctx context.Context) ([]RetentionOldestRow, er
 	return items, nil
 }
 
+const retentionOperatorSessionCount = `-- name: RetentionOperatorSessionCount :one
+SELECT count(*)::bigint FROM reckon_operator_sessions WHERE expires_at <= $1::timestamptz
+`
+
+func (q *Queries) RetentionOperatorSessionCount(ctx context.Context, now time.Time) (int64, error) {
+	row := q.db.QueryRow(ctx, retentionOperatorSessionCount, now)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const retentionPartitionHeld = `-- name: RetentionPartitionHeld :one
 SELECT CASE $1::text
     WHEN 'reckon_effect_transitions' THEN EXISTS (

@@ -14,7 +14,7 @@
 // for the cookie, of which only the SHA-256 is stored (reckon_operator_sessions), a CSRF token its
 // forms carry (ValidCSRF compares it in constant time), and an expiry. A session ends when it
 // expires, at Store.SignOut, or when its operator is revoked. Expired sessions are deleted a few at
-// a time at every sign-in.
+// a time at every sign-in, and all of them by the reactors' retention runs (package retention).
 //
 // # Input
 //

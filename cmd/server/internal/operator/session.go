@@ -42,7 +42,7 @@ func (s *Store) SignIn(ctx context.Context, token string, ttl time.Duration) (*S
 		return nil, err
 	}
 	q := dbsqlc.New(s.pool)
-	if _, err := q.OperatorSessionPruneExpired(ctx, pruneAtSignIn); err != nil {
+	if _, err := q.OperatorSessionPruneExpired(ctx, dbsqlc.OperatorSessionPruneExpiredParams{MaxRows: pruneAtSignIn}); err != nil {
 		return nil, fmt.Errorf("operator: delete expired sessions: %w", err)
 	}
 	id, err := secret.New("")
