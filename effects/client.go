@@ -120,6 +120,17 @@ type Config struct {
 	// AsyncTimeout is how long an effect accepted upstream (Accepted) awaits its callback when
 	// neither its Spec nor its Connector says. Default DefaultAsyncTimeout.
 	AsyncTimeout time.Duration
+	// RequireIrreversibleConfirmation holds every effect of an irreversible connector (PolicyOf)
+	// until a person confirms it, as Connector.RequiresConfirmation does (docs/design.md,
+	// "Confirmation holds").
+	RequireIrreversibleConfirmation bool
+	// ConfirmationTTL is how long a held effect awaits its confirmation when its Spec does not
+	// say; then it is FAILED ("confirmation expired"). 0: no expiry.
+	ConfirmationTTL time.Duration
+	// FourEyes makes the effects this client holds for confirmation refuse a confirmation by the
+	// actor that enqueued them. The rule is kept with each effect, so every process that may
+	// confirm it applies it.
+	FourEyes bool
 	// JobRetention is how long River keeps the completed and cancelled jobs of this client's River
 	// client before its job cleaner (run by the leader) deletes them; discarded jobs (a job that
 	// failed every attempt, worth a look) are kept max(JobRetention, 7 days). A job is only the
@@ -219,6 +230,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("effects: Config.Workers must be between 1 and 10000, got %d", c.Workers)
 	case c.DispatchBatch < 1 || c.DispatchBatch > 1000:
 		return fmt.Errorf("effects: Config.DispatchBatch must be between 1 and 1000, got %d", c.DispatchBatch)
+	case c.ConfirmationTTL < 0 || (c.ConfirmationTTL > 0 && (c.ConfirmationTTL < time.Second || c.ConfirmationTTL > MaxConfirmationTTL)):
+		return fmt.Errorf("effects: Config.ConfirmationTTL must be between 1s and %v, or 0 for none, got %v", MaxConfirmationTTL, c.ConfirmationTTL)
 	case c.ClaimInterval < time.Millisecond || c.ClaimInterval > time.Second:
 		return fmt.Errorf("effects: Config.ClaimInterval must be between 1ms and 1s, got %v", c.ClaimInterval)
 	case c.InFlightMargin < 0 || c.SweepInterval < 0:

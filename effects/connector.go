@@ -64,6 +64,16 @@ type Connector struct {
 	// effect becomes FAILED. Any error leaves its outcome unknown. Used by hard timeouts and
 	// CancelRun.
 	Cancel func(ctx context.Context, call Call) error
+	// RequiresConfirmation holds every effect of the connector until a person confirms it
+	// (ConfirmTx): recorded PENDING as usual, but never dispatched before. Spec.RequireConfirmation
+	// asks it per effect; Config.RequireIrreversibleConfirmation for every irreversible connector.
+	// See docs/design.md, "Confirmation holds".
+	RequiresConfirmation bool
+	// ConfirmationPrompt is the question shown to whoever confirms, over the effect's args:
+	// {name} stands for the top-level arg name (a string as it is, anything else as JSON), e.g.
+	// "Refund ${amount} for order {order_id}?". The rendered prompt is stored with the effect.
+	// Default: "Confirm {connector}?" with the connector's name.
+	ConfirmationPrompt string
 }
 
 // Call is what a connector receives for one call.

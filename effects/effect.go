@@ -42,6 +42,15 @@ type Effect struct {
 	CorrelationID string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	// Confirmation is where the effect's confirmation hold stands ("" if it was never held);
+	// ConfirmationPrompt is its rendered question, ConfirmationExpiresAt when an unconfirmed one
+	// fails, and ConfirmationBy, ConfirmationAt and ConfirmationReason the decision's.
+	Confirmation          Confirmation
+	ConfirmationPrompt    string
+	ConfirmationExpiresAt *time.Time
+	ConfirmationBy        string
+	ConfirmationAt        *time.Time
+	ConfirmationReason    string
 	// Deduplicated is set by enqueueing when the idempotency key already existed: this is the
 	// existing effect and nothing new was recorded.
 	Deduplicated bool
@@ -85,6 +94,13 @@ func effectFromRow(row dbsqlc.ReckonEffect) *Effect {
 		CorrelationID:  deref(row.CorrelationID),
 		CreatedAt:      row.CreatedAt,
 		UpdatedAt:      row.UpdatedAt,
+
+		Confirmation:          Confirmation(deref(row.Confirmation)),
+		ConfirmationPrompt:    deref(row.ConfirmationPrompt),
+		ConfirmationExpiresAt: row.ConfirmationExpiresAt,
+		ConfirmationBy:        deref(row.ConfirmationBy),
+		ConfirmationAt:        row.ConfirmationAt,
+		ConfirmationReason:    deref(row.ConfirmationReason),
 	}
 	for _, tag := range row.Tags {
 		e.Tags = append(e.Tags, Tag(tag))

@@ -147,6 +147,17 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	if opts != nil {
 		scheduledAt = opts.ScheduledAt
 	}
+	holds := make([]*hold, len(specs)) // confirmation holds (confirm.go), nil: none
+	for _, i := range unique {
+		h, err := c.holdOf(resolved[i])
+		if err != nil {
+			return nil, err
+		}
+		if h != nil && !scheduledAt.IsZero() {
+			return nil, fmt.Errorf("effects: %s: an effect held for confirmation cannot be scheduled (EnqueueOpts.ScheduledAt)", resolved[i].connector.Name)
+		}
+		holds[i] = h
+	}
 	ids := make([]uuid.UUID, len(specs))
 	for _, i := range unique {
 		ids[i] = uuid.Must(uuid.NewV7())
@@ -156,21 +167,31 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	if len(unique) == 1 && scheduledAt.IsZero() {
 		// One effect (the common case of a service): the single-row insert, and no job. The
 		// effect is left for the claimers of the queue, which give it a dispatch job, shared with
-		// the effects other transactions enqueued meanwhile (claim.go).
-		r := resolved[unique[0]]
-		row, err := dbsqlc.New(tx).EffectInsert(ctx, dbsqlc.EffectInsertParams{
+		// the effects other transactions enqueued meanwhile (claim.go) — once confirmed, if held.
+		r, h := resolved[unique[0]], holds[unique[0]]
+		params := dbsqlc.EffectInsertParams{
 			ID: ids[unique[0]], TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
 			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
 			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
 			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), Queue: &c.config.Queue,
 			Owner: ptr(r.spec.Owner), TraceContext: traceContext, Actor: actor, Reason: reason,
-		})
+		}
+		if h != nil {
+			awaiting := string(ConfirmationAwaiting)
+			params.Confirmation, params.ConfirmationPrompt, params.ConfirmationFourEyes = &awaiting, &h.prompt, &h.fourEyes
+			if h.ttlMS > 0 {
+				params.ConfirmationTtlMs = &h.ttlMS
+			}
+		}
+		row, err := dbsqlc.New(tx).EffectInsert(ctx, params)
 		var effect *Effect
 		switch {
 		case err == nil:
 			effect = effectFromRow(row)
-			if err := c.notifyClaimersTx(ctx, tx); err != nil {
-				return nil, err
+			if h == nil { // a held effect waits for its confirmation, which notifies
+				if err := c.notifyClaimersTx(ctx, tx); err != nil {
+					return nil, err
+				}
 			}
 		case isNoRows(err):
 			if effect, err = c.existingFor(ctx, tx, r); err != nil {
@@ -185,14 +206,31 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		}
 		return result, c.setAsyncOptionsTx(ctx, tx, resolved, result)
 	}
-	uniqueIDs := make([]uuid.UUID, len(unique))
-	timeouts := make([]int32, len(unique))
+	// Jobs for the effects not held; a held one gets none until it is confirmed and claimed.
+	var jobbedIDs []uuid.UUID
+	var timeouts []int32
+	jobbed := make([]int, len(unique)) // index in jobbedIDs, -1 when held
 	for n, i := range unique {
-		uniqueIDs[n], timeouts[n] = ids[i], timeoutMS(resolved[i].connector)
+		if holds[i] != nil {
+			jobbed[n] = -1
+			continue
+		}
+		jobbed[n] = len(jobbedIDs)
+		jobbedIDs, timeouts = append(jobbedIDs, ids[i]), append(timeouts, timeoutMS(resolved[i].connector))
 	}
-	jobOf, jobs, err := c.insertDispatchJobs(ctx, tx, uniqueIDs, timeouts, nil, scheduledAt)
-	if err != nil {
-		return nil, err
+	var jobOf []int
+	var jobs []int64
+	if len(jobbedIDs) > 0 {
+		var err error
+		if jobOf, jobs, err = c.insertDispatchJobs(ctx, tx, jobbedIDs, timeouts, nil, scheduledAt); err != nil {
+			return nil, err
+		}
+	}
+	jobOfUnique := func(n int) int64 { // 0: held, no job
+		if jobbed[n] < 0 {
+			return 0
+		}
+		return jobs[jobOf[jobbed[n]]]
 	}
 	params := dbsqlc.EffectInsertManyParams{Actor: actor, Reason: reason}
 	if traceContext != nil { // else NULL: every effect's is NULL
@@ -220,8 +258,21 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		params.RunIds = append(params.RunIds, r.spec.RunID)
 		params.TurnIds = append(params.TurnIds, turnID)
 		params.TurnGroups = append(params.TurnGroups, r.spec.TurnGroup)
-		params.JobIds = append(params.JobIds, jobs[jobOf[n]])
+		params.JobIds = append(params.JobIds, jobOfUnique(n))
 		params.Owners = append(params.Owners, r.spec.Owner)
+		if h := holds[i]; h != nil {
+			params.Queues = append(params.Queues, c.config.Queue)
+			params.Confirmations = append(params.Confirmations, string(ConfirmationAwaiting))
+			params.ConfirmationPrompts = append(params.ConfirmationPrompts, h.prompt)
+			params.ConfirmationTtlMs = append(params.ConfirmationTtlMs, h.ttlMS)
+			params.ConfirmationFourEyes = append(params.ConfirmationFourEyes, h.fourEyes)
+		} else {
+			params.Queues = append(params.Queues, "")
+			params.Confirmations = append(params.Confirmations, "")
+			params.ConfirmationPrompts = append(params.ConfirmationPrompts, "")
+			params.ConfirmationTtlMs = append(params.ConfirmationTtlMs, 0)
+			params.ConfirmationFourEyes = append(params.ConfirmationFourEyes, false)
+		}
 	}
 	inserted, err := dbsqlc.New(tx).EffectInsertMany(ctx, params)
 	if err != nil {
@@ -238,7 +289,7 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		r := resolved[i]
 		if effect, ok := byID[ids[i]]; ok {
 			byKey[[2]string{r.tenantID, r.idempotencyKey}] = effect
-			used[jobs[jobOf[n]]] = true
+			used[jobOfUnique(n)] = true
 			continue
 		}
 		existing, err := c.existingFor(ctx, tx, r)

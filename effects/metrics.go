@@ -29,6 +29,8 @@ import (
 //	reckon_effect_deadlines_total{connector,to}                  async deadlines that passed
 //	reckon_effects{state}                                        PENDING, UNKNOWN and STUCK effects (shared statistics)
 //	reckon_effects_oldest_pending_seconds{connector}             queue lag (shared statistics)
+//	reckon_effects_awaiting_confirmation{connector}              effects awaiting their confirmation (shared statistics)
+//	reckon_effects_oldest_awaiting_confirmation_seconds{connector} the age of the oldest (shared statistics)
 //	reckon_stats_age_seconds                                     how old the shared statistics reported are
 //	reckon_stats_computations_total{part}                        shared statistics computed by this process
 //	reckon_reactors_live                                         reactors of the queue with a current heartbeat
@@ -238,6 +240,12 @@ var (
 	oldestPendingDesc = prometheus.NewDesc("reckon_effects_oldest_pending_seconds",
 		"Age of each connector's oldest PENDING effect not awaiting a callback (queue lag), as of the last computation of the shared statistics; 0 when none.",
 		[]string{"connector"}, nil)
+	awaitingConfirmationDesc = prometheus.NewDesc("reckon_effects_awaiting_confirmation",
+		"PENDING effects of each connector awaiting their confirmation (a person's), as of the last computation of the shared statistics.",
+		[]string{"connector"}, nil)
+	oldestAwaitingConfirmationDesc = prometheus.NewDesc("reckon_effects_oldest_awaiting_confirmation_seconds",
+		"Age of each connector's oldest effect awaiting its confirmation, as of the last computation of the shared statistics; 0 when none.",
+		[]string{"connector"}, nil)
 	statsAgeDesc = prometheus.NewDesc("reckon_stats_age_seconds",
 		"Seconds since the shared statistics this process reports were computed (its oldest part; +Inf while one was never computed).",
 		nil, nil)
@@ -254,7 +262,7 @@ const (
 )
 
 func (s *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, desc := range []*prometheus.Desc{stateDesc, oldestPendingDesc, statsAgeDesc, reactorsLiveDesc} {
+	for _, desc := range []*prometheus.Desc{stateDesc, oldestPendingDesc, awaitingConfirmationDesc, oldestAwaitingConfirmationDesc, statsAgeDesc, reactorsLiveDesc} {
 		ch <- desc
 	}
 	s.metrics.statsComputations.Describe(ch)
@@ -323,8 +331,16 @@ func (s *statsCollector) collectStats(ctx context.Context, ch chan<- prometheus.
 				stats.OldestPending[name] = 0
 			}
 		}
+		for name := range stats.AwaitingConfirmation {
+			if _, ok := stats.OldestPending[name]; !ok {
+				stats.OldestPending[name] = 0
+			}
+		}
 		for name, seconds := range stats.OldestPending {
 			ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, seconds, name)
+			// The same connectors: every registered one, and any other with effects waiting.
+			ch <- prometheus.MustNewConstMetric(awaitingConfirmationDesc, prometheus.GaugeValue, float64(stats.AwaitingConfirmation[name]), name)
+			ch <- prometheus.MustNewConstMetric(oldestAwaitingConfirmationDesc, prometheus.GaugeValue, stats.OldestAwaitingConfirmation[name], name)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(statsAgeDesc, prometheus.GaugeValue, age)

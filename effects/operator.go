@@ -153,6 +153,9 @@ func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, r
 			return nil, fmt.Errorf("%w: effect %s is in flight (dispatch job %s, attempt %d)", ErrNotCancellable, id, job.State, job.Attempt)
 		}
 	}
+	if err := endHoldTx(ctx, tx, row, "operator:"+actor, "cancelled: "+reason); err != nil {
+		return nil, err
+	}
 	settled, err := c.settle(ctx, tx, id, transition{
 		from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
 		errMsg: "cancelled: " + reason, actor: "operator:" + actor, reason: "cancelled: " + reason,

@@ -431,6 +431,9 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string, opts *
 						continue
 					}
 				}
+				if err := endHoldTx(ctx, tx, row, who, "cancelled: "+why); err != nil {
+					return err
+				}
 				settled, err := c.settle(ctx, tx, row.ID, transition{
 					from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
 					errMsg: "cancelled: " + why, actor: who, reason: "cancelled: " + why,

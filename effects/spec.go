@@ -45,6 +45,12 @@ type Spec struct {
 	AsyncTimeout time.Duration
 	// AsyncHardTimeout makes this call's deadline a hard timeout even if the connector's is soft.
 	AsyncHardTimeout bool
+	// RequireConfirmation holds this effect until a person confirms it, as
+	// Connector.RequiresConfirmation does for all of a connector's.
+	RequireConfirmation bool
+	// ConfirmationTTL, for a held effect, is how long it may await its confirmation: after it the
+	// effect is FAILED ("confirmation expired"). Default Config.ConfirmationTTL; 0 there: no expiry.
+	ConfirmationTTL time.Duration
 }
 
 // Position is where an effect was decided in an agent's journal: the decision number within the

@@ -81,6 +81,10 @@ type effectsStats struct {
 	// OldestPending is, per connector with such effects, the age in seconds of its oldest PENDING
 	// effect that is not awaiting a callback, at the computation.
 	OldestPending map[string]float64 `json:"oldest_pending_seconds"`
+	// AwaitingConfirmation counts, per connector with such effects, the PENDING effects awaiting
+	// their confirmation, and OldestAwaitingConfirmation is the age in seconds of the oldest.
+	AwaitingConfirmation       map[string]int64   `json:"awaiting_confirmation,omitempty"`
+	OldestAwaitingConfirmation map[string]float64 `json:"oldest_awaiting_confirmation_seconds,omitempty"`
 }
 
 // computeEffectsStats is the StatsFunc of the effects part: one pass over the unresolved effects.
@@ -92,8 +96,14 @@ func computeEffectsStats(ctx context.Context, tx pgx.Tx) (any, error) {
 	out := effectsStats{
 		States:        map[State]int64{StatePending: 0, StateUnknown: 0, StateStuck: 0},
 		OldestPending: map[string]float64{},
+
+		AwaitingConfirmation: map[string]int64{}, OldestAwaitingConfirmation: map[string]float64{},
 	}
 	for _, row := range rows {
+		if row.AwaitingConfirmation > 0 {
+			out.AwaitingConfirmation[row.Connector] = row.AwaitingConfirmation
+			out.OldestAwaitingConfirmation[row.Connector] = row.OldestAwaitingConfirmationSeconds
+		}
 		out.States[State(row.State)] += row.Count
 		if State(row.State) == StatePending && row.OldestPendingSeconds > 0 {
 			out.OldestPending[row.Connector] = row.OldestPendingSeconds

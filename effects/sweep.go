@@ -31,6 +31,15 @@ func (c *Client) runSweeper(ctx context.Context) {
 				break
 			}
 		}
+		for { // confirmation holds past their expiry (confirm.go)
+			n, err := c.expireConfirmations(ctx)
+			if err != nil && ctx.Err() == nil {
+				c.logger.Warn("expiring confirmation holds failed", slog.String("error", err.Error()))
+			}
+			if err != nil || n < sweepBatch {
+				break
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return

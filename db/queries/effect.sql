@@ -8,12 +8,16 @@
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id, queue,
+    confirmation, confirmation_prompt, confirmation_expires_at, confirmation_four_eyes,
     lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
     transition_actor, transition_reason, transition_detail
 )
 SELECT
     @id, @tenant_id, @connector, @args, @idempotency_key, @business_key, @policy, @tags, @max_attempts,
     @timeout_ms, @deadline_at, @run_id, @turn_id, @turn_group, @compensates_id, @job_id, sqlc.narg(queue),
+    sqlc.narg(confirmation), sqlc.narg(confirmation_prompt),
+    now() + make_interval(0, 0, 0, 0, 0, 0, sqlc.narg(confirmation_ttl_ms)::bigint::float8 / 1000),
+    coalesce(sqlc.narg(confirmation_four_eyes)::boolean, false),
     @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner), sqlc.narg(trace_context),
     @actor::text, @reason::text, @detail
 WHERE NOT EXISTS (
@@ -26,16 +30,21 @@ RETURNING *;
 -- name: EffectInsertMany :many
 -- Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
 -- a live tombstone (as for EffectInsert), are skipped (and not returned). Array arguments are
--- parallel, and empty strings stand for NULL. trace_contexts may be NULL (no effect is traced: the
+-- parallel, and empty strings (a job id 0, a confirmation TTL 0) stand for NULL. trace_contexts may be NULL (no effect is traced: the
 -- common case sends nothing): unnest runs the arrays in lockstep and pads a shorter one with NULLs.
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
-    timeout_ms, run_id, turn_id, turn_group, job_id, owner, trace_context, transition_actor, transition_reason
+    timeout_ms, run_id, turn_id, turn_group, job_id, queue, confirmation, confirmation_prompt,
+    confirmation_expires_at, confirmation_four_eyes, owner, trace_context, transition_actor, transition_reason
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
     u.policy::reckon_effect_policy, string_to_array(nullif(u.tags, ''), ','), u.max_attempts, u.timeout_ms,
-    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), u.job_id, nullif(u.owner, ''), u.trace_context,
+    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), nullif(u.job_id, 0), nullif(u.queue, ''),
+    nullif(u.confirmation, ''), nullif(u.confirmation_prompt, ''),
+    CASE WHEN u.confirmation_ttl_ms > 0 THEN now() + make_interval(0, 0, 0, 0, 0, 0, u.confirmation_ttl_ms::float8 / 1000) END,
+    coalesce(u.confirmation_four_eyes, false),
+    nullif(u.owner, ''), u.trace_context,
     sqlc.arg(actor)::text, sqlc.arg(reason)::text
 FROM (
     SELECT
@@ -53,6 +62,11 @@ FROM (
         unnest(sqlc.arg(turn_ids)::uuid[]) AS turn_id,
         unnest(sqlc.arg(turn_groups)::text[]) AS turn_group,
         unnest(sqlc.arg(job_ids)::bigint[]) AS job_id,
+        unnest(sqlc.arg(queues)::text[]) AS queue,
+        unnest(sqlc.arg(confirmations)::text[]) AS confirmation,
+        unnest(sqlc.arg(confirmation_prompts)::text[]) AS confirmation_prompt,
+        unnest(sqlc.arg(confirmation_ttl_ms)::bigint[]) AS confirmation_ttl_ms,
+        unnest(sqlc.arg(confirmation_four_eyes)::boolean[]) AS confirmation_four_eyes,
         unnest(sqlc.arg(owners)::text[]) AS owner,
         unnest(sqlc.narg(trace_contexts)::jsonb[]) AS trace_context
 ) AS u
@@ -328,10 +342,11 @@ RETURNING *;
 -- name: EffectClaimable :many
 -- The oldest effects of queue waiting to be claimed (PENDING, neither job nor lease), locked for
 -- the caller's transaction: SKIP LOCKED, so that the claimers of several reactors share them and
--- none waits on an effect an operator or a run cancellation holds. Served by
--- reckon_effects_unclaimed_idx. trace_context lets a job of one effect continue the effect's trace.
+-- none waits on an effect an operator or a run cancellation holds. An effect awaiting its
+-- confirmation is not claimable. Served by reckon_effects_claimable_idx. trace_context lets a job of one effect continue the effect's trace.
 SELECT id, timeout_ms, trace_context FROM reckon_effects
 WHERE queue = @queue::text AND state = 'PENDING' AND job_id IS NULL AND lease_token IS NULL
+  AND confirmation IS DISTINCT FROM 'AWAITING'
 ORDER BY created_at
 LIMIT @max_rows::integer
 FOR UPDATE SKIP LOCKED;
@@ -342,3 +357,23 @@ FOR UPDATE SKIP LOCKED;
 UPDATE reckon_effects e SET job_id = u.job_id
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@job_ids::bigint[]) AS job_id) AS u
 WHERE e.id = ANY (@ids::uuid[]) AND e.id = u.id AND e.state = 'PENDING' AND e.job_id IS NULL;
+
+-- Confirmation holds (0024_confirmations).
+
+-- name: EffectConfirmationDecide :one
+-- Records the decision on an effect awaiting its confirmation (locked by the caller): CONFIRMED
+-- makes it claimable; DECLINED and EXPIRED go with its settlement as FAILED, in the same
+-- transaction. Not a transition itself: the caller records the observation or the settlement.
+UPDATE reckon_effects SET confirmation = @decision::text, confirmation_by = @actor::text,
+    confirmation_at = now(), confirmation_reason = @reason::text
+WHERE id = @id AND state = 'PENDING' AND confirmation = 'AWAITING'
+RETURNING *;
+
+-- name: EffectConfirmationExpired :many
+-- Effects whose confirmation did not come before their expiry, oldest expiry first, locked for
+-- the caller's transaction (SKIP LOCKED: the sweepers of several reactors share them).
+SELECT id FROM reckon_effects
+WHERE confirmation = 'AWAITING' AND confirmation_expires_at <= now() AND state = 'PENDING'
+ORDER BY confirmation_expires_at
+LIMIT @max_rows::integer
+FOR UPDATE SKIP LOCKED;

@@ -44,9 +44,15 @@ WHERE part = ANY (@parts::text[]);
 -- when none. One pass over the partial index of unresolved effects (reckon_effects_unresolved_idx)
 -- and their rows: measured on 1M effects with 3,100 unresolved, 7 ms; with 203,100 unresolved (a
 -- backlog), 190 ms (docs/design.md, "Shared statistics").
+-- An effect awaiting its confirmation (0024_confirmations) waits for a person, not for the
+-- reactors: it is counted apart, with the age of the oldest, and left out of the queue lag.
 SELECT state, connector, count(*)::bigint AS count,
-       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'PENDING' AND correlation_id IS NULL)), 0)::float8
-           AS oldest_pending_seconds
+       coalesce(extract(epoch FROM now() - min(created_at) FILTER (
+           WHERE state = 'PENDING' AND correlation_id IS NULL AND confirmation IS DISTINCT FROM 'AWAITING')), 0)::float8
+           AS oldest_pending_seconds,
+       count(*) FILTER (WHERE state = 'PENDING' AND confirmation = 'AWAITING')::bigint AS awaiting_confirmation,
+       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE state = 'PENDING' AND confirmation = 'AWAITING')), 0)::float8
+           AS oldest_awaiting_confirmation_seconds
 FROM reckon_effects
 WHERE state IN ('PENDING', 'UNKNOWN', 'STUCK')
 GROUP BY state, connector;

@@ -27,7 +27,7 @@ WHERE id = $4
   AND state = 'PENDING'
   AND CASE WHEN $5::uuid IS NOT NULL THEN lease_token = $5::uuid
            ELSE job_id IS NOT DISTINCT FROM $6::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
 `
 
 type EffectAcceptParams struct {
@@ -89,6 +89,13 @@ func (q *Queries) EffectAccept(ctx context.Context, arg EffectAcceptParams) (Rec
 		&i.InconclusiveChecks,
 		&i.TraceContext,
 		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
 	)
 	return i, err
 }
@@ -137,6 +144,7 @@ const effectClaimable = `-- name: EffectClaimable :many
 
 SELECT id, timeout_ms, trace_context FROM reckon_effects
 WHERE queue = $1::text AND state = 'PENDING' AND job_id IS NULL AND lease_token IS NULL
+  AND confirmation IS DISTINCT FROM 'AWAITING'
 ORDER BY created_at
 LIMIT $2::integer
 FOR UPDATE SKIP LOCKED
@@ -156,8 +164,8 @@ type EffectClaimableRow struct {
 // Claiming (0023_claims).
 // The oldest effects of queue waiting to be claimed (PENDING, neither job nor lease), locked for
 // the caller's transaction: SKIP LOCKED, so that the claimers of several reactors share them and
-// none waits on an effect an operator or a run cancellation holds. Served by
-// reckon_effects_unclaimed_idx. trace_context lets a job of one effect continue the effect's trace.
+// none waits on an effect an operator or a run cancellation holds. An effect awaiting its
+// confirmation is not claimable. Served by reckon_effects_claimable_idx. trace_context lets a job of one effect continue the effect's trace.
 func (q *Queries) EffectClaimable(ctx context.Context, arg EffectClaimableParams) ([]EffectClaimableRow, error) {
 	rows, err := q.db.Query(ctx, effectClaimable, arg.Queue, arg.MaxRows)
 	if err != nil {
@@ -178,8 +186,112 @@ func (q *Queries) EffectClaimable(ctx context.Context, arg EffectClaimableParams
 	return items, nil
 }
 
+const effectConfirmationDecide = `-- name: EffectConfirmationDecide :one
+
+UPDATE reckon_effects SET confirmation = $1::text, confirmation_by = $2::text,
+    confirmation_at = now(), confirmation_reason = $3::text
+WHERE id = $4 AND state = 'PENDING' AND confirmation = 'AWAITING'
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
+`
+
+type EffectConfirmationDecideParams struct {
+	Decision string
+	Actor    string
+	Reason   string
+	ID       uuid.UUID
+}
+
+// Confirmation holds (0024_confirmations).
+// Records the decision on an effect awaiting its confirmation (locked by the caller): CONFIRMED
+// makes it claimable; DECLINED and EXPIRED go with its settlement as FAILED, in the same
+// transaction. Not a transition itself: the caller records the observation or the settlement.
+func (q *Queries) EffectConfirmationDecide(ctx context.Context, arg EffectConfirmationDecideParams) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectConfirmationDecide,
+		arg.Decision,
+		arg.Actor,
+		arg.Reason,
+		arg.ID,
+	)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
+		&i.TraceContext,
+		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
+	)
+	return i, err
+}
+
+const effectConfirmationExpired = `-- name: EffectConfirmationExpired :many
+SELECT id FROM reckon_effects
+WHERE confirmation = 'AWAITING' AND confirmation_expires_at <= now() AND state = 'PENDING'
+ORDER BY confirmation_expires_at
+LIMIT $1::integer
+FOR UPDATE SKIP LOCKED
+`
+
+// Effects whose confirmation did not come before their expiry, oldest expiry first, locked for
+// the caller's transaction (SKIP LOCKED: the sweepers of several reactors share them).
+func (q *Queries) EffectConfirmationExpired(ctx context.Context, maxRows int32) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, effectConfirmationExpired, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const effectGetByID = `-- name: EffectGetByID :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue FROM reckon_effects WHERE id = $1
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE id = $1
 `
 
 func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -221,12 +333,19 @@ func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect
 		&i.InconclusiveChecks,
 		&i.TraceContext,
 		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
 	)
 	return i, err
 }
 
 const effectGetByIDForUpdate = `-- name: EffectGetByIDForUpdate :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue FROM reckon_effects WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -268,12 +387,19 @@ func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Rec
 		&i.InconclusiveChecks,
 		&i.TraceContext,
 		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
 	)
 	return i, err
 }
 
 const effectGetByIdempotencyKey = `-- name: EffectGetByIdempotencyKey :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
 `
 
 type EffectGetByIdempotencyKeyParams struct {
@@ -320,6 +446,13 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 		&i.InconclusiveChecks,
 		&i.TraceContext,
 		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
 	)
 	return i, err
 }
@@ -328,49 +461,57 @@ const effectInsert = `-- name: EffectInsert :one
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id, queue,
+    confirmation, confirmation_prompt, confirmation_expires_at, confirmation_four_eyes,
     lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
     transition_actor, transition_reason, transition_detail
 )
 SELECT
     $1, $2, $3, $4, $5, $6, $7, $8, $9,
     $10, $11, $12, $13, $14, $15, $16, $17,
-    $18, $19, $20, $21, $22, $23,
-    $24::text, $25::text, $26
+    $18, $19,
+    now() + make_interval(0, 0, 0, 0, 0, 0, $20::bigint::float8 / 1000),
+    coalesce($21::boolean, false),
+    $22, $23, $24, $25, $26, $27,
+    $28::text, $29::text, $30
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = $2 AND t.idempotency_key = $5 AND t.expires_at > now()
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
 `
 
 type EffectInsertParams struct {
-	ID             uuid.UUID
-	TenantID       string
-	Connector      string
-	Args           json.RawMessage
-	IdempotencyKey string
-	BusinessKey    *string
-	Policy         ReckonEffectPolicy
-	Tags           []string
-	MaxAttempts    int32
-	TimeoutMs      int32
-	DeadlineAt     *time.Time
-	RunID          *string
-	TurnID         *uuid.UUID
-	TurnGroup      *string
-	CompensatesID  *uuid.UUID
-	JobID          *int64
-	Queue          *string
-	LeaseOwner     *string
-	LeaseToken     *uuid.UUID
-	LeaseExpiresAt *time.Time
-	Attempts       int32
-	Owner          *string
-	TraceContext   json.RawMessage
-	Actor          string
-	Reason         string
-	Detail         json.RawMessage
+	ID                   uuid.UUID
+	TenantID             string
+	Connector            string
+	Args                 json.RawMessage
+	IdempotencyKey       string
+	BusinessKey          *string
+	Policy               ReckonEffectPolicy
+	Tags                 []string
+	MaxAttempts          int32
+	TimeoutMs            int32
+	DeadlineAt           *time.Time
+	RunID                *string
+	TurnID               *uuid.UUID
+	TurnGroup            *string
+	CompensatesID        *uuid.UUID
+	JobID                *int64
+	Queue                *string
+	Confirmation         *string
+	ConfirmationPrompt   *string
+	ConfirmationTtlMs    *int64
+	ConfirmationFourEyes *bool
+	LeaseOwner           *string
+	LeaseToken           *uuid.UUID
+	LeaseExpiresAt       *time.Time
+	Attempts             int32
+	Owner                *string
+	TraceContext         json.RawMessage
+	Actor                string
+	Reason               string
+	Detail               json.RawMessage
 }
 
 // Inserts a PENDING effect unless its idempotency key exists for the tenant or is kept by a live
@@ -398,6 +539,10 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		arg.CompensatesID,
 		arg.JobID,
 		arg.Queue,
+		arg.Confirmation,
+		arg.ConfirmationPrompt,
+		arg.ConfirmationTtlMs,
+		arg.ConfirmationFourEyes,
 		arg.LeaseOwner,
 		arg.LeaseToken,
 		arg.LeaseExpiresAt,
@@ -445,6 +590,13 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		&i.InconclusiveChecks,
 		&i.TraceContext,
 		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
 	)
 	return i, err
 }
@@ -452,12 +604,17 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 const effectInsertMany = `-- name: EffectInsertMany :many
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
-    timeout_ms, run_id, turn_id, turn_group, job_id, owner, trace_context, transition_actor, transition_reason
+    timeout_ms, run_id, turn_id, turn_group, job_id, queue, confirmation, confirmation_prompt,
+    confirmation_expires_at, confirmation_four_eyes, owner, trace_context, transition_actor, transition_reason
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
     u.policy::reckon_effect_policy, string_to_array(nullif(u.tags, ''), ','), u.max_attempts, u.timeout_ms,
-    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), u.job_id, nullif(u.owner, ''), u.trace_context,
+    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), nullif(u.job_id, 0), nullif(u.queue, ''),
+    nullif(u.confirmation, ''), nullif(u.confirmation_prompt, ''),
+    CASE WHEN u.confirmation_ttl_ms > 0 THEN now() + make_interval(0, 0, 0, 0, 0, 0, u.confirmation_ttl_ms::float8 / 1000) END,
+    coalesce(u.confirmation_four_eyes, false),
+    nullif(u.owner, ''), u.trace_context,
     $1::text, $2::text
 FROM (
     SELECT
@@ -475,41 +632,51 @@ FROM (
         unnest($14::uuid[]) AS turn_id,
         unnest($15::text[]) AS turn_group,
         unnest($16::bigint[]) AS job_id,
-        unnest($17::text[]) AS owner,
-        unnest($18::jsonb[]) AS trace_context
+        unnest($17::text[]) AS queue,
+        unnest($18::text[]) AS confirmation,
+        unnest($19::text[]) AS confirmation_prompt,
+        unnest($20::bigint[]) AS confirmation_ttl_ms,
+        unnest($21::boolean[]) AS confirmation_four_eyes,
+        unnest($22::text[]) AS owner,
+        unnest($23::jsonb[]) AS trace_context
 ) AS u
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = u.tenant_id AND t.idempotency_key = u.idempotency_key AND t.expires_at > now()
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
 `
 
 type EffectInsertManyParams struct {
-	Actor           string
-	Reason          string
-	Ids             []uuid.UUID
-	TenantIds       []string
-	Connectors      []string
-	Args            []json.RawMessage
-	IdempotencyKeys []string
-	BusinessKeys    []string
-	Policies        []string
-	Tags            []string
-	MaxAttempts     []int32
-	TimeoutMs       []int32
-	RunIds          []string
-	TurnIds         []uuid.UUID
-	TurnGroups      []string
-	JobIds          []int64
-	Owners          []string
-	TraceContexts   []json.RawMessage
+	Actor                string
+	Reason               string
+	Ids                  []uuid.UUID
+	TenantIds            []string
+	Connectors           []string
+	Args                 []json.RawMessage
+	IdempotencyKeys      []string
+	BusinessKeys         []string
+	Policies             []string
+	Tags                 []string
+	MaxAttempts          []int32
+	TimeoutMs            []int32
+	RunIds               []string
+	TurnIds              []uuid.UUID
+	TurnGroups           []string
+	JobIds               []int64
+	Queues               []string
+	Confirmations        []string
+	ConfirmationPrompts  []string
+	ConfirmationTtlMs    []int64
+	ConfirmationFourEyes []bool
+	Owners               []string
+	TraceContexts        []json.RawMessage
 }
 
 // Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
 // a live tombstone (as for EffectInsert), are skipped (and not returned). Array arguments are
-// parallel, and empty strings stand for NULL. trace_contexts may be NULL (no effect is traced: the
+// parallel, and empty strings (a job id 0, a confirmation TTL 0) stand for NULL. trace_contexts may be NULL (no effect is traced: the
 // common case sends nothing): unnest runs the arrays in lockstep and pads a shorter one with NULLs.
 func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyParams) ([]ReckonEffect, error) {
 	rows, err := q.db.Query(ctx, effectInsertMany,
@@ -529,6 +696,11 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 		arg.TurnIds,
 		arg.TurnGroups,
 		arg.JobIds,
+		arg.Queues,
+		arg.Confirmations,
+		arg.ConfirmationPrompts,
+		arg.ConfirmationTtlMs,
+		arg.ConfirmationFourEyes,
 		arg.Owners,
 		arg.TraceContexts,
 	)
@@ -575,6 +747,13 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 			&i.InconclusiveChecks,
 			&i.TraceContext,
 			&i.Queue,
+			&i.Confirmation,
+			&i.ConfirmationPrompt,
+			&i.ConfirmationExpiresAt,
+			&i.ConfirmationBy,
+			&i.ConfirmationAt,
+			&i.ConfirmationReason,
+			&i.ConfirmationFourEyes,
 		); err != nil {
 			return nil, err
 		}
@@ -587,9 +766,9 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 }
 
 const effectList = `-- name: EffectList :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue FROM unnest($1::text[]) AS t(tenant_id)
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes FROM unnest($1::text[]) AS t(tenant_id)
 CROSS JOIN LATERAL (
-    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue FROM reckon_effects r
+    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects r
     WHERE r.tenant_id = t.tenant_id
       AND ($2::reckon_effect_state IS NULL OR r.state = $2::reckon_effect_state)
       AND ($3::text IS NULL OR r.connector = $3::text)
@@ -689,6 +868,13 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 			&i.InconclusiveChecks,
 			&i.TraceContext,
 			&i.Queue,
+			&i.Confirmation,
+			&i.ConfirmationPrompt,
+			&i.ConfirmationExpiresAt,
+			&i.ConfirmationBy,
+			&i.ConfirmationAt,
+			&i.ConfirmationReason,
+			&i.ConfirmationFourEyes,
 		); err != nil {
 			return nil, err
 		}
@@ -701,7 +887,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 }
 
 const effectListByCorrelationIDForUpdate = `-- name: EffectListByCorrelationIDForUpdate :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue FROM reckon_effects
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects
 WHERE correlation_id = $1 AND ($2::text = '' OR tenant_id = $2::text)
 ORDER BY id
 LIMIT 2
@@ -760,6 +946,13 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 			&i.InconclusiveChecks,
 			&i.TraceContext,
 			&i.Queue,
+			&i.Confirmation,
+			&i.ConfirmationPrompt,
+			&i.ConfirmationExpiresAt,
+			&i.ConfirmationBy,
+			&i.ConfirmationAt,
+			&i.ConfirmationReason,
+			&i.ConfirmationFourEyes,
 		); err != nil {
 			return nil, err
 		}
@@ -772,7 +965,7 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 }
 
 const effectListByIDs = `-- name: EffectListByIDs :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue FROM reckon_effects WHERE id = ANY ($1::uuid[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE id = ANY ($1::uuid[])
 `
 
 func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]ReckonEffect, error) {
@@ -820,6 +1013,13 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 			&i.InconclusiveChecks,
 			&i.TraceContext,
 			&i.Queue,
+			&i.Confirmation,
+			&i.ConfirmationPrompt,
+			&i.ConfirmationExpiresAt,
+			&i.ConfirmationBy,
+			&i.ConfirmationAt,
+			&i.ConfirmationReason,
+			&i.ConfirmationFourEyes,
 		); err != nil {
 			return nil, err
 		}
@@ -832,7 +1032,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 }
 
 const effectListByIdempotencyKeys = `-- name: EffectListByIdempotencyKeys :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
 `
 
 type EffectListByIdempotencyKeysParams struct {
@@ -885,6 +1085,13 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 			&i.InconclusiveChecks,
 			&i.TraceContext,
 			&i.Queue,
+			&i.Confirmation,
+			&i.ConfirmationPrompt,
+			&i.ConfirmationExpiresAt,
+			&i.ConfirmationBy,
+			&i.ConfirmationAt,
+			&i.ConfirmationReason,
+			&i.ConfirmationFourEyes,
 		); err != nil {
 			return nil, err
 		}
@@ -897,7 +1104,7 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 }
 
 const effectListByRun = `-- name: EffectListByRun :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
 `
 
 type EffectListByRunParams struct {
@@ -951,6 +1158,13 @@ func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams
 			&i.InconclusiveChecks,
 			&i.TraceContext,
 			&i.Queue,
+			&i.Confirmation,
+			&i.ConfirmationPrompt,
+			&i.ConfirmationExpiresAt,
+			&i.ConfirmationBy,
+			&i.ConfirmationAt,
+			&i.ConfirmationReason,
+			&i.ConfirmationFourEyes,
 		); err != nil {
 			return nil, err
 		}
@@ -963,7 +1177,7 @@ func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams
 }
 
 const effectListPendingByRunForUpdate = `-- name: EffectListPendingByRunForUpdate :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
 WHERE e.tenant_id = $1 AND e.run_id = $2::text AND e.state = 'PENDING' AND e.compensates_id IS NULL
@@ -1029,6 +1243,13 @@ func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, arg Effec
 			&i.ReckonEffect.InconclusiveChecks,
 			&i.ReckonEffect.TraceContext,
 			&i.ReckonEffect.Queue,
+			&i.ReckonEffect.Confirmation,
+			&i.ReckonEffect.ConfirmationPrompt,
+			&i.ReckonEffect.ConfirmationExpiresAt,
+			&i.ReckonEffect.ConfirmationBy,
+			&i.ReckonEffect.ConfirmationAt,
+			&i.ReckonEffect.ConfirmationReason,
+			&i.ReckonEffect.ConfirmationFourEyes,
 			&i.JobState,
 			&i.JobAttempt,
 		); err != nil {
@@ -1137,7 +1358,7 @@ WHERE id = $3
   AND state = 'PENDING'
   AND CASE WHEN $4::uuid IS NOT NULL THEN lease_token = $4::uuid
            ELSE job_id IS NOT DISTINCT FROM $5::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
 `
 
 type EffectRetryLaterParams struct {
@@ -1195,6 +1416,13 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 		&i.InconclusiveChecks,
 		&i.TraceContext,
 		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
 	)
 	return i, err
 }
@@ -1220,7 +1448,7 @@ func (q *Queries) EffectSetAsyncOptions(ctx context.Context, arg EffectSetAsyncO
 const effectSetCorrelationID = `-- name: EffectSetCorrelationID :one
 UPDATE reckon_effects SET correlation_id = $1::text
 WHERE id = $2 AND correlation_id IS NULL
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
 `
 
 type EffectSetCorrelationIDParams struct {
@@ -1269,6 +1497,13 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 		&i.InconclusiveChecks,
 		&i.TraceContext,
 		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
 	)
 	return i, err
 }
@@ -1276,7 +1511,7 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 const effectSetJob = `-- name: EffectSetJob :one
 UPDATE reckon_effects SET job_id = $1::bigint
 WHERE id = $2 AND state = $3 AND job_id IS NOT DISTINCT FROM $4::bigint
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
 `
 
 type EffectSetJobParams struct {
@@ -1332,6 +1567,13 @@ func (q *Queries) EffectSetJob(ctx context.Context, arg EffectSetJobParams) (Rec
 		&i.InconclusiveChecks,
 		&i.TraceContext,
 		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
 	)
 	return i, err
 }
@@ -1354,7 +1596,7 @@ WHERE id = $9
   AND state = $10
   AND CASE WHEN $11::uuid IS NOT NULL THEN lease_token = $11::uuid
            ELSE job_id IS NOT DISTINCT FROM $12::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
 `
 
 type EffectSettleParams struct {
@@ -1429,6 +1671,13 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 		&i.InconclusiveChecks,
 		&i.TraceContext,
 		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
 	)
 	return i, err
 }
@@ -1640,7 +1889,7 @@ SET state = $1,
     transition_reason = $3::text,
     transition_detail = $4
 WHERE id = $5 AND state = $6
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
 `
 
 type EffectTransitionParams struct {
@@ -1700,6 +1949,13 @@ func (q *Queries) EffectTransition(ctx context.Context, arg EffectTransitionPara
 		&i.InconclusiveChecks,
 		&i.TraceContext,
 		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
 	)
 	return i, err
 }

@@ -37,6 +37,18 @@ func (q *Queries) EffectObservationInsert(ctx context.Context, arg EffectObserva
 	return err
 }
 
+const effectTransitionFirstActor = `-- name: EffectTransitionFirstActor :one
+SELECT actor FROM reckon_effect_transitions WHERE effect_id = $1 ORDER BY id LIMIT 1
+`
+
+// The actor of an effect's insert (its first audit row): who enqueued it.
+func (q *Queries) EffectTransitionFirstActor(ctx context.Context, effectID uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, effectTransitionFirstActor, effectID)
+	var actor string
+	err := row.Scan(&actor)
+	return actor, err
+}
+
 const effectTransitionListByEffects = `-- name: EffectTransitionListByEffects :many
 SELECT id, effect_id, tenant_id, from_state, to_state, actor, reason, attempt, at, detail FROM reckon_effect_transitions WHERE effect_id = ANY ($1::uuid[]) ORDER BY effect_id, id
 `

@@ -1,0 +1,266 @@
+package effects
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/jsonx"
+)
+
+// Confirmation holds (docs/design.md, "Confirmation holds"). An effect that needs a person's
+// confirmation is recorded PENDING, in the caller's transaction and deduplicated as any other,
+// with confirmation AWAITING and its rendered prompt. The database refuses it a job, a lease or an
+// attempt while it awaits (reckon_effects_hold_check), and the claimers pass it over, so no reactor
+// can call it, whatever crashes. ConfirmTx makes it claimable; DeclineTx fails it.
+
+// Confirmation is where an effect's confirmation hold stands.
+type Confirmation string
+
+const (
+	ConfirmationNone      Confirmation = ""          // the effect was never held
+	ConfirmationAwaiting  Confirmation = "AWAITING"  // held: not dispatched before a decision
+	ConfirmationConfirmed Confirmation = "CONFIRMED" // confirmed: dispatched as any other effect
+	ConfirmationDeclined  Confirmation = "DECLINED"  // declined: the effect is FAILED
+	ConfirmationExpired   Confirmation = "EXPIRED"   // its ConfirmationTTL passed: the effect is FAILED
+)
+
+// ErrNotAwaitingConfirmation is the error of a confirmation or a decline of an effect that does not
+// await one (never held, already decided, or no longer PENDING).
+var ErrNotAwaitingConfirmation = errors.New("effects: the effect does not await a confirmation")
+
+// ErrFourEyes is the error of a confirmation by the actor that enqueued the effect, refused under
+// Config.FourEyes.
+var ErrFourEyes = errors.New("effects: the effect's confirmation must come from someone other than the actor that enqueued it")
+
+// MaxConfirmationTTL bounds Spec.ConfirmationTTL and Config.ConfirmationTTL.
+const MaxConfirmationTTL = 30 * 24 * time.Hour
+
+// maxPromptLen bounds a rendered prompt.
+const maxPromptLen = 2000
+
+var promptFieldRE = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// hold is what enqueueing records of an effect's confirmation hold.
+type hold struct {
+	prompt   string
+	ttlMS    int64 // 0: no expiry
+	fourEyes bool
+}
+
+// holdOf returns r's hold, or nil when r is not held.
+func (c *Client) holdOf(r *resolvedSpec) (*hold, error) {
+	if !r.spec.RequireConfirmation && !r.connector.RequiresConfirmation &&
+		!(c.config.RequireIrreversibleConfirmation && PolicyOf(r.connector) == PolicyIrreversible) {
+		return nil, nil
+	}
+	ttl := r.spec.ConfirmationTTL
+	if ttl == 0 {
+		ttl = c.config.ConfirmationTTL
+	}
+	if ttl < 0 || (ttl > 0 && (ttl < time.Second || ttl > MaxConfirmationTTL)) {
+		return nil, fmt.Errorf("effects: %s: ConfirmationTTL %v: want at least 1s and at most %v, or 0 for none", r.connector.Name, ttl, MaxConfirmationTTL)
+	}
+	prompt, err := renderPrompt(r.connector, r.args)
+	if err != nil {
+		return nil, err
+	}
+	return &hold{prompt: prompt, ttlMS: ttl.Milliseconds(), fourEyes: c.config.FourEyes}, nil
+}
+
+// renderPrompt renders connector's ConfirmationPrompt over args: {name} is the top-level arg name,
+// a string as it is and any other value as its JSON. A name the args lack is an error.
+func renderPrompt(connector *Connector, args json.RawMessage) (string, error) {
+	template := connector.ConfirmationPrompt
+	if template == "" {
+		return "Confirm " + connector.Name + "?", nil
+	}
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(args, &fields) // args that are not an object have no fields to name
+	var missing []string
+	out := promptFieldRE.ReplaceAllStringFunc(template, func(m string) string {
+		name := m[1 : len(m)-1]
+		raw, ok := fields[name]
+		if !ok {
+			missing = append(missing, name)
+			return m
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+		return string(raw)
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("effects: %s: the confirmation prompt names %s, which the args lack", connector.Name, strings.Join(missing, ", "))
+	}
+	if len(out) > maxPromptLen {
+		out = out[:maxPromptLen]
+	}
+	return jsonx.SafeText(out), nil
+}
+
+// ConfirmTx confirms an effect awaiting its confirmation, in tx: actor and reason go to its audit
+// trail, and the reactors of its queue claim and dispatch it once tx commits. An effect that does
+// not await one is ErrNotAwaitingConfirmation; if its enqueuing client had Config.FourEyes, a
+// confirmation by the actor that enqueued it is ErrFourEyes.
+func (c *Client) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
+	row, err := c.lockHeld(ctx, tx, id, actor, reason, opts)
+	if err != nil {
+		return nil, err
+	}
+	if row.ConfirmationFourEyes {
+		enqueuer, err := dbsqlc.New(tx).EffectTransitionFirstActor(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("effects: confirm %s: read who enqueued it: %w", id, err)
+		}
+		if enqueuer == actor {
+			return nil, fmt.Errorf("%w (effect %s, actor %s)", ErrFourEyes, id, actor)
+		}
+	}
+	q := dbsqlc.New(tx)
+	decided, err := q.EffectConfirmationDecide(ctx, dbsqlc.EffectConfirmationDecideParams{
+		ID: row.ID, Decision: string(ConfirmationConfirmed), Actor: actor, Reason: reason,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("effects: confirm %s: %w", id, err)
+	}
+	if err := q.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
+		EffectID: id, Actor: actor, Reason: "confirmed: " + reason,
+	}); err != nil {
+		return nil, fmt.Errorf("effects: confirm %s: audit: %w", id, err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", claimChannel, deref(decided.Queue)); err != nil {
+		return nil, fmt.Errorf("effects: confirm %s: notify the claimers: %w", id, err)
+	}
+	return effectFromRow(decided), nil
+}
+
+// Confirm is ConfirmTx in a transaction of its own.
+func (c *Client) Confirm(ctx context.Context, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
+	var effect *Effect
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		effect, err = c.ConfirmTx(ctx, tx, id, actor, reason, opts)
+		return err
+	})
+	return effect, err
+}
+
+// DeclineTx declines an effect awaiting its confirmation, in tx: it becomes FAILED with
+// "declined: {reason}", by actor, and is never dispatched; its owner's settle hook runs (a saga
+// compensates the steps before it). An effect that does not await one is ErrNotAwaitingConfirmation.
+func (c *Client) DeclineTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
+	row, err := c.lockHeld(ctx, tx, id, actor, reason, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dbsqlc.New(tx).EffectConfirmationDecide(ctx, dbsqlc.EffectConfirmationDecideParams{
+		ID: row.ID, Decision: string(ConfirmationDeclined), Actor: actor, Reason: reason,
+	}); err != nil {
+		return nil, fmt.Errorf("effects: decline %s: %w", id, err)
+	}
+	settled, err := c.settle(ctx, tx, id, transition{
+		from: StatePending, to: StateFailed, fence: fence{},
+		errMsg: "declined: " + reason, actor: actor, reason: "declined: " + reason,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("effects: decline %s: %w", id, err)
+	}
+	return effectFromRow(settled), nil
+}
+
+// Decline is DeclineTx in a transaction of its own.
+func (c *Client) Decline(ctx context.Context, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
+	var effect *Effect
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		effect, err = c.DeclineTx(ctx, tx, id, actor, reason, opts)
+		return err
+	})
+	return effect, err
+}
+
+// endHoldTx records, for an effect another decision fails while it awaits its confirmation (an
+// operator's Cancel, CancelRun), that its hold ended DECLINED with that decision's actor and
+// reason, so that it is not listed as awaiting. Nothing for an effect not awaiting one.
+func endHoldTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, actor, reason string) error {
+	if Confirmation(deref(row.Confirmation)) != ConfirmationAwaiting {
+		return nil
+	}
+	if _, err := dbsqlc.New(tx).EffectConfirmationDecide(ctx, dbsqlc.EffectConfirmationDecideParams{
+		ID: row.ID, Decision: string(ConfirmationDeclined), Actor: actor, Reason: reason,
+	}); err != nil {
+		return fmt.Errorf("effects: end the confirmation hold of %s: %w", row.ID, err)
+	}
+	return nil
+}
+
+// lockHeld checks a decision's actor and reason and locks the effect, which must await its
+// confirmation.
+func (c *Client) lockHeld(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (dbsqlc.ReckonEffect, error) {
+	if actor == "" || reason == "" {
+		return dbsqlc.ReckonEffect{}, errors.New("effects: a confirmation decision needs an actor and a reason")
+	}
+	if err := jsonx.CheckTexts("actor", actor, "reason", reason, "OperatorOpts.TenantID", opts.tenantID()); err != nil {
+		return dbsqlc.ReckonEffect{}, fmt.Errorf("effects: confirmation decision: %w", err)
+	}
+	row, err := c.lockEffect(ctx, tx, id, opts.tenantID())
+	if err != nil {
+		return dbsqlc.ReckonEffect{}, err
+	}
+	if State(row.State) != StatePending || Confirmation(deref(row.Confirmation)) != ConfirmationAwaiting {
+		return dbsqlc.ReckonEffect{}, fmt.Errorf("%w: effect %s is %s (confirmation %q)", ErrNotAwaitingConfirmation, id, row.State, deref(row.Confirmation))
+	}
+	return row, nil
+}
+
+// expireConfirmations fails, in one transaction, up to sweepBatch effects whose confirmation did
+// not come before their expiry: FAILED, "confirmation expired", by the sweeper. The sweeper of
+// every started client runs it.
+func (c *Client) expireConfirmations(ctx context.Context) (int, error) {
+	actor := "sweeper:" + c.config.ID
+	var failed []dbsqlc.ReckonEffect
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		failed = failed[:0]
+		q := dbsqlc.New(tx)
+		ids, err := q.EffectConfirmationExpired(ctx, sweepBatch)
+		if err != nil {
+			return fmt.Errorf("effects: read expired confirmation holds: %w", err)
+		}
+		for _, id := range ids {
+			if _, err := q.EffectConfirmationDecide(ctx, dbsqlc.EffectConfirmationDecideParams{
+				ID: id, Decision: string(ConfirmationExpired), Actor: actor, Reason: confirmationExpired,
+			}); err != nil {
+				return fmt.Errorf("effects: expire the confirmation hold of %s: %w", id, err)
+			}
+			settled, err := c.settle(ctx, tx, id, transition{
+				from: StatePending, to: StateFailed, fence: fence{},
+				errMsg: confirmationExpired, actor: actor, reason: confirmationExpired,
+			})
+			if err != nil {
+				return fmt.Errorf("effects: expire the confirmation hold of %s: %w", id, err)
+			}
+			failed = append(failed, settled)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, row := range failed {
+		c.countSettlement(row.Connector, row.Policy, StatePending, StateFailed, row.CreatedAt, row.UpdatedAt)
+	}
+	return len(failed), nil
+}
+
+// confirmationExpired is the error and reason of an effect whose confirmation hold expired.
+const confirmationExpired = "confirmation expired"
