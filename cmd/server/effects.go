@@ -27,6 +27,10 @@ server effects resolve -all [filters] -to STATE -reason R (-dry-run | -yes) [-ac
                                         decide every STUCK effect the filters match
 server effects cancel ID -reason R [-actor A]
                                         fail a PENDING effect never attempted
+server effects confirm ID -reason R [-actor A]
+                                        confirm an effect awaiting its confirmation: it is dispatched
+server effects decline ID -reason R [-actor A]
+                                        decline an effect awaiting its confirmation: it is FAILED
 
 filters: -tenant T -state S -connector C -idempotency-key K -business-key K -run R -turn ID
          -created-after TIME -created-before TIME (RFC 3339)
@@ -36,7 +40,7 @@ The audit trail records the actor as operator:cli:{OS user}, or operator:{A} wit
 // ops.ParseEffectFilter (flags use '-' where it has '_').
 var effectFilterFlags = []string{"tenant", "state", "connector", "idempotency_key", "business_key", "run", "turn", "created_after", "created_before"}
 
-// runEffects: server effects list | show | resolve | cancel.
+// runEffects: server effects list | show | resolve | cancel | confirm | decline.
 func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, err := newCommand("server effects", effectsUsage, args, stdout)
 	if err != nil {
@@ -58,7 +62,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		limit = fs.String("limit", "", fmt.Sprintf("effects per page (default %d, at most %d)", ops.DefaultLimit, ops.MaxLimit))
 		after = fs.String("after", "", "the cursor printed after the previous page")
 	case "show":
-	case "resolve", "cancel":
+	case "resolve", "cancel", "confirm", "decline":
 		if cmd.action == "resolve" {
 			to = fs.String("to", "", "the decision: CONFIRMED (it happened), FAILED (it did not) or PENDING (dispatch it again)")
 			all = fs.Bool("all", false, "resolve every STUCK effect the filters match instead of one ID")
@@ -185,6 +189,18 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 					return err
 				}
 				fmt.Fprintf(stdout, "cancelled effect %s (%s)\n", e.ID, e.State)
+			case cmd.action == "confirm":
+				e, err := o.Confirm(ctx, all, id, who, *reason)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "confirmed effect %s (%s): the reactors dispatch it\n", e.ID, e.State)
+			case cmd.action == "decline":
+				e, err := o.Decline(ctx, all, id, who, *reason)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "declined effect %s (%s)\n", e.ID, e.State)
 			}
 			return nil
 		})

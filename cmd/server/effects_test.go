@@ -188,3 +188,37 @@ func TestEffectsCLIBadInput(t *testing.T) {
 	require.Equal(t, "STUCK", effectState(t, pool, uuid.MustParse(id)))
 	require.Equal(t, 0, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions WHERE actor LIKE 'operator:%'`))
 }
+
+// TestEffectsCLIConfirmation: confirm and decline an effect awaiting its confirmation, recorded as
+// operator:{-actor}; the wrong moment exits 1 naming it, and a missing reason is a usage error.
+func TestEffectsCLIConfirmation(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	held := func(key string) uuid.UUID {
+		id := seedEffect(t, pool, "acme", "bank.wire", key, "PENDING")
+		_, err := pool.Exec(context.Background(), `UPDATE reckon_effects SET confirmation = 'AWAITING', confirmation_prompt = 'Wire?', queue = 'reckon' WHERE id = $1`, id)
+		require.NoError(t, err)
+		return id
+	}
+	confirmMe, declineMe := held("h-1"), held("h-2")
+
+	code, _, stderr := runEffectsCLI(t, pool, "confirm", confirmMe.String(), "-actor", "ann")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "-reason")
+	code, stdout, stderr := runEffectsCLI(t, pool, "confirm", confirmMe.String(), "-reason", "called back", "-actor", "ann")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "confirmed effect "+confirmMe.String())
+	var by, confirmation string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT confirmation, confirmation_by FROM reckon_effects WHERE id = $1`, confirmMe).Scan(&confirmation, &by))
+	require.Equal(t, "CONFIRMED", confirmation)
+	require.Equal(t, "operator:ann", by)
+
+	code, stdout, stderr = runEffectsCLI(t, pool, "decline", declineMe.String(), "-reason", "not authorised")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "declined effect "+declineMe.String()+" (FAILED)")
+	require.Equal(t, "FAILED", effectState(t, pool, declineMe))
+
+	code, _, stderr = runEffectsCLI(t, pool, "decline", confirmMe.String(), "-reason", "too late")
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "does not await a confirmation")
+}

@@ -49,9 +49,23 @@ type EffectJSON struct {
 	CompensatesID  *uuid.UUID      `json:"compensates_id,omitempty"`
 	CreatedAt      time.Time       `json:"created_at"`
 	UpdatedAt      time.Time       `json:"updated_at"`
+	// Confirmation is the effect's confirmation hold, absent if it was never held.
+	Confirmation *ConfirmationJSON `json:"confirmation,omitempty"`
 	// Deduplicated is set in answers to POST /v1/effects only.
 	Deduplicated *bool            `json:"deduplicated,omitempty"`
 	History      []TransitionJSON `json:"history,omitempty"`
+}
+
+// ConfirmationJSON is an effect's confirmation hold on the wire: where it stands (AWAITING,
+// CONFIRMED, DECLINED, EXPIRED), the rendered prompt, the expiry, and the decision's who, when and
+// why.
+type ConfirmationJSON struct {
+	State     effects.Confirmation `json:"state"`
+	Prompt    string               `json:"prompt"`
+	ExpiresAt *time.Time           `json:"expires_at,omitempty"`
+	By        string               `json:"by,omitempty"`
+	At        *time.Time           `json:"at,omitempty"`
+	Reason    string               `json:"reason,omitempty"`
 }
 
 // TransitionJSON is one transition of an effect's history on the wire.
@@ -72,8 +86,14 @@ func EffectToJSON(e *effects.Effect) *EffectJSON {
 	if tags == nil {
 		tags = []effects.Tag{}
 	}
+	var confirmation *ConfirmationJSON
+	if e.Confirmation != effects.ConfirmationNone {
+		confirmation = &ConfirmationJSON{State: e.Confirmation, Prompt: e.ConfirmationPrompt, ExpiresAt: e.ConfirmationExpiresAt,
+			By: e.ConfirmationBy, At: e.ConfirmationAt, Reason: e.ConfirmationReason}
+	}
 	return &EffectJSON{
-		ID: e.ID, TenantID: e.TenantID, Connector: e.Connector, State: e.State, Policy: e.Policy, Tags: tags,
+		Confirmation: confirmation,
+		ID:           e.ID, TenantID: e.TenantID, Connector: e.Connector, State: e.State, Policy: e.Policy, Tags: tags,
 		Args: e.Args, IdempotencyKey: e.IdempotencyKey, BusinessKey: e.BusinessKey, Attempts: e.Attempts,
 		MaxAttempts: e.MaxAttempts, Result: e.Result, Error: e.Error, TimeoutMS: e.Timeout.Milliseconds(),
 		DeadlineAt: e.DeadlineAt, CorrelationID: e.CorrelationID, RunID: e.RunID, TurnID: e.TurnID, TurnGroup: e.TurnGroup,
@@ -95,6 +115,10 @@ type enqueueRequest struct {
 	// AsyncTimeoutMS and AsyncHardTimeout are Spec.AsyncTimeout and Spec.AsyncHardTimeout.
 	AsyncTimeoutMS   *int64 `json:"async_timeout_ms"`
 	AsyncHardTimeout bool   `json:"async_hard_timeout"`
+	// RequireConfirmation and ConfirmationTTLMS are Spec.RequireConfirmation and
+	// Spec.ConfirmationTTL: hold the effect until POST /v1/effects/{id}/confirm.
+	RequireConfirmation bool   `json:"require_confirmation"`
+	ConfirmationTTLMS   *int64 `json:"confirmation_ttl_ms"`
 }
 
 type positionJSON struct {
@@ -120,6 +144,8 @@ func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
 		return spec, badRequest(CodeInvalidRequest, "max_attempts must be between 1 and %d (or absent for the connector's)", maxAttempts)
 	case req.AsyncTimeoutMS != nil && (*req.AsyncTimeoutMS < 1 || *req.AsyncTimeoutMS > effects.MaxAsyncTimeout.Milliseconds()):
 		return spec, badRequest(CodeInvalidRequest, "async_timeout_ms must be between 1 and %d (7 days), or absent for the connector's", effects.MaxAsyncTimeout.Milliseconds())
+	case req.ConfirmationTTLMS != nil && (*req.ConfirmationTTLMS < 1000 || *req.ConfirmationTTLMS > effects.MaxConfirmationTTL.Milliseconds()):
+		return spec, badRequest(CodeInvalidRequest, "confirmation_ttl_ms must be between 1000 and %d (30 days), or absent for the server's", effects.MaxConfirmationTTL.Milliseconds())
 	case req.IdempotencyKey != "" && req.Position != nil:
 		return spec, badRequest(CodeInvalidRequest, "give idempotency_key or position, not both")
 	case req.IdempotencyKey == "" && req.Position == nil:
@@ -137,6 +163,10 @@ func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
 	}
 	if req.AsyncTimeoutMS != nil {
 		spec.AsyncTimeout = time.Duration(*req.AsyncTimeoutMS) * time.Millisecond
+	}
+	spec.RequireConfirmation = req.RequireConfirmation
+	if req.ConfirmationTTLMS != nil {
+		spec.ConfirmationTTL = time.Duration(*req.ConfirmationTTLMS) * time.Millisecond
 	}
 	args := strings.TrimSpace(string(req.Args))
 	switch {
@@ -382,8 +412,51 @@ func (s *Server) cancel(ctx context.Context, tx pgx.Tx, call *Call, id uuid.UUID
 	return http.StatusOK, EffectToJSON(cancelled), nil
 }
 
+// decisionRequest is the body of POST /v1/effects/{id}/confirm and /decline.
+type decisionRequest struct {
+	Reason string `json:"reason"`
+	// Actor names the person deciding; the audit trail records it after the token's name.
+	Actor string `json:"actor"`
+}
+
+// confirmEffect: POST /v1/effects/{id}/confirm. The effect, awaiting its confirmation, is
+// dispatched.
+func (s *Server) confirmEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
+	return s.decide(ctx, tx, call, s.effects.ConfirmTx)
+}
+
+// declineEffect: POST /v1/effects/{id}/decline. The effect, awaiting its confirmation, is FAILED.
+func (s *Server) declineEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
+	return s.decide(ctx, tx, call, s.effects.DeclineTx)
+}
+
+func (s *Server) decide(ctx context.Context, tx pgx.Tx, call *Call,
+	decide func(context.Context, pgx.Tx, uuid.UUID, string, string, *effects.OperatorOpts) (*effects.Effect, error)) (int, any, error) {
+	var req decisionRequest
+	if err := call.Decode(&req); err != nil {
+		return 0, nil, err
+	}
+	check := resolveRequest{Reason: req.Reason, Actor: req.Actor}
+	if err := check.validate(); err != nil {
+		return 0, nil, err
+	}
+	id, err := pathID(call)
+	if err != nil {
+		return 0, nil, err
+	}
+	decided, err := decide(ctx, tx, id, call.Actor(req.Actor), req.Reason, &effects.OperatorOpts{TenantID: call.Tenant()})
+	if err != nil {
+		return 0, nil, operatorError(err)
+	}
+	return http.StatusOK, EffectToJSON(decided), nil
+}
+
 func operatorError(err error) error {
 	switch {
+	case errors.Is(err, effects.ErrNotAwaitingConfirmation):
+		return Errorf(http.StatusConflict, CodeNotAwaitingConfirm, "%v", strings.TrimPrefix(err.Error(), "effects: "))
+	case errors.Is(err, effects.ErrFourEyes):
+		return Errorf(http.StatusConflict, CodeFourEyes, "%v", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrNotFound):
 		return Errorf(http.StatusNotFound, CodeNotFound, "%v", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrNotStuck):

@@ -8,6 +8,8 @@ func (s *Server) routes() {
 	s.HandleQuery("GET /v1/effects/{id}", s.getEffect)
 	s.HandleMutation("POST /v1/effects/{id}/resolve", s.resolveEffect)
 	s.HandleMutation("POST /v1/effects/{id}/cancel", s.cancelEffect)
+	s.HandleMutation("POST /v1/effects/{id}/confirm", s.confirmEffect)
+	s.HandleMutation("POST /v1/effects/{id}/decline", s.declineEffect)
 
 	// Async effects and runs (docs/async.md).
 	s.HandleAction("POST /v1/callbacks/{correlation_id}", s.callback)

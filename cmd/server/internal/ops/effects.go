@@ -125,6 +125,34 @@ func (o *Ops) Resolve(ctx context.Context, scope Scope, id uuid.UUID, to effects
 // Cancel fails a PENDING effect in scope that was never attempted (effects.Client.Cancel), with
 // actor ("operator:{actor}") and reason in the audit trail. Errors: ErrNotFound (also outside the
 // scope), effects.ErrNotCancellable, a *FieldError for a bad actor or reason; nothing changes then.
+// Confirm confirms an effect in scope awaiting its confirmation (effects.Client.Confirm), by
+// "operator:{actor}".
+func (o *Ops) Confirm(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error) {
+	return o.decide(ctx, scope, id, actor, reason, o.effects.Confirm)
+}
+
+// Decline declines an effect in scope awaiting its confirmation (effects.Client.Decline): it is
+// FAILED, by "operator:{actor}".
+func (o *Ops) Decline(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error) {
+	return o.decide(ctx, scope, id, actor, reason, o.effects.Decline)
+}
+
+func (o *Ops) decide(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string,
+	decide func(context.Context, uuid.UUID, string, string, *effects.OperatorOpts) (*effects.Effect, error)) (*effects.Effect, error) {
+	if err := CheckAction(actor, reason); err != nil {
+		return nil, err
+	}
+	e, err := o.effect(ctx, scope, id)
+	if err != nil {
+		return nil, err
+	}
+	decided, err := decide(ctx, id, "operator:"+actor, reason, operatorOpts(e))
+	if errors.Is(err, effects.ErrNotFound) {
+		return nil, fmt.Errorf("%w: effect %s", ErrNotFound, id)
+	}
+	return decided, err
+}
+
 func (o *Ops) Cancel(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error) {
 	if err := CheckAction(actor, reason); err != nil {
 		return nil, err
