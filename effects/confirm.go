@@ -37,6 +37,10 @@ const (
 // await one (never held, already decided, or no longer PENDING).
 var ErrNotAwaitingConfirmation = errors.New("effects: the effect does not await a confirmation")
 
+// ErrConfirmationRequired is the error of Do for an effect that must be confirmed first: it cannot
+// be performed inline.
+var ErrConfirmationRequired = errors.New("effects: the effect requires a confirmation")
+
 // ErrFourEyes is the error of a confirmation by the actor that enqueued the effect, refused under
 // Config.FourEyes.
 var ErrFourEyes = errors.New("effects: the effect's confirmation must come from someone other than the actor that enqueued it")

@@ -230,3 +230,15 @@ func TestConfirmationMetrics(t *testing.T) {
 	require.GreaterOrEqual(t, h.metric("reckon_effects_oldest_awaiting_confirmation_seconds", map[string]string{"connector": "bank.held"}), 3600.0)
 	require.Zero(t, h.metric("reckon_effects_oldest_pending_seconds", map[string]string{"connector": "bank.held"}), "not queue lag")
 }
+
+// Do refuses an effect that must be confirmed first, and records nothing: an inline call cannot
+// wait for a person.
+func TestDoRefusesAHeldEffect(t *testing.T) {
+	t.Parallel()
+	h := setupHeld(t)
+	_, err := h.client.Do(context.Background(), effects.Spec{Connector: "bank.held", IdempotencyKey: "inline-held",
+		Args: map[string]any{"account": "acct-1", "amount": 1}})
+	require.ErrorIs(t, err, effects.ErrConfirmationRequired)
+	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_effects WHERE idempotency_key = 'inline-held'`))
+	require.Equal(t, 0, h.bank.Count("inline-held"))
+}

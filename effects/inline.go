@@ -45,6 +45,12 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 	if err := c.checkOwner(ptr(spec.Owner)); err != nil {
 		return nil, err
 	}
+	// A held effect waits for a person; an inline call cannot. Nothing is recorded.
+	if h, err := c.holdOf(r); err != nil {
+		return nil, err
+	} else if h != nil {
+		return nil, fmt.Errorf("%w: %s needs a person's confirmation first: enqueue it (EnqueueTx) and confirm it (ConfirmTx)", ErrConfirmationRequired, r.connector.Name)
+	}
 	actor := "inline:" + c.config.ID
 	token := uuid.New()
 	leaseFor := r.connector.Timeout + c.config.InFlightMargin
