@@ -107,8 +107,8 @@ func TestServeClosesSlowBody(t *testing.T) {
 func TestServeClosesSilentConnection(t *testing.T) {
 	t.Parallel()
 	addr := serve(t, http.NotFoundHandler(), short)
+	start := time.Now() // before the dial: the server's deadline starts at its accept, after it
 	conn := dial(t, addr)
-	start := time.Now()
 	_, closedAt := awaitClose(t, conn)
 	require.GreaterOrEqual(t, closedAt.Sub(start), short.ReadHeader)
 	require.Less(t, closedAt.Sub(start), 3*time.Second)
@@ -135,8 +135,10 @@ func TestServeClosesIdleConnection(t *testing.T) {
 	}
 	get()
 	time.Sleep(short.Idle / 3)
-	get() // the same connection, idle for less than the timeout
+	// Before the request: the server's idle time starts once it has written the response, which
+	// is before this side has read it.
 	idleSince := time.Now()
+	get() // the same connection, idle for less than the timeout
 
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
 	_, err := reader.ReadByte()
