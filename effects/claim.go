@@ -62,13 +62,18 @@ func (n *claimNotifier) due() bool {
 	return now-last >= int64(n.every) && n.last.CompareAndSwap(last, now)
 }
 
-// notifyClaimersTx wakes the claimers of the client's queue once tx commits, unless another
+// notifyEnqueuedTx wakes the claimers of the client's queue once tx commits, unless another
 // enqueue of this client did less than ClaimInterval ago.
-func (c *Client) notifyClaimersTx(ctx context.Context, tx pgx.Tx) error {
+func (c *Client) notifyEnqueuedTx(ctx context.Context, tx pgx.Tx) error {
 	if !c.claimNotifier.due() {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", claimChannel, c.config.Queue); err != nil {
+	return notifyClaimersTx(ctx, tx, c.config.Queue)
+}
+
+// notifyClaimersTx wakes the claimers of queue once tx commits.
+func notifyClaimersTx(ctx context.Context, tx pgx.Tx, queue string) error {
+	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", claimChannel, queue); err != nil {
 		return fmt.Errorf("effects: notify the claimers: %w", err)
 	}
 	return nil

@@ -130,20 +130,17 @@ func (c *Client) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, 
 			return nil, fmt.Errorf("%w (effect %s, actor %s)", ErrFourEyes, id, actor)
 		}
 	}
-	q := dbsqlc.New(tx)
-	decided, err := q.EffectConfirmationDecide(ctx, dbsqlc.EffectConfirmationDecideParams{
-		ID: row.ID, Decision: string(ConfirmationConfirmed), Actor: actor, Reason: reason,
-	})
+	decided, err := decideHoldTx(ctx, tx, row.ID, ConfirmationConfirmed, actor, reason)
 	if err != nil {
-		return nil, fmt.Errorf("effects: confirm %s: %w", id, err)
+		return nil, err
 	}
-	if err := q.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
+	if err := dbsqlc.New(tx).EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
 		EffectID: id, Actor: actor, Reason: "confirmed: " + reason,
 	}); err != nil {
 		return nil, fmt.Errorf("effects: confirm %s: audit: %w", id, err)
 	}
-	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", claimChannel, deref(decided.Queue)); err != nil {
-		return nil, fmt.Errorf("effects: confirm %s: notify the claimers: %w", id, err)
+	if err := notifyClaimersTx(ctx, tx, deref(decided.Queue)); err != nil {
+		return nil, err
 	}
 	return effectFromRow(decided), nil
 }
@@ -163,21 +160,12 @@ func (c *Client) Confirm(ctx context.Context, id uuid.UUID, actor, reason string
 // "declined: {reason}", by actor, and is never dispatched; its owner's settle hook runs (a saga
 // compensates the steps before it). An effect that does not await one is ErrNotAwaitingConfirmation.
 func (c *Client) DeclineTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
-	row, err := c.lockHeld(ctx, tx, id, actor, reason, opts)
-	if err != nil {
+	if _, err := c.lockHeld(ctx, tx, id, actor, reason, opts); err != nil {
 		return nil, err
 	}
-	if _, err := dbsqlc.New(tx).EffectConfirmationDecide(ctx, dbsqlc.EffectConfirmationDecideParams{
-		ID: row.ID, Decision: string(ConfirmationDeclined), Actor: actor, Reason: reason,
-	}); err != nil {
-		return nil, fmt.Errorf("effects: decline %s: %w", id, err)
-	}
-	settled, err := c.settle(ctx, tx, id, transition{
-		from: StatePending, to: StateFailed, fence: fence{},
-		errMsg: "declined: " + reason, actor: actor, reason: "declined: " + reason,
-	})
+	settled, err := c.failHeldTx(ctx, tx, id, ConfirmationDeclined, actor, reason, "declined: "+reason)
 	if err != nil {
-		return nil, fmt.Errorf("effects: decline %s: %w", id, err)
+		return nil, err
 	}
 	return effectFromRow(settled), nil
 }
@@ -200,12 +188,35 @@ func endHoldTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, actor, r
 	if Confirmation(deref(row.Confirmation)) != ConfirmationAwaiting {
 		return nil
 	}
-	if _, err := dbsqlc.New(tx).EffectConfirmationDecide(ctx, dbsqlc.EffectConfirmationDecideParams{
-		ID: row.ID, Decision: string(ConfirmationDeclined), Actor: actor, Reason: reason,
-	}); err != nil {
-		return fmt.Errorf("effects: end the confirmation hold of %s: %w", row.ID, err)
+	_, err := decideHoldTx(ctx, tx, row.ID, ConfirmationDeclined, actor, reason)
+	return err
+}
+
+// decideHoldTx records the decision on the hold of effect id, which awaits its confirmation and
+// which tx holds locked, and returns the effect.
+func decideHoldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, decision Confirmation, actor, reason string) (dbsqlc.ReckonEffect, error) {
+	row, err := dbsqlc.New(tx).EffectConfirmationDecide(ctx, dbsqlc.EffectConfirmationDecideParams{
+		ID: id, Decision: string(decision), Actor: actor, Reason: reason,
+	})
+	if err != nil {
+		return row, fmt.Errorf("effects: record the confirmation decision %s on %s: %w", decision, id, err)
 	}
-	return nil
+	return row, nil
+}
+
+// failHeldTx ends the hold of effect id (awaiting its confirmation, locked by tx) with decision and
+// settles the effect FAILED with why, running its owner's settle hook.
+func (c *Client) failHeldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, decision Confirmation, actor, reason, why string) (dbsqlc.ReckonEffect, error) {
+	if _, err := decideHoldTx(ctx, tx, id, decision, actor, reason); err != nil {
+		return dbsqlc.ReckonEffect{}, err
+	}
+	settled, err := c.settle(ctx, tx, id, transition{
+		from: StatePending, to: StateFailed, fence: fence{}, errMsg: why, actor: actor, reason: why,
+	})
+	if err != nil {
+		return dbsqlc.ReckonEffect{}, fmt.Errorf("effects: fail %s (confirmation %s): %w", id, decision, err)
+	}
+	return settled, nil
 }
 
 // lockHeld checks a decision's actor and reason and locks the effect, which must await its
@@ -241,17 +252,9 @@ func (c *Client) expireConfirmations(ctx context.Context) (int, error) {
 			return fmt.Errorf("effects: read expired confirmation holds: %w", err)
 		}
 		for _, id := range ids {
-			if _, err := q.EffectConfirmationDecide(ctx, dbsqlc.EffectConfirmationDecideParams{
-				ID: id, Decision: string(ConfirmationExpired), Actor: actor, Reason: confirmationExpired,
-			}); err != nil {
-				return fmt.Errorf("effects: expire the confirmation hold of %s: %w", id, err)
-			}
-			settled, err := c.settle(ctx, tx, id, transition{
-				from: StatePending, to: StateFailed, fence: fence{},
-				errMsg: confirmationExpired, actor: actor, reason: confirmationExpired,
-			})
+			settled, err := c.failHeldTx(ctx, tx, id, ConfirmationExpired, actor, confirmationExpired, confirmationExpired)
 			if err != nil {
-				return fmt.Errorf("effects: expire the confirmation hold of %s: %w", id, err)
+				return err
 			}
 			failed = append(failed, settled)
 		}

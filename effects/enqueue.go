@@ -80,8 +80,9 @@ func (c *Client) EnqueueMany(ctx context.Context, specs []Spec, opts *EnqueueOpt
 }
 
 // EnqueueManyTx is EnqueueTx for many effects at once, with one insert of the effects and one of
-// their dispatch jobs, which it records with them (Config.DispatchBatch effects to a job). The result is in the order of specs. The same idempotency key twice in specs yields
-// the same effect twice when the args agree and ErrIdempotencyConflict when they do not.
+// their dispatch jobs, which it records with them (Config.DispatchBatch effects to a job). The
+// result is in the order of specs. The same idempotency key twice in specs yields the same effect
+// twice when the args agree and ErrIdempotencyConflict when they do not.
 //
 // The batch fails as a whole: when a spec meets ErrIdempotencyConflict or ErrPruned, the error is
 // the first such spec's, and the effects of the other specs may already be written in tx, which the
@@ -189,7 +190,7 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		case err == nil:
 			effect = effectFromRow(row)
 			if h == nil { // a held effect waits for its confirmation, which notifies
-				if err := c.notifyClaimersTx(ctx, tx); err != nil {
+				if err := c.notifyEnqueuedTx(ctx, tx); err != nil {
 					return nil, err
 				}
 			}
@@ -318,8 +319,8 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 // timeouts in milliseconds): one job per effect when there is one effect (or Config.DispatchBatch
 // is 1), else one job per Config.DispatchBatch effects. traces, when not nil, holds the effects'
 // stored trace contexts: a job of one effect carries its effect's, so that the job's span is in
-// the effect's trace (without traces, the tracing middleware gives the jobs ctx's). It returns the job of each (jobOf[i]
-// indexes jobs for ids[i]). Sharing a job spends River's insert, fetch and completion once per
+// the effect's trace (without traces, the tracing middleware gives the jobs ctx's). It returns
+// the job of each (jobOf[i] indexes jobs for ids[i]). Sharing a job spends River's insert, fetch and completion once per
 // batch instead of once per effect; the effects of a batch are dispatched concurrently by the
 // worker that fetches it. EnqueueManyTx and the claimers (claim.go) insert their jobs here.
 func (c *Client) insertDispatchJobs(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, timeouts []int32, traces []json.RawMessage, scheduledAt time.Time) (jobOf []int, jobs []int64, err error) {

@@ -104,9 +104,10 @@ func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, r Resol
 }
 
 // Cancel fails a PENDING effect that was never attempted, with actor and reason in the audit
-// trail, and cancels its dispatch job (if a claimer gave it one). An effect that is in flight, was attempted, or is not
-// PENDING is refused with ErrNotCancellable (ErrNotFound for none at all, or another tenant's with
-// opts.TenantID), and nothing changes. A database error rolls the cancellation back.
+// trail, and cancels its dispatch job (if a claimer gave it one). An effect that is in flight,
+// was attempted, or is not PENDING is refused with ErrNotCancellable (ErrNotFound for none at
+// all, or another tenant's with opts.TenantID), and nothing changes. A database error rolls the
+// cancellation back.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
 	var effect *Effect
 	err := c.withTx(ctx, func(tx pgx.Tx) error {

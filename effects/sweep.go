@@ -22,28 +22,26 @@ func (c *Client) runSweeper(ctx context.Context) {
 	ticker := time.NewTicker(c.config.SweepInterval)
 	defer ticker.Stop()
 	for {
-		for {
-			n, err := c.sweepOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				c.logger.Warn("sweep failed", slog.String("error", err.Error()))
-			}
-			if err != nil || n < sweepBatch {
-				break
-			}
-		}
-		for { // confirmation holds past their expiry (confirm.go)
-			n, err := c.expireConfirmations(ctx)
-			if err != nil && ctx.Err() == nil {
-				c.logger.Warn("expiring confirmation holds failed", slog.String("error", err.Error()))
-			}
-			if err != nil || n < sweepBatch {
-				break
-			}
-		}
+		c.whileFull(ctx, "sweep failed", c.sweepOnce)
+		c.whileFull(ctx, "expiring confirmation holds failed", c.expireConfirmations) // confirm.go
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		}
+	}
+}
+
+// whileFull runs batch until it takes fewer than sweepBatch effects or fails; a failure is logged
+// with what (unless ctx ended) and left to the next sweep.
+func (c *Client) whileFull(ctx context.Context, what string, batch func(context.Context) (int, error)) {
+	for {
+		n, err := batch(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.logger.Warn(what, slog.String("error", err.Error()))
+		}
+		if err != nil || n < sweepBatch {
+			return
 		}
 	}
 }

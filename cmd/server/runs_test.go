@@ -29,7 +29,10 @@ func TestRunsCLI(t *testing.T) {
 	for _, key := range []string{"w-1", "w-2"} {
 		// w-2 with its job at once (ScheduledAt): with the correlation id below it stands for an
 		// effect whose dispatch was accepted and that awaits its callback.
-		opts := map[string]*effects.EnqueueOpts{"w-2": {ScheduledAt: time.Now()}}[key]
+		var opts *effects.EnqueueOpts
+		if key == "w-2" {
+			opts = &effects.EnqueueOpts{ScheduledAt: time.Now()}
+		}
 		e, err := f.effects.Enqueue(ctx, effects.Spec{TenantID: "acme", Connector: "bank.wire", IdempotencyKey: key, RunID: "run-1", Args: json.RawMessage(`{}`)}, opts)
 		require.NoError(t, err)
 		acme = append(acme, e)

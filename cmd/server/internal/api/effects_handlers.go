@@ -335,6 +335,19 @@ type resolveRequest struct {
 }
 
 func (req *resolveRequest) validate() error {
+	return (&decisionRequest{Reason: req.Reason, Actor: req.Actor}).validate()
+}
+
+// decisionRequest is the body of POST /v1/effects/{id}/confirm and /decline, and resolveRequest
+// without its "to". (Two flat types: the request decoder names unknown fields by the top-level
+// fields of the type it decodes into.)
+type decisionRequest struct {
+	Reason string `json:"reason"`
+	// Actor names the person deciding; the audit trail records it after the token's name.
+	Actor string `json:"actor"`
+}
+
+func (req *decisionRequest) validate() error {
 	switch {
 	case strings.TrimSpace(req.Reason) == "":
 		return badRequest(CodeInvalidRequest, "reason is required: it goes to the audit trail")
@@ -412,13 +425,6 @@ func (s *Server) cancel(ctx context.Context, tx pgx.Tx, call *Call, id uuid.UUID
 	return http.StatusOK, EffectToJSON(cancelled), nil
 }
 
-// decisionRequest is the body of POST /v1/effects/{id}/confirm and /decline.
-type decisionRequest struct {
-	Reason string `json:"reason"`
-	// Actor names the person deciding; the audit trail records it after the token's name.
-	Actor string `json:"actor"`
-}
-
 // confirmEffect: POST /v1/effects/{id}/confirm. The effect, awaiting its confirmation, is
 // dispatched.
 func (s *Server) confirmEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
@@ -436,8 +442,7 @@ func (s *Server) decide(ctx context.Context, tx pgx.Tx, call *Call,
 	if err := call.Decode(&req); err != nil {
 		return 0, nil, err
 	}
-	check := resolveRequest{Reason: req.Reason, Actor: req.Actor}
-	if err := check.validate(); err != nil {
+	if err := req.validate(); err != nil {
 		return 0, nil, err
 	}
 	id, err := pathID(call)

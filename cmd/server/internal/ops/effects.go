@@ -125,20 +125,33 @@ func (o *Ops) Resolve(ctx context.Context, scope Scope, id uuid.UUID, to effects
 // Cancel fails a PENDING effect in scope that was never attempted (effects.Client.Cancel), with
 // actor ("operator:{actor}") and reason in the audit trail. Errors: ErrNotFound (also outside the
 // scope), effects.ErrNotCancellable, a *FieldError for a bad actor or reason; nothing changes then.
+func (o *Ops) Cancel(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error) {
+	return o.decide(ctx, scope, id, actor, reason, func(opts *effects.OperatorOpts) (*effects.Effect, error) {
+		return o.effects.Cancel(ctx, id, actor, reason, opts) // it records "operator:{actor}" itself
+	})
+}
+
 // Confirm confirms an effect in scope awaiting its confirmation (effects.Client.Confirm), by
-// "operator:{actor}".
+// "operator:{actor}". Errors as Cancel's, with effects.ErrNotAwaitingConfirmation and
+// effects.ErrFourEyes.
 func (o *Ops) Confirm(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error) {
-	return o.decide(ctx, scope, id, actor, reason, o.effects.Confirm)
+	return o.decide(ctx, scope, id, actor, reason, func(opts *effects.OperatorOpts) (*effects.Effect, error) {
+		return o.effects.Confirm(ctx, id, "operator:"+actor, reason, opts)
+	})
 }
 
 // Decline declines an effect in scope awaiting its confirmation (effects.Client.Decline): it is
-// FAILED, by "operator:{actor}".
+// FAILED, by "operator:{actor}". Errors as Cancel's, with effects.ErrNotAwaitingConfirmation.
 func (o *Ops) Decline(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error) {
-	return o.decide(ctx, scope, id, actor, reason, o.effects.Decline)
+	return o.decide(ctx, scope, id, actor, reason, func(opts *effects.OperatorOpts) (*effects.Effect, error) {
+		return o.effects.Decline(ctx, id, "operator:"+actor, reason, opts)
+	})
 }
 
+// decide checks an operator's decision on effect id, finds the effect in scope, and makes the
+// decision with the effect's tenant.
 func (o *Ops) decide(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string,
-	decide func(context.Context, uuid.UUID, string, string, *effects.OperatorOpts) (*effects.Effect, error)) (*effects.Effect, error) {
+	decision func(*effects.OperatorOpts) (*effects.Effect, error)) (*effects.Effect, error) {
 	if err := CheckAction(actor, reason); err != nil {
 		return nil, err
 	}
@@ -146,24 +159,9 @@ func (o *Ops) decide(ctx context.Context, scope Scope, id uuid.UUID, actor, reas
 	if err != nil {
 		return nil, err
 	}
-	decided, err := decide(ctx, id, "operator:"+actor, reason, operatorOpts(e))
+	decided, err := decision(operatorOpts(e))
 	if errors.Is(err, effects.ErrNotFound) {
 		return nil, fmt.Errorf("%w: effect %s", ErrNotFound, id)
 	}
 	return decided, err
-}
-
-func (o *Ops) Cancel(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error) {
-	if err := CheckAction(actor, reason); err != nil {
-		return nil, err
-	}
-	e, err := o.effect(ctx, scope, id)
-	if err != nil {
-		return nil, err
-	}
-	cancelled, err := o.effects.Cancel(ctx, id, actor, reason, operatorOpts(e))
-	if errors.Is(err, effects.ErrNotFound) {
-		return nil, fmt.Errorf("%w: effect %s", ErrNotFound, id)
-	}
-	return cancelled, err
 }
