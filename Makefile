@@ -51,12 +51,15 @@ build:
 ## bench: the full benchmark against a fresh database on DATABASE_URL's server (default: the local
 ## Postgres); prints the table and writes bench.json. Takes a few minutes. Then the cost of
 ## tracing: the enqueue and dispatch scenarios off and on (an in-memory exporter), in one run, with
-## their ratio (bench-tracing.json).
+## their ratio (bench-tracing.json). Then the cost of the event stream: enqueue, dispatch and
+## latency without events written and with, in one run, with their ratio (bench-events.json).
 bench:
 	go run ./cmd/bench -n 50000 -w 100 -c 16 -duration 10s -storage-n 10000 -retention-backlog 100000 -json bench.json
 	go run ./cmd/bench -scenarios enqueue,reckon -n 50000 -w 100 -c 16 -duration 10s -tracing both -json bench-tracing.json
+	go run ./cmd/bench -scenarios enqueue,reckon,latency -n 50000 -w 100 -c 16 -duration 10s -events both -json bench-events.json
 
 ## bench-ci: a small run so that the benchmark cannot rot (CI).
 bench-ci:
 	go run ./cmd/bench -n 2000 -w 50 -c 8 -duration 1s -memory-n 3000 -storage-n 100 -retention-backlog 5000 -json /tmp/reckon-bench-ci.json
 	go run ./cmd/bench -scenarios enqueue,reckon -n 2000 -w 50 -c 8 -duration 1s -tracing both -json /tmp/reckon-bench-ci-tracing.json
+	go run ./cmd/bench -scenarios reckon -n 2000 -w 50 -c 8 -duration 1s -events both -json /tmp/reckon-bench-ci-events.json

@@ -26,7 +26,8 @@ var histories = []string{"reckon_effect_transitions", "reckon_saga_transitions",
 func historyRows(t *testing.T, pool *pgxpool.Pool, table string) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(),
-		fmt.Sprintf(`SELECT row_to_json(h)::text FROM %s h ORDER BY id`, pgx.Identifier{table}.Sanitize()))
+		// xid (migration 0027, the event stream) is NULL on rows written before it: not compared.
+		fmt.Sprintf(`SELECT (to_jsonb(h) - 'xid')::text FROM %s h ORDER BY id`, pgx.Identifier{table}.Sanitize()))
 	require.NoError(t, err)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)

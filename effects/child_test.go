@@ -32,6 +32,7 @@ func runChildReactor() int {
 			Timeout: callTimeout, Backoff: reckontest.FastBackoff,
 		}.Connector())
 		registry.MustRegister(holdingAsyncConnector(os.Getenv("BANK_URL"), callTimeout))
+		registerLimitedChild(registry)                       // limit_test.go
 		if jobsURL := os.Getenv("JOBS_URL"); jobsURL != "" { // async tests: the fake jobs upstream
 			registry.MustRegister(fakejobs.ConnectorOptions{
 				BaseURL: jobsURL, CallbackURL: os.Getenv("CALLBACK_URL"), Timeout: time.Second, Backoff: reckontest.FastBackoff,

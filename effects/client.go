@@ -40,6 +40,7 @@ type Client struct {
 	notifier  *notifier
 	committer *committer
 	loader    *loader
+	limits    *limiter   // the limits' view (limit.go)
 	fatal     chan error // Fatal
 
 	claimNotifier claimNotifier // enqueues' notifications of the claimers (claim.go)
@@ -59,6 +60,8 @@ type Client struct {
 	statsDone   chan struct{}
 	stopClaimer context.CancelFunc
 	claimerDone chan struct{}
+	stopLimits  context.CancelFunc
+	limitsDone  chan struct{}
 	liveness    *liveness
 }
 
@@ -277,6 +280,7 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		pool:     pool,
 		queries:  dbsqlc.New(pool),
 		loader:   newLoader(dbsqlc.New(pool)),
+		limits:   newLimiter(pool, cfg.Logger),
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
 		fatal:    make(chan error, 1),
@@ -390,8 +394,16 @@ func (c *Client) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("effects: listen for effects to claim: %w", err)
 	}
+	// Changes of limits, pauses and circuits: the limits' view is read again on each.
+	limitChanges, err := c.Listen(ctx, limitsChannel, limitsKey)
+	if err != nil {
+		claims.Close()
+		c.notifier.stop()
+		return fmt.Errorf("effects: listen for changes of limits: %w", err)
+	}
 	stopListening := func() { // a failed Start leaves no connection behind
 		claims.Close()
+		limitChanges.Close()
 		c.notifier.stop()
 	}
 	live, err := c.startLiveness(ctx)
@@ -415,6 +427,14 @@ func (c *Client) Start(ctx context.Context) error {
 	go func() {
 		defer close(c.claimerDone)
 		c.runClaimer(claimCtx, claims)
+	}()
+	limitsCtx, stopLimits := context.WithCancel(context.WithoutCancel(ctx))
+	c.stopLimits = stopLimits
+	c.limitsDone = make(chan struct{})
+	c.limits.invalidate() // changes before the listener was in place
+	go func() {
+		defer close(c.limitsDone)
+		c.runLimitListener(limitsCtx, limitChanges)
 	}()
 	sweepCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stopSweeper = cancel
@@ -446,6 +466,8 @@ func (c *Client) Stop(ctx context.Context) error {
 	<-c.claimerDone
 	c.stopSweeper()
 	<-c.sweeperDone
+	c.stopLimits()
+	<-c.limitsDone
 	c.stopStatsLoop()
 	err := c.river.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -456,6 +478,10 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	c.committer.stop() // after the workers: they wait on it
 	c.liveness.shutdown(ctx)
+	// Again, now that River has stopped: a plugin's goroutine that ends with River (the webhook
+	// deliverer) may have subscribed meanwhile, which starts the listener anew, and its connection
+	// would keep the pool from closing.
+	c.notifier.stop()
 	if err != nil {
 		return fmt.Errorf("effects: stop: %w", err)
 	}

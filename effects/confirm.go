@@ -53,6 +53,24 @@ const maxPromptLen = 2000
 
 var promptFieldRE = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
+// ValidateConfirmationPrompt checks a ConfirmationPrompt template: at most 2000 bytes of valid
+// UTF-8 without NUL, and every brace part of a {name} placeholder (a top-level arg name: a letter
+// or '_', then letters, digits or '_'), so that a misspelt placeholder ("{order id}", "{amount")
+// is refused rather than shown as it is. Whether the args have the names is known only per effect:
+// enqueueing an effect whose args lack one fails.
+func ValidateConfirmationPrompt(template string) error {
+	if len(template) > maxPromptLen {
+		return fmt.Errorf("effects: confirmation prompt: %d bytes, at most %d", len(template), maxPromptLen)
+	}
+	if err := jsonx.CheckText(template); err != nil {
+		return fmt.Errorf("effects: confirmation prompt: %w", err)
+	}
+	if rest := promptFieldRE.ReplaceAllString(template, ""); strings.ContainsAny(rest, "{}") {
+		return fmt.Errorf("effects: confirmation prompt %q: a brace that is not part of a {name} placeholder", template)
+	}
+	return nil
+}
+
 // hold is what enqueueing records of an effect's confirmation hold.
 type hold struct {
 	prompt   string

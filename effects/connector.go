@@ -74,6 +74,10 @@ type Connector struct {
 	// "Refund ${amount} for order {order_id}?". The rendered prompt is stored with the effect.
 	// Default: "Confirm {connector}?" with the connector's name.
 	ConfirmationPrompt string
+	// Limit bounds the connector's calls across every reactor: a rate, a cap on calls in flight, a
+	// circuit breaker (see Limit). Default: none. An operator's limit (Client.SetLimit) replaces
+	// it at run time.
+	Limit Limit
 }
 
 // Call is what a connector receives for one call.
@@ -206,6 +210,16 @@ func (c Connector) withDefaults() (*Connector, error) {
 	if c.AsyncTimeout < 0 || c.AsyncTimeout > MaxAsyncTimeout {
 		return nil, fmt.Errorf("effects: connector %q: AsyncTimeout %v out of range (0 for the default, up to %v)", c.Name, c.AsyncTimeout, MaxAsyncTimeout)
 	}
+	if c.ConfirmationPrompt != "" {
+		if err := ValidateConfirmationPrompt(c.ConfirmationPrompt); err != nil {
+			return nil, fmt.Errorf("effects: connector %q: %w", c.Name, err)
+		}
+	}
+	limit, err := c.Limit.WithDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("effects: connector %q: %w", c.Name, err)
+	}
+	c.Limit = limit
 	if !RetrySafe(c.Tags) && c.StatusCheck == nil && c.BusinessKey == nil && c.Compensate == nil && !c.Unsafe {
 		return nil, fmt.Errorf("effects: connector %q is not retry safe (tags %v) and has no way to resolve an "+
 			"UNKNOWN outcome: give it a StatusCheck (best), a BusinessKey or a Compensate; or tag it idempotent if "+

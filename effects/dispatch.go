@@ -136,11 +136,11 @@ func (c *Client) dispatchRow(ctx context.Context, span trace.Span, job *river.Jo
 		c.logger.ErrorContext(ctx, "dispatch: no connector registered in this reactor; waiting",
 			slog.String("connector", row.Connector), slog.String("effect_id", row.ID.String()))
 		setOutcome(span, "waiting: connector not registered", false, nil)
-		return c.waitAWhile(ctx, job, row)
+		return c.waitAWhile(ctx, job, row, unknownConnectorSnooze)
 	}
 	if c.ownerUnhooked(ctx, row.Owner, row.ID, "dispatch") {
 		setOutcome(span, "waiting: owner has no settle hook", false, nil)
-		return c.waitAWhile(ctx, job, row) // nothing called: wait for a reactor that has the hook
+		return c.waitAWhile(ctx, job, row, unknownConnectorSnooze) // nothing called: wait for a reactor that has the hook
 	}
 	actor := "reactor:" + c.config.ID
 	f := fence{jobID: &job.ID, sharedJob: job.Args.shared()}
@@ -155,12 +155,32 @@ func (c *Client) dispatchRow(ctx context.Context, span trace.Span, job *river.Jo
 		}
 	}
 
+	// The connector's limits (limit.go): a call held back waits, nothing called, no attempt spent.
+	g, err := c.acquireCall(ctx, limitedOf(row), connector)
+	if err != nil {
+		c.logger.WarnContext(ctx, "dispatch: ask the limits", slog.String("effect_id", row.ID.String()), slog.String("error", err.Error()))
+		setOutcome(span, "waiting: limits unreadable", false, nil)
+		return c.waitAWhile(ctx, job, row, time.Second)
+	}
+	if g.wait > 0 {
+		setOutcome(span, "waiting: limit "+g.reason, false, nil)
+		wait := g.wait
+		if job.Args.shared() {
+			// Handed to a job of its own due now, which asks again and snoozes for its wait
+			// (its turn is kept): River makes a job inserted to run later wait for its scheduler
+			// (every 5 s), a job snoozed for up to 5 s not.
+			wait = 0
+		}
+		return c.waitAWhile(ctx, job, row, wait)
+	}
+
 	out, elapsed := c.callDispatch(ctx, row, connector)
 	c.metrics.dispatchSeconds.WithLabelValues(row.Connector, string(out.kind)).Observe(elapsed.Seconds())
 	setOutcome(span, string(out.kind), out.kind.failed(), out.err)
 
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	c.releaseCall(recordCtx, limitedOf(row), connector, g, &out)
 	if (out.kind == outcomeConfirmed || out.kind == outcomeFailed) && row.Owner == nil {
 		// The common case goes through group commit. Owned effects do not: their owner's hook
 		// runs in the settling transaction, which recordAttempt below writes on its own.
@@ -175,7 +195,7 @@ func (c *Client) dispatchRow(ctx context.Context, span trace.Span, job *river.Jo
 		settled dbsqlc.ReckonEffect
 		retryIn time.Duration
 	)
-	err := c.withTx(recordCtx, func(tx pgx.Tx) error {
+	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
 		var err error
 		settled, retryIn, err = c.recordAttempt(recordCtx, tx, attempt{row: row, connector: connector, fence: f, actor: actor}, out)
 		if err != nil || retryIn > 0 {
@@ -197,15 +217,20 @@ func (c *Client) dispatchRow(ctx context.Context, span trace.Span, job *river.Jo
 	return nil
 }
 
-// waitAWhile makes an effect that this reactor cannot dispatch yet wait, without calling anything:
-// a job of its own snoozes; an effect of a batch job is handed to a job of its own, scheduled
-// later.
-func (c *Client) waitAWhile(ctx context.Context, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect) error {
+// waitAWhile makes an effect that this reactor cannot dispatch yet wait for d, without calling
+// anything: a job of its own snoozes (River does not count a snooze as an attempt); an effect of a
+// batch job is handed to a job of its own, scheduled d later.
+func (c *Client) waitAWhile(ctx context.Context, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect, d time.Duration) error {
 	if !job.Args.shared() {
-		return river.JobSnooze(unknownConnectorSnooze)
+		return river.JobSnooze(d)
 	}
+	// Like an outcome, the hand-off is written even when the job's time is up (a busy database
+	// can keep a batch's effects asking their limits for long): failing it would make River run
+	// the job again, and its effects would take that run for an interrupted attempt.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		newJob, err := c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, time.Now().Add(unknownConnectorSnooze))
+		newJob, err := c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, time.Now().Add(d))
 		if err != nil {
 			return err
 		}

@@ -78,6 +78,19 @@
 // next step — is a span in that trace, in whichever process and however late. Config.RiverMiddleware
 // adds River middleware of your own. See docs/design.md, "Tracing".
 //
+// # Confirmation holds and limits
+//
+// An effect that must not go out before a person says so — Connector.RequiresConfirmation,
+// Spec.RequireConfirmation, or Config.RequireIrreversibleConfirmation for every irreversible
+// connector — is recorded as usual but held (the database refuses it a job) until ConfirmTx;
+// DeclineTx fails it, and a ConfirmationTTL expires it. See docs/design.md, "Confirmation holds".
+//
+// A Connector's Limit bounds its calls across every reactor on the database: a rate with a burst,
+// a cap on calls in flight, a circuit breaker, optionally per tenant; Client.SetLimit replaces it
+// at run time. An effect held back waits without spending an attempt. An upstream's Retry-After
+// (RetryAfter) pauses the connector for every reactor, with or without a limit. See
+// docs/design.md, "Limits".
+//
 // # Caveats
 //
 //   - Send Call.IdempotencyKey upstream. Connector calls must respect their context.

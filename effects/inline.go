@@ -23,6 +23,9 @@ import (
 // (retrying in a reactor, or accepted upstream and awaiting its callback: CorrelationID is set)
 // or UNKNOWN (being reconciled).
 //
+// When the connector's limits (Limit) hold the call back, Do calls nothing: it enqueues the effect
+// instead, due when the limits should let it through, and returns it PENDING.
+//
 // Do is a span, reckon.do, child of ctx's, with the connector's call as its child; its trace
 // context is stored on the effect, as EnqueueTx stores its own.
 func (c *Client) Do(ctx context.Context, spec Spec) (effect *Effect, err error) {
@@ -51,6 +54,17 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 	} else if h != nil {
 		return nil, fmt.Errorf("%w: %s needs a person's confirmation first: enqueue it (EnqueueTx) and confirm it (ConfirmTx)", ErrConfirmationRequired, r.connector.Name)
 	}
+	// The connector's limits (limit.go): a call that must wait is handed to the reactors instead,
+	// due when the limits should let it through.
+	id := uuid.Must(uuid.NewV7())
+	call := limited{effectID: id, tenantID: r.tenantID, queuedAt: time.Now()}
+	g, err := c.acquireCall(ctx, call, r.connector)
+	if err != nil {
+		return nil, err
+	}
+	if g.wait > 0 {
+		return c.enqueueHeldBack(ctx, spec, id, g.wait)
+	}
 	actor := "inline:" + c.config.ID
 	token := uuid.New()
 	leaseFor := r.connector.Timeout + c.config.InFlightMargin
@@ -62,7 +76,7 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 		}
 		q := dbsqlc.New(tx)
 		row, err = q.EffectInsert(ctx, dbsqlc.EffectInsertParams{
-			ID: uuid.Must(uuid.NewV7()), TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
+			ID: id, TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
 			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
 			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
 			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), Owner: ptr(r.spec.Owner),
@@ -81,6 +95,9 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 		row, err = q.EffectGetByID(ctx, row.ID) // with its async options, for the call
 		return err
 	})
+	if err != nil { // nothing will be called: the grant's slot, if any, is free again
+		c.releaseCall(context.WithoutCancel(ctx), call, r.connector, g, nil)
+	}
 	if isNoRows(err) {
 		var existing *Effect
 		err = c.withTx(ctx, func(tx pgx.Tx) error {
@@ -98,6 +115,7 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	c.releaseCall(recordCtx, call, r.connector, g, &out)
 	f := fence{leaseToken: &token}
 	var settled dbsqlc.ReckonEffect
 	err = c.withTx(recordCtx, func(tx pgx.Tx) error {
@@ -116,6 +134,18 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 		c.countSettlement(row.Connector, row.Policy, StatePending, State(settled.State), settled.CreatedAt, settled.UpdatedAt)
 	}
 	return effectFromRow(settled), nil
+}
+
+// enqueueHeldBack records an inline effect that its connector's limits hold back as an enqueued
+// one, due after wait: the reactors dispatch it (a duplicate of an existing effect returns that
+// one). The place its planned id took in the limit's queue is given up.
+func (c *Client) enqueueHeldBack(ctx context.Context, spec Spec, plannedID uuid.UUID, wait time.Duration) (*Effect, error) {
+	if err := c.queries.LimitForget(ctx, plannedID); err != nil {
+		return nil, fmt.Errorf("effects: record held-back inline effect: %w", err)
+	}
+	return c.Enqueue(ctx, spec, &EnqueueOpts{
+		Actor: "inline:" + c.config.ID, Reason: "enqueued: held back by the connector's limits", ScheduledAt: time.Now().Add(wait),
+	})
 }
 
 func tagStrings(tags []Tag) []string {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,9 @@ import (
 //	reckon_effect_fenced_writes_total{connector}                 late outcomes refused by the fence
 //	reckon_effect_swept_total{reason}                            effects the sweeper took over
 //	reckon_effect_claim_batch_size                               effects per claim of unclaimed effects (claim.go)
+//	reckon_connector_limit_waits_total{connector,reason}         calls held back by a limit, pause or circuit (limit.go)
+//	reckon_connector_paused_seconds{connector}                   how long an upstream's Retry-After still pauses the connector
+//	reckon_connector_circuit{connector}                          the connector's circuit: 0 closed, 1 half open, 2 open
 //	reckon_effect_accepted_total{connector}                      acceptances awaiting a callback
 //	reckon_effect_callbacks_total{connector,to}                  callbacks that resolved an effect
 //	reckon_effect_deadlines_total{connector,to}                  async deadlines that passed
@@ -48,6 +52,7 @@ type Metrics struct {
 	fenced          *prometheus.CounterVec
 	swept           *prometheus.CounterVec
 	claimBatch      prometheus.Histogram
+	limitWaits      *prometheus.CounterVec
 	accepted        *prometheus.CounterVec
 	callbacks       *prometheus.CounterVec
 	deadlines       *prometheus.CounterVec
@@ -125,6 +130,10 @@ func newMetrics(registerer prometheus.Registerer, client *Client) (*Metrics, err
 			Help:    "Effects enqueued one at a time that this process claimed into dispatch jobs, per claim transaction that found any (_sum: effects claimed).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
 		}),
+		limitWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "connector", Name: "limit_waits_total",
+			Help: "Calls held back (their effect snoozed, no attempt spent) by the connector's rate (rate), cap on calls in flight (in_flight), an upstream's Retry-After (paused) or an open circuit (open).",
+		}, []string{"connector", "reason"}),
 		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "effect", Name: "accepted_total",
 			Help: "Dispatches the upstream accepted, to finish by callback.",
@@ -162,7 +171,8 @@ func newMetrics(registerer prometheus.Registerer, client *Client) (*Metrics, err
 	}
 	perConnector := &connectorCollector{metrics: m, registry: client.registry}
 	shared := &statsCollector{client: client, metrics: m}
-	for _, c := range []prometheus.Collector{perConnector, m.swept, m.claimBatch, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, shared} {
+	throttles := &throttleCollector{client: client}
+	for _, c := range []prometheus.Collector{perConnector, throttles, m.swept, m.claimBatch, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, shared} {
 		if err := registerer.Register(c); err != nil {
 			return nil, err
 		}
@@ -184,7 +194,7 @@ type connectorCollector struct {
 
 func (c *connectorCollector) collectors() []prometheus.Collector {
 	m := c.metrics
-	return []prometheus.Collector{m.transitions, m.settleSeconds, m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.accepted}
+	return []prometheus.Collector{m.transitions, m.settleSeconds, m.dispatchSeconds, m.statusChecks, m.compensations, m.fenced, m.accepted, m.limitWaits}
 }
 
 func (c *connectorCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -211,6 +221,9 @@ func (c *connectorCollector) Collect(ch chan<- prometheus.Metric) {
 			m.dispatchSeconds.WithLabelValues(name, string(outcome))
 		}
 		m.fenced.WithLabelValues(name)
+		for _, reason := range limitWaitReasons {
+			m.limitWaits.WithLabelValues(name, reason)
+		}
 		m.compensations.WithLabelValues(name)
 		m.accepted.WithLabelValues(name)
 		if connector.StatusCheck != nil {
@@ -221,6 +234,53 @@ func (c *connectorCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, collector := range c.collectors() {
 		collector.Collect(ch)
+	}
+}
+
+// limitWaitReasons are the values of reckon_connector_limit_waits_total's reason label.
+var limitWaitReasons = []string{"rate", "in_flight", "paused", "open"}
+
+var (
+	pausedDesc = prometheus.NewDesc("reckon_connector_paused_seconds",
+		"Seconds an upstream's Retry-After still pauses the connector's calls (the longest of its tenants'); 0 when not paused.",
+		[]string{"connector"}, nil)
+	circuitDesc = prometheus.NewDesc("reckon_connector_circuit",
+		"The connector's circuit breaker (the worst of its tenants'): 0 closed, 1 half open (one probe call may go), 2 open.",
+		[]string{"connector"}, nil)
+)
+
+// throttleCollector reports, at each scrape, the pauses and circuits of every registered connector
+// (and of any other connector throttled) from the process's view of the limits (limit.go), read
+// again when older than limitViewTTL.
+type throttleCollector struct{ client *Client }
+
+func (t *throttleCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pausedDesc
+	ch <- circuitDesc
+}
+
+func (t *throttleCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	throttled := t.client.limits.snapshot(ctx)
+	names := t.client.registry.Names()
+	for name := range throttled {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	now := time.Now()
+	for _, name := range names {
+		th := throttled[name]
+		circuit := 0.0
+		switch {
+		case th.open && now.Before(th.openUntil):
+			circuit = 2
+		case th.open:
+			circuit = 1
+		}
+		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, max(th.pausedUntil.Sub(now).Seconds(), 0), name)
+		ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, circuit, name)
 	}
 }
 

@@ -24,6 +24,9 @@ func (c *Client) runSweeper(ctx context.Context) {
 	for {
 		c.whileFull(ctx, "sweep failed", c.sweepOnce)
 		c.whileFull(ctx, "expiring confirmation holds failed", c.expireConfirmations) // confirm.go
+		if _, err := c.queries.LimitSweep(ctx); err != nil && ctx.Err() == nil {      // limit.go
+			c.logger.Warn("pruning the limits' old waiters and slots failed", slog.String("error", err.Error()))
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -65,7 +65,8 @@ func (s *Subscription) Close() {
 }
 
 // Listen subscribes to the notifications the database sends on channel (NOTIFY, pg_notify) whose
-// payload — one key, or several separated by commas — names key. It returns once the client
+// payload — one key, or several separated by commas — names key; with key "", to every
+// notification on channel. It returns once the client
 // listens on channel, so that every notification committed after Listen returns reaches the
 // subscription: look at the state you wait for after Listen, then wait on Subscription.C.
 //
@@ -132,6 +133,9 @@ func (n *notifier) subscribeTo(ctx context.Context, id uuid.UUID, ch chan struct
 // subscribeKey registers ch for the notifications of k and returns once the listener LISTENs on
 // k's channel.
 func (n *notifier) subscribeKey(ctx context.Context, k notifyKey, ch chan struct{}) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // ended already: start no listener for it
+	}
 	n.mu.Lock()
 	if n.waiters[k] == nil {
 		n.waiters[k] = map[chan struct{}]struct{}{}
@@ -254,6 +258,9 @@ func (n *notifier) wait(ctx context.Context, conn *pgx.Conn) error {
 		}
 		for _, key := range strings.Split(notification.Payload, ",") {
 			n.wake(notifyKey{channel: notification.Channel, key: key})
+		}
+		if notification.Payload != "" { // the key "" is every notification of the channel
+			n.wake(notifyKey{channel: notification.Channel})
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 const (
 	DefaultEffectRetention = 30 * 24 * time.Hour
 	DefaultAuditRetention  = 400 * 24 * time.Hour
+	DefaultEventRetention  = 30 * 24 * time.Hour
 	DefaultIdempotencyTTL  = 24 * time.Hour
 	DefaultBatchSize       = 500
 	DefaultInterval        = time.Hour
@@ -33,6 +34,14 @@ type Config struct {
 	// DefaultAuditRetention (400 days). Otherwise at least EffectRetention, so that the history of
 	// an effect outlives it.
 	AuditRetention time.Duration
+	// EventRetention is how long the event log (reckon_events, package events) is kept: a
+	// partition whose range ends more than EventRetention ago is dropped, unless an active webhook
+	// subscription has not delivered one of its events yet (its position is before the partition's
+	// last event): nothing a subscriber still needs is dropped. A reader whose position is in a
+	// dropped partition gets events.ErrExpired. 0 (the default) keeps the log forever; the
+	// reactor's -event-retention defaults to DefaultEventRetention (30 days). Otherwise at least
+	// 1h.
+	EventRetention time.Duration
 	// DedupWindow is how long the idempotency key of a pruned effect is still recognised: a
 	// tombstone (reckon_effect_tombstones) is kept until the effect's settle time plus DedupWindow,
 	// and an enqueue of that key within it is answered as a duplicate. 0 (the default): no
@@ -87,6 +96,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("retention: Config.AuditRetention must be 0 (keep forever) or positive, got %v", c.AuditRetention)
 	case c.AuditRetention > 0 && c.AuditRetention < c.EffectRetention:
 		return fmt.Errorf("retention: Config.AuditRetention %v must be 0 (keep forever) or at least EffectRetention %v: an effect's history outlives it", c.AuditRetention, c.EffectRetention)
+	case c.EventRetention < 0 || (c.EventRetention > 0 && c.EventRetention < time.Hour):
+		return fmt.Errorf("retention: Config.EventRetention must be 0 (keep forever) or at least 1h, got %v", c.EventRetention)
 	case c.DedupWindow < 0 || (c.DedupWindow > 0 && c.DedupWindow < time.Second):
 		return fmt.Errorf("retention: Config.DedupWindow must be 0 (no tombstones) or at least 1s, got %v", c.DedupWindow)
 	case c.IdempotencyTTL < time.Second:

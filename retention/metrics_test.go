@@ -28,7 +28,7 @@ func TestMetrics(t *testing.T) {
 	require.Contains(t, labels["reckon_retention_rows_pruned_total"], retention.TableTurnDecisions)
 	require.Len(t, labels["reckon_retention_rows_pruned_total"], 12)
 	require.ElementsMatch(t, []string{"ok", "error", "busy"}, labels["reckon_retention_runs_total"])
-	require.ElementsMatch(t, []string{"reckon_effect_transitions", "reckon_saga_transitions", "reckon_definition_changes"}, labels["reckon_retention_partitions_dropped_total"])
+	require.ElementsMatch(t, []string{"reckon_effect_transitions", "reckon_saga_transitions", "reckon_definition_changes", "reckon_events"}, labels["reckon_retention_partitions_dropped_total"])
 
 	h.effect(effect{settled: 40 * day})
 	h.effect(effect{settled: 40 * day})

@@ -75,22 +75,20 @@ func isLockTimeout(err error) bool {
 }
 
 // dropPartitions drops, oldest first, the partitions of the histories whose range ends at or
-// before now minus the audit retention, except those that still tell of an effect or saga that
-// exists (held, reported). A lock timeout defers a partition to the next run.
+// before now minus the audit retention (the event retention for the event log), except those that
+// still tell of an effect or saga that exists or hold an event an active webhook subscription has
+// not delivered (held, reported). A lock timeout defers a partition to the next run.
 func (r *Retention) dropPartitions(ctx context.Context, now time.Time, actor string, report *Report) error {
-	if r.cfg.AuditRetention == 0 {
-		return nil
-	}
-	cutoff := now.Add(-r.cfg.AuditRetention)
-	reason := fmt.Sprintf("audit retention %v: range ends at or before %s", r.cfg.AuditRetention, cutoff.UTC().Format(time.RFC3339))
 	partitions, err := dbsqlc.New(r.pool).RetentionPartitionList(ctx)
 	if err != nil {
 		return fmt.Errorf("retention: list the partitions: %w", err)
 	}
 	for _, p := range partitions {
-		if p.RangeTo.After(cutoff) {
+		cutoff, keep, ok := r.cutoff(p.Parent, now)
+		if !ok || p.RangeTo.After(cutoff) {
 			continue
 		}
+		reason := fmt.Sprintf("%s retention %v: range ends at or before %s", retentionName(p.Parent), keep, cutoff.UTC().Format(time.RFC3339))
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("retention: drop partitions: %w", err)
 		}
@@ -124,17 +122,13 @@ func (r *Retention) dropPartitions(ctx context.Context, now time.Time, actor str
 // and those it would keep as held (as the database is now: a partition held only by effects that
 // the same run prunes first is dropped by the run, not by the run after).
 func (r *Retention) listPartitions(ctx context.Context, now time.Time, report *Report) error {
-	if r.cfg.AuditRetention == 0 {
-		return nil
-	}
-	cutoff := now.Add(-r.cfg.AuditRetention)
 	q := dbsqlc.New(r.pool)
 	partitions, err := q.RetentionPartitionList(ctx)
 	if err != nil {
 		return fmt.Errorf("retention: list the partitions: %w", err)
 	}
 	for _, p := range partitions {
-		if p.RangeTo.After(cutoff) {
+		if cutoff, _, ok := r.cutoff(p.Parent, now); !ok || p.RangeTo.After(cutoff) {
 			continue
 		}
 		held, err := q.RetentionPartitionHeld(ctx, dbsqlc.RetentionPartitionHeldParams{Parent: p.Parent, RangeFrom: p.RangeFrom, RangeTo: p.RangeTo})
@@ -191,4 +185,12 @@ func nextBound(from time.Time, period string) time.Time {
 		return time.Date(from.Year(), from.Month(), from.Day()+1, 0, 0, 0, 0, time.UTC)
 	}
 	return time.Date(from.Year(), from.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+}
+
+// retentionName names the retention that keeps parent, for the reason of a drop.
+func retentionName(parent string) string {
+	if parent == eventsTable {
+		return "event"
+	}
+	return "audit"
 }

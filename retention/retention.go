@@ -38,8 +38,22 @@ var prunedTables = []string{
 	TableTombstones, TableIdempotencyKeys, TableCallbackSignatures, TableOperatorSessions, TableRetentionRuns,
 }
 
-// histories are the partitioned audit histories (migration 0016).
-var histories = []string{"reckon_effect_transitions", "reckon_saga_transitions", "reckon_definition_changes"}
+// histories are the partitioned audit histories (migration 0016) and the event log (0027, kept for
+// Config.EventRetention instead of AuditRetention).
+var histories = []string{"reckon_effect_transitions", "reckon_saga_transitions", "reckon_definition_changes", eventsTable}
+
+// eventsTable is the event log (package events).
+const eventsTable = "reckon_events"
+
+// cutoff is the end of the range at or before which a partition of parent is dropped at now, and
+// the retention that sets it; ok is false when that retention is 0 (kept forever).
+func (r *Retention) cutoff(parent string, now time.Time) (cutoff time.Time, keep time.Duration, ok bool) {
+	keep = r.cfg.AuditRetention
+	if parent == eventsTable {
+		keep = r.cfg.EventRetention
+	}
+	return now.Add(-keep), keep, keep != 0
+}
 
 // ErrBusy is returned by Run when another run, in this process or another, holds the retention
 // lock. Nothing was done; the next run will do it.

@@ -19,6 +19,7 @@ type Status struct {
 	// The settings: the Retention's (from the flags) and the database's.
 	EffectRetention time.Duration `json:"effect_retention_ns"`
 	AuditRetention  time.Duration `json:"audit_retention_ns"`
+	EventRetention  time.Duration `json:"event_retention_ns"`
 	DedupWindow     time.Duration `json:"dedup_window_ns"`
 	IdempotencyTTL  time.Duration `json:"idempotency_ttl_ns"`
 	BatchSize       int           `json:"batch_size"`
@@ -95,7 +96,7 @@ func (r *Retention) Status(ctx context.Context) (*Status, error) {
 	q := dbsqlc.New(r.pool)
 	now := r.cfg.Now()
 	s := &Status{
-		Now: now, EffectRetention: r.cfg.EffectRetention, AuditRetention: r.cfg.AuditRetention, DedupWindow: r.cfg.DedupWindow,
+		Now: now, EffectRetention: r.cfg.EffectRetention, AuditRetention: r.cfg.AuditRetention, EventRetention: r.cfg.EventRetention, DedupWindow: r.cfg.DedupWindow,
 		IdempotencyTTL: r.cfg.IdempotencyTTL, BatchSize: r.cfg.BatchSize,
 	}
 	audit, err := GetAuditSettings(ctx, r.pool)

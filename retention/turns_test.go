@@ -41,6 +41,11 @@ func TestTurnGroups(t *testing.T) {
 	otherGroup := uuid.New()
 	h.turn(turn{group: otherGroup, status: "SUPERSEDED", age: day, supersededBy: &target})
 
+	for _, group := range []uuid.UUID{done, accumulating} {
+		h.exec(`INSERT INTO reckon_turn_artifacts (turn_group, name, data, input_fingerprint, policy, turn_id, tenant_id, session_key)
+			VALUES ($1, 'plan', '{}', 'in', 'ALWAYS_SAFE', gen_random_uuid(), 'default', 'default:agent:user:chat')`, group)
+	}
+
 	report := h.run(h.retention(0))
 	groupTurns := func(group uuid.UUID) int {
 		return h.count(`SELECT count(*) FROM reckon_turns WHERE turn_group = $1`, group)
@@ -50,6 +55,8 @@ func TestTurnGroups(t *testing.T) {
 	require.Zero(t, h.count(`SELECT count(*) FROM reckon_messages WHERE turn_id = ANY($1)`, []uuid.UUID{doneFirst, doneLast}))
 	require.Zero(t, h.count(`SELECT count(*) FROM reckon_turn_decisions WHERE turn_id = ANY($1)`, []uuid.UUID{doneFirst, doneLast}))
 	require.False(t, h.exists("reckon_effects", doneEffect), "the group's effect goes after it, in the same run")
+	require.Zero(t, h.count(`SELECT count(*) FROM reckon_turn_artifacts WHERE turn_group = $1`, done), "the group's artifacts go with it")
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_turn_artifacts WHERE turn_group = $1`, accumulating))
 
 	require.Equal(t, 2, groupTurns(accumulating))
 	require.True(t, h.exists("reckon_effects", accumulatingEffect))

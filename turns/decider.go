@@ -40,6 +40,11 @@ type DecisionInput struct {
 	Turn Record
 	// New are the messages that arrived since the turn started and were not decided on yet.
 	New []Message
+	// PendingIrreversible counts the turn's recorded effects that cannot be undone and are not
+	// settled: irreversible ones PENDING or UNKNOWN, and any effect awaiting a person's
+	// confirmation (docs/design.md, "Confirmation holds"), whatever its policy — it may be
+	// confirmed, and so performed, at any moment, superseded turn or not.
+	PendingIrreversible int
 	// InterruptPoint says where the turn asks: "before_irreversible".
 	InterruptPoint string
 }
@@ -58,14 +63,17 @@ func (f DeciderFunc) Decide(ctx context.Context, in DecisionInput) (Decision, er
 	return f(ctx, in)
 }
 
-// DefaultDecision is the conservative default: QUEUE once the turn reached a commit point
-// or executed a side effect, otherwise SUPERSEDE.
+// DefaultDecision is the conservative default: QUEUE once the turn reached a commit point,
+// executed a side effect or has an effect pending that cannot be undone (one awaiting its
+// confirmation included), otherwise SUPERSEDE.
 func DefaultDecision(in DecisionInput) Decision {
 	switch {
 	case in.Turn.CommitPointReached:
 		return Decision{Action: ActionQueue, Reason: "commit_point_reached"}
 	case in.Turn.SideEffectsExecuted > 0:
 		return Decision{Action: ActionQueue, Reason: "side_effects_executed"}
+	case in.PendingIrreversible > 0:
+		return Decision{Action: ActionQueue, Reason: "irreversible_effects_pending"}
 	}
 	return Decision{Action: ActionSupersede, Reason: "new_messages_before_commit_point"}
 }

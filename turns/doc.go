@@ -23,6 +23,14 @@
 // QUEUE or FORCE_COMPLETE. Every decision is recorded in reckon_turn_decisions and counted in
 // reckon_turn_decisions_total.
 //
+// Artifacts: what a handler computed can outlive its turn. Turn.SaveArtifact stores an Artifact
+// for the turn group at once (not with the commit), with an input fingerprint, a dependency
+// fingerprint (Versions.Fingerprint of a version snapshot the application takes) and a
+// ReusePolicy; Turn.Artifact in a later turn of the group — the one that superseded it, or a
+// retry — returns it instead of a recomputation when the fingerprints allow (ALWAYS_SAFE: the
+// same input; CONDITIONAL: the same input and dependencies; NEVER: never). Lookups write the
+// events artifact.reused and artifact.invalidated and are counted in reckon_turn_artifacts_total.
+//
 // Wiring: create the Client and pass it in effects.Config.Plugins; a started effects client (a
 // reactor) then runs the turns. RunTurn runs a session's turn at once, without River.
 //
@@ -47,4 +55,7 @@
 //   - The Decider must not call the Turn's methods (it runs while the turn is locked).
 //   - Effects done inline with Turn.Do happen even if the turn is later superseded; give them a
 //     Position so that the superseding turn finds them instead of doing them again.
+//   - Artifacts are saved at once, so a saved artifact stays even when the turn then fails or is
+//     superseded; that is their purpose. Save them before BeforeIrreversible: a superseded
+//     turn's methods return ErrSuperseded or ErrTurnEnded.
 package turns

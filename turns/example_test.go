@@ -100,3 +100,13 @@ func Example() {
 	// order refunded: true
 	// refund effect: PENDING /d-0/shop.refund/0
 }
+
+// A dependency fingerprint from a snapshot of versions the application provides: the order of the
+// map does not count, a changed version does.
+func ExampleVersions_Fingerprint() {
+	before := turns.Versions{"catalog": "v41", "refund_policy": "v7"}.Fingerprint()
+	same := turns.Versions{"refund_policy": "v7", "catalog": "v41"}.Fingerprint()
+	after := turns.Versions{"catalog": "v42", "refund_policy": "v7"}.Fingerprint()
+	fmt.Println(before == same, before == after, before[:7])
+	// Output: true false sha256:
+}

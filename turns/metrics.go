@@ -10,11 +10,13 @@ import (
 //	reckon_turn_ended_total{status}               turns ended: COMPLETE, SUPERSEDED, FAILED
 //	reckon_turn_attempt_failures_total            handler or commit failures (the turn is retried)
 //	reckon_turn_mutex_wait_seconds{outcome}       session-mutex acquisitions: acquired, busy
+//	reckon_turn_artifacts_total{result}           artifact lookups and saves: reused, invalidated, miss, saved
 type metrics struct {
 	decisions *prometheus.CounterVec
 	ended     *prometheus.CounterVec
 	failures  prometheus.Counter
 	wait      *prometheus.HistogramVec
+	artifacts *prometheus.CounterVec
 }
 
 func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
@@ -36,6 +38,10 @@ func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to acquire the session mutex, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 3, 12),
 		}, []string{"outcome"}),
+		artifacts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "reckon", Subsystem: "turn", Name: "artifacts_total",
+			Help: "Turn artifacts: lookups that reused a stored artifact, found it invalidated or found none (miss), and saves.",
+		}, []string{"result"}),
 	}
 	// Every series at 0 before its first event, so rate() and alerts on them work from the start.
 	for _, status := range []Status{StatusComplete, StatusSuperseded, StatusFailed} {
@@ -46,10 +52,13 @@ func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 			m.decisions.WithLabelValues(string(action), decider)
 		}
 	}
+	for _, result := range []string{"reused", "invalidated", "miss", "saved"} {
+		m.artifacts.WithLabelValues(result)
+	}
 	if registerer == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.ended, m.failures, m.wait} {
+	for _, c := range []prometheus.Collector{m.decisions, m.ended, m.failures, m.wait, m.artifacts} {
 		if err := registerer.Register(c); err != nil {
 			return nil, err
 		}

@@ -2,13 +2,16 @@ package turns_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -19,17 +22,21 @@ func TestDefaultDecision(t *testing.T) {
 		name        string
 		commitPoint bool
 		sideEffects int
+		pending     int // irreversible effects pending, or awaiting a confirmation
 		action      turns.Action
 		reason      string
 	}{
-		{"nothing done yet", false, 0, turns.ActionSupersede, "new_messages_before_commit_point"},
-		{"side effects executed", false, 2, turns.ActionQueue, "side_effects_executed"},
-		{"commit point reached", true, 0, turns.ActionQueue, "commit_point_reached"},
-		{"both", true, 1, turns.ActionQueue, "commit_point_reached"},
+		{"nothing done yet", false, 0, 0, turns.ActionSupersede, "new_messages_before_commit_point"},
+		{"side effects executed", false, 2, 0, turns.ActionQueue, "side_effects_executed"},
+		{"commit point reached", true, 0, 0, turns.ActionQueue, "commit_point_reached"},
+		{"both", true, 1, 0, turns.ActionQueue, "commit_point_reached"},
+		{"irreversible effect pending", false, 0, 1, turns.ActionQueue, "irreversible_effects_pending"},
+		{"pending and side effects", false, 1, 3, turns.ActionQueue, "side_effects_executed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			decision := turns.DefaultDecision(turns.DecisionInput{Turn: turns.Record{CommitPointReached: tc.commitPoint, SideEffectsExecuted: tc.sideEffects}})
+			decision := turns.DefaultDecision(turns.DecisionInput{PendingIrreversible: tc.pending,
+				Turn: turns.Record{CommitPointReached: tc.commitPoint, SideEffectsExecuted: tc.sideEffects}})
 			require.Equal(t, tc.action, decision.Action)
 			require.Equal(t, tc.reason, decision.Reason)
 			require.Equal(t, tc.action != turns.ActionSupersede, decision.Proceed())
@@ -144,6 +151,68 @@ func TestSupersedeBeforeIrreversibleEffect(t *testing.T) {
 	require.Equal(t, second.Turn.ID, *stored.SupersededBy)
 	require.Len(t, second.Effects, 1)
 	require.False(t, second.Effects[0].Deduplicated)
+}
+
+// An effect of the turn that awaits a person's confirmation counts as a pending irreversible effect,
+// whatever its connector's policy: the decider is shown it, and the default decider QUEUEs rather
+// than supersede a turn whose effect may be confirmed, and performed, at any moment. An effect of
+// another turn, or one settled, does not count.
+func TestSupersedeDecisionCountsAHeldEffect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		held    bool
+		pending int
+		action  turns.Action
+		reason  string
+		status  turns.Status
+	}{
+		{"held", true, 1, turns.ActionQueue, "irreversible_effects_pending", turns.StatusComplete},
+		{"not held", false, 0, turns.ActionSupersede, "new_messages_before_commit_point", turns.StatusSuperseded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newPausing()
+			var h *harness
+			var shown turns.DecisionInput
+			p.before = func(ctx context.Context, turn *turns.Turn) error {
+				// Recorded at once, outside the turn's commit: an idempotent effect, held or not, and a
+				// held one of another turn.
+				note := func(key string, turnID uuid.UUID, held bool) error {
+					_, err := h.ec.Enqueue(ctx, effects.Spec{Connector: "notes.write", IdempotencyKey: key, TurnID: &turnID,
+						RequireConfirmation: held, Args: map[string]int{"n": 1}}, nil)
+					return err
+				}
+				if err := note(turn.ID.String()+"/note", turn.ID, tc.held); err != nil {
+					return err
+				}
+				return note(turn.ID.String()+"/elsewhere", uuid.New(), true)
+			}
+			p.after = func(ctx context.Context, turn *turns.Turn) error {
+				_, err := turn.BeforeIrreversible(ctx)
+				return err
+			}
+			h = setup(t, turns.Config{Handler: p, Decider: turns.DeciderFunc(func(_ context.Context, in turns.DecisionInput) (turns.Decision, error) {
+				shown = in
+				return turns.DefaultDecision(in), nil
+			})})
+			require.NoError(t, h.ec.Registry().Register(effects.Connector{
+				Name: "notes.write", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent},
+				Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
+			}))
+
+			first, err := runFirstTurn(t, h, p, newSession("web"))
+			require.NoError(t, err)
+			require.Equal(t, tc.status, first.Turn.Status)
+			require.Equal(t, tc.pending, shown.PendingIrreversible)
+			decisions, err := h.tc.Decisions(ctx, first.Turn.ID)
+			require.NoError(t, err)
+			require.Len(t, decisions, 1)
+			require.Equal(t, tc.action, decisions[0].Action)
+			require.Equal(t, tc.reason, decisions[0].Reason)
+		})
+	}
 }
 
 // With an application decider that supersedes even after an inline irreversible effect, the

@@ -41,6 +41,9 @@ type Turn struct {
 	forceComplete bool
 	superseded    bool
 	ended         bool
+	// reportedInvalid names the artifacts whose lookup in this turn reported them invalidated:
+	// saving them again does not report it twice.
+	reportedInvalid map[string]bool
 }
 
 // stagedOp is one staged piece of the commit: a mutation or an effect.
@@ -222,7 +225,11 @@ func (t *Turn) decideLocked(ctx context.Context, point string) (Decision, error)
 	if err != nil {
 		return Decision{}, fmt.Errorf("turns: read turn %s: %w", t.ID, err)
 	}
-	in := DecisionInput{Turn: *recordFromRow(row), New: fresh, InterruptPoint: point}
+	pendingIrreversible, err := q.EffectCountPendingIrreversibleByTurn(ctx, &t.ID)
+	if err != nil {
+		return Decision{}, fmt.Errorf("turns: pending irreversible effects of turn %s: %w", t.ID, err)
+	}
+	in := DecisionInput{Turn: *recordFromRow(row), New: fresh, InterruptPoint: point, PendingIrreversible: int(pendingIrreversible)}
 	decider, name := t.client.config.Decider, "application"
 	if t.client.config.defaultDecider {
 		name = "default"

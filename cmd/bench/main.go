@@ -1,7 +1,7 @@
 // Command bench measures Reckon against raw River and a hand-rolled River outbox on one fresh
 // database of the local Postgres, and prints the results side by side (and as JSON).
 //
-//	bench [-n 20000] [-w 100] [-c 16] [-dispatch-batch 16] [-claim-interval 10ms] [-scenarios all] [-tracing off] [-json bench.json]
+//	bench [-n 20000] [-w 100] [-c 16] [-dispatch-batch 16] [-claim-interval 10ms] [-scenarios all] [-tracing off] [-events on] [-json bench.json]
 //
 // Scenarios (comma-separated in -scenarios, or "all"):
 //
@@ -30,6 +30,11 @@
 // process and in the reactor processes, with an SDK tracer provider (the SDK's default sampling and
 // batching) exporting to an in-memory exporter — and names their results "…+tracing"; -tracing
 // both runs each scenario twice in the same run, off then on, and reports the ratios.
+//
+// -events both runs each scenario without the event stream (its triggers disabled, effect
+// transitions without a transaction id or position index, as before it) and with it, in the order
+// off, on, on, off; it names the results without it "…-events_off", reports each setting's mean of
+// its two runs, and their ratios: what writing events costs.
 package main
 
 import (
@@ -94,6 +99,7 @@ type options struct {
 	jsonPath         string
 	keep             bool
 	tracing          string
+	events           string
 }
 
 func main() {
@@ -127,6 +133,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&scenarios, "scenarios", "all", "comma-separated scenarios: "+strings.Join(allScenarios, ","))
 	fs.StringVar(&o.jsonPath, "json", "bench.json", "where to write the results as JSON (empty: nowhere)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the bench database afterwards")
+	fs.StringVar(&o.events, "events", eventsOn, "the event stream: on (as shipped), off (no events written: its triggers disabled) or both (each scenario off, then on, and their ratio)")
 	fs.StringVar(&o.tracing, "tracing", tracingOff, "OpenTelemetry tracing of the Reckon clients: off, memory (on, against an in-memory exporter) or both (each scenario off, then on, and their ratio)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -141,6 +148,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			o.scenarios = append(o.scenarios, s)
 		}
+	}
+	if !slices.Contains([]string{eventsOn, eventsOff, eventsBoth}, o.events) {
+		return fmt.Errorf("-events %q: want on, off or both", o.events)
 	}
 	if !slices.Contains([]string{tracingOff, tracingMemory, tracingBoth}, o.tracing) {
 		return fmt.Errorf("-tracing %q: want off, memory or both", o.tracing)
@@ -166,7 +176,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer b.close()
 	for _, scenario := range o.scenarios {
-		if err := b.runScenarioTraced(ctx, scenario); err != nil {
+		if err := b.runScenarioEvents(ctx, scenario); err != nil {
 			return fmt.Errorf("scenario %s: %w", scenario, err)
 		}
 	}
@@ -220,7 +230,7 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	var version string
 	_ = b.pool.QueryRow(ctx, `SHOW server_version`).Scan(&version)
 	b.results.Setup = map[string]any{"n": o.n, "workers": o.workers, "concurrency": o.concurrency, "batch": o.batch,
-		"duration_seconds": o.duration.Seconds(), "tracing": o.tracing, "storage_n": o.storageN, "retention_backlog": o.retentionBacklog, "postgres": version, "started_at": time.Now().UTC()}
+		"duration_seconds": o.duration.Seconds(), "tracing": o.tracing, "events": o.events, "storage_n": o.storageN, "retention_backlog": o.retentionBacklog, "postgres": version, "started_at": time.Now().UTC()}
 	return b, nil
 }
 
@@ -266,6 +276,7 @@ func (b *bench) reset(ctx context.Context) error {
 	defer conn.Release()
 	_, err = conn.Exec(ctx, `SET session_replication_role = replica;
 		TRUNCATE river_job, reckon_effects, reckon_effect_transitions CASCADE;
+		DO $$ BEGIN IF to_regclass('reckon_events') IS NOT NULL THEN TRUNCATE reckon_events; END IF; END $$;
 		DROP TABLE IF EXISTS bench_peer;
 		SET session_replication_role = DEFAULT`)
 	// No ANALYZE here: statistics of empty tables would tell the planner they stay empty while a

@@ -122,6 +122,7 @@ func (b *bench) report() {
 	b.reportStorage()
 	b.reportRetention()
 	b.reportTracing()
+	b.reportEvents()
 
 	check := func(goal, measured string, value float64, met bool) {
 		r.Targets = append(r.Targets, target{Goal: goal, Measured: measured, Value: value, Met: met})

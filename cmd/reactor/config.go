@@ -50,6 +50,9 @@ type config struct {
 	// retention is the retention job's settings (package retention): how long settled work and the
 	// audit history are kept, and how often this reactor (when leader) prunes.
 	retention cli.RetentionFlags
+	// confirmation is effects.Config's confirmation-hold settings of the effects this reactor
+	// enqueues (turns, sagas): -require-irreversible-confirmation, -confirmation-ttl, -four-eyes.
+	confirmation cli.ConfirmationFlags
 }
 
 // parseConfig reads flags over environment variables. A bad value is an error naming it.
@@ -96,6 +99,7 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 		"how long the turn job of a tenant without a turn handler waits before it is offered again")
 	c.retention.Register(&env)
 	c.retention.RegisterInterval(&env)
+	c.confirmation.Register(&env)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -143,7 +147,7 @@ func (c *config) validate() error {
 	case c.statsInterval < 100*time.Millisecond || c.statsInterval > time.Hour:
 		return fmt.Errorf("-stats-interval must be between 100ms and 1h, got %v", c.statsInterval)
 	}
-	if err := c.retention.Validate(); err != nil {
+	if err := errors.Join(c.retention.Validate(), c.confirmation.Validate()); err != nil {
 		return err
 	}
 	if c.turnHandlerURL != "" {

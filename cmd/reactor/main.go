@@ -18,19 +18,24 @@
 // RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_FETCH_POLL_INTERVAL, RECKON_FETCH_COOLDOWN,
 // RECKON_CLAIM_INTERVAL, RECKON_ASYNC_TIMEOUT, RECKON_STATS_INTERVAL, RECKON_TURN_HANDLER_URL,
 // RECKON_TURN_HANDLER_TIMEOUT, RECKON_TURN_NOT_READY_DELAY, RECKON_EFFECT_RETENTION,
-// RECKON_AUDIT_RETENTION, RECKON_DEDUP_WINDOW, RECKON_IDEMPOTENCY_TTL, RECKON_RETENTION_INTERVAL,
-// RECKON_RETENTION_BATCH, RECKON_LOG_FORMAT, RECKON_LOG_LEVEL. Tracing is off unless the standard
+// RECKON_AUDIT_RETENTION, RECKON_EVENT_RETENTION, RECKON_DEDUP_WINDOW, RECKON_IDEMPOTENCY_TTL,
+// RECKON_RETENTION_INTERVAL, RECKON_RETENTION_BATCH, RECKON_REQUIRE_IRREVERSIBLE_CONFIRMATION, RECKON_CONFIRMATION_TTL,
+// RECKON_FOUR_EYES, RECKON_LOG_FORMAT, RECKON_LOG_LEVEL. Tracing is off unless the standard
 // OTEL_* variables turn it on (docs/operations.md, "Tracing").
 //
 // It runs retention (package retention, docs/operations.md "Retention"): when it starts it makes
-// the partitions of the audit histories ahead, and the leader among the reactors prunes settled work
-// past -effect-retention and audit history past -audit-retention every -retention-interval (0: this
-// reactor never does). River's cleaner keeps finished jobs min(24h, -effect-retention).
+// the partitions of the audit histories and of the event log ahead, and the leader among the
+// reactors prunes settled work past -effect-retention, audit history past -audit-retention and
+// events past -event-retention (but those an active webhook subscription still needs) every
+// -retention-interval (0: this reactor never does). River's cleaner keeps finished jobs min(24h, -effect-retention).
 //
 // It runs the logical turns of sessions (package turns) with an HTTP turn handler (package
 // turns/httpturn): each turn is POSTed to its tenant's handler (PUT /v1/turn-handlers/{tenant})
 // or else to -turn-handler-url, and the effects answered are committed with the turn. A tenant
-// with neither: its turns wait, with their messages, and the log says so. `reactor -h` lists them with their defaults.
+// with neither: its turns wait, with their messages, and the log says so.
+//
+// It delivers the webhook subscriptions (package events, Webhooks; docs/api.md "Webhook
+// subscriptions"): each delivery is an effect of the built-in connector reckon.webhook. `reactor -h` lists them with their defaults.
 package main
 
 import (
@@ -49,6 +54,7 @@ import (
 
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/events"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
 	"github.com/reckonhq/reckon/internal/telemetry"
@@ -158,6 +164,8 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		// A River job is only the vehicle of an effect: its row and transitions are the record.
 		JobRetention: min(24*time.Hour, cfg.retention.EffectRetention),
 	}
+	cfg.confirmation.Apply(effectsConfig)
+	logger.Info("confirmation holds of the effects this reactor enqueues", cfg.confirmation.LogAttrs()...)
 	sessions, err := newTurnsClient(pool, cfg, registry, logger, metrics) // turns.go
 	if err != nil {
 		return err
@@ -166,7 +174,12 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	effectsConfig.Plugins = []effects.Plugin{sessions, sagas.sagas}
+	// Webhook subscriptions, delivered as effects of the built-in connector reckon.webhook.
+	webhooks, err := events.NewWebhooks(pool, &events.WebhookConfig{Logger: logger, Registerer: metrics})
+	if err != nil {
+		return err
+	}
+	effectsConfig.Plugins = []effects.Plugin{sessions, sagas.sagas, webhooks}
 	if cfg.retention.Interval > 0 {
 		retentionConfig := cfg.retention.Config()
 		retentionConfig.Logger, retentionConfig.Registerer = logger, metrics

@@ -308,6 +308,39 @@ func TestReactorConfig(t *testing.T) {
 	require.Equal(t, 0, p.Wait(t, 30*time.Second))
 }
 
+// TestReactorConfirmationConfig: -require-irreversible-confirmation, -confirmation-ttl and
+// -four-eyes default to their RECKON_* variables and reach the effects client; a TTL out of range or
+// a variable that is not a boolean is refused with exit status 2, naming it.
+func TestReactorConfirmationConfig(t *testing.T) {
+	t.Parallel()
+	requireRefused(t, []refused{
+		{args: []string{"-confirmation-ttl", "500ms"}, want: "-confirmation-ttl must be 0 (no expiry) or between 1s and 720h0m0s, got 500ms"},
+		{args: []string{"-confirmation-ttl", "721h"}, want: "-confirmation-ttl must be 0 (no expiry) or between 1s and 720h0m0s, got 721h0m0s"},
+		{env: []string{"RECKON_CONFIRMATION_TTL=-1s"}, want: "-confirmation-ttl must be 0"},
+		{env: []string{"RECKON_CONFIRMATION_TTL=soon"}, want: `RECKON_CONFIRMATION_TTL="soon"`},
+		{env: []string{"RECKON_FOUR_EYES=maybe"}, want: `RECKON_FOUR_EYES="maybe": not true or false`},
+		{env: []string{"RECKON_REQUIRE_IRREVERSIBLE_CONFIRMATION=yes"}, want: "RECKON_REQUIRE_IRREVERSIBLE_CONFIRMATION"},
+	})
+
+	f := setup(t)
+	reactor := proctest.Binary(t, "reactor")
+	const logged = `"msg":"confirmation holds of the effects this reactor enqueues"`
+	p := proctest.Start(t, f.env, reactor, "-addr", "127.0.0.1:0")
+	p.Addr(t)
+	require.Eventually(t, func() bool { return strings.Contains(p.Stderr(), logged) }, 10*time.Second, 20*time.Millisecond)
+	require.Contains(t, p.Stderr(), logged+`,"require_irreversible_confirmation":false,"confirmation_ttl":"0s","four_eyes":false`, "off by default")
+	p.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, p.Wait(t, 30*time.Second))
+
+	env := append(f.env, "RECKON_REQUIRE_IRREVERSIBLE_CONFIRMATION=true", "RECKON_CONFIRMATION_TTL=2h", "RECKON_FOUR_EYES=false")
+	p = proctest.Start(t, env, reactor, "-addr", "127.0.0.1:0", "-four-eyes") // the flag overrides its variable
+	p.Addr(t)
+	require.Eventually(t, func() bool { return strings.Contains(p.Stderr(), logged) }, 10*time.Second, 20*time.Millisecond)
+	require.Contains(t, p.Stderr(), logged+`,"require_irreversible_confirmation":true,"confirmation_ttl":"2h0m0s","four_eyes":true`)
+	p.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, p.Wait(t, 30*time.Second))
+}
+
 // TestReactorDrainsOnSIGTERM: a call in flight when SIGTERM arrives is allowed to finish within the
 // shutdown timeout and its outcome is recorded normally (CONFIRMED, not UNKNOWN) before the
 // reactor exits 0.

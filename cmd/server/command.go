@@ -17,6 +17,7 @@ import (
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/events"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
 	"github.com/reckonhq/reckon/internal/jsonx"
@@ -174,7 +175,11 @@ func (c *command) withOps(ctx context.Context, pool *pgxpool.Pool, fn func(*ops.
 	if _, err := httpconn.Sync(ctx, pool, registry); err != nil {
 		return err
 	}
-	client, err := effects.NewClient(pool, &effects.Config{Registry: registry, Logger: logger, Plugins: []effects.Plugin{sessions, sagas}})
+	webhooks, err := events.NewWebhooks(pool, &events.WebhookConfig{Logger: logger})
+	if err != nil {
+		return err
+	}
+	client, err := effects.NewClient(pool, &effects.Config{Registry: registry, Logger: logger, Plugins: []effects.Plugin{sessions, sagas, webhooks}})
 	if err != nil {
 		return err
 	}

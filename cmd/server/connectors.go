@@ -25,15 +25,21 @@ const connectorsUsage = `server connectors put -name NAME -dispatch-url URL [-ta
                        [-async-timeout 10m] [-hard-timeout] [-cancel-url URL]
 server connectors put -f definition.json   (or -f - for stdin; the JSON form of docs/connectors.md)
 server connectors list [-json]
-server connectors delete -name NAME`
+server connectors delete -name NAME
+server connectors limit show|set|clear|reset [NAME] [flags]   operators' limits of any connector (Go or HTTP):
+                       ` + "`server connectors limit -h`" + ` describes them`
 
 // runConnectors manages the HTTP connectors stored in reckon_connectors (package
 // effects/httpconn): put (insert or replace, validated like a Go connector), list and delete.
-// Reactors pick changes up at their next sync.
+// Reactors pick changes up at their next sync. limit manages the operators' limits of connectors
+// (connectorsLimit).
 func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd, err := newCommand("server connectors", connectorsUsage, args, stdout)
 	if err != nil {
 		return err
+	}
+	if cmd.action == "limit" {
+		return connectorsLimit(ctx, cmd.args, stdout)
 	}
 	fs := cmd.fs
 	var run func(context.Context, *pgxpool.Pool) error

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/fakebank"
@@ -183,6 +184,18 @@ func operatorToken(t *testing.T, env []string, server, name string, flags ...str
 	return token
 }
 
+// consoleRig is what a console browser test starts from: a headless Chromium (started first, so
+// that without one the test skips before any work), the screenshots' directory, the server binary,
+// a database of its own and the environment that points the binaries at it.
+func consoleRig(t *testing.T) (browser context.Context, shots, server string, pool *pgxpool.Pool, env []string) {
+	t.Helper()
+	browser = startChromium(t, 3*time.Minute)
+	shots = screenshotDir(t)
+	server = proctest.Binary(t, "server")
+	pool = pgtest.NewDB(t)
+	return browser, shots, server, pool, []string{"DATABASE_URL=" + pool.Config().ConnString()}
+}
+
 // TestConsoleInBrowser drives the console in headless Chromium against the real server and
 // reactor binaries and a fake bank, with demo-like data: wires that end STUCK (the bank moved the
 // money, dropped the connection, and its status checks cannot say), settled wires in a run, a
@@ -196,11 +209,7 @@ func operatorToken(t *testing.T, env []string, server, name string, flags ...str
 func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	started := time.Now()
-	browser := startChromium(t, 3*time.Minute) // first: without Chromium the test skips before any work
-	shots := screenshotDir(t)
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	browser, shots, server, pool, env := consoleRig(t)
 	ctx := context.Background()
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {

@@ -73,6 +73,7 @@ func TestConsoleAtScale(t *testing.T) {
 	pages := []struct{ name, path string }{
 		{"overview", "/console/overview"},
 		{"STUCK queue", "/console/stuck"},
+		{"awaiting confirmation", "/console/awaiting"},
 		{"effects", "/console/effects"},
 		{"effects, page 2", ""}, // the Next link of the first page
 		{"effects state=FAILED", "/console/effects?state=FAILED"},
@@ -114,7 +115,8 @@ func TestConsoleAtScale(t *testing.T) {
 	next := strings.Index(first, `rel="next"`)
 	require.Positive(t, next, "the first page of effects has a Next link")
 	href := first[strings.LastIndex(first[:next], `href="`)+len(`href="`):]
-	pages[3].path = strings.ReplaceAll(href[:strings.Index(href, `"`)], "&amp;", "&")
+	page2 := slices.IndexFunc(pages, func(p struct{ name, path string }) bool { return p.name == "effects, page 2" })
+	pages[page2].path = strings.ReplaceAll(href[:strings.Index(href, `"`)], "&amp;", "&")
 
 	// Plans: a console on one connection that sends every statement's plan to the client.
 	var mu sync.Mutex

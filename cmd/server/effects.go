@@ -21,6 +21,9 @@ import (
 const effectsUsage = `server effects list [filters] [-limit N] [-after CURSOR] [-o table|json]
                                         effects of every tenant, newest first
 server effects show ID [-o table|json]   an effect's evidence: history, compensations, saga, run, turn
+server effects awaiting [-limit N] [-after CURSOR] [-o table|json]
+                                        effects awaiting their confirmation, longest waiting first,
+                                        with their prompts
 server effects resolve ID -to CONFIRMED|FAILED|PENDING -reason R [-actor A]
                                         decide a STUCK effect
 server effects resolve -all [filters] -to STATE -reason R (-dry-run | -yes) [-actor A]
@@ -40,7 +43,7 @@ The audit trail records the actor as operator:cli:{OS user}, or operator:{A} wit
 // ops.ParseEffectFilter (flags use '-' where it has '_').
 var effectFilterFlags = []string{"tenant", "state", "connector", "idempotency_key", "business_key", "run", "turn", "created_after", "created_before"}
 
-// runEffects: server effects list | show | resolve | cancel | confirm | decline.
+// runEffects: server effects list | show | awaiting | resolve | cancel | confirm | decline.
 func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, err := newCommand("server effects", effectsUsage, args, stdout)
 	if err != nil {
@@ -57,8 +60,10 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var limit, after, to, reason, actor *string
 	var all, dryRun, yes *bool
 	switch cmd.action {
-	case "list":
-		addFilters()
+	case "list", "awaiting":
+		if cmd.action == "list" {
+			addFilters()
+		}
 		limit = fs.String("limit", "", fmt.Sprintf("effects per page (default %d, at most %d)", ops.DefaultLimit, ops.MaxLimit))
 		after = fs.String("after", "", "the cursor printed after the previous page")
 	case "show":
@@ -75,7 +80,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	default:
 		return cmd.unknownAction("effects action")
 	}
-	wantID := cmd.action != "list"
+	wantID := cmd.action != "list" && cmd.action != "awaiting"
 	if cmd.action == "resolve" {
 		// -all takes the place of the ID; look for it before parsing, as parseWithID needs to know.
 		for _, a := range cmd.args {
@@ -122,6 +127,12 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 		}
 	}
+	pageSize := 0
+	if cmd.action == "awaiting" {
+		if pageSize, err = ops.ParsePageLimit(*limit); err != nil {
+			return cmd.opsError(err)
+		}
+	}
 	var to2 effects.State
 	if to != nil {
 		if to2, err = ops.ParseResolveTarget(*to); err != nil {
@@ -150,6 +161,12 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 					return err
 				}
 				return printEffects(stdout, *output, page, next)
+			case cmd.action == "awaiting":
+				page, total, next, err := o.Awaiting(ctx, all, pageSize, *after)
+				if err != nil {
+					return err
+				}
+				return printAwaiting(stdout, *output, page, total, next)
 			case cmd.action == "show":
 				ev, err := o.Evidence(ctx, all, id)
 				if err != nil {
@@ -225,7 +242,7 @@ func printEffects(w io.Writer, output string, page []*effects.Effect, next strin
 	}
 	tw := newTable(w, "ID\tTENANT\tCONNECTOR\tSTATE\tIDEMPOTENCY KEY\tATTEMPTS\tCREATED")
 	for _, e := range page {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", e.ID, e.TenantID, e.Connector, e.State, e.IdempotencyKey,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", e.ID, e.TenantID, e.Connector, stateText(e), e.IdempotencyKey,
 			e.Attempts, e.MaxAttempts, e.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil {
@@ -235,6 +252,54 @@ func printEffects(w io.Writer, output string, page []*effects.Effect, next strin
 		fmt.Fprintf(w, "more: -after %s\n", next)
 	}
 	return nil
+}
+
+// stateText is an effect's state for a table, with its confirmation hold while it awaits one.
+func stateText(e *effects.Effect) string {
+	if e.Confirmation == effects.ConfirmationAwaiting {
+		return string(e.State) + " (awaiting confirmation)"
+	}
+	return string(e.State)
+}
+
+// printAwaiting prints a page of the effects awaiting confirmation: in JSON as the API answers
+// effects, with the total; as a table with how long each has waited, its expiry and its prompt.
+func printAwaiting(w io.Writer, output string, page []*effects.Effect, total int, next string) error {
+	if output == "json" {
+		return printJSON(w, struct {
+			Effects    []*api.EffectJSON `json:"effects"`
+			Total      int               `json:"total"`
+			NextCursor string            `json:"next_cursor,omitempty"`
+		}{effectsToJSON(page), total, next})
+	}
+	fmt.Fprintf(w, "%d awaiting confirmation\n", total)
+	tw := newTable(w, "ID\tTENANT\tCONNECTOR\tWAITING\tEXPIRES\tPROMPT")
+	now := time.Now()
+	for _, e := range page {
+		expires := "never"
+		if e.ConfirmationExpiresAt != nil {
+			expires = e.ConfirmationExpiresAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.TenantID, e.Connector,
+			now.Sub(e.CreatedAt).Round(time.Second), expires, oneLine(e.ConfirmationPrompt))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(w, "more: -after %s\n", next)
+	}
+	return nil
+}
+
+// oneLine is s with its line breaks and tabs as spaces, for a table cell.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\t' {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // printEvidence prints an effect's evidence: in JSON, the effect with its history, its
@@ -273,7 +338,7 @@ func printEvidence(w io.Writer, output string, ev *ops.Evidence) error {
 	}
 	row("tenant", e.TenantID)
 	row("connector", e.Connector)
-	row("state", string(e.State))
+	row("state", stateText(e))
 	row("idempotency key", e.IdempotencyKey)
 	row("business key", e.BusinessKey)
 	row("attempts", fmt.Sprintf("%d of %d", e.Attempts, e.MaxAttempts))
@@ -282,6 +347,16 @@ func printEvidence(w io.Writer, output string, ev *ops.Evidence) error {
 	row("error", e.Error)
 	row("created", e.CreatedAt.UTC().Format(time.RFC3339))
 	row("updated", e.UpdatedAt.UTC().Format(time.RFC3339))
+	if e.Confirmation != "" {
+		row("confirmation", string(e.Confirmation))
+		row("prompt", oneLine(e.ConfirmationPrompt))
+		if e.ConfirmationExpiresAt != nil {
+			row("confirmation expires", e.ConfirmationExpiresAt.UTC().Format(time.RFC3339))
+		}
+		if e.ConfirmationAt != nil {
+			row("decided", fmt.Sprintf("%s by %s: %s", e.ConfirmationAt.UTC().Format(time.RFC3339), e.ConfirmationBy, oneLine(e.ConfirmationReason)))
+		}
+	}
 	if ev.Compensates != nil {
 		row("compensates", ev.Compensates.ID.String()+" ("+string(ev.Compensates.State)+")")
 	}

@@ -202,16 +202,62 @@ func TestEffectsCLIConfirmation(t *testing.T) {
 	}
 	confirmMe, declineMe := held("h-1"), held("h-2")
 
-	code, _, stderr := runEffectsCLI(t, pool, "confirm", confirmMe.String(), "-actor", "ann")
+	// Listed longest waiting first with their prompts; shown with the hold; the list marks them.
+	code, stdout, stderr := runEffectsCLI(t, pool, "awaiting")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Equal(t, "2 awaiting confirmation", lines[0])
+	require.Len(t, lines, 4, stdout)
+	require.Contains(t, lines[2], confirmMe.String())
+	require.Contains(t, lines[2], "Wire?")
+	require.Contains(t, lines[3], declineMe.String())
+	code, stdout, stderr = runEffectsCLI(t, pool, "awaiting", "-limit", "1", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var page struct {
+		Effects []struct {
+			ID           string `json:"id"`
+			Confirmation struct {
+				State  string `json:"state"`
+				Prompt string `json:"prompt"`
+			} `json:"confirmation"`
+		} `json:"effects"`
+		Total      int    `json:"total"`
+		NextCursor string `json:"next_cursor"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &page), stdout)
+	require.Equal(t, 2, page.Total)
+	require.Len(t, page.Effects, 1)
+	require.Equal(t, confirmMe.String(), page.Effects[0].ID)
+	require.Equal(t, "Wire?", page.Effects[0].Confirmation.Prompt)
+	require.NotEmpty(t, page.NextCursor)
+	code, stdout, stderr = runEffectsCLI(t, pool, "awaiting", "-after", page.NextCursor)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, declineMe.String())
+	require.NotContains(t, stdout, confirmMe.String())
+	code, _, stderr = runEffectsCLI(t, pool, "awaiting", "-limit", "0")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "limit")
+	code, stdout, stderr = runEffectsCLI(t, pool, "show", confirmMe.String())
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `state\s+PENDING \(awaiting confirmation\)`, stdout)
+	require.Regexp(t, `prompt\s+Wire\?`, stdout)
+	code, stdout, stderr = runEffectsCLI(t, pool, "list", "-tenant", "acme")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "PENDING (awaiting confirmation)")
+
+	code, _, stderr = runEffectsCLI(t, pool, "confirm", confirmMe.String(), "-actor", "ann")
 	require.Equal(t, 2, code, stderr)
 	require.Contains(t, stderr, "-reason")
-	code, stdout, stderr := runEffectsCLI(t, pool, "confirm", confirmMe.String(), "-reason", "called back", "-actor", "ann")
+	code, stdout, stderr = runEffectsCLI(t, pool, "confirm", confirmMe.String(), "-reason", "called back", "-actor", "ann")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "confirmed effect "+confirmMe.String())
 	var by, confirmation string
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT confirmation, confirmation_by FROM reckon_effects WHERE id = $1`, confirmMe).Scan(&confirmation, &by))
 	require.Equal(t, "CONFIRMED", confirmation)
 	require.Equal(t, "operator:ann", by)
+	code, stdout, stderr = runEffectsCLI(t, pool, "show", confirmMe.String())
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `decided\s+\S+ by operator:ann: called back`, stdout)
 
 	code, stdout, stderr = runEffectsCLI(t, pool, "decline", declineMe.String(), "-reason", "not authorised")
 	require.Equal(t, 0, code, stderr)

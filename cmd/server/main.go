@@ -11,10 +11,12 @@
 //	server operators add|list|revoke    operator accounts of the console and CLI (docs/operations.md)
 //	server effects list|show|resolve|cancel   operators' view of effects and their decisions (docs/operations.md)
 //	server connectors put|list|delete   manage the HTTP connectors (docs/connectors.md)
+//	server connectors limit show|set|clear|reset [NAME]   operators' limits of connectors (docs/operations.md)
 //	server sagas list|show|resolve      operators' view of sagas and their decisions (docs/operations.md)
 //	server sagas define -f F | definitions   manage the saga definitions (docs/api.md)
 //	server runs show|cancel -tenant T ID     a run's guardrails and pending events; cancel it (docs/operations.md)
 //	server retention status|run|policy|partitions   what retention keeps and prunes (docs/operations.md)
+//	server events tail [-pattern P …] [-after ID] [-tenant T]   follow the event stream (docs/operations.md)
 //	server -h | help [COMMAND]          list the commands and serve's flags; COMMAND -h describes one
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
@@ -22,7 +24,9 @@
 // RECKON_MAX_BODY_BYTES_IN_FLIGHT, RECKON_IDEMPOTENCY_TTL, RECKON_CONNECTOR_SYNC_INTERVAL, RECKON_CONSOLE_SESSION_TTL,
 // RECKON_CONSOLE_SECURE_COOKIES, RECKON_DB_CONNS, RECKON_SHUTDOWN_TIMEOUT,
 // RECKON_READ_HEADER_TIMEOUT, RECKON_READ_TIMEOUT, RECKON_WRITE_TIMEOUT, RECKON_IDLE_TIMEOUT,
-// RECKON_TLS_CERT, RECKON_TLS_KEY (both or neither: HTTPS); a value that cannot be parsed or is
+// RECKON_TLS_CERT, RECKON_TLS_KEY (both or neither: HTTPS), RECKON_REQUIRE_IRREVERSIBLE_CONFIRMATION,
+// RECKON_CONFIRMATION_TTL, RECKON_FOUR_EYES (the confirmation holds of the effects its API
+// enqueues); a value that cannot be parsed or is
 // out of range is refused (exit status 2), a certificate or key that cannot be read is exit
 // status 1. Tracing is off unless the standard OTEL_* variables turn it on (docs/operations.md,
 // "Tracing"). The API is documented in docs/api.md.
@@ -48,6 +52,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/events"
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
 	"github.com/reckonhq/reckon/internal/telemetry"
@@ -85,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runRetention(ctx, args[1:], stdout, stderr)
 	case "effects":
 		err = runEffects(ctx, args[1:], stdout, stderr)
+	case "events":
+		err = runEvents(ctx, args[1:], stdout, stderr)
 	case "help":
 		// `server help` is `server -h`; `server help COMMAND` is `server COMMAND -h`.
 		if len(args) == 1 || args[1] == "help" {
@@ -145,6 +152,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	timeouts.Flags(&env)
 	var tlsFiles cli.TLSFiles
 	tlsFiles.Flags(&env)
+	// The confirmation holds of the effects the API enqueues (docs/design.md, "Confirmation holds").
+	var confirmation cli.ConfirmationFlags
+	confirmation.Register(&env)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -166,7 +176,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case dbConns < 2 || dbConns > 10000:
 		return fmt.Errorf("%w: -db-conns must be between 2 and 10000, got %d", errUsage, dbConns)
 	}
-	if err := errors.Join(timeouts.Validate(), tlsFiles.Validate()); err != nil {
+	if err := errors.Join(timeouts.Validate(), tlsFiles.Validate(), confirmation.Validate()); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	logger, err := common.logger()
@@ -206,14 +216,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sessions, sagas}})
+	// The webhook deliveries' settle hook, for operators who resolve a STUCK delivery here; the
+	// reactors deliver.
+	webhooks, err := events.NewWebhooks(pool, &events.WebhookConfig{Logger: logger})
+	if err != nil {
+		return err
+	}
+	effectsConfig := &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sessions, sagas, webhooks}}
+	confirmation.Apply(effectsConfig)
+	logger.Info("confirmation holds of the effects the API enqueues", confirmation.LogAttrs()...)
+	client, err := effects.NewClient(pool, effectsConfig)
 	if err != nil {
 		return err
 	}
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
+	// The event stream (GET /v1/events) is woken by the effects client's one LISTEN connection,
+	// and its streams end when SIGTERM starts the shutdown: they never end by themselves, so they
+	// would hold up the drain until -shutdown-timeout.
 	apiServer, err := api.New(&api.Config{
 		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Logger: logger, MaxBodyBytes: maxBody,
 		MaxBodyBytesInFlight: bodiesInFlight, IdempotencyTTL: idempotencyTTL,
+		Events: events.New(pool, client), Stopping: ctx.Done(),
 	})
 	if err != nil {
 		return err

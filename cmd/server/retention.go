@@ -23,7 +23,7 @@ server retention policy unset -tenant T                  tenant T follows -effec
 server retention policy list [-json]                     the tenants' policies
 server retention partitions [-period day|month] [-premake D]  how the audit histories are cut from now on
 
-status and run take the reactor's retention flags (-effect-retention, -audit-retention, -dedup-window,
+status and run take the reactor's retention flags (-effect-retention, -audit-retention, -event-retention, -dedup-window,
 -idempotency-ttl, -retention-batch, and their RECKON_ variables): give them the reactors' values.`
 
 // runRetention: server retention status | run | policy set|unset|list | partitions.
@@ -216,6 +216,7 @@ func printRetentionStatus(w io.Writer, s *retention.Status) {
 		fmt.Fprintf(tw, "    tenant %s\t%s\n", p.TenantID, durationText(p.EffectRetention))
 	}
 	fmt.Fprintf(tw, "  audit retention\t%s\n", durationOr(s.AuditRetention, "forever"))
+	fmt.Fprintf(tw, "  event retention\t%s\n", durationOr(s.EventRetention, "forever"))
 	fmt.Fprintf(tw, "  dedup window\t%s\n", durationOr(s.DedupWindow, "none (no tombstones)"))
 	fmt.Fprintf(tw, "  idempotency ttl\t%s\n", durationText(s.IdempotencyTTL))
 	fmt.Fprintf(tw, "  batch\t%d rows\n", s.BatchSize)

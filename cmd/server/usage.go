@@ -22,13 +22,18 @@ commands:
               list [-json] | revoke NAME
   effects     operators' view and actions: list [filters] | show ID | resolve ID -to S -reason R |
               resolve -all [filters] -to S -reason R -dry-run|-yes | cancel ID -reason R
-  connectors  HTTP connectors: put -f FILE | list [-json] | delete -name NAME
+  connectors  HTTP connectors: put -f FILE | list [-json] | delete -name NAME |
+              operators' limits: limit show [NAME] | limit set NAME [-rate N -per D …] |
+              limit clear NAME | limit reset NAME
   sagas       list [filters] [-o json] | show ID | resolve ID -decision D -reason R |
               saga definitions: define -f FILE | definitions [-json]
   runs        show -tenant T ID [-o json] | cancel -tenant T ID -reason R
+  events      tail [-pattern P ...] [-after ID] [-tenant T] [-o json]: follow the event stream
   retention   pruning of settled work and old audit history: status [-json] | run [-dry-run] |
               policy set -tenant T -effect-retention D | policy unset -tenant T | policy list |
               partitions [-period day|month] [-premake D]
+  events      webhook subscriptions: subscriptions list [-tenant T] | subscriptions create -url U
+              [-tenant T] [-pattern P]… | subscriptions delete|pause|resume ID
   help        this help; help COMMAND is COMMAND -h
 
 Flags go after the command and its action. ` + "`server COMMAND -h`" + ` describes a command's
@@ -37,7 +42,7 @@ actions, ` + "`server COMMAND ACTION -h`" + ` lists an action's flags.
 flags of serve:`
 
 // commandNames are server's commands, for the messages that list them.
-var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "retention", "help"}
+var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "retention", "help"}
 
 // helpArgs are the arguments that ask for help.
 var helpArgs = []string{"-h", "-help", "--help", "help"}

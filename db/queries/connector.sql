@@ -3,11 +3,13 @@
 INSERT INTO reckon_connectors (
     name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms,
     max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
-    async_timeout_ms, hard_timeout, cancel_url
+    async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt,
+    limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms
 ) VALUES (
     @name, @tags, @dispatch_url, @status_url, @compensate_url, @business_key_fields, @timeout_ms,
     @max_attempts, @status_check_limit, @backoff_initial_ms, @backoff_max_ms, @unsafe,
-    sqlc.narg(async_timeout_ms), @hard_timeout, sqlc.narg(cancel_url)
+    sqlc.narg(async_timeout_ms), @hard_timeout, sqlc.narg(cancel_url), @requires_confirmation, sqlc.narg(confirmation_prompt),
+    @limit_rate, @limit_per_ms, @limit_burst, @limit_max_in_flight, @limit_per_tenant, @limit_break_after, @limit_break_for_ms
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -24,6 +26,15 @@ ON CONFLICT (name) DO UPDATE SET
     async_timeout_ms = excluded.async_timeout_ms,
     hard_timeout = excluded.hard_timeout,
     cancel_url = excluded.cancel_url,
+    requires_confirmation = excluded.requires_confirmation,
+    confirmation_prompt = excluded.confirmation_prompt,
+    limit_rate = excluded.limit_rate,
+    limit_per_ms = excluded.limit_per_ms,
+    limit_burst = excluded.limit_burst,
+    limit_max_in_flight = excluded.limit_max_in_flight,
+    limit_per_tenant = excluded.limit_per_tenant,
+    limit_break_after = excluded.limit_break_after,
+    limit_break_for_ms = excluded.limit_break_for_ms,
     updated_at = now()
 RETURNING sqlc.embed(reckon_connectors), (xmax = 0)::boolean AS inserted;
 

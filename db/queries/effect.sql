@@ -377,3 +377,11 @@ WHERE confirmation = 'AWAITING' AND confirmation_expires_at <= now() AND state =
 ORDER BY confirmation_expires_at
 LIMIT @max_rows::integer
 FOR UPDATE SKIP LOCKED;
+
+-- name: EffectCountPendingIrreversibleByTurn :one
+-- How many effects of a turn cannot be undone and are not settled: irreversible ones PENDING or
+-- UNKNOWN, and any awaiting a person's confirmation (it may be confirmed at any moment). What a
+-- turn's supersede decider is shown (turns.DecisionInput.PendingIrreversible).
+SELECT count(*) FROM reckon_effects
+WHERE turn_id = @turn_id AND state IN ('PENDING', 'UNKNOWN')
+  AND (policy = 'irreversible' OR confirmation = 'AWAITING');

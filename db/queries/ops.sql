@@ -30,12 +30,31 @@ WHERE state = 'STUCK' AND (sqlc.arg(all_tenants)::boolean OR tenant_id = ANY (sq
 
 -- name: OpsOverviewUnresolved :many
 -- PENDING, UNKNOWN and STUCK effects per tenant, connector and state, with the oldest one's
--- creation; reckon_effects_unresolved_idx holds exactly these rows.
-SELECT tenant_id, connector, state, count(*)::bigint AS count, min(created_at)::timestamptz AS oldest
+-- creation; reckon_effects_unresolved_idx holds exactly these rows. The PENDING effects awaiting
+-- their confirmation (0024_confirmations) are a group of their own (awaiting): they wait for a
+-- person, not for the reactors.
+SELECT tenant_id, connector, state, (state = 'PENDING' AND confirmation IS NOT DISTINCT FROM 'AWAITING')::boolean AS awaiting,
+       count(*)::bigint AS count, min(created_at)::timestamptz AS oldest
 FROM reckon_effects
 WHERE state IN ('PENDING', 'UNKNOWN', 'STUCK')
   AND (sqlc.arg(all_tenants)::boolean OR tenant_id = ANY (sqlc.arg(tenant_ids)::text[]))
-GROUP BY tenant_id, connector, state;
+GROUP BY tenant_id, connector, state, 4;
+
+-- name: OpsAwaitingList :many
+-- The effects of the tenants awaiting their confirmation, oldest first; keyset pagination on
+-- (created_at, id). reckon_effects_awaiting_confirmation_idx holds exactly the awaiting ones.
+SELECT id, created_at FROM reckon_effects
+WHERE state = 'PENDING' AND confirmation = 'AWAITING'
+  AND (sqlc.arg(all_tenants)::boolean OR tenant_id = ANY (sqlc.arg(tenant_ids)::text[]))
+  AND (sqlc.narg(cursor_created_at)::timestamptz IS NULL
+       OR (created_at, id) > (sqlc.narg(cursor_created_at)::timestamptz, sqlc.narg(cursor_id)::uuid))
+ORDER BY created_at, id
+LIMIT sqlc.arg(max_rows)::integer;
+
+-- name: OpsAwaitingCount :one
+SELECT count(*)::bigint FROM reckon_effects
+WHERE state = 'PENDING' AND confirmation = 'AWAITING'
+  AND (sqlc.arg(all_tenants)::boolean OR tenant_id = ANY (sqlc.arg(tenant_ids)::text[]));
 
 -- name: OpsOverviewSettled :many
 -- CONFIRMED and FAILED effects settled since @since, per tenant, connector and state;

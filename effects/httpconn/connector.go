@@ -96,6 +96,7 @@ func (d Definition) Connector(client *http.Client) effects.Connector {
 		Name: d.Name, Tags: d.Tags, Timeout: d.Timeout, MaxAttempts: d.MaxAttempts,
 		StatusCheckLimit: d.StatusCheckLimit, Backoff: d.backoff, Unsafe: d.Unsafe,
 		AsyncTimeout: d.AsyncTimeout, HardTimeout: d.HardTimeout,
+		RequiresConfirmation: d.RequiresConfirmation, ConfirmationPrompt: d.ConfirmationPrompt, Limit: d.Limit,
 	}
 	dispatchURL := d.DispatchURL
 	c.Dispatch = func(ctx context.Context, call effects.Call) (json.RawMessage, error) {

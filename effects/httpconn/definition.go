@@ -3,10 +3,10 @@ package httpconn
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
@@ -60,6 +60,17 @@ type Definition struct {
 	// effect's run is cancelled (effects.Connector.Cancel): 200, 201 or 204 means abandoned.
 	// Optional; without it a hard timeout leaves the outcome UNKNOWN.
 	CancelURL string
+	// RequiresConfirmation holds every effect of the connector until a person confirms it
+	// (effects.Connector.RequiresConfirmation; docs/design.md, "Confirmation holds"). Default false.
+	RequiresConfirmation bool
+	// ConfirmationPrompt is the question shown to whoever confirms, {name} standing for the
+	// top-level arg name (effects.Connector.ConfirmationPrompt; checked by
+	// effects.ValidateConfirmationPrompt). Optional; default "Confirm {connector name}?".
+	ConfirmationPrompt string
+	// Limit bounds the connector's calls across every reactor (effects.Connector.Limit; a rate, a
+	// cap on calls in flight, a circuit breaker). Default: none. An operator's limit replaces it
+	// at run time (effects.Client.SetLimit).
+	Limit effects.Limit
 	// CreatedAt and UpdatedAt are set by the store (Put, Get, List) and ignored by Put.
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -150,6 +161,14 @@ func (d Definition) Validate() error {
 	}
 	if d.AsyncTimeout != 0 && (d.AsyncTimeout < time.Millisecond || d.AsyncTimeout > effects.MaxAsyncTimeout) {
 		problems = append(problems, fmt.Sprintf("async_timeout_ms: %v out of range (1ms to %v, or absent for the reactor's)", d.AsyncTimeout, effects.MaxAsyncTimeout))
+	}
+	if d.ConfirmationPrompt != "" {
+		if err := effects.ValidateConfirmationPrompt(d.ConfirmationPrompt); err != nil {
+			problems = append(problems, "confirmation_prompt: "+strings.TrimPrefix(err.Error(), "effects: confirmation prompt: "))
+		}
+	}
+	if _, err := d.Limit.WithDefaults(); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if len(problems) == 0 {
 		// The registration rules of Go connectors: tags, ranges, a way to resolve UNKNOWN.
@@ -274,14 +293,20 @@ type definitionJSON struct {
 	AsyncTimeoutMS    *int64        `json:"async_timeout_ms,omitempty"` // nil: the reactor's
 	HardTimeout       bool          `json:"hard_timeout,omitempty"`
 	CancelURL         string        `json:"cancel_url,omitempty"`
-	CreatedAt         *time.Time    `json:"created_at,omitempty"`
-	UpdatedAt         *time.Time    `json:"updated_at,omitempty"`
+	// RequiresConfirmation and ConfirmationPrompt: the confirmation hold of the connector's effects.
+	RequiresConfirmation bool   `json:"requires_confirmation,omitempty"`
+	ConfirmationPrompt   string `json:"confirmation_prompt,omitempty"`
+	// Limit: the connector's own limits; absent for none.
+	Limit     *effects.Limit `json:"limit,omitempty"`
+	CreatedAt *time.Time     `json:"created_at,omitempty"`
+	UpdatedAt *time.Time     `json:"updated_at,omitempty"`
 }
 
 // MarshalJSON writes d as {"name","tags","dispatch_url","status_url","compensate_url",
 // "business_key_fields","timeout_ms","max_attempts","status_check_limit","backoff_initial_ms",
-// "backoff_max_ms","unsafe","async_timeout_ms","hard_timeout","cancel_url","created_at",
-// "updated_at"}; unset optional fields are left out.
+// "backoff_max_ms","unsafe","async_timeout_ms","hard_timeout","cancel_url",
+// "requires_confirmation","confirmation_prompt","limit","created_at","updated_at"}; unset optional
+// fields are left out.
 func (d Definition) MarshalJSON() ([]byte, error) {
 	out := definitionJSON{
 		Name: d.Name, Tags: d.Tags, DispatchURL: d.DispatchURL, StatusURL: d.StatusURL,
@@ -289,10 +314,14 @@ func (d Definition) MarshalJSON() ([]byte, error) {
 		TimeoutMS: d.Timeout.Milliseconds(), MaxAttempts: d.MaxAttempts, StatusCheckLimit: d.StatusCheckLimit,
 		BackoffInitialMS: d.BackoffInitial.Milliseconds(), BackoffMaxMS: d.BackoffMax.Milliseconds(), Unsafe: d.Unsafe,
 		HardTimeout: d.HardTimeout, CancelURL: d.CancelURL,
+		RequiresConfirmation: d.RequiresConfirmation, ConfirmationPrompt: d.ConfirmationPrompt,
 	}
 	if d.AsyncTimeout != 0 {
 		ms := d.AsyncTimeout.Milliseconds()
 		out.AsyncTimeoutMS = &ms
+	}
+	if d.Limit != (effects.Limit{}) {
+		out.Limit = &d.Limit
 	}
 	if out.Tags == nil {
 		out.Tags = []effects.Tag{}
@@ -311,20 +340,8 @@ func (d Definition) MarshalJSON() ([]byte, error) {
 // durations; created_at and updated_at are accepted and ignored.
 func (d *Definition) UnmarshalJSON(data []byte) error {
 	var in definitionJSON
-	if err := jsonx.CheckFields(data, &in); err != nil {
+	if err := jsonx.DecodeStrict(data, &in); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return fmt.Errorf("%w: %s: want %s, got JSON %s", ErrInvalid, typeErr.Field, typeErr.Type, typeErr.Value)
-		}
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: unexpected data after the JSON object", ErrInvalid)
 	}
 	for _, ms := range []struct {
 		field string
@@ -354,6 +371,10 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 		StatusCheckLimit: in.StatusCheckLimit, BackoffInitial: time.Duration(in.BackoffInitialMS) * time.Millisecond,
 		BackoffMax: time.Duration(in.BackoffMaxMS) * time.Millisecond, Unsafe: in.Unsafe,
 		AsyncTimeout: asyncTimeout, HardTimeout: in.HardTimeout, CancelURL: in.CancelURL,
+		RequiresConfirmation: in.RequiresConfirmation, ConfirmationPrompt: in.ConfirmationPrompt,
+	}
+	if in.Limit != nil {
+		d.Limit = *in.Limit
 	}
 	return nil
 }

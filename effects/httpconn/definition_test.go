@@ -218,3 +218,47 @@ func TestDefinitionJSON(t *testing.T) {
 	err = json.Unmarshal([]byte(`{"name":"x","tags":"write"}`), &back)
 	require.ErrorIs(t, err, httpconn.ErrInvalid)
 }
+
+// The confirmation hold of an HTTP connector: its JSON fields, its prompt checked by
+// effects.ValidateConfirmationPrompt (named confirmation_prompt), and its mapping onto
+// effects.Connector, whose effects are then held with the prompt rendered. The store refuses it
+// until reckon_connectors can hold it, rather than drop it.
+func TestDefinitionConfirmation(t *testing.T) {
+	t.Parallel()
+	raw := `{"name":"bank.refund","tags":["write"],"dispatch_url":"http://127.0.0.1:1/refunds","status_url":"http://127.0.0.1:1/status",
+		"requires_confirmation":true,"confirmation_prompt":"Refund ${amount} for order {order_id}?"}`
+	var def httpconn.Definition
+	require.NoError(t, json.Unmarshal([]byte(raw), &def))
+	require.True(t, def.RequiresConfirmation)
+	require.Equal(t, "Refund ${amount} for order {order_id}?", def.ConfirmationPrompt)
+	require.NoError(t, def.Validate())
+	out, err := json.Marshal(def)
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"requires_confirmation":true,"confirmation_prompt":"Refund ${amount} for order {order_id}?"`)
+	plain, err := json.Marshal(httpconn.Definition{Name: "x", DispatchURL: "http://127.0.0.1:1"})
+	require.NoError(t, err)
+	require.NotContains(t, string(plain), "confirmation", "left out when unset")
+	var typo httpconn.Definition
+	require.ErrorIs(t, json.Unmarshal([]byte(`{"name":"x","dispatch_url":"http://127.0.0.1:1","requires_confirmation":"yes"}`), &typo), httpconn.ErrInvalid)
+
+	connector := def.Connector(nil)
+	require.True(t, connector.RequiresConfirmation)
+	require.Equal(t, def.ConfirmationPrompt, connector.ConfirmationPrompt)
+
+	for prompt, want := range map[string]string{
+		"Refund {order id}?":      "a brace that is not part of a {name} placeholder",
+		"Refund {amount":          "a brace that is not part of a {name} placeholder",
+		"Refund {1st}?":           "a brace that is not part of a {name} placeholder",
+		"Refund}":                 "a brace that is not part of a {name} placeholder",
+		"Refund\x00?":             "NUL",
+		"Refund \xff?":            "UTF-8",
+		strings.Repeat("r", 2001): "2001 bytes, at most 2000",
+	} {
+		bad := def
+		bad.ConfirmationPrompt = prompt
+		err := bad.Validate()
+		require.ErrorIs(t, err, httpconn.ErrInvalid, "%q", prompt)
+		require.ErrorContains(t, err, "confirmation_prompt: ", "%q", prompt)
+		require.ErrorContains(t, err, want, "%q", prompt)
+	}
+}

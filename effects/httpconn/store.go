@@ -26,6 +26,7 @@ func Put(ctx context.Context, db DBTX, def Definition) (Definition, bool, error)
 		return Definition{}, false, err
 	}
 	def = def.WithDefaults()
+	limit, _ := def.Limit.WithDefaults() // checked by Validate; stored with its defaults
 	row, err := dbsqlc.New(db).ConnectorUpsert(ctx, dbsqlc.ConnectorUpsertParams{
 		Name:              def.Name,
 		Tags:              tagStrings(def.Tags),
@@ -42,6 +43,16 @@ func Put(ctx context.Context, db DBTX, def Definition) (Definition, bool, error)
 		AsyncTimeoutMs:    asyncTimeoutMS(def.AsyncTimeout),
 		HardTimeout:       def.HardTimeout,
 		CancelUrl:         nullable(def.CancelURL),
+
+		RequiresConfirmation: def.RequiresConfirmation,
+		ConfirmationPrompt:   nullable(def.ConfirmationPrompt),
+		LimitRate:            int32(limit.Rate),
+		LimitPerMs:           int32(limit.Per.Milliseconds()),
+		LimitBurst:           int32(limit.Burst),
+		LimitMaxInFlight:     int32(limit.MaxInFlight),
+		LimitPerTenant:       limit.PerTenant,
+		LimitBreakAfter:      int32(limit.BreakAfter),
+		LimitBreakForMs:      int32(limit.BreakFor.Milliseconds()),
 	})
 	if err != nil {
 		return Definition{}, false, fmt.Errorf("httpconn: store connector %q: %w", def.Name, err)
@@ -110,8 +121,11 @@ func definitionOf(row dbsqlc.ReckonConnector) Definition {
 		Unsafe:           row.Unsafe,
 		HardTimeout:      row.HardTimeout,
 		CancelURL:        deref(row.CancelUrl),
-		CreatedAt:        row.CreatedAt,
-		UpdatedAt:        row.UpdatedAt,
+
+		RequiresConfirmation: row.RequiresConfirmation,
+		ConfirmationPrompt:   deref(row.ConfirmationPrompt),
+		CreatedAt:            row.CreatedAt,
+		UpdatedAt:            row.UpdatedAt,
 	}
 	for _, tag := range row.Tags {
 		def.Tags = append(def.Tags, effects.Tag(tag))
@@ -121,6 +135,13 @@ func definitionOf(row dbsqlc.ReckonConnector) Definition {
 	}
 	if row.AsyncTimeoutMs != nil {
 		def.AsyncTimeout = time.Duration(*row.AsyncTimeoutMs) * time.Millisecond
+	}
+	if row.LimitRate > 0 || row.LimitMaxInFlight > 0 || row.LimitBreakAfter > 0 {
+		def.Limit = effects.Limit{
+			Rate: int(row.LimitRate), Per: time.Duration(row.LimitPerMs) * time.Millisecond, Burst: int(row.LimitBurst),
+			MaxInFlight: int(row.LimitMaxInFlight), PerTenant: row.LimitPerTenant, BreakAfter: int(row.LimitBreakAfter),
+			BreakFor: time.Duration(row.LimitBreakForMs) * time.Millisecond,
+		}
 	}
 	return def
 }

@@ -2,6 +2,7 @@ package httpconn_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -130,4 +131,61 @@ func TestDeleteInUse(t *testing.T) {
 	_, err = client.Cancel(ctx, effect.ID, "test", "no longer wanted", nil)
 	require.NoError(t, err)
 	require.NoError(t, httpconn.Delete(ctx, pool, "bank.wire"))
+}
+
+// TestPutKeepsHoldAndLimit: a definition's confirmation hold and limit are stored and read back
+// (the limit with its defaults filled in), survive a JSON round trip, and a definition without
+// them reads back without; a limit out of range is refused before anything is stored.
+func TestPutKeepsHoldAndLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	def := definition("http://127.0.0.1:1")
+	def.RequiresConfirmation = true
+	def.ConfirmationPrompt = "Wire {amount} to {account}?"
+	def.Limit = effects.Limit{Rate: 20, MaxInFlight: 5, BreakAfter: 3}
+	stored, _, err := httpconn.Put(ctx, pool, def)
+	require.NoError(t, err)
+	want := effects.Limit{Rate: 20, Per: time.Second, Burst: 20, MaxInFlight: 5, BreakAfter: 3, BreakFor: 30 * time.Second}
+	require.Equal(t, want, stored.Limit)
+	got, err := httpconn.Get(ctx, pool, def.Name)
+	require.NoError(t, err)
+	require.True(t, got.RequiresConfirmation)
+	require.Equal(t, "Wire {amount} to {account}?", got.ConfirmationPrompt)
+	require.Equal(t, want, got.Limit)
+	connector := got.Connector(nil)
+	require.True(t, connector.RequiresConfirmation)
+	require.Equal(t, want, connector.Limit)
+
+	doc, err := json.Marshal(got)
+	require.NoError(t, err)
+	require.Contains(t, string(doc), `"limit":{"rate":20,"per_ms":1000,"burst":20,"max_in_flight":5,"break_after":3,"break_for_ms":30000}`)
+	var back httpconn.Definition
+	require.NoError(t, json.Unmarshal(doc, &back))
+	require.Equal(t, want, back.Limit)
+
+	def.RequiresConfirmation, def.ConfirmationPrompt, def.Limit = false, "", effects.Limit{}
+	_, _, err = httpconn.Put(ctx, pool, def)
+	require.NoError(t, err)
+	got, err = httpconn.Get(ctx, pool, def.Name)
+	require.NoError(t, err)
+	require.False(t, got.RequiresConfirmation)
+	require.Empty(t, got.ConfirmationPrompt)
+	require.Equal(t, effects.Limit{}, got.Limit)
+
+	def.Limit = effects.Limit{Rate: -1}
+	_, _, err = httpconn.Put(ctx, pool, def)
+	require.ErrorIs(t, err, httpconn.ErrInvalid)
+	require.ErrorContains(t, err, "Rate -1 out of range")
+	for doc, field := range map[string]string{
+		`{"name":"x","dispatch_url":"http://127.0.0.1:1","limit":{"rate":-1}}`:        "rate -1",
+		`{"name":"x","dispatch_url":"http://127.0.0.1:1","limit":{"rat":1}}`:          "rat: unknown field",
+		`{"name":"x","dispatch_url":"http://127.0.0.1:1","limit":{"per_ms":3600001}}`: "per_ms 3600001",
+		`{"name":"x","dispatch_url":"http://127.0.0.1:1","limit":{"rate":"20"}}`:      "rate",
+	} {
+		var d httpconn.Definition
+		err := json.Unmarshal([]byte(doc), &d)
+		require.ErrorIs(t, err, httpconn.ErrInvalid, doc)
+		require.ErrorContains(t, err, field, doc)
+	}
 }

@@ -12,6 +12,7 @@ import (
 type RetentionFlags struct {
 	EffectRetention time.Duration
 	AuditRetention  time.Duration
+	EventRetention  time.Duration
 	DedupWindow     time.Duration
 	IdempotencyTTL  time.Duration
 	BatchSize       int
@@ -19,13 +20,15 @@ type RetentionFlags struct {
 	Interval time.Duration
 }
 
-// Register defines -effect-retention, -audit-retention, -dedup-window, -idempotency-ttl and
+// Register defines -effect-retention, -audit-retention, -event-retention, -dedup-window, -idempotency-ttl and
 // -retention-batch on env's flag set.
 func (f *RetentionFlags) Register(env *EnvFlags) {
 	env.DurationVar(&f.EffectRetention, "effect-retention", "RECKON_EFFECT_RETENTION", retention.DefaultEffectRetention,
 		"how long settled effects, finished sagas, runs and turn groups are kept (a tenant's policy overrides it: `server retention policy`); at least 1h")
 	env.DurationVar(&f.AuditRetention, "audit-retention", "RECKON_AUDIT_RETENTION", retention.DefaultAuditRetention,
 		"how long the audit histories are kept (whole partitions, never while an effect or saga they tell of exists); 0 keeps them forever, else at least -effect-retention")
+	env.DurationVar(&f.EventRetention, "event-retention", "RECKON_EVENT_RETENTION", retention.DefaultEventRetention,
+		"how long the event log is kept (whole partitions, never while an active webhook subscription has not delivered one of their events); 0 keeps it forever, else at least 1h")
 	env.DurationVar(&f.DedupWindow, "dedup-window", "RECKON_DEDUP_WINDOW", 0,
 		"how long the idempotency key of a pruned effect is still recognised (a tombstone from the effect's settling on); 0: none, a late enqueue of a pruned key makes a new effect")
 	env.DurationVar(&f.IdempotencyTTL, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", retention.DefaultIdempotencyTTL,
@@ -47,6 +50,8 @@ func (f *RetentionFlags) Validate() error {
 		return fmt.Errorf("-effect-retention must be at least %v, got %v", retention.MinEffectRetention, f.EffectRetention)
 	case f.AuditRetention < 0 || (f.AuditRetention > 0 && f.AuditRetention < f.EffectRetention):
 		return fmt.Errorf("-audit-retention must be 0 (keep forever) or at least -effect-retention %v, got %v", f.EffectRetention, f.AuditRetention)
+	case f.EventRetention < 0 || (f.EventRetention > 0 && f.EventRetention < time.Hour):
+		return fmt.Errorf("-event-retention must be 0 (keep forever) or at least 1h, got %v", f.EventRetention)
 	case f.DedupWindow < 0 || (f.DedupWindow > 0 && f.DedupWindow < time.Second):
 		return fmt.Errorf("-dedup-window must be 0 (no tombstones) or at least 1s, got %v", f.DedupWindow)
 	case f.IdempotencyTTL < time.Second:
@@ -62,7 +67,7 @@ func (f *RetentionFlags) Validate() error {
 // Config is the retention.Config of the flags (Logger, Registerer and Now left to the caller).
 func (f *RetentionFlags) Config() *retention.Config {
 	return &retention.Config{
-		EffectRetention: f.EffectRetention, AuditRetention: f.AuditRetention, DedupWindow: f.DedupWindow,
+		EffectRetention: f.EffectRetention, AuditRetention: f.AuditRetention, EventRetention: f.EventRetention, DedupWindow: f.DedupWindow,
 		IdempotencyTTL: f.IdempotencyTTL, BatchSize: f.BatchSize, Interval: f.Interval,
 	}
 }

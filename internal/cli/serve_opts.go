@@ -19,8 +19,9 @@ type ServeOpts struct {
 
 // Timeouts bound the phases of an HTTP connection, so that a slow or idle client cannot hold a
 // connection (and its goroutine) for as long as it likes: http.Server's ReadHeaderTimeout,
-// ReadTimeout, WriteTimeout and IdleTimeout. No endpoint of Reckon's binaries streams or long-polls: a request is read, answered
-// and done, so each phase has a plain bound.
+// ReadTimeout, WriteTimeout and IdleTimeout. Every endpoint but one reads a request, answers and is
+// done, so each phase has a plain bound; the event stream (GET /v1/events) extends its own write
+// deadline as it writes.
 type Timeouts struct {
 	// ReadHeader bounds reading a request's headers: a client that sends them slowly, or opens a
 	// connection and sends nothing, has it closed. Default 5s; never more than Read, which bounds

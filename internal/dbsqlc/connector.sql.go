@@ -22,7 +22,7 @@ func (q *Queries) ConnectorDelete(ctx context.Context, name string) (string, err
 }
 
 const connectorGet = `-- name: ConnectorGet :one
-SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url FROM reckon_connectors WHERE name = $1
+SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt, limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms FROM reckon_connectors WHERE name = $1
 `
 
 func (q *Queries) ConnectorGet(ctx context.Context, name string) (ReckonConnector, error) {
@@ -46,12 +46,21 @@ func (q *Queries) ConnectorGet(ctx context.Context, name string) (ReckonConnecto
 		&i.AsyncTimeoutMs,
 		&i.HardTimeout,
 		&i.CancelUrl,
+		&i.RequiresConfirmation,
+		&i.ConfirmationPrompt,
+		&i.LimitRate,
+		&i.LimitPerMs,
+		&i.LimitBurst,
+		&i.LimitMaxInFlight,
+		&i.LimitPerTenant,
+		&i.LimitBreakAfter,
+		&i.LimitBreakForMs,
 	)
 	return i, err
 }
 
 const connectorList = `-- name: ConnectorList :many
-SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url FROM reckon_connectors ORDER BY name
+SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt, limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms FROM reckon_connectors ORDER BY name
 `
 
 // Every HTTP connector, by name.
@@ -82,6 +91,15 @@ func (q *Queries) ConnectorList(ctx context.Context) ([]ReckonConnector, error) 
 			&i.AsyncTimeoutMs,
 			&i.HardTimeout,
 			&i.CancelUrl,
+			&i.RequiresConfirmation,
+			&i.ConfirmationPrompt,
+			&i.LimitRate,
+			&i.LimitPerMs,
+			&i.LimitBurst,
+			&i.LimitMaxInFlight,
+			&i.LimitPerTenant,
+			&i.LimitBreakAfter,
+			&i.LimitBreakForMs,
 		); err != nil {
 			return nil, err
 		}
@@ -110,11 +128,13 @@ const connectorUpsert = `-- name: ConnectorUpsert :one
 INSERT INTO reckon_connectors (
     name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms,
     max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
-    async_timeout_ms, hard_timeout, cancel_url
+    async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt,
+    limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7,
     $8, $9, $10, $11, $12,
-    $13, $14, $15
+    $13, $14, $15, $16, $17,
+    $18, $19, $20, $21, $22, $23, $24
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -131,26 +151,44 @@ ON CONFLICT (name) DO UPDATE SET
     async_timeout_ms = excluded.async_timeout_ms,
     hard_timeout = excluded.hard_timeout,
     cancel_url = excluded.cancel_url,
+    requires_confirmation = excluded.requires_confirmation,
+    confirmation_prompt = excluded.confirmation_prompt,
+    limit_rate = excluded.limit_rate,
+    limit_per_ms = excluded.limit_per_ms,
+    limit_burst = excluded.limit_burst,
+    limit_max_in_flight = excluded.limit_max_in_flight,
+    limit_per_tenant = excluded.limit_per_tenant,
+    limit_break_after = excluded.limit_break_after,
+    limit_break_for_ms = excluded.limit_break_for_ms,
     updated_at = now()
-RETURNING reckon_connectors.name, reckon_connectors.tags, reckon_connectors.dispatch_url, reckon_connectors.status_url, reckon_connectors.compensate_url, reckon_connectors.business_key_fields, reckon_connectors.timeout_ms, reckon_connectors.max_attempts, reckon_connectors.status_check_limit, reckon_connectors.backoff_initial_ms, reckon_connectors.backoff_max_ms, reckon_connectors.unsafe, reckon_connectors.created_at, reckon_connectors.updated_at, reckon_connectors.async_timeout_ms, reckon_connectors.hard_timeout, reckon_connectors.cancel_url, (xmax = 0)::boolean AS inserted
+RETURNING reckon_connectors.name, reckon_connectors.tags, reckon_connectors.dispatch_url, reckon_connectors.status_url, reckon_connectors.compensate_url, reckon_connectors.business_key_fields, reckon_connectors.timeout_ms, reckon_connectors.max_attempts, reckon_connectors.status_check_limit, reckon_connectors.backoff_initial_ms, reckon_connectors.backoff_max_ms, reckon_connectors.unsafe, reckon_connectors.created_at, reckon_connectors.updated_at, reckon_connectors.async_timeout_ms, reckon_connectors.hard_timeout, reckon_connectors.cancel_url, reckon_connectors.requires_confirmation, reckon_connectors.confirmation_prompt, reckon_connectors.limit_rate, reckon_connectors.limit_per_ms, reckon_connectors.limit_burst, reckon_connectors.limit_max_in_flight, reckon_connectors.limit_per_tenant, reckon_connectors.limit_break_after, reckon_connectors.limit_break_for_ms, (xmax = 0)::boolean AS inserted
 `
 
 type ConnectorUpsertParams struct {
-	Name              string
-	Tags              []string
-	DispatchUrl       string
-	StatusUrl         *string
-	CompensateUrl     *string
-	BusinessKeyFields []string
-	TimeoutMs         int32
-	MaxAttempts       int32
-	StatusCheckLimit  int32
-	BackoffInitialMs  int32
-	BackoffMaxMs      int32
-	Unsafe            bool
-	AsyncTimeoutMs    *int32
-	HardTimeout       bool
-	CancelUrl         *string
+	Name                 string
+	Tags                 []string
+	DispatchUrl          string
+	StatusUrl            *string
+	CompensateUrl        *string
+	BusinessKeyFields    []string
+	TimeoutMs            int32
+	MaxAttempts          int32
+	StatusCheckLimit     int32
+	BackoffInitialMs     int32
+	BackoffMaxMs         int32
+	Unsafe               bool
+	AsyncTimeoutMs       *int32
+	HardTimeout          bool
+	CancelUrl            *string
+	RequiresConfirmation bool
+	ConfirmationPrompt   *string
+	LimitRate            int32
+	LimitPerMs           int32
+	LimitBurst           int32
+	LimitMaxInFlight     int32
+	LimitPerTenant       bool
+	LimitBreakAfter      int32
+	LimitBreakForMs      int32
 }
 
 type ConnectorUpsertRow struct {
@@ -176,6 +214,15 @@ func (q *Queries) ConnectorUpsert(ctx context.Context, arg ConnectorUpsertParams
 		arg.AsyncTimeoutMs,
 		arg.HardTimeout,
 		arg.CancelUrl,
+		arg.RequiresConfirmation,
+		arg.ConfirmationPrompt,
+		arg.LimitRate,
+		arg.LimitPerMs,
+		arg.LimitBurst,
+		arg.LimitMaxInFlight,
+		arg.LimitPerTenant,
+		arg.LimitBreakAfter,
+		arg.LimitBreakForMs,
 	)
 	var i ConnectorUpsertRow
 	err := row.Scan(
@@ -196,6 +243,15 @@ func (q *Queries) ConnectorUpsert(ctx context.Context, arg ConnectorUpsertParams
 		&i.ReckonConnector.AsyncTimeoutMs,
 		&i.ReckonConnector.HardTimeout,
 		&i.ReckonConnector.CancelUrl,
+		&i.ReckonConnector.RequiresConfirmation,
+		&i.ReckonConnector.ConfirmationPrompt,
+		&i.ReckonConnector.LimitRate,
+		&i.ReckonConnector.LimitPerMs,
+		&i.ReckonConnector.LimitBurst,
+		&i.ReckonConnector.LimitMaxInFlight,
+		&i.ReckonConnector.LimitPerTenant,
+		&i.ReckonConnector.LimitBreakAfter,
+		&i.ReckonConnector.LimitBreakForMs,
 		&i.Inserted,
 	)
 	return i, err

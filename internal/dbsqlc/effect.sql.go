@@ -290,6 +290,22 @@ func (q *Queries) EffectConfirmationExpired(ctx context.Context, maxRows int32) 
 	return items, nil
 }
 
+const effectCountPendingIrreversibleByTurn = `-- name: EffectCountPendingIrreversibleByTurn :one
+SELECT count(*) FROM reckon_effects
+WHERE turn_id = $1 AND state IN ('PENDING', 'UNKNOWN')
+  AND (policy = 'irreversible' OR confirmation = 'AWAITING')
+`
+
+// How many effects of a turn cannot be undone and are not settled: irreversible ones PENDING or
+// UNKNOWN, and any awaiting a person's confirmation (it may be confirmed at any moment). What a
+// turn's supersede decider is shown (turns.DecisionInput.PendingIrreversible).
+func (q *Queries) EffectCountPendingIrreversibleByTurn(ctx context.Context, turnID *uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, effectCountPendingIrreversibleByTurn, turnID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const effectGetByID = `-- name: EffectGetByID :one
 SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE id = $1
 `

@@ -50,7 +50,7 @@ func (q *Queries) EffectTransitionFirstActor(ctx context.Context, effectID uuid.
 }
 
 const effectTransitionListByEffects = `-- name: EffectTransitionListByEffects :many
-SELECT id, effect_id, tenant_id, from_state, to_state, actor, reason, attempt, at, detail FROM reckon_effect_transitions WHERE effect_id = ANY ($1::uuid[]) ORDER BY effect_id, id
+SELECT id, effect_id, tenant_id, from_state, to_state, actor, reason, attempt, at, detail, xid FROM reckon_effect_transitions WHERE effect_id = ANY ($1::uuid[]) ORDER BY effect_id, id
 `
 
 // The audit trails of effects (one or a page of them), each oldest first:
@@ -75,6 +75,7 @@ func (q *Queries) EffectTransitionListByEffects(ctx context.Context, effectIds [
 			&i.Attempt,
 			&i.At,
 			&i.Detail,
+			&i.Xid,
 		); err != nil {
 			return nil, err
 		}

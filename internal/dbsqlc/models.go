@@ -575,23 +575,46 @@ type ReckonCallbackSignature struct {
 }
 
 type ReckonConnector struct {
-	Name              string
-	Tags              []string
-	DispatchUrl       string
-	StatusUrl         *string
-	CompensateUrl     *string
-	BusinessKeyFields []string
-	TimeoutMs         int32
-	MaxAttempts       int32
-	StatusCheckLimit  int32
-	BackoffInitialMs  int32
-	BackoffMaxMs      int32
-	Unsafe            bool
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	AsyncTimeoutMs    *int32
-	HardTimeout       bool
-	CancelUrl         *string
+	Name                 string
+	Tags                 []string
+	DispatchUrl          string
+	StatusUrl            *string
+	CompensateUrl        *string
+	BusinessKeyFields    []string
+	TimeoutMs            int32
+	MaxAttempts          int32
+	StatusCheckLimit     int32
+	BackoffInitialMs     int32
+	BackoffMaxMs         int32
+	Unsafe               bool
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+	AsyncTimeoutMs       *int32
+	HardTimeout          bool
+	CancelUrl            *string
+	RequiresConfirmation bool
+	ConfirmationPrompt   *string
+	LimitRate            int32
+	LimitPerMs           int32
+	LimitBurst           int32
+	LimitMaxInFlight     int32
+	LimitPerTenant       bool
+	LimitBreakAfter      int32
+	LimitBreakForMs      int32
+}
+
+type ReckonConnectorLimit struct {
+	Connector   string
+	Rate        int32
+	PerMs       int32
+	Burst       int32
+	MaxInFlight int32
+	PerTenant   bool
+	BreakAfter  int32
+	BreakForMs  int32
+	SetBy       string
+	Reason      string
+	SetAt       time.Time
 }
 
 type ReckonDefinitionChange struct {
@@ -671,6 +694,75 @@ type ReckonEffectTransition struct {
 	Attempt   int32
 	At        time.Time
 	Detail    json.RawMessage
+	Xid       pgtype.Uint64
+}
+
+type ReckonEvent struct {
+	Xid        pgtype.Uint64
+	Seq        int64
+	Type       string
+	TenantID   string
+	SessionKey *string
+	TurnID     *uuid.UUID
+	EffectID   *uuid.UUID
+	SagaID     *uuid.UUID
+	RunID      *string
+	Payload    json.RawMessage
+	At         time.Time
+}
+
+type ReckonEventLog struct {
+	Xid        pgtype.Uint64
+	Seq        int64
+	Type       string
+	TenantID   string
+	SessionKey *string
+	TurnID     *uuid.UUID
+	EffectID   *uuid.UUID
+	SagaID     *uuid.UUID
+	RunID      *string
+	Payload    json.RawMessage
+	At         time.Time
+}
+
+type ReckonEventSubscription struct {
+	ID               uuid.UUID
+	TenantID         *string
+	Url              string
+	Patterns         []string
+	Secret           string
+	PositionXid      pgtype.Uint64
+	PositionSeq      int64
+	DeliveryEffectID *uuid.UUID
+	DeliveryFromXid  pgtype.Uint64
+	DeliveryFromSeq  *int64
+	Resumes          int32
+	State            string
+	PausedReason     *string
+	CreatedBy        string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+type ReckonEventsDefault struct {
+	Xid        pgtype.Uint64
+	Seq        int64
+	Type       string
+	TenantID   string
+	SessionKey *string
+	TurnID     *uuid.UUID
+	EffectID   *uuid.UUID
+	SagaID     *uuid.UUID
+	RunID      *string
+	Payload    json.RawMessage
+	At         time.Time
+}
+
+type ReckonEventsDropped struct {
+	ID  int16
+	Xid pgtype.Uint64
+	Seq int64
+	At  time.Time
 }
 
 type ReckonIdempotencyKey struct {
@@ -682,6 +774,33 @@ type ReckonIdempotencyKey struct {
 	Status        *int32
 	Response      []byte
 	CreatedAt     time.Time
+}
+
+type ReckonLimitSlot struct {
+	EffectID  uuid.UUID
+	Connector string
+	TenantID  string
+	ExpiresAt time.Time
+}
+
+type ReckonLimitState struct {
+	Connector   string
+	TenantID    string
+	NextAt      time.Time
+	PausedUntil *time.Time
+	Failures    int32
+	OpenedUntil *time.Time
+	ProbeEffect *uuid.UUID
+	ProbeUntil  *time.Time
+}
+
+type ReckonLimitWaiter struct {
+	EffectID  uuid.UUID
+	Connector string
+	TenantID  string
+	QueuedAt  time.Time
+	DueAt     *time.Time
+	ExpectBy  time.Time
 }
 
 type ReckonMessage struct {
@@ -838,6 +957,19 @@ type ReckonTurn struct {
 	CreatedAt           time.Time
 	StartedAt           *time.Time
 	CompletedAt         *time.Time
+}
+
+type ReckonTurnArtifact struct {
+	TurnGroup             uuid.UUID
+	Name                  string
+	Data                  json.RawMessage
+	InputFingerprint      string
+	DependencyFingerprint string
+	Policy                string
+	TurnID                uuid.UUID
+	TenantID              string
+	SessionKey            string
+	SavedAt               time.Time
 }
 
 type ReckonTurnDecision struct {

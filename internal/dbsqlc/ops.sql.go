@@ -12,6 +12,75 @@ import (
 	"github.com/google/uuid"
 )
 
+const opsAwaitingCount = `-- name: OpsAwaitingCount :one
+SELECT count(*)::bigint FROM reckon_effects
+WHERE state = 'PENDING' AND confirmation = 'AWAITING'
+  AND ($1::boolean OR tenant_id = ANY ($2::text[]))
+`
+
+type OpsAwaitingCountParams struct {
+	AllTenants bool
+	TenantIds  []string
+}
+
+func (q *Queries) OpsAwaitingCount(ctx context.Context, arg OpsAwaitingCountParams) (int64, error) {
+	row := q.db.QueryRow(ctx, opsAwaitingCount, arg.AllTenants, arg.TenantIds)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const opsAwaitingList = `-- name: OpsAwaitingList :many
+SELECT id, created_at FROM reckon_effects
+WHERE state = 'PENDING' AND confirmation = 'AWAITING'
+  AND ($1::boolean OR tenant_id = ANY ($2::text[]))
+  AND ($3::timestamptz IS NULL
+       OR (created_at, id) > ($3::timestamptz, $4::uuid))
+ORDER BY created_at, id
+LIMIT $5::integer
+`
+
+type OpsAwaitingListParams struct {
+	AllTenants      bool
+	TenantIds       []string
+	CursorCreatedAt *time.Time
+	CursorID        *uuid.UUID
+	MaxRows         int32
+}
+
+type OpsAwaitingListRow struct {
+	ID        uuid.UUID
+	CreatedAt time.Time
+}
+
+// The effects of the tenants awaiting their confirmation, oldest first; keyset pagination on
+// (created_at, id). reckon_effects_awaiting_confirmation_idx holds exactly the awaiting ones.
+func (q *Queries) OpsAwaitingList(ctx context.Context, arg OpsAwaitingListParams) ([]OpsAwaitingListRow, error) {
+	rows, err := q.db.Query(ctx, opsAwaitingList,
+		arg.AllTenants,
+		arg.TenantIds,
+		arg.CursorCreatedAt,
+		arg.CursorID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OpsAwaitingListRow
+	for rows.Next() {
+		var i OpsAwaitingListRow
+		if err := rows.Scan(&i.ID, &i.CreatedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const opsEffectTenants = `-- name: OpsEffectTenants :many
 
 WITH RECURSIVE tenants AS (
@@ -97,11 +166,12 @@ func (q *Queries) OpsOverviewSettled(ctx context.Context, arg OpsOverviewSettled
 }
 
 const opsOverviewUnresolved = `-- name: OpsOverviewUnresolved :many
-SELECT tenant_id, connector, state, count(*)::bigint AS count, min(created_at)::timestamptz AS oldest
+SELECT tenant_id, connector, state, (state = 'PENDING' AND confirmation IS NOT DISTINCT FROM 'AWAITING')::boolean AS awaiting,
+       count(*)::bigint AS count, min(created_at)::timestamptz AS oldest
 FROM reckon_effects
 WHERE state IN ('PENDING', 'UNKNOWN', 'STUCK')
   AND ($1::boolean OR tenant_id = ANY ($2::text[]))
-GROUP BY tenant_id, connector, state
+GROUP BY tenant_id, connector, state, 4
 `
 
 type OpsOverviewUnresolvedParams struct {
@@ -113,12 +183,15 @@ type OpsOverviewUnresolvedRow struct {
 	TenantID  string
 	Connector string
 	State     ReckonEffectState
+	Awaiting  bool
 	Count     int64
 	Oldest    time.Time
 }
 
 // PENDING, UNKNOWN and STUCK effects per tenant, connector and state, with the oldest one's
-// creation; reckon_effects_unresolved_idx holds exactly these rows.
+// creation; reckon_effects_unresolved_idx holds exactly these rows. The PENDING effects awaiting
+// their confirmation (0024_confirmations) are a group of their own (awaiting): they wait for a
+// person, not for the reactors.
 func (q *Queries) OpsOverviewUnresolved(ctx context.Context, arg OpsOverviewUnresolvedParams) ([]OpsOverviewUnresolvedRow, error) {
 	rows, err := q.db.Query(ctx, opsOverviewUnresolved, arg.AllTenants, arg.TenantIds)
 	if err != nil {
@@ -132,6 +205,7 @@ func (q *Queries) OpsOverviewUnresolved(ctx context.Context, arg OpsOverviewUnre
 			&i.TenantID,
 			&i.Connector,
 			&i.State,
+			&i.Awaiting,
 			&i.Count,
 			&i.Oldest,
 		); err != nil {

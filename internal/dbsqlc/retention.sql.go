@@ -409,11 +409,25 @@ SELECT CASE $1::text
     WHEN 'reckon_effect_transitions' THEN EXISTS (
         SELECT 1 FROM reckon_effect_transitions t JOIN reckon_effects e ON e.id = t.effect_id
         WHERE t.at >= coalesce($2::timestamptz, '-infinity') AND t.at < $3::timestamptz
-          AND e.created_at < $3::timestamptz)
+          AND e.created_at < $3::timestamptz) OR EXISTS (
+        -- Effect transitions are events too: held like reckon_events below.
+        SELECT 1 FROM reckon_event_subscriptions s
+        WHERE s.state = 'active' AND EXISTS (
+            SELECT 1 FROM reckon_effect_transitions t
+            WHERE t.at >= coalesce($2::timestamptz, '-infinity') AND t.at < $3::timestamptz
+              AND t.xid IS NOT NULL
+              AND (t.xid, t.id) > (coalesce(s.delivery_from_xid, s.position_xid), coalesce(s.delivery_from_seq, s.position_seq))))
     WHEN 'reckon_saga_transitions' THEN EXISTS (
         SELECT 1 FROM reckon_saga_transitions t JOIN reckon_sagas s ON s.id = t.saga_id
         WHERE t.at >= coalesce($2::timestamptz, '-infinity') AND t.at < $3::timestamptz
           AND s.created_at < $3::timestamptz)
+    -- An event an active webhook subscription has not delivered yet (migration 0028).
+    WHEN 'reckon_events' THEN EXISTS (
+        SELECT 1 FROM reckon_event_subscriptions s
+        WHERE s.state = 'active' AND EXISTS (
+            SELECT 1 FROM reckon_events e
+            WHERE e.at >= coalesce($2::timestamptz, '-infinity') AND e.at < $3::timestamptz
+              AND (e.xid, e.seq) > (coalesce(s.delivery_from_xid, s.position_xid), coalesce(s.delivery_from_seq, s.position_seq))))
     ELSE false
 END::boolean AS held
 `
@@ -425,7 +439,8 @@ type RetentionPartitionHeldParams struct {
 }
 
 // Whether reckon_audit_drop_partition would keep the partition [range_from, range_to) of parent: it
-// holds a transition of an effect (a saga) created before range_to that still exists.
+// holds a transition of an effect (a saga) created before range_to that still exists, or an event
+// an active webhook subscription has not delivered yet.
 func (q *Queries) RetentionPartitionHeld(ctx context.Context, arg RetentionPartitionHeldParams) (bool, error) {
 	row := q.db.QueryRow(ctx, retentionPartitionHeld, arg.Parent, arg.RangeFrom, arg.RangeTo)
 	var held bool
@@ -471,6 +486,8 @@ SELECT CASE $1::text
     WHEN 'reckon_saga_transitions' THEN (SELECT count(*) FROM reckon_saga_transitions t
         WHERE t.at >= coalesce($2::timestamptz, '-infinity') AND t.at < $3::timestamptz)
     WHEN 'reckon_definition_changes' THEN (SELECT count(*) FROM reckon_definition_changes t
+        WHERE t.at >= coalesce($2::timestamptz, '-infinity') AND t.at < $3::timestamptz)
+    WHEN 'reckon_events' THEN (SELECT count(*) FROM reckon_events t
         WHERE t.at >= coalesce($2::timestamptz, '-infinity') AND t.at < $3::timestamptz)
     ELSE 0
 END::bigint AS row_count
@@ -1147,6 +1164,9 @@ decisions AS (
 messages AS (
     DELETE FROM reckon_messages m WHERE m.turn_id IN (SELECT x.id FROM doomed x) RETURNING m.id
 ),
+artifacts AS ( -- not counted: a group's artifacts are a cache of its turns' work (migration 0029)
+    DELETE FROM reckon_turn_artifacts a WHERE a.turn_group IN (SELECT d.turn_group FROM doomed_groups d)
+),
 turns AS (
     DELETE FROM reckon_turns t WHERE t.id IN (SELECT x.id FROM doomed x) RETURNING t.id
 )
@@ -1171,8 +1191,8 @@ type RetentionTurnGroupDeleteRow struct {
 }
 
 // Deletes the given turn groups that still qualify (checked again under the locks of
-// RetentionTurnLock, whose ids are locked): their decisions, their messages and their turns, in one
-// statement (a turn's superseded_by may name another turn of its group).
+// RetentionTurnLock, whose ids are locked): their decisions, their messages, their artifacts and
+// their turns, in one statement (a turn's superseded_by may name another turn of its group).
 func (q *Queries) RetentionTurnGroupDelete(ctx context.Context, arg RetentionTurnGroupDeleteParams) (RetentionTurnGroupDeleteRow, error) {
 	row := q.db.QueryRow(ctx, retentionTurnGroupDelete,
 		arg.Groups,

@@ -24,21 +24,18 @@ package fakejobs
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/events"
 )
 
 // Job is one job the upstream accepted.
@@ -301,16 +298,10 @@ func (u *Upstream) handleCancel(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// Sign returns the Reckon-Signature header value of a callback body sent at: "t=<unix
-// seconds>,v1=<hex HMAC-SHA256>", keyed with secret (the text of Reckon-Callback-Secret) over
-// "<t>.<body>" (docs/async.md).
-func Sign(secret string, at time.Time, body []byte) string {
-	t := strconv.FormatInt(at.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(t + "."))
-	mac.Write(body)
-	return "t=" + t + ",v1=" + hex.EncodeToString(mac.Sum(nil))
-}
+// Sign returns the Reckon-Signature header value of a callback body sent at, keyed with secret
+// (the text of Reckon-Callback-Secret): the format of signed callbacks (docs/async.md), which
+// webhook deliveries share (events.Sign).
+func Sign(secret string, at time.Time, body []byte) string { return events.Sign(secret, at, body) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -1,7 +1,9 @@
 package jsonx
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -82,4 +84,26 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		fields[name] = f.Type
 	}
 	return fields
+}
+
+// DecodeStrict decodes doc, one JSON object, into v (a pointer to a struct) strictly: a key that
+// matches no field exactly (CheckFields), a value of the wrong type and data after the object are
+// errors, each a *Error naming the field where there is one.
+func DecodeStrict(doc []byte, v any) error {
+	if err := CheckFields(doc, v); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return &Error{Path: typeErr.Field, Problem: fmt.Sprintf("want %s, got JSON %s", typeErr.Type, typeErr.Value)}
+		}
+		return err
+	}
+	if dec.More() {
+		return &Error{Problem: "unexpected data after the JSON object"}
+	}
+	return nil
 }

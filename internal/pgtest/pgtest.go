@@ -11,6 +11,10 @@
 // Without a server a database test fails with the reason: it must never pass without a database.
 // Outside CI (CI=true), RECKON_TEST_SKIP_DB=1 skips those tests instead, and Main reports how many.
 //
+// A test that must restart Postgres (stop it, start it again: its port may change) gets a container
+// of its own with NewRestartable, whatever TEST_DATABASE_URL says; without a container engine it is
+// skipped, and in CI (CI=true) it fails.
+//
 // A package that uses pgtest calls Main from its TestMain, so that the container is stopped:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }

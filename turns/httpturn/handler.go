@@ -32,6 +32,10 @@ const maxAbsorbRounds = 5
 // effects being looked at one by one.
 const MaxEffects = 1000
 
+// MaxArtifacts bounds the artifacts an answer saves, and the names it reports reused. More fails
+// the turn for good.
+const MaxArtifacts = 100
+
 // maxURLLength bounds a handler URL, as httpconn bounds a connector's.
 const maxURLLength = 2048
 
@@ -135,6 +139,9 @@ type Request struct {
 	Seq        int64     `json:"seq"`
 	Attempt    int       `json:"attempt"`
 	Messages   []Message `json:"messages"`
+	// Artifacts are every artifact stored for the turn group (by name), whatever its policy: the
+	// endpoint decides which it may reuse and says so in Response.Reused.
+	Artifacts []StoredArtifact `json:"artifacts"`
 }
 
 // Message is an inbound message in a Request.
@@ -150,6 +157,34 @@ type Message struct {
 // Response is the JSON body the handler URL answers.
 type Response struct {
 	Effects []Effect `json:"effects"`
+	// Artifacts are saved for the turn group at once, before any supersede check, so that a
+	// superseding or retried turn gets them in its Request. At most MaxArtifacts.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Reused names the stored artifacts (Request.Artifacts) the endpoint used instead of computing
+	// them again: each is reported as an artifact.reused event of the turn. Not a NEVER artifact,
+	// nor one the answer saves. At most MaxArtifacts.
+	Reused []string `json:"reused,omitempty"`
+}
+
+// Artifact is an artifact of the turn group as the endpoint saves it (turns.Artifact, whose
+// Validate bounds it: name up to 200 bytes, data up to 1 MiB of JSON, fingerprints up to 512
+// bytes, all without NUL).
+type Artifact struct {
+	Name string          `json:"name"`
+	Data json.RawMessage `json:"data"`
+	// InputFingerprint identifies what it was computed from. Required.
+	InputFingerprint string `json:"input_fingerprint"`
+	// DependencyFingerprint identifies the versions of what else it depends on. Optional.
+	DependencyFingerprint string `json:"dependency_fingerprint,omitempty"`
+	// Policy is ALWAYS_SAFE, CONDITIONAL or NEVER. Default CONDITIONAL.
+	Policy string `json:"policy,omitempty"`
+}
+
+// StoredArtifact is an artifact of the turn group in a Request, with the turn that saved it.
+type StoredArtifact struct {
+	Artifact
+	TurnID  uuid.UUID `json:"turn_id"`
+	SavedAt time.Time `json:"saved_at"`
 }
 
 // Effect is one effect the turn decides, at journal position (Decision, CallIndex).
@@ -168,13 +203,34 @@ func (h *Handler) HandleTurn(ctx context.Context, turn *turns.Turn) error {
 		return err // attempted again
 	}
 	for round := 0; ; round++ {
-		answer, err := h.call(ctx, turn, target)
+		stored, err := turn.Artifacts(ctx)
+		if err != nil {
+			return err
+		}
+		answer, err := h.call(ctx, turn, target, stored)
 		if err != nil {
 			return err
 		}
 		specs, irreversible, err := h.specs(turn, answer)
 		if err != nil {
 			return err
+		}
+		artifacts, reused, err := checkArtifacts(answer, stored)
+		if err != nil {
+			return err
+		}
+		// Before the supersede check: what a superseded turn computed is what the next one reuses.
+		for _, a := range reused {
+			if _, ok, err := turn.Artifact(ctx, a.Name, a.InputFingerprint, a.DependencyFingerprint); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("httpturn: reused artifact %q changed during the turn", a.Name)
+			}
+		}
+		for _, a := range artifacts {
+			if err := turn.SaveArtifact(ctx, a); err != nil {
+				return err
+			}
 		}
 		if irreversible {
 			decision, err := turn.BeforeIrreversible(ctx)
@@ -195,14 +251,21 @@ func (h *Handler) HandleTurn(ctx context.Context, turn *turns.Turn) error {
 }
 
 // call POSTs the turn and decodes a 2xx answer; it classifies failures as turns expects.
-func (h *Handler) call(ctx context.Context, turn *turns.Turn, target Target) (*Response, error) {
+func (h *Handler) call(ctx context.Context, turn *turns.Turn, target Target, stored []turns.Artifact) (*Response, error) {
 	messages := turn.Messages()
 	req := Request{
 		SessionKey: turn.SessionKey, Tenant: turn.Tenant, Channel: turn.Channel, TurnID: turn.ID, TurnGroup: turn.Group,
-		Seq: turn.Seq, Attempt: turn.Attempt, Messages: make([]Message, len(messages)),
+		Seq: turn.Seq, Attempt: turn.Attempt, Messages: make([]Message, len(messages)), Artifacts: make([]StoredArtifact, len(stored)),
 	}
 	for i, m := range messages {
 		req.Messages[i] = Message{ID: m.ID, MessageID: m.MessageID, Content: m.Content, ReceivedAt: m.ReceivedAt, SentAt: m.SentAt}
+	}
+	for i, a := range stored {
+		req.Artifacts[i] = StoredArtifact{
+			Artifact: Artifact{Name: a.Name, Data: a.Data, InputFingerprint: a.InputFingerprint,
+				DependencyFingerprint: a.DependencyFingerprint, Policy: string(a.Policy)},
+			TurnID: a.TurnID, SavedAt: a.SavedAt,
+		}
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -290,6 +353,54 @@ func (h *Handler) specs(turn *turns.Turn, answer *Response) (specs []effects.Spe
 		})
 	}
 	return specs, irreversible, nil
+}
+
+// checkArtifacts checks the answered artifacts and reused names against the stored artifacts it
+// was sent, before anything is written: a bad one fails the turn for good, naming the field.
+// reused are the stored artifacts named in Reused.
+func checkArtifacts(answer *Response, stored []turns.Artifact) (artifacts []turns.Artifact, reused []turns.Artifact, err error) {
+	if len(answer.Artifacts) > MaxArtifacts {
+		return nil, nil, effects.Permanent(fmt.Errorf("httpturn: artifacts: %d answered, at most %d", len(answer.Artifacts), MaxArtifacts))
+	}
+	if len(answer.Reused) > MaxArtifacts {
+		return nil, nil, effects.Permanent(fmt.Errorf("httpturn: reused: %d answered, at most %d", len(answer.Reused), MaxArtifacts))
+	}
+	saved := map[string]bool{}
+	for i, a := range answer.Artifacts {
+		artifact := turns.Artifact{
+			Name: a.Name, Data: a.Data, InputFingerprint: a.InputFingerprint, DependencyFingerprint: a.DependencyFingerprint,
+			Policy: turns.ReusePolicy(a.Policy),
+		}
+		if err := artifact.Validate(); err != nil {
+			return nil, nil, effects.Permanent(fmt.Errorf("httpturn: artifacts[%d]: %w", i, err))
+		}
+		if saved[a.Name] {
+			return nil, nil, effects.Permanent(fmt.Errorf("httpturn: artifacts[%d]: name %q is answered twice", i, a.Name))
+		}
+		saved[a.Name] = true
+		artifacts = append(artifacts, artifact)
+	}
+	byName := make(map[string]turns.Artifact, len(stored))
+	for _, a := range stored {
+		byName[a.Name] = a
+	}
+	seen := map[string]bool{}
+	for i, name := range answer.Reused {
+		a, ok := byName[name]
+		switch {
+		case !ok:
+			return nil, nil, effects.Permanent(fmt.Errorf("httpturn: reused[%d]: %q is not an artifact of the turn group (request artifacts)", i, name))
+		case a.Policy == turns.ReuseNever:
+			return nil, nil, effects.Permanent(fmt.Errorf("httpturn: reused[%d]: artifact %q has policy NEVER and may not be reused", i, name))
+		case saved[name]:
+			return nil, nil, effects.Permanent(fmt.Errorf("httpturn: reused[%d]: artifact %q is also saved by the answer", i, name))
+		case seen[name]:
+			return nil, nil, effects.Permanent(fmt.Errorf("httpturn: reused[%d]: %q is named twice", i, name))
+		}
+		seen[name] = true
+		reused = append(reused, a)
+	}
+	return artifacts, reused, nil
 }
 
 // snippet is the start of a body for an error message.

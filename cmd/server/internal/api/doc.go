@@ -1,7 +1,9 @@
 // Package api is the HTTP API of cmd/server (docs/api.md): effects enqueued, inspected,
-// listed, resolved and cancelled over JSON, callbacks and runs, HTTP connectors, sagas (started,
-// inspected, resolved by operators), and sessions (inbound messages and their turns), for callers
-// authenticated by a bearer token of their tenant. docs/api.md is the reference.
+// listed, resolved and cancelled over JSON, callbacks and runs, HTTP connectors and operators'
+// limits of connectors, sagas (started, inspected, resolved by operators), sessions (inbound
+// messages and their turns), the event stream (Server-Sent Events of package events' log) and
+// webhook subscriptions to it, for callers authenticated by a bearer token of their tenant.
+// docs/api.md is the reference.
 //
 // # Tenants and tokens
 //
@@ -23,16 +25,18 @@
 // canonicalization: key order and spacing do not matter) gets the stored response again, with the
 // header Idempotent-Replayed: true; with another body it gets 422 idempotency_key_reused. Only
 // successful (2xx) responses are stored: a request that failed changed nothing, and may be retried
-// with the same key. Callbacks and saga resolves (HandleAction) run in transactions of their own:
-// their response is stored after them.
+// with the same key. Callbacks, saga resolves and changes of connector limits (HandleAction) run
+// in transactions of their own: their response is stored after them.
 //
 // # Connections
 //
 // A request never holds two of the pool's connections at once: a mutation works through the
 // request's transaction only; a reload of connectors or saga definitions it needs is done after
-// rolling that transaction back, and the mutation then runs again; callbacks and saga resolves
-// hold no request transaction. Config.MaxConcurrentRequests (default half the pool) bounds the
-// requests answered at once, so health checks and reloads always find a connection.
+// rolling that transaction back, and the mutation then runs again; callbacks, saga resolves and
+// changes of connector limits hold no request transaction. Config.MaxConcurrentRequests (default half the pool) bounds the
+// requests answered at once, so health checks and reloads always find a connection. An event
+// stream (GET /v1/events) gives its slot back once it has started: it waits for events holding
+// neither a slot nor a connection, and takes one of the pool's connections for each short read.
 //
 // # Errors
 //

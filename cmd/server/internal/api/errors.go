@@ -41,6 +41,7 @@ const (
 	CodeEffectStuck          = "effect_stuck"              // 409: a callback for a STUCK effect (an operator resolves it)
 	CodeNotAwaitingCallback  = "not_awaiting_callback"     // 409: a callback for an effect that does not await one (never accepted upstream, no attempt in flight)
 	CodeCallbackReplayed     = "callback_replayed"         // 409: a signed callback whose signature was used already
+	CodeEventsExpired        = "events_expired"            // 410: an event stream's position is older than events retention kept
 	CodeBodyTooLarge         = "body_too_large"            // 413
 	CodeUnsupportedMediaType = "unsupported_media_type"    // 415: a Content-Type other than application/json
 	CodeIdempotencyKeyReused = "idempotency_key_reused"    // 422: Idempotency-Key already used for another request

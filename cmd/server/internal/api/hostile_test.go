@@ -97,6 +97,12 @@ func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
 		{"POST", "/v1/connectors", system, `{"name":"c","dispatch_url":"http://127.0.0.1:1/%s"}`, "dispatch_url", false},
 		{"POST", "/v1/saga-definitions", system, `{"name":"%s","steps":[]}`, "name", false},
 		{"PUT", "/v1/turn-handlers/acme", token, `{"url":"http://127.0.0.1:1/%s"}`, "url", false},
+		{"PUT", "/v1/connectors/bank.wire/limit", system, `{"rate":1,"reason":"%s"}`, "reason", false},
+		{"POST", "/v1/event-subscriptions", token, `{"url":"http://127.0.0.1:1/%s"}`, "url", false},
+		{"POST", "/v1/event-subscriptions", token, `{"url":"http://127.0.0.1:1/h","patterns":["%s"]}`, "patterns[0]", false},
+		{"POST", "/v1/event-subscriptions", token, `{"url":"http://127.0.0.1:1/h","secret":"%s"}`, "secret", false},
+		{"POST", "/v1/event-subscriptions", system, `{"url":"http://127.0.0.1:1/h","tenant":"%s"}`, "tenant", false},
+		{"POST", "/v1/event-subscriptions/" + pending.ID.String() + "/pause", token, `{"reason":"%s"}`, "reason", false},
 	}
 	for _, f := range fields {
 		values := map[string]string{}
@@ -139,10 +145,22 @@ func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
 		{"session key FF", "POST", "/v1/sessions/acme:%FF:b:c/messages", nil, api.CodeInvalidParameter},
 		{"turn handler FF", "PUT", "/v1/turn-handlers/%FF", nil, api.CodeInvalidParameter},
 		{"turn handler delete NUL", "DELETE", "/v1/turn-handlers/a%00", nil, api.CodeInvalidParameter},
+		{"limit NUL", "GET", "/v1/connectors/a%00/limit", nil, api.CodeInvalidParameter},
+		{"limit set FF", "PUT", "/v1/connectors/%FF/limit", nil, api.CodeInvalidParameter},
+		{"limit clear surrogate", "DELETE", "/v1/connectors/%ED%A0%80/limit", nil, api.CodeInvalidParameter},
+		{"limit reset overlong", "POST", "/v1/connectors/%C0%AF/limit/reset", nil, api.CodeInvalidParameter},
 		{"connector filter NUL", "GET", "/v1/effects?connector=%00", nil, api.CodeInvalidParameter},
 		{"run filter FF", "GET", "/v1/effects?run=%FF", nil, api.CodeInvalidParameter},
 		{"definition filter overlong", "GET", "/v1/sagas?definition=%C0%AF", nil, api.CodeInvalidParameter},
 		{"bad query escape", "GET", "/v1/effects?run=%zz", nil, api.CodeInvalidParameter},
+		{"event pattern NUL", "GET", "/v1/events?pattern=turn.%00", nil, api.CodeInvalidParameter},
+		{"event pattern overlong", "GET", "/v1/events?pattern=%C0%AF", nil, api.CodeInvalidParameter},
+		{"event after FF", "GET", "/v1/events?after=%FF", nil, api.CodeInvalidParameter},
+		{"event tenant surrogate", "GET", "/v1/events?tenant=%ED%A0%80", nil, api.CodeInvalidParameter},
+		{"latin-1 Last-Event-ID", "GET", "/v1/events", []string{"Last-Event-ID", "caf\xe9"}, api.CodeInvalidParameter},
+		{"subscription id NUL", "GET", "/v1/event-subscriptions/a%00b", nil, api.CodeInvalidParameter},
+		{"subscription pause FF", "POST", "/v1/event-subscriptions/%FF/pause", nil, api.CodeInvalidParameter},
+		{"subscription limit", "GET", "/v1/event-subscriptions?limit=0", nil, api.CodeInvalidParameter},
 		{"latin-1 Idempotency-Key", "POST", "/v1/effects", []string{"Idempotency-Key", "caf\xe9"}, api.CodeInvalidIdempotency},
 		{"Idempotency-Key with a control character", "POST", "/v1/effects", []string{"Idempotency-Key", "a\tb"}, api.CodeInvalidIdempotency},
 	} {
@@ -169,7 +187,7 @@ func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
 		require.Equal(t, api.CodeInvalidRequest, r.errorCode(t))
 	}
 	// A DELETE takes no body, on every route.
-	for _, path := range []string{"/v1/turn-handlers/acme", "/v1/connectors/bank.wire"} {
+	for _, path := range []string{"/v1/turn-handlers/acme", "/v1/connectors/bank.wire", "/v1/connectors/bank.wire/limit", "/v1/event-subscriptions/" + pending.ID.String()} {
 		r := h.do("DELETE", path, system, `{"x":1}`)
 		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", path, r.body)
 	}

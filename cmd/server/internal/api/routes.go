@@ -22,6 +22,16 @@ func (s *Server) routes() {
 	s.HandleQuery("GET /v1/connectors/{name}", s.getConnector, AdmitSystem)
 	s.HandleMutation("DELETE /v1/connectors/{name}", s.deleteConnector, AdmitSystem)
 
+	// Operators' connector limits (effects.Client.SetLimit), shared by every tenant like the
+	// connectors: any token reads (a tenant token sees no other tenant's keys), system tokens
+	// write. The changes are effects.Client's own statements, not the request's transaction:
+	// HandleAction.
+	s.HandleQuery("GET /v1/limits", s.listLimits, AdmitSystem)
+	s.HandleQuery("GET /v1/connectors/{name}/limit", s.getLimit, AdmitSystem)
+	s.HandleAction("PUT /v1/connectors/{name}/limit", s.putLimit, AdmitSystem)
+	s.HandleAction("DELETE /v1/connectors/{name}/limit", s.deleteLimit, AdmitSystem)
+	s.HandleAction("POST /v1/connectors/{name}/limit/reset", s.resetLimit, AdmitSystem)
+
 	// Sagas (section 6): definitions shared by every tenant (any token reads, system tokens
 	// write), sagas per tenant.
 	s.HandleMutation("POST /v1/saga-definitions", s.putSagaDefinition, AdmitSystem)
@@ -41,4 +51,17 @@ func (s *Server) routes() {
 	s.HandleMutation("PUT /v1/turn-handlers/{tenant}", s.putTurnHandler, AdmitSystem)
 	s.HandleQuery("GET /v1/turn-handlers/{tenant}", s.getTurnHandler, AdmitSystem)
 	s.HandleMutation("DELETE /v1/turn-handlers/{tenant}", s.deleteTurnHandler, AdmitSystem)
+
+	// The event stream (Server-Sent Events): a tenant token reads its tenant's events, a system
+	// token any tenant's or every tenant's. It writes its answer itself, and gives its request
+	// slot back once the stream has started.
+	s.handle("GET /v1/events", []RouteOption{AdmitSystem}, s.streamEvents)
+	// Webhook subscriptions (package events): a tenant's tokens manage its own tenant's, system
+	// tokens any tenant's and those of every tenant's events.
+	s.HandleMutation("POST /v1/event-subscriptions", s.createSubscription, AdmitSystem)
+	s.HandleQuery("GET /v1/event-subscriptions", s.listSubscriptions, AdmitSystem)
+	s.HandleQuery("GET /v1/event-subscriptions/{id}", s.getSubscription, AdmitSystem)
+	s.HandleMutation("DELETE /v1/event-subscriptions/{id}", s.deleteSubscription, AdmitSystem)
+	s.HandleMutation("POST /v1/event-subscriptions/{id}/pause", s.pauseSubscription, AdmitSystem)
+	s.HandleMutation("POST /v1/event-subscriptions/{id}/resume", s.resumeSubscription, AdmitSystem)
 }

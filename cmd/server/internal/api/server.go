@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/httpobs"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/events"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/internal/txn"
@@ -83,6 +85,17 @@ type Config struct {
 	// key is free again, whether or not retention has deleted its row yet. Default
 	// DefaultIdempotencyTTL.
 	IdempotencyTTL time.Duration
+	// Events is the event log GET /v1/events streams. Default: events.New of Pool, woken by the
+	// Effects client's notifications (its one LISTEN connection).
+	Events *events.Log
+	// EventsKeepAlive is how long an event stream may be idle before a comment line is sent, so
+	// that proxies and clients do not take it for dead. Default DefaultEventsKeepAlive (15s).
+	EventsKeepAlive time.Duration
+	// Stopping, when closed, ends every event stream (GET /v1/events) and refuses new ones with
+	// 503, so that streams, which never end by themselves, do not hold up a graceful shutdown:
+	// close it when the HTTP server starts to stop. Default nil: a stream ends only when its
+	// client goes away or its request's context ends.
+	Stopping <-chan struct{}
 }
 
 // Validate reports what is wrong with the configuration.
@@ -100,6 +113,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("api: Config.MaxConcurrentRequests must not be negative, got %d", c.MaxConcurrentRequests)
 	case c.IdempotencyTTL < 0:
 		return fmt.Errorf("api: Config.IdempotencyTTL must not be negative, got %v", c.IdempotencyTTL)
+	case c.EventsKeepAlive < 0:
+		return fmt.Errorf("api: Config.EventsKeepAlive must not be negative, got %v", c.EventsKeepAlive)
 	}
 	return nil
 }
@@ -134,6 +149,12 @@ func New(config *Config) (*Server, error) {
 	}
 	if cfg.IdempotencyTTL == 0 {
 		cfg.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if cfg.Events == nil {
+		cfg.Events = events.New(cfg.Pool, cfg.Effects)
+	}
+	if cfg.EventsKeepAlive == 0 {
+		cfg.EventsKeepAlive = DefaultEventsKeepAlive
 	}
 	if cfg.MaxConcurrentRequests == 0 {
 		cfg.MaxConcurrentRequests = max(1, int(cfg.Pool.Config().MaxConns)/2)
@@ -208,6 +229,9 @@ type Call struct {
 	onCommit []func(ctx context.Context)
 	// refreshed lists the reloads (refreshFirst) done for this call.
 	refreshed map[string]bool
+	// leave gives the call's request slot (Config.MaxConcurrentRequests) back; later calls do
+	// nothing. An event stream leaves once it has started.
+	leave func()
 }
 
 // OnCommit runs fn after the mutation's transaction has committed (never if it rolls back), before
@@ -326,7 +350,8 @@ func (s *Server) HandleAction(pattern string, fn ActionFunc, opts ...RouteOption
 // handle adds an authenticated endpoint: every Handle… method goes through it. It authenticates
 // the request and reads its body (begin), refuses a system token unless
 // opts has AdmitSystem (the one place that keeps system tokens off the tenant-scoped routes),
-// waits for a request slot (enter), then calls serve; a request refused on the way has already
+// waits for a request slot (enter), then calls serve, which holds the slot until it returns or
+// gives it back earlier (Call.leave: an event stream); a request refused on the way has already
 // been answered.
 func (s *Server) handle(pattern string, opts []RouteOption, serve func(w http.ResponseWriter, r *http.Request, call *Call)) {
 	admitSystem := slices.Contains(opts, AdmitSystem)
@@ -344,7 +369,8 @@ func (s *Server) handle(pattern string, opts []RouteOption, serve func(w http.Re
 		if !ok {
 			return
 		}
-		defer release()
+		call.leave = sync.OnceFunc(release)
+		defer call.leave()
 		serve(w, r, call)
 	})
 }

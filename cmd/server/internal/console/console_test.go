@@ -584,6 +584,7 @@ func TestEveryPageRenders(t *testing.T) {
 	h := setup(t)
 	ctx := context.Background()
 	e := h.stuck("acme", "wire-1")
+	held := h.held("acme", "refund-1", "acct-1", "")
 	turnID := uuid.New()
 	h.enqueue("acme", "run-1/a", &effects.Spec{RunID: "run-1", TurnID: &turnID})
 	s, err := h.sagas.Start(ctx, "order", map[string]any{"n": 1}, &saga.StartOpts{TenantID: "acme"})
@@ -596,6 +597,7 @@ func TestEveryPageRenders(t *testing.T) {
 	pages := map[string]string{
 		"/console/overview": "Settled per minute",
 		"/console/stuck":    e.ID.String(),
+		"/console/awaiting": held.ID.String(),
 		"/console/effects":  e.ID.String()[24:],
 		"/console/effects?state=STUCK&tenant=acme&connector=bank.wire&idempotency_key=wire-1&created_after=2000-01-01T00:00:00Z&limit=10": "wire-1",
 		"/console/effects?turn=" + turnID.String():                   "run-1/a",

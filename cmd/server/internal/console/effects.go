@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/url"
 	"slices"
 	"time"
@@ -157,7 +158,13 @@ type effectData struct {
 	*ops.Evidence
 	StuckSince time.Time
 	Targets    []effects.State
+	// Cancelable: PENDING, never attempted, not awaiting a callback nor a confirmation (Decline
+	// is that one's Cancel).
 	Cancelable bool
+	// Awaiting: the effect awaits its confirmation (Confirm and Decline).
+	Awaiting bool
+	// EnqueuedBy is the actor of the effect's first transition, its insert.
+	EnqueuedBy string
 	Notice     string
 }
 
@@ -165,6 +172,8 @@ type effectData struct {
 var notices = map[string]string{
 	"resolved":  "Resolved. The decision is the last row of the timeline.",
 	"cancelled": "Cancelled.",
+	"confirmed": "Confirmed: the effect is dispatched as any other from now on.",
+	"declined":  "Declined: the effect is FAILED and will never be dispatched.",
 }
 
 func (c *Console) effectPage(req *request) error {
@@ -177,9 +186,14 @@ func (c *Console) effectPage(req *request) error {
 		return err
 	}
 	e := evidence.Effect
+	awaiting := e.State == effects.StatePending && e.Confirmation == effects.ConfirmationAwaiting
 	data := effectData{
 		Evidence: evidence, Targets: ops.ResolveTargets, Notice: notices[req.URL.Query().Get("done")],
-		Cancelable: e.State == effects.StatePending && e.Attempts == 0 && e.CorrelationID == "",
+		Cancelable: e.State == effects.StatePending && e.Attempts == 0 && e.CorrelationID == "" && !awaiting,
+		Awaiting:   awaiting,
+	}
+	if len(evidence.History) > 0 && evidence.History[0].From == "" {
+		data.EnqueuedBy = evidence.History[0].Actor
 	}
 	if e.State == effects.StateStuck {
 		data.StuckSince = stuckSince(evidence)
@@ -203,16 +217,43 @@ func (c *Console) resolveEffect(req *request) error {
 	return req.redirect("/console/effects/" + id.String() + "?done=resolved")
 }
 
-func (c *Console) cancelEffect(req *request) error {
-	id, err := pathID(req)
+// decision is an operator's decision on one effect (ops.Cancel, ops.Confirm, ops.Decline).
+type decision func(ctx context.Context, scope ops.Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error)
+
+// decideEffect makes decide on the effect of the path with the form's reason, and sends the
+// browser back to the effect's page with the notice done.
+func (c *Console) decideEffect(decide decision, done string) func(*request) error {
+	return func(req *request) error {
+		id, err := pathID(req)
+		if err != nil {
+			return err
+		}
+		reason := req.PostForm.Get("reason") // checked by ops, like every action's
+		if _, err := decide(req.ctx(), req.scope, id, req.actor(), reason); err != nil {
+			return err
+		}
+		return req.redirect("/console/effects/" + id.String() + "?done=" + done)
+	}
+}
+
+type awaitingData struct {
+	Effects []*effects.Effect
+	Total   int
+	Next    string
+}
+
+// awaiting lists the effects awaiting their confirmation, longest waiting first, each with its
+// prompt.
+func (c *Console) awaiting(req *request) error {
+	list, total, next, err := c.ops.Awaiting(req.ctx(), req.scope, ops.DefaultLimit, req.URL.Query().Get("after"))
 	if err != nil {
 		return err
 	}
-	reason := req.PostForm.Get("reason") // checked by ops, like every action's
-	if _, err := c.ops.Cancel(req.ctx(), req.scope, id, req.actor(), reason); err != nil {
-		return err
+	data := awaitingData{Effects: list, Total: total}
+	if next != "" {
+		data.Next = withQuery(req, "after", next)
 	}
-	return req.redirect("/console/effects/" + id.String() + "?done=cancelled")
+	return c.page(req, "awaiting", "Awaiting confirmation", data)
 }
 
 type bulkData struct {

@@ -273,6 +273,12 @@ func (c *Console) finish(req *request, err error) {
 	case errors.Is(err, effects.ErrNotStuck), errors.Is(err, effects.ErrNotCancellable),
 		errors.Is(err, saga.ErrNotStuck), errors.Is(err, saga.ErrResolveEffect):
 		he = &httpError{status: http.StatusConflict, message: err.Error()}
+	case errors.Is(err, effects.ErrNotAwaitingConfirmation):
+		he = &httpError{status: http.StatusConflict, message: "This effect does not await a confirmation (any more): " +
+			"it was confirmed or declined already, its confirmation expired, or it was cancelled. Its page shows what happened."}
+	case errors.Is(err, effects.ErrFourEyes):
+		he = &httpError{status: http.StatusConflict, message: "Four eyes: this effect was enqueued by you (operator:" + req.actor() +
+			"), so someone else must confirm it. You may still decline it."}
 	case errors.Is(err, context.Canceled):
 		return
 	default:

@@ -31,8 +31,9 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // harness is a console on its own database, served by a test HTTP server, with an effects client
-// (never started: effects stay where the test puts them) that knows the connector "bank.wire", a
-// saga definition "order" of one step, and a turns client.
+// (never started: effects stay where the test puts them; its held effects follow the four-eyes
+// rule) that knows the connector "bank.wire" (whose confirmation prompt is "Wire {amount} to
+// {to}?"), a saga definition "order" of one step, and a turns client.
 type harness struct {
 	t         *testing.T
 	pool      *pgxpool.Pool
@@ -61,10 +62,11 @@ func setup(t *testing.T) *harness {
 	registry := effects.NewRegistry()
 	require.NoError(t, registry.Register(effects.Connector{
 		Name: "bank.wire", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent},
-		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
+		Dispatch:           func(context.Context, effects.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
+		ConfirmationPrompt: "Wire {amount} to {to}?",
 	}))
 	h.effects = reckontest.NewClient(t, h.pool, &effects.Config{
-		Registry: registry, Logger: logger, Plugins: []effects.Plugin{h.turns, h.sagas},
+		Registry: registry, Logger: logger, Plugins: []effects.Plugin{h.turns, h.sagas}, FourEyes: true,
 	})
 	h.operators = operator.NewStore(h.pool)
 	c, err := console.New(&console.Config{
@@ -96,6 +98,19 @@ func (h *harness) enqueue(tenant, key string, spec *effects.Spec) *effects.Effec
 	}
 	e, err := h.effects.Enqueue(context.Background(), s, nil)
 	require.NoError(h.t, err)
+	return e
+}
+
+// held records a PENDING effect of tenant awaiting its confirmation, paying to, enqueued by actor
+// ("" for the default, "enqueue").
+func (h *harness) held(tenant, key, to, actor string) *effects.Effect {
+	h.t.Helper()
+	e, err := h.effects.Enqueue(context.Background(), effects.Spec{
+		TenantID: tenant, Connector: "bank.wire", IdempotencyKey: key, Args: map[string]any{"amount": 250, "to": to},
+		RequireConfirmation: true,
+	}, &effects.EnqueueOpts{Actor: actor})
+	require.NoError(h.t, err)
+	require.Equal(h.t, effects.ConfirmationAwaiting, e.Confirmation)
 	return e
 }
 

@@ -70,6 +70,7 @@ type world struct {
 	stuck, pending, settled *effects.Effect // acme
 	saga                    *saga.Saga      // acme, RUNNING: not resolvable
 	theirStuck, theirWait   *effects.Effect // globex
+	theirHeld               *effects.Effect // globex, awaiting its confirmation
 	theirSaga               *saga.Saga
 	theirKeys               []string // globex's idempotency keys, run, session and tenant: never in acme's pages
 	adminToken              string
@@ -98,13 +99,20 @@ func newWorld(t *testing.T, h *harness) *world {
 
 	w.theirStuck = h.stuck("globex", "globex-secret-stuck")
 	w.theirWait = h.enqueue("globex", "globex-secret-pending", nil)
+	w.theirHeld = h.held("globex", "globex-secret-held", "globex-secret-payee", "")
 	h.enqueue("globex", "globex-secret-run/1", &effects.Spec{RunID: "run-globex"})
 	w.theirSaga, err = h.sagas.Start(ctx, "order", map[string]any{"n": 2}, &saga.StartOpts{TenantID: "globex"})
 	require.NoError(t, err)
 	_, err = h.turns.Submit(ctx, turns.Inbound{SessionKey: globexSession, Content: map[string]string{"text": "hi"}})
 	require.NoError(t, err)
 	w.theirKeys = []string{"globex", "globex-secret-stuck", "globex-secret-pending", "globex-secret-run/1", "run-globex",
-		w.theirStuck.ID.String(), w.theirStuck.ID.String()[24:], w.theirWait.ID.String()[24:], w.theirSaga.ID.String()[24:]}
+		"globex-secret-held", "globex-secret-payee", w.theirStuck.ID.String(), w.theirStuck.ID.String()[24:],
+		w.theirWait.ID.String()[24:], w.theirSaga.ID.String()[24:], w.theirHeld.ID.String()[24:]}
+
+	// bank.wire's limits: an operator's, and globex's own key paused (its limit per tenant).
+	_, err = h.effects.SetLimit(ctx, "bank.wire", effects.Limit{Rate: 5, PerTenant: true}, "operator:setup", "setup")
+	require.NoError(t, err)
+	h.pause("bank.wire", "globex")
 
 	w.adminToken = h.operator("root", operator.RoleAdmin)
 	h.operator("gone", operator.RoleViewer)
@@ -126,11 +134,16 @@ func (w *world) routes() map[string]routeCase {
 		"GET /console/{$}":          {least: viewer},
 		"GET /console/overview":     {least: viewer},
 		"GET /console/stuck":        {least: viewer, params: []string{"after"}},
+		"GET /console/awaiting":     {least: viewer, params: []string{"after"}},
 		"GET /console/effects":      {least: viewer, params: effectFilter},
 		"GET /console/effects/{id}": {least: viewer, wild: map[string]string{"id": w.stuck.ID.String()}, params: []string{"done"}},
 		"POST /console/effects/{id}/resolve": {least: operatorOn, wild: map[string]string{"id": w.settled.ID.String()},
 			params: []string{"to", "reason"}, form: url.Values{"to": {"FAILED"}, "reason": {"hostile sweep"}}},
 		"POST /console/effects/{id}/cancel": {least: operatorOn, wild: map[string]string{"id": w.stuck.ID.String()},
+			params: []string{"reason"}, form: url.Values{"reason": {"hostile sweep"}}},
+		"POST /console/effects/{id}/confirm": {least: operatorOn, wild: map[string]string{"id": w.settled.ID.String()},
+			params: []string{"reason"}, form: url.Values{"reason": {"hostile sweep"}}},
+		"POST /console/effects/{id}/decline": {least: operatorOn, wild: map[string]string{"id": w.settled.ID.String()},
 			params: []string{"reason"}, form: url.Values{"reason": {"hostile sweep"}}},
 		"GET /console/bulk": {least: operatorOn, params: append(slices.Clone(effectFilter), "to")},
 		"POST /console/bulk": {least: operatorOn, params: []string{"to", "reason", "id"},
@@ -147,7 +160,15 @@ func (w *world) routes() map[string]routeCase {
 		"GET /console/sessions":           {least: viewer, params: []string{"after"}},
 		"GET /console/sessions/{session}": {least: viewer, wild: map[string]string{"session": acmeSession}},
 		"GET /console/connectors":         {least: viewer},
-		"GET /console/operators":          {least: admin, params: []string{"revoked"}},
+		"GET /console/connectors/{name}":  {least: viewer, wild: map[string]string{"name": "bank.wire"}, params: []string{"done"}},
+		// A connector the console does not list: a valid form is 404, a bad value 400.
+		"POST /console/connectors/{name}/limit": {least: operatorOn, wild: map[string]string{"name": "no.such"},
+			params: []string{"rate", "per", "burst", "max_in_flight", "per_tenant", "break_after", "break_for", "reason"},
+			form: url.Values{"rate": {"5"}, "per": {"1s"}, "burst": {"5"}, "max_in_flight": {"2"}, "per_tenant": {"on"},
+				"break_after": {"3"}, "break_for": {"30s"}, "reason": {"hostile sweep"}}},
+		"POST /console/connectors/{name}/limit/clear": {least: operatorOn, wild: map[string]string{"name": "no.such"}, form: url.Values{}},
+		"POST /console/connectors/{name}/limit/reset": {least: operatorOn, wild: map[string]string{"name": "no.such"}, form: url.Values{}},
+		"GET /console/operators":                      {least: admin, params: []string{"revoked"}},
 		"POST /console/operators/{name}/revoke": {least: admin, wild: map[string]string{"name": "gone"},
 			form: url.Values{}},
 		"/console/": {least: viewer, wild: map[string]string{"*": "nope"}},
@@ -199,17 +220,22 @@ var hostileSegments = []string{"%00", "%FF", "%FE%FF", "a%00b", strings.Repeat("
 	"%20", "%3Cscript%3E", "00000000-0000-0000-0000-000000000000", "%25", ".."}
 
 // snapshot is what an action could change: effects' states and transitions, sagas and theirs,
-// runs and their cancellations, operators and their revocations.
+// runs and their cancellations, operators and their revocations, the operators' limits and the
+// limit keys' pauses and circuits.
 func (h *harness) snapshot() string {
 	h.t.Helper()
 	var s string
 	require.NoError(h.t, h.pool.QueryRow(context.Background(), `SELECT concat_ws(' | ',
-		(SELECT string_agg(id::text || ':' || state, ',' ORDER BY id) FROM reckon_effects),
+		(SELECT string_agg(id::text || ':' || state || ':' || coalesce(confirmation, '-'), ',' ORDER BY id) FROM reckon_effects),
 		(SELECT count(*) FROM reckon_effect_transitions),
 		(SELECT string_agg(id::text || ':' || state, ',' ORDER BY id) FROM reckon_sagas),
 		(SELECT count(*) FROM reckon_saga_transitions),
 		(SELECT string_agg(tenant_id || '/' || id || ':' || coalesce(cancel_reason, '-'), ',' ORDER BY tenant_id, id) FROM reckon_runs),
-		(SELECT string_agg(name || ':' || (revoked_at IS NULL)::text, ',' ORDER BY name, created_at) FROM reckon_operators))`).Scan(&s))
+		(SELECT string_agg(name || ':' || (revoked_at IS NULL)::text, ',' ORDER BY name, created_at) FROM reckon_operators),
+		(SELECT string_agg(concat_ws(':', connector, rate, per_ms, burst, max_in_flight, per_tenant, break_after, break_for_ms,
+			set_by, reason, set_at), ',' ORDER BY connector) FROM reckon_connector_limits),
+		(SELECT string_agg(concat_ws(':', connector, tenant_id, paused_until, failures, opened_until), ',' ORDER BY connector, tenant_id)
+			FROM reckon_limit_state))`).Scan(&s))
 	return s
 }
 
@@ -419,12 +445,20 @@ func (w *world) acting(h *harness) map[string]routeCase {
 		"POST /console/effects/{id}/resolve": {wild: map[string]string{"id": w.stuck.ID.String()},
 			form: url.Values{"to": {"FAILED"}, "reason": {"authorized?"}}},
 		"POST /console/effects/{id}/cancel": {wild: map[string]string{"id": w.pending.ID.String()}, form: reason},
+		"POST /console/effects/{id}/confirm": {wild: map[string]string{"id": h.held("acme", "acme-held-confirm", "acct-1", "").ID.String()},
+			form: reason},
+		"POST /console/effects/{id}/decline": {wild: map[string]string{"id": h.held("acme", "acme-held-decline", "acct-2", "").ID.String()},
+			form: reason},
 		"POST /console/bulk": {form: url.Values{"to": {"FAILED"}, "reason": {"authorized?"},
 			"id": {h.stuck("acme", "acme-stuck-bulk").ID.String()}}},
 		"POST /console/sagas/{id}/resolve": {wild: map[string]string{"id": w.saga.ID.String()},
 			form: url.Values{"decision": {string(saga.MarkCompensated)}, "reason": {"authorized?"}}},
 		"POST /console/runs/{tenant}/{id}/cancel": {wild: map[string]string{"tenant": "acme", "id": "run-a"}, form: reason},
 		"POST /console/operators/{name}/revoke":   {wild: map[string]string{"name": "victim"}, form: url.Values{}},
+		"POST /console/connectors/{name}/limit": {wild: map[string]string{"name": "bank.wire"},
+			form: url.Values{"rate": {"7"}, "reason": {"authorized?"}}},
+		"POST /console/connectors/{name}/limit/clear": {wild: map[string]string{"name": "bank.wire"}, form: url.Values{}},
+		"POST /console/connectors/{name}/limit/reset": {wild: map[string]string{"name": "bank.wire"}, form: url.Values{}},
 	}
 }
 
@@ -507,6 +541,8 @@ func (w *world) theirs(pattern string) map[string]string {
 	switch {
 	case strings.Contains(pattern, "/effects/{id}/cancel"):
 		return map[string]string{"id": w.theirWait.ID.String()}
+	case strings.Contains(pattern, "/effects/{id}/confirm"), strings.Contains(pattern, "/effects/{id}/decline"):
+		return map[string]string{"id": w.theirHeld.ID.String()}
 	case strings.Contains(pattern, "/effects/{id}"):
 		return map[string]string{"id": w.theirStuck.ID.String()}
 	case strings.Contains(pattern, "/sagas/{id}"):
@@ -515,6 +551,8 @@ func (w *world) theirs(pattern string) map[string]string {
 		return map[string]string{"tenant": "globex", "id": "run-globex"}
 	case strings.Contains(pattern, "/sessions/{session}"):
 		return map[string]string{"session": globexSession}
+	case strings.Contains(pattern, "/connectors/{name}"): // shared by every tenant, with a key of globex's
+		return map[string]string{"name": "bank.wire"}
 	}
 	return nil
 }
@@ -556,6 +594,14 @@ func TestScopedOperatorSeesNoOtherTenant(t *testing.T) {
 		}
 		method, path := routePath(pattern, theirs)
 		switch {
+		case strings.Contains(pattern, "/connectors/{name}") && method == http.MethodGet: // shared: shown, but not globex's key
+			p := b.call(method, path, url.Values{})
+			require.Equal(t, http.StatusOK, p.status, "%s: %s", path, p.body)
+			requireNothingOfTheirs(p, nil, path)
+		case strings.Contains(pattern, "/connectors/{name}"): // shared: not changed by an operator of some tenants
+			p := b.call(method, path, clone(acting[pattern].form))
+			require.Equal(t, http.StatusForbidden, p.status, "%s: %s", path, p.body)
+			require.Equal(t, before, h.snapshot(), path)
 		case theirs != nil: // a globex object: 404
 			form := clone(c.form)
 			if method == http.MethodPost {
@@ -582,8 +628,10 @@ func TestScopedOperatorSeesNoOtherTenant(t *testing.T) {
 	root := h.signedInWith(w.adminToken)
 	require.Contains(t, root.get("/console/effects").body, "globex-secret-stuck")
 	require.Contains(t, root.get("/console/stuck").body, w.theirStuck.ID.String())
+	require.Contains(t, root.get("/console/awaiting").body, "globex-secret-payee")
 	require.Contains(t, root.get("/console/runs").body, "run-globex")
 	require.Contains(t, root.get("/console/sessions").body, globexSession)
+	require.Contains(t, root.get("/console/connectors/bank.wire").body, "tenant globex")
 }
 
 // A tampered session cookie — random bytes, NUL, too long, a real session's id changed, an

@@ -102,6 +102,7 @@ var funcs = template.FuncMap{
 	"utc":      formatTime,
 	"utcp":     func(t *time.Time) string { return formatTimePtr(t) },
 	"age":      func(now, t time.Time) string { return formatAge(now.Sub(t)) },
+	"until":    func(now, t time.Time) string { return formatAge(t.Sub(now)) },
 	"dur":      formatAge,
 	"json":     prettyJSON,
 	"short":    shortID,
@@ -111,12 +112,22 @@ var funcs = template.FuncMap{
 	"progress": sagaProgress,
 	"count":    func(counts map[effects.State]int, state string) int { return counts[effects.State(state)] },
 	"form":     func(id any, csrf string) formArgs { return formArgs{ID: id, CSRF: csrf} },
+	"decision": func(id any, csrf, action, legend, button string) decisionArgs {
+		return decisionArgs{formArgs: formArgs{ID: id, CSRF: csrf}, Action: action, Legend: legend, Button: button}
+	},
 }
 
 // formArgs are what an action form's template needs: the thing acted on and the CSRF token.
 type formArgs struct {
 	ID   any
 	CSRF string
+}
+
+// decisionArgs are what the form of a decision on an effect with a reason alone needs (cancel,
+// confirm, decline): its action (the path's last segment), legend and button.
+type decisionArgs struct {
+	formArgs
+	Action, Legend, Button string
 }
 
 // shortID names an id in lists and titles by its last 12 hex digits ("…8162571a061f"): the

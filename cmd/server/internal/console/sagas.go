@@ -165,32 +165,6 @@ func (c *Console) sessionPage(req *request) error {
 	return c.page(req, "session", "Session "+key, detail)
 }
 
-// connectorRow is a connector with its outcome rates over the last hour.
-type connectorRow struct {
-	ops.ConnectorSummary
-	Confirmed, Failed, Unknown, Stuck, Pending int64
-	// Rate is the share of settled outcomes (CONFIRMED / (CONFIRMED + FAILED + STUCK)), as text.
-	Rate string
-}
-
-func (c *Console) connectorList(req *request) error {
-	list, err := c.ops.Connectors(req.ctx(), req.scope)
-	if err != nil {
-		return err
-	}
-	rows := make([]connectorRow, len(list))
-	for i, summary := range list {
-		o := summary.Outcomes
-		row := connectorRow{ConnectorSummary: summary, Confirmed: o[effects.StateConfirmed], Failed: o[effects.StateFailed],
-			Unknown: o[effects.StateUnknown], Stuck: o[effects.StateStuck], Pending: o[effects.StatePending], Rate: "—"}
-		if settled := row.Confirmed + row.Failed + row.Stuck; settled > 0 {
-			row.Rate = strconv.FormatFloat(100*float64(row.Confirmed)/float64(settled), 'f', 1, 64) + "% confirmed"
-		}
-		rows[i] = row
-	}
-	return c.page(req, "connectors", "Connectors", rows)
-}
-
 // sagaProgress says where a saga is, in words that fit its state: "2 of 2 done", "1 of 3 done;
 // running #1 reserve", "compensating #0 debit", "#1 credit failed; 1 compensated", "STUCK at
 // #1 credit". Steps are named by their index (the steps table's #) and name.

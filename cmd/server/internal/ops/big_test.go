@@ -89,6 +89,7 @@ func TestBigDatabase(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("STUCK queue, %d with evidence: %d statements", len(stuck), counter.n.Load())
 	measure("STUCK queue, 20 with evidence", 200*time.Millisecond, func() error { _, _, _, err := o.Stuck(ctx, ops.Scope{}, 20, ""); return err })
+	measure("awaiting confirmation, 50", 200*time.Millisecond, func() error { _, _, _, err := o.Awaiting(ctx, ops.Scope{}, 50, ""); return err })
 
 	filters := []url.Values{
 		{},
@@ -208,6 +209,9 @@ func plannedQueries(t *testing.T) map[string]plannedQuery {
 			return [][]any{{}}
 		}},
 		"OpsStuckList": {read("ops.sql.go", "opsStuckList"), func(string, string, string, string, string, time.Time) [][]any {
+			return [][]any{{true, all, nil, nil, 50}, {false, []string{"tenant-1"}, nil, nil, 50}}
+		}},
+		"OpsAwaitingList": {read("ops.sql.go", "opsAwaitingList"), func(string, string, string, string, string, time.Time) [][]any {
 			return [][]any{{true, all, nil, nil, 50}, {false, []string{"tenant-1"}, nil, nil, 50}}
 		}},
 		"OpsOverviewUnresolved": {read("ops.sql.go", "opsOverviewUnresolved"), func(string, string, string, string, string, time.Time) [][]any {

@@ -32,11 +32,28 @@ type ConnectorSummary struct {
 	// Outcomes counts the transitions of its effects into CONFIRMED, FAILED, UNKNOWN and STUCK in
 	// the last hour, within scope; every one of the four states is present.
 	Outcomes map[effects.State]int64
+	// Limit is the connector's own limit (effects.Connector.Limit, or an HTTP connector's
+	// definition's), defaults filled in; nil when the server does not know it (a Go connector of
+	// the reactors).
+	Limit *effects.Limit
+	// Override is the operator's limit, which replaces Limit in every reactor; nil when none.
+	Override *effects.LimitSetting
+	// LimitStates is the state of its limit keys that were ever used: the shared key (TenantID "")
+	// and, for a limit per tenant, the keys of the tenants in scope.
+	LimitStates []effects.LimitState
+}
+
+// Throttled reports whether one of its limit keys is paused or has its circuit open or half open:
+// no call (but a probe) goes out for it.
+func (s ConnectorSummary) Throttled() bool {
+	return slices.ContainsFunc(s.LimitStates, func(st effects.LimitState) bool {
+		return st.PausedUntil != nil || st.Circuit != "closed"
+	})
 }
 
 // Connectors lists, by name, the connectors registered in the effects client, the HTTP connectors
-// stored in the database, and the connectors whose effects in scope changed state in the last
-// hour.
+// stored in the database, the connectors whose effects in scope changed state in the last hour,
+// and those with an operator's limit or a limit key in scope, each with its limits.
 func (o *Ops) Connectors(ctx context.Context, scope Scope) ([]ConnectorSummary, error) {
 	byName := map[string]*ConnectorSummary{}
 	summary := func(name string) *ConnectorSummary {
@@ -51,6 +68,11 @@ func (o *Ops) Connectors(ctx context.Context, scope Scope) ([]ConnectorSummary, 
 	}
 	describe := func(s *ConnectorSummary, c *effects.Connector) {
 		s.Policy, s.Tags, s.Timeout, s.MaxAttempts = effects.PolicyOf(c), slices.Clone(c.Tags), c.Timeout, c.MaxAttempts
+		limit, err := c.Limit.WithDefaults()
+		if err != nil { // not registrable: shown as it is
+			limit = c.Limit
+		}
+		s.Limit = &limit
 	}
 	registry := o.effects.Registry()
 	for _, name := range registry.Names() {
@@ -86,6 +108,9 @@ func (o *Ops) Connectors(ctx context.Context, scope Scope) ([]ConnectorSummary, 
 	}
 	for _, row := range outcomes {
 		summary(row.Connector).Outcomes[effects.State(row.ToState)] = row.Count
+	}
+	if err := o.addLimits(ctx, scope, summary); err != nil {
+		return nil, err
 	}
 	out := make([]ConnectorSummary, 0, len(byName))
 	for _, s := range byName {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -141,47 +142,67 @@ func readOnce[K comparable, V any](cache map[K]*V, key K, read func() (*V, error
 // counts the whole queue, and next continues it ("" on the last page). limit is 1 to MaxLimit (0:
 // DefaultLimit); after is the next of a previous page.
 func (o *Ops) Stuck(ctx context.Context, scope Scope, limit int, after string) (page []*Evidence, total int, next string, err error) {
+	all, tenants := scopeParams(scope)
+	list, total, next, err := queue(ctx, o, limit, after, "STUCK effects", func(q *dbsqlc.Queries) (int64, error) {
+		return q.OpsStuckCount(ctx, dbsqlc.OpsStuckCountParams{AllTenants: all, TenantIds: tenants})
+	}, func(q *dbsqlc.Queries, at *time.Time, id *uuid.UUID, limit int32) ([]dbsqlc.OpsStuckListRow, error) {
+		return q.OpsStuckList(ctx, dbsqlc.OpsStuckListParams{AllTenants: all, TenantIds: tenants, CursorUpdatedAt: at, CursorID: id, MaxRows: limit})
+	}, func(row dbsqlc.OpsStuckListRow) (uuid.UUID, time.Time) { return row.ID, row.UpdatedAt })
+	if err != nil {
+		return nil, 0, "", err
+	}
+	if page, err = o.evidence(ctx, list); err != nil {
+		return nil, 0, "", err
+	}
+	return page, total, next, nil
+}
+
+// queue reads a page of a queue of effects kept oldest first (what names it in errors): count
+// counts the whole queue; list reads up to limit rows after the cursor (at, id; nil for the first
+// page) in the queue's order; key is a row's effect id and sort time. It returns the page's
+// effects (those gone since left out), the count, and the cursor of the next page ("" on the
+// last).
+func queue[Row any](ctx context.Context, o *Ops, limit int, after, what string, count func(*dbsqlc.Queries) (int64, error),
+	list func(q *dbsqlc.Queries, at *time.Time, id *uuid.UUID, limit int32) ([]Row, error),
+	key func(Row) (uuid.UUID, time.Time)) (page []*effects.Effect, total int, next string, err error) {
 	if limit, err = checkLimit(limit); err != nil {
 		return nil, 0, "", err
 	}
-	all, tenants := scopeParams(scope)
-	params := dbsqlc.OpsStuckListParams{AllTenants: all, TenantIds: tenants, MaxRows: int32(limit)}
+	var cursorAt *time.Time
+	var cursorID *uuid.UUID
 	if after != "" {
 		at, id, err := uuidCursor(after)
 		if err != nil {
 			return nil, 0, "", err
 		}
-		params.CursorUpdatedAt, params.CursorID = &at, &id
+		cursorAt, cursorID = &at, &id
 	}
 	q := dbsqlc.New(o.pool)
-	count, err := q.OpsStuckCount(ctx, dbsqlc.OpsStuckCountParams{AllTenants: all, TenantIds: tenants})
+	n, err := count(q)
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("ops: count STUCK effects: %w", err)
+		return nil, 0, "", fmt.Errorf("ops: count %s: %w", what, err)
 	}
-	rows, err := q.OpsStuckList(ctx, params)
+	rows, err := list(q, cursorAt, cursorID, int32(limit))
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("ops: list STUCK effects: %w", err)
+		return nil, 0, "", fmt.Errorf("ops: list %s: %w", what, err)
 	}
 	ids := make([]uuid.UUID, len(rows))
 	for i, row := range rows {
-		ids[i] = row.ID
+		ids[i], _ = key(row)
 	}
 	found, err := o.effects.GetMany(ctx, ids)
 	if err != nil {
 		return nil, 0, "", fmt.Errorf("ops: %w", err)
 	}
-	list := make([]*effects.Effect, 0, len(rows))
+	page = make([]*effects.Effect, 0, len(rows))
 	for _, id := range ids {
 		if e, ok := found[id]; ok { // else pruned since
-			list = append(list, e)
+			page = append(page, e)
 		}
 	}
-	if page, err = o.evidence(ctx, list); err != nil {
-		return nil, 0, "", err
-	}
 	if len(rows) == limit {
-		last := rows[len(rows)-1]
-		next = pagecursor.Cursor{At: last.UpdatedAt, ID: last.ID.String()}.String()
+		id, at := key(rows[len(rows)-1])
+		next = pagecursor.Cursor{At: at, ID: id.String()}.String()
 	}
-	return page, int(count), next, nil
+	return page, int(n), next, nil
 }

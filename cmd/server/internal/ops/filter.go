@@ -155,6 +155,10 @@ func parseTime(v url.Values, name string) (time.Time, error) {
 	return t, nil
 }
 
+// ParsePageLimit reads a page size given as text (a query parameter, a CLI flag): "" is
+// DefaultLimit, else 1 to MaxLimit; the error is a *FieldError for "limit".
+func ParsePageLimit(s string) (int, error) { return parseLimit(s) }
+
 // parseLimit reads a page size: "" is DefaultLimit, else 1 to MaxLimit.
 func parseLimit(s string) (int, error) {
 	if s == "" {

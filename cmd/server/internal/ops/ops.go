@@ -1,11 +1,13 @@
 // Package ops is what operators read and do, shared by the console (package console) and the
 // server's CLI (`server effects|sagas|runs`): listings with filters and keyset pagination across
-// tenants, the evidence behind an effect, the overview, and the operator actions (resolve, cancel,
-// bulk resolve with a preview). Every read and action is limited to a Scope: an effect, saga, run
-// or session outside it is ErrNotFound, exactly like a missing one.
+// tenants, the evidence behind an effect, the STUCK queue and the effects awaiting confirmation,
+// the overview, and the operator actions (resolve, cancel, confirm, decline, bulk resolve with a
+// preview). Every read and action is limited to a Scope: an effect, saga, run or session outside
+// it is ErrNotFound, exactly like a missing one.
 //
-// Actions go through the effects and saga clients (Resolve, Cancel, CancelRun, saga Resolve), so
-// that the state machine, settle hooks and audit trail are the same as for the Go and HTTP APIs.
+// Actions go through the effects and saga clients (Resolve, Cancel, Confirm, Decline, CancelRun,
+// saga Resolve), so that the state machine, settle hooks and audit trail are the same as for the
+// Go and HTTP APIs.
 package ops
 
 import (

@@ -16,12 +16,16 @@ type Overview struct {
 	// Counts are per tenant, connector and state, sorted so: the unresolved effects (PENDING,
 	// UNKNOWN, STUCK) all of them, CONFIRMED and FAILED those settled in the last 24 hours.
 	Counts []StateCount
-	// OldestPending is the creation of the oldest PENDING effect (the queue's lag), nil if none;
-	// OldestUnknown likewise for UNKNOWN.
+	// OldestPending is the creation of the oldest PENDING effect not awaiting its confirmation
+	// (the queue's lag), nil if none; OldestUnknown likewise for UNKNOWN.
 	OldestPending *time.Time
 	OldestUnknown *time.Time
 	// Stuck counts the STUCK effects.
 	Stuck int
+	// Awaiting counts the effects awaiting their confirmation (PENDING, counted in Counts too),
+	// and OldestAwaiting is the creation of the oldest, nil if none.
+	Awaiting       int
+	OldestAwaiting *time.Time
 	// SettledPerMinute is the effects settled (CONFIRMED or FAILED) in each of the last 60
 	// minutes, oldest first, every minute present (the current one last, so far).
 	SettledPerMinute []MinuteCount
@@ -56,16 +60,26 @@ func (o *Ops) Overview(ctx context.Context, scope Scope) (*Overview, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ops: overview: %w", err)
 	}
+	index := map[StateCount]int{} // a count's tenant, connector and state → where it is in Counts
 	for _, row := range unresolved {
 		state := effects.State(row.State)
-		ov.Counts = append(ov.Counts, StateCount{Tenant: row.TenantID, Connector: row.Connector, State: state, Count: row.Count})
+		key := StateCount{Tenant: row.TenantID, Connector: row.Connector, State: state}
+		i, ok := index[key]
+		if !ok {
+			i, index[key] = len(ov.Counts), len(ov.Counts)
+			ov.Counts = append(ov.Counts, key)
+		}
+		ov.Counts[i].Count += row.Count
 		oldest := row.Oldest
-		switch state {
-		case effects.StatePending:
+		switch {
+		case row.Awaiting:
+			ov.Awaiting += int(row.Count)
+			ov.OldestAwaiting = earlier(ov.OldestAwaiting, oldest)
+		case state == effects.StatePending:
 			ov.OldestPending = earlier(ov.OldestPending, oldest)
-		case effects.StateUnknown:
+		case state == effects.StateUnknown:
 			ov.OldestUnknown = earlier(ov.OldestUnknown, oldest)
-		case effects.StateStuck:
+		case state == effects.StateStuck:
 			ov.Stuck += int(row.Count)
 		}
 	}

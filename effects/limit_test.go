@@ -1,0 +1,659 @@
+package effects_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/reckontest"
+)
+
+// upstream is a fake upstream for the limits' tests: a real HTTP server on 127.0.0.1 that counts
+// what reaches it — when each call arrived, from which reactor, how many were in flight at once —
+// holds each call for a delay, and can answer a number of calls with 429 and a Retry-After, or
+// with 503 without one.
+type upstream struct {
+	srv *httptest.Server
+
+	mu          sync.Mutex
+	delay       time.Duration
+	calls       []upstreamCall
+	inFlight    int
+	maxInFlight int
+	gate        chan struct{} // when set, calls wait for it to close
+	throttle    int           // the next calls answered 429
+	retryAfter  int           // seconds, with throttle
+	failing     bool
+}
+
+type upstreamCall struct {
+	at      time.Time // when the upstream got it
+	sent    time.Time // when the reactor sent it (X-Sent-At): a stall of this test process delays at, not sent
+	key     string
+	reactor string
+	status  int
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{}
+	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.srv.Close)
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	sent, _ := strconv.ParseInt(r.Header.Get("X-Sent-At"), 10, 64)
+	call := upstreamCall{at: time.Now(), sent: time.Unix(0, sent), key: r.Header.Get("Idempotency-Key"), reactor: r.Header.Get("X-Reactor"), status: http.StatusOK}
+	switch {
+	case u.throttle > 0:
+		u.throttle--
+		call.status = http.StatusTooManyRequests
+	case u.failing:
+		call.status = http.StatusServiceUnavailable
+	}
+	u.calls = append(u.calls, call)
+	u.inFlight++
+	u.maxInFlight = max(u.maxInFlight, u.inFlight)
+	delay, retryAfter, gate := u.delay, u.retryAfter, u.gate
+	u.mu.Unlock()
+	defer func() {
+		u.mu.Lock()
+		u.inFlight--
+		u.mu.Unlock()
+	}()
+	if gate != nil {
+		<-gate
+	}
+	time.Sleep(delay)
+	switch call.status {
+	case http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+		w.WriteHeader(call.status)
+	case http.StatusServiceUnavailable:
+		w.WriteHeader(call.status)
+	default:
+		_ = json.NewEncoder(w).Encode(map[string]string{"done": call.key})
+	}
+}
+
+func (u *upstream) set(fn func(u *upstream)) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	fn(u)
+}
+
+func (u *upstream) snapshot() (calls []upstreamCall, maxInFlight int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.calls), u.maxInFlight
+}
+
+// limitedConnector calls the upstream at url: 200 confirms; 429 with Retry-After is retryable
+// after it; 503 is retryable with the backoff. It is idempotent (the upstream's key), so it needs
+// no status check. reactor names the calling process in a header.
+func limitedConnector(url, reactor string, limit effects.Limit) effects.Connector {
+	client := &http.Client{}
+	return effects.Connector{
+		Name: "limited.call", Tags: []effects.Tag{effects.TagIdempotent}, Timeout: 5 * time.Second, MaxAttempts: 100,
+		Backoff: reckontest.FastBackoff, Limit: limit,
+		Dispatch: func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/call", bytes.NewReader(call.Args))
+			if err != nil {
+				return nil, effects.Permanent(err)
+			}
+			req.Header.Set("Idempotency-Key", call.IdempotencyKey)
+			req.Header.Set("X-Reactor", reactor)
+			req.Header.Set("X-Sent-At", strconv.FormatInt(time.Now().UnixNano(), 10))
+			resp, err := client.Do(req)
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			switch resp.StatusCode {
+			case http.StatusOK:
+				return body, nil
+			case http.StatusTooManyRequests:
+				seconds, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+				return nil, effects.RetryAfter(errors.New("429"), time.Duration(seconds)*time.Second)
+			case http.StatusServiceUnavailable:
+				return nil, effects.Retryable(errors.New("503"))
+			}
+			return nil, fmt.Errorf("status %d", resp.StatusCode)
+		},
+	}
+}
+
+// limitedChildEnv, when set with LIMITED_URL, makes a child reactor (child_test.go) register
+// limitedConnector on LIMITED_URL, its calls named by the variable's value.
+const limitedChildEnv = "CHILD_LIMITED_REACTOR"
+
+func registerLimitedChild(registry *effects.Registry) {
+	if url := os.Getenv("LIMITED_URL"); url != "" {
+		registry.MustRegister(limitedConnector(url, os.Getenv(limitedChildEnv), effects.Limit{}))
+	}
+}
+
+// watchStalls ticks every 10 ms until the test ends; the function it returns sums the time
+// between from and to that this process was not run for more than 200 ms at a time (less one
+// tick), the machine's stalls.
+func watchStalls(t *testing.T) func(from, to time.Time) time.Duration {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		gaps [][2]time.Time
+	)
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		ticker := time.NewTicker(10 * time.Millisecond)
+		defer ticker.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ticker.C:
+				now := time.Now()
+				if now.Sub(last) > 200*time.Millisecond {
+					mu.Lock()
+					gaps = append(gaps, [2]time.Time{last.Add(10 * time.Millisecond), now})
+					mu.Unlock()
+				}
+				last = now
+			}
+		}
+	}()
+	return func(from, to time.Time) time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		var sum time.Duration
+		for _, g := range gaps {
+			a, b := g[0], g[1]
+			if a.Before(from) {
+				a = from
+			}
+			if b.After(to) {
+				b = to
+			}
+			if b.After(a) {
+				sum += b.Sub(a)
+			}
+		}
+		return sum
+	}
+}
+
+// startLimitedChildren starts n reactor processes (this test binary in child mode) that call u.
+func startLimitedChildren(t *testing.T, pool *pgxpool.Pool, u *upstream, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reckontest.StartChild(t, childReactorEnv+"=1", "DATABASE_URL="+pool.Config().ConnString(),
+				"LIMITED_URL="+u.srv.URL, fmt.Sprintf("%s=reactor-%d", limitedChildEnv, i+1))
+		}()
+	}
+	wg.Wait()
+}
+
+func enqueueLimited(t *testing.T, client *effects.Client, prefix string, n int) {
+	t.Helper()
+	const per = 500
+	for from := 0; from < n; from += per {
+		specs := make([]effects.Spec, 0, per)
+		for i := from; i < min(from+per, n); i++ {
+			specs = append(specs, effects.Spec{Connector: "limited.call", IdempotencyKey: fmt.Sprintf("%s-%05d", prefix, i), Args: map[string]int{"n": i}})
+		}
+		_, err := client.EnqueueMany(context.Background(), specs, nil)
+		require.NoError(t, err)
+	}
+}
+
+// enqueueOneByOne enqueues n effects with EnqueueTx one at a time (claimed by the reactors).
+func enqueueOneByOne(t *testing.T, client *effects.Client, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		_, err := client.Enqueue(context.Background(), effects.Spec{
+			Connector: "limited.call", IdempotencyKey: fmt.Sprintf("%s-%05d", prefix, i), Args: map[string]int{"n": i},
+		}, nil)
+		require.NoError(t, err)
+	}
+}
+
+// limitHarness is a database, a client that enqueues (and is not started) and an upstream.
+func limitHarness(t *testing.T) (*pgxpool.Pool, *effects.Client, *upstream) {
+	t.Helper()
+	pool := pgtest.NewDB(t)
+	u := newUpstream(t)
+	registry := effects.NewRegistry()
+	registry.MustRegister(limitedConnector(u.srv.URL, "test", effects.Limit{}))
+	return pool, reckontest.NewClient(t, pool, reckontest.FastConfig(registry)), u
+}
+
+func countConfirmed(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM reckon_effects WHERE connector = 'limited.call' AND state = 'CONFIRMED'`).Scan(&n))
+	return n
+}
+
+// TestRateLimitAcrossReactors: three reactor processes share an operator's limit of 20 calls a
+// second — set at run time, while they run — and the upstream's own count of calls over 30 s
+// holds it within ±10 % while 2,000 effects wait; no held-back effect spent an attempt or failed.
+func TestRateLimitAcrossReactors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("30 s of calls")
+	}
+	pool, client, u := limitHarness(t)
+	startLimitedChildren(t, pool, u, 3)
+	_, err := client.SetLimit(context.Background(), "limited.call", effects.Limit{Rate: 20, Per: time.Second}, "test", "the upstream allows 20/s")
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond) // the notification reaches the reactors; they also ask the database on each call
+	enqueueLimited(t, client, "rate", 2000)
+
+	const warmup, window = 5 * time.Second, 30 * time.Second
+	start := time.Now()
+	stalls := watchStalls(t)
+	time.Sleep(warmup + window + 500*time.Millisecond)
+	calls, _ := u.snapshot()
+	from, to := start.Add(warmup), start.Add(warmup+window)
+	inWindow := 0
+	reactors := map[string]int{}
+	for _, c := range calls {
+		if !c.sent.Before(from) && c.sent.Before(to) {
+			inWindow++
+			reactors[c.reactor]++
+		}
+	}
+	perSecond := make([]int, int((warmup+window)/time.Second)+1)
+	for _, c := range calls {
+		if d := c.sent.Sub(start); d >= 0 && d < warmup+window {
+			perSecond[int(d/time.Second)]++
+		}
+	}
+	t.Logf("calls sent per second from the enqueue: %v", perSecond)
+	// A machine too busy to run anything for a while (seen under CI's parallel packages) sends
+	// nothing meanwhile, and a rate limit does not make up lost turns: the stalled time is left
+	// out of the window (and logged).
+	stalled := stalls(from, to)
+	rate := float64(inWindow) / (window - stalled).Seconds()
+	t.Logf("%d calls in %v (less %v stalled): %.2f/s; by reactor %v", inWindow, window, stalled, rate, reactors)
+	require.Less(t, stalled, window/3, "the machine was stalled for most of the window")
+	require.InDelta(t, 20, rate, 2, "calls per second at the upstream over %v", window)
+	require.Len(t, reactors, 3, "every reactor called")
+	require.Less(t, len(calls), 2000, "effects still wait")
+
+	var failed, attempted int
+	require.NoError(t, pool.QueryRow(context.Background(), `
+		SELECT count(*) FILTER (WHERE state <> 'CONFIRMED' AND state <> 'PENDING'),
+		       count(*) FILTER (WHERE state = 'PENDING' AND attempts > 0)
+		FROM reckon_effects`).Scan(&failed, &attempted))
+	require.Zero(t, failed, "a held-back effect is never FAILED or UNKNOWN")
+	require.Zero(t, attempted, "a held-back effect spends no attempt")
+}
+
+// TestConcurrencyCapAcrossReactors: with a cap of 5 calls in flight shared by three reactor
+// processes, the upstream's own counter never sees more than 5 at once, the cap is reached, and
+// every effect is confirmed, in about the time the cap allows.
+func TestConcurrencyCapAcrossReactors(t *testing.T) {
+	t.Parallel()
+	pool, client, u := limitHarness(t)
+	u.set(func(u *upstream) { u.delay = 100 * time.Millisecond })
+	startLimitedChildren(t, pool, u, 3)
+	_, err := client.SetLimit(context.Background(), "limited.call", effects.Limit{MaxInFlight: 5}, "test", "five at a time")
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	const n = 150
+	enqueueLimited(t, client, "cap", n)
+	require.Eventually(t, func() bool { return countConfirmed(t, pool) == n }, 60*time.Second, 100*time.Millisecond)
+	calls, maxInFlight := u.snapshot()
+	t.Logf("%d calls, at most %d in flight at the upstream", len(calls), maxInFlight)
+	require.LessOrEqual(t, maxInFlight, 5, "in flight at the upstream")
+	require.Equal(t, 5, maxInFlight, "the cap is used")
+	require.Len(t, calls, n, "each effect called once")
+}
+
+// TestRetryAfterPausesEveryReactor: an upstream's 429 with Retry-After pauses the connector — which
+// has no limit of its own — for all three reactor processes: after the first 429, no call reaches
+// the upstream until the pause has passed (but the calls already under way), then every effect is
+// confirmed.
+func TestRetryAfterPausesEveryReactor(t *testing.T) {
+	t.Parallel()
+	pool, client, u := limitHarness(t)
+	u.set(func(u *upstream) { u.delay = 50 * time.Millisecond })
+	startLimitedChildren(t, pool, u, 3)
+	const n = 1500
+	enqueueLimited(t, client, "burst", n)
+	require.Eventually(t, func() bool { // every reactor is calling
+		calls, _ := u.snapshot()
+		seen := map[string]bool{}
+		for _, c := range calls {
+			seen[c.reactor] = true
+		}
+		return len(seen) == 3
+	}, 30*time.Second, 5*time.Millisecond)
+	u.set(func(u *upstream) { u.throttle, u.retryAfter = 3, 4 }) // the next calls get 429
+	require.Eventually(t, func() bool { return countConfirmed(t, pool) == n }, 60*time.Second, 100*time.Millisecond)
+
+	calls, _ := u.snapshot()
+	first := slices.IndexFunc(calls, func(c upstreamCall) bool { return c.status == http.StatusTooManyRequests })
+	require.GreaterOrEqual(t, first, 0)
+	// Times are when the reactors sent the calls: a stall of this process (the upstream) would
+	// make calls sent before the pause arrive during it.
+	paused := calls[first].sent
+	// Calls granted before the pause reached a reactor go out within moments (a second, on a
+	// loaded machine); none after, until it ends.
+	quiet := 0
+	var during []upstreamCall
+	for _, c := range calls {
+		if c.sent.After(paused.Add(time.Second)) && c.sent.Before(paused.Add(3900*time.Millisecond)) {
+			during = append(during, c)
+		}
+		if c.sent.After(paused) && c.sent.Before(paused.Add(3*time.Second)) {
+			quiet++
+		}
+	}
+	buckets := map[int]map[string]int{}
+	for _, c := range calls {
+		if d := c.sent.Sub(paused); d >= 0 && d < 4*time.Second {
+			b := int(d / (100 * time.Millisecond))
+			if buckets[b] == nil {
+				buckets[b] = map[string]int{}
+			}
+			buckets[b][c.reactor]++
+		}
+	}
+	t.Logf("after the first 429, sent by 100ms: %v", buckets)
+	require.Empty(t, during, "calls during the pause")
+	before, after := map[string]bool{}, 0
+	for _, c := range calls[:first] {
+		before[c.reactor] = true
+	}
+	for _, c := range calls {
+		if c.sent.After(paused.Add(4 * time.Second)) {
+			after++
+		}
+	}
+	require.Len(t, before, 3, "every reactor was calling the burst when the 429s came")
+	require.Positive(t, after, "calls resumed after the pause")
+	t.Logf("%d calls in the 4 s after the first 429 (under way when it came), %d after", quiet, after)
+}
+
+// TestCircuitBreaker: after 3 consecutive failures the circuit opens and no call goes out for
+// BreakFor; then a single probe; a failed probe opens it again; once the upstream is back the
+// probe closes it and the waiting effects go through. The circuit's state is in the metrics.
+func TestCircuitBreaker(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	u := newUpstream(t)
+	u.set(func(u *upstream) { u.failing = true })
+	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", effects.Limit{BreakAfter: 3, BreakFor: time.Second})))
+	h.start()
+	ctx := context.Background()
+	for i := range 20 {
+		_, err := h.client.Enqueue(ctx, effects.Spec{Connector: "limited.call", IdempotencyKey: fmt.Sprintf("cb-%02d", i), Args: map[string]int{"n": i}}, nil)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		return metricSum(t, h, "reckon_connector_circuit", "limited.call") == 2
+	}, 10*time.Second, 20*time.Millisecond, "the circuit opens")
+	opened := time.Now()
+	// Three and a half BreakFor: a probe each at most, each failing. The waiting effects come
+	// back when River next fetches after the circuit's BreakFor (its poll: up to a second), so
+	// the first probe goes out 1 to 2 s after the opening, later on a busy machine.
+	time.Sleep(3500 * time.Millisecond)
+	calls, _ := u.snapshot()
+	var afterOpen int
+	since := make([]time.Duration, len(calls))
+	for i, c := range calls {
+		since[i] = c.at.Sub(opened).Round(time.Millisecond)
+		if c.at.After(opened.Add(100 * time.Millisecond)) {
+			afterOpen++
+		}
+	}
+	t.Logf("calls since the circuit opened: %v", since)
+	require.LessOrEqual(t, afterOpen, 4, "while open only a probe each BreakFor goes out")
+	require.GreaterOrEqual(t, afterOpen, 1, "a probe went out")
+
+	u.set(func(u *upstream) { u.failing = false })
+	require.Eventually(t, func() bool { return countConfirmed(t, h.pool) == 20 }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return metricSum(t, h, "reckon_connector_circuit", "limited.call") == 0 }, 10*time.Second, 50*time.Millisecond)
+	require.Positive(t, metricSum(t, h, "reckon_connector_limit_waits_total", "limited.call"), "calls held back by the open circuit")
+	states, err := h.client.LimitStates(ctx)
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	require.Equal(t, "closed", states[0].Circuit)
+	require.Zero(t, states[0].Failures)
+}
+
+// metricSum gathers the harness's metric name and sums the values (gauge or counter) of its series
+// whose connector label is connector; -1 when there is none.
+func metricSum(t *testing.T, h *harness, name, connector string) float64 {
+	t.Helper()
+	families, err := h.metrics.Gather()
+	require.NoError(t, err)
+	sum, found := 0.0, false
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "connector" && l.GetValue() == connector {
+					sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+					found = true
+				}
+			}
+		}
+	}
+	if !found {
+		return -1
+	}
+	return sum
+}
+
+// TestLimitDeclaredInGo: a Go connector's own limit holds in one reactor — a rate of 10/s with a
+// burst of 2 spaces 12 calls over about a second — per tenant when asked, and an operator's limit
+// replaces it at run time; a connector without limits never touches the limits' tables.
+func TestLimitDeclaredInGo(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	u := newUpstream(t)
+	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", effects.Limit{Rate: 10, Burst: 2, PerTenant: true})))
+	h.start()
+	ctx := context.Background()
+	enqueueFor := func(tenant string, n int) {
+		for i := range n {
+			_, err := h.client.Enqueue(ctx, effects.Spec{TenantID: tenant, Connector: "limited.call",
+				IdempotencyKey: fmt.Sprintf("%s-%02d", tenant, i), Args: map[string]int{"n": i}}, nil)
+			require.NoError(t, err)
+		}
+	}
+	enqueueFor("acme", 12)
+	enqueueFor("globex", 12)
+	require.Eventually(t, func() bool { return countConfirmed(t, h.pool) == 24 }, 20*time.Second, 20*time.Millisecond)
+	calls, _ := u.snapshot()
+	spread := func(prefix string) time.Duration {
+		var first, last time.Time
+		for _, c := range calls {
+			if len(c.key) > len(prefix) && c.key[:len(prefix)] == prefix {
+				if first.IsZero() || c.at.Before(first) {
+					first = c.at
+				}
+				if c.at.After(last) {
+					last = c.at
+				}
+			}
+		}
+		return last.Sub(first)
+	}
+	// 12 calls at 10/s with a burst of 2: the last is due 1 s after the first (10 turns of 100 ms
+	// after the burst), whichever tenant.
+	for _, tenant := range []string{"acme", "globex"} {
+		d := spread(tenant + "-")
+		require.GreaterOrEqual(t, d, 900*time.Millisecond, tenant)
+		require.Less(t, d, 10*time.Second, tenant)
+	}
+	states, err := h.client.LimitStates(ctx)
+	require.NoError(t, err)
+	require.Len(t, states, 2, "one key per tenant")
+	require.Equal(t, "acme", states[0].TenantID)
+
+	// An operator lifts the limit (the zero Limit): the next calls go out at once.
+	setting, err := h.client.SetLimit(ctx, "limited.call", effects.Limit{}, "ops", "the bank raised our quota")
+	require.NoError(t, err)
+	require.Equal(t, "ops", setting.SetBy)
+	enqueueFor("initech", 12)
+	require.Eventually(t, func() bool { return countConfirmed(t, h.pool) == 36 }, 20*time.Second, 20*time.Millisecond)
+	calls, _ = u.snapshot()
+	require.Less(t, spread("initech-"), 700*time.Millisecond, "no limit")
+	var rows int
+	require.NoError(t, h.pool.QueryRow(ctx, `SELECT count(*) FROM reckon_limit_state WHERE tenant_id = 'initech'`).Scan(&rows))
+	require.Zero(t, rows, "an unlimited connector asks nothing of the database")
+
+	cleared, err := h.client.ClearLimit(ctx, "limited.call")
+	require.NoError(t, err)
+	require.True(t, cleared)
+	cleared, err = h.client.ClearLimit(ctx, "limited.call")
+	require.NoError(t, err)
+	require.False(t, cleared)
+}
+
+// TestCapFirstComeFirstServed: with a cap of 1, effects held back by it are called in enqueue
+// order (the first call goes to whichever effect asked first, when none was waiting yet).
+func TestCapFirstComeFirstServed(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	u := newUpstream(t)
+	// The first call holds the only place until every other effect has asked and waits.
+	gate := make(chan struct{})
+	u.set(func(u *upstream) { u.gate, u.delay = gate, 20*time.Millisecond })
+	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", effects.Limit{MaxInFlight: 1})))
+	ctx := context.Background()
+	enqueueOneByOne(t, h.client, "fifo", 15)
+	h.start()
+	require.Eventually(t, func() bool { calls, _ := u.snapshot(); return len(calls) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, h.pool.QueryRow(ctx, `SELECT count(*) FROM reckon_limit_waiters`).Scan(&waiting))
+		return waiting == 14
+	}, 20*time.Second, 20*time.Millisecond, "the other effects wait for the place")
+	u.set(func(u *upstream) { u.gate = nil })
+	close(gate)
+	require.Eventually(t, func() bool { return countConfirmed(t, h.pool) == 15 }, 20*time.Second, 20*time.Millisecond)
+	calls, maxInFlight := u.snapshot()
+	require.Equal(t, 1, maxInFlight)
+	keys := make([]string, len(calls))
+	for i, c := range calls {
+		keys[i] = c.key
+	}
+	require.True(t, slices.IsSorted(keys[1:]), "calls after the first in enqueue order: %v", keys)
+	var waiters int
+	require.NoError(t, h.pool.QueryRow(ctx, `SELECT count(*) FROM reckon_limit_waiters`).Scan(&waiters))
+	require.Zero(t, waiters, "a granted effect leaves the queue")
+}
+
+// TestDoHeldBackIsEnqueued: an inline call its connector's rate holds back calls nothing and is
+// enqueued, due when the rate lets it through; a reactor then confirms it.
+func TestDoHeldBackIsEnqueued(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	u := newUpstream(t)
+	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", effects.Limit{Rate: 1, Per: time.Second})))
+	ctx := context.Background()
+	first, err := h.client.Do(ctx, effects.Spec{Connector: "limited.call", IdempotencyKey: "do-1", Args: map[string]int{"n": 1}})
+	require.NoError(t, err)
+	require.Equal(t, effects.StateConfirmed, first.State)
+	second, err := h.client.Do(ctx, effects.Spec{Connector: "limited.call", IdempotencyKey: "do-2", Args: map[string]int{"n": 2}})
+	require.NoError(t, err)
+	require.Equal(t, effects.StatePending, second.State)
+	require.Zero(t, second.Attempts)
+	calls, _ := u.snapshot()
+	require.Len(t, calls, 1, "the held-back call was not made")
+	h.start()
+	done, err := h.client.Wait(ctx, second.ID)
+	require.NoError(t, err)
+	require.Equal(t, effects.StateConfirmed, done.State)
+	calls, _ = u.snapshot()
+	require.Len(t, calls, 2)
+	require.GreaterOrEqual(t, calls[1].at.Sub(calls[0].at), 900*time.Millisecond, "the rate held")
+}
+
+// TestSetLimitRefusesBadInput: an operator's limit out of range, or a name, actor or reason
+// Postgres cannot store, is refused naming what is wrong, and nothing is stored.
+func TestSetLimitRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		connector, reason string
+		limit             effects.Limit
+		want              string
+	}{
+		{"c", "r", effects.Limit{Rate: -1}, "Rate"},
+		{"c", "r", effects.Limit{Rate: 1, Per: time.Microsecond}, "Per"},
+		{"c", "r", effects.Limit{MaxInFlight: 2_000_000}, "MaxInFlight"},
+		{"c", "r", effects.Limit{BreakAfter: 1, BreakFor: time.Millisecond}, "BreakFor"},
+		{"", "r", effects.Limit{Rate: 1}, "connector"},
+		{"c\x00", "r", effects.Limit{Rate: 1}, "connector"},
+		{"c", "bad \xff", effects.Limit{Rate: 1}, "reason"},
+	} {
+		_, err := h.client.SetLimit(ctx, c.connector, c.limit, "ops", c.reason)
+		require.ErrorIs(t, err, effects.ErrInvalidLimit, c.want)
+		require.ErrorContains(t, err, c.want)
+	}
+	settings, err := h.client.LimitSettings(ctx)
+	require.NoError(t, err)
+	require.Empty(t, settings)
+}
+
+// TestGrantGivenBack: a probe's grant given back without a call (an inline call whose effect
+// already existed) neither closes the circuit nor counts as a failure, and the next caller may
+// probe at once.
+func TestGrantGivenBack(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	u := newUpstream(t)
+	u.set(func(u *upstream) { u.failing = true })
+	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", effects.Limit{BreakAfter: 1, BreakFor: time.Second})))
+	ctx := context.Background()
+	first, err := h.client.Do(ctx, effects.Spec{Connector: "limited.call", IdempotencyKey: "gb-1", Args: map[string]int{"n": 1}})
+	require.NoError(t, err)
+	require.Equal(t, effects.StatePending, first.State, "a retryable failure: the circuit opens")
+	time.Sleep(1100 * time.Millisecond) // half open
+	// The same key again: granted as the probe, then found to exist — no call, the grant given back.
+	again, err := h.client.Do(ctx, effects.Spec{Connector: "limited.call", IdempotencyKey: "gb-1", Args: map[string]int{"n": 1}})
+	require.NoError(t, err)
+	require.True(t, again.Deduplicated)
+	calls, _ := u.snapshot()
+	require.Len(t, calls, 1)
+	var failures int
+	var opened *time.Time
+	var probe *string
+	require.NoError(t, h.pool.QueryRow(ctx, `SELECT failures, opened_until, probe_effect::text FROM reckon_limit_state WHERE connector = 'limited.call'`).
+		Scan(&failures, &opened, &probe))
+	require.Equal(t, 1, failures, "the count untouched")
+	require.NotNil(t, opened, "the circuit not closed by a call never made")
+	require.Nil(t, probe, "the probe's turn is free again")
+}
