@@ -38,6 +38,7 @@ type AcceptedError struct {
 	CorrelationID string
 }
 
+// Error names the correlation id the callback is awaited under.
 func (e *AcceptedError) Error() string {
 	return "accepted upstream, awaiting callback " + e.CorrelationID
 }

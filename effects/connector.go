@@ -127,6 +127,8 @@ const (
 	StatusDuplicate
 )
 
+// String is the kind's name in lower case: "present", "absent", "duplicate" or "inconclusive"
+// (what an unknown value prints too).
 func (k StatusKind) String() string {
 	switch k {
 	case StatusPresent:

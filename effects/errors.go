@@ -59,6 +59,7 @@ type PrunedError struct {
 	ExpiresAt time.Time
 }
 
+// Error names the key, the pruned effect, how and when it settled, and until when the key is kept.
 func (e *PrunedError) Error() string {
 	return fmt.Sprintf("effects: idempotency key %q belonged to effect %s, which settled %s at %s and was pruned at %s (the key is kept until %s)",
 		e.IdempotencyKey, e.EffectID, e.State, e.SettledAt.UTC().Format(time.RFC3339), e.PrunedAt.UTC().Format(time.RFC3339),
@@ -134,7 +135,10 @@ type RetryableError struct {
 	After time.Duration
 }
 
+// Error is Err's message after "retryable: ".
 func (e *RetryableError) Error() string { return "retryable: " + e.Err.Error() }
+
+// Unwrap returns Err, for errors.Is and errors.As.
 func (e *RetryableError) Unwrap() error { return e.Err }
 
 // Retryable marks err as retryable with the connector's backoff.

@@ -63,6 +63,7 @@ type LimitError struct {
 	Problem string // e.g. "-1 out of range (0 to 1000000)"
 }
 
+// Error names the field and its problem, as in "limit Rate -1 out of range (0 to 1000000)".
 func (e *LimitError) Error() string { return "limit " + e.Field + " " + e.Problem }
 
 // WithDefaults returns l with its defaults filled in (Per, Burst, BreakFor), or a *LimitError

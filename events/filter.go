@@ -27,6 +27,7 @@ type PatternError struct {
 	Problem string
 }
 
+// Error quotes the pattern (shortened when long) and says what is wrong with it.
 func (e *PatternError) Error() string {
 	return fmt.Sprintf("events: pattern %q %s", truncate(e.Pattern), e.Problem)
 }

@@ -70,6 +70,7 @@ type SubscriptionError struct {
 	Problem string
 }
 
+// Error names the field and its problem.
 func (e *SubscriptionError) Error() string {
 	return "events: subscription " + e.Field + " " + e.Problem
 }

@@ -53,6 +53,8 @@ type config struct {
 	// confirmation is effects.Config's confirmation-hold settings of the effects this reactor
 	// enqueues (turns, sagas): -require-irreversible-confirmation, -confirmation-ttl, -four-eyes.
 	confirmation cli.ConfirmationFlags
+	// version (-version): print the version and exit, whatever else is configured.
+	version bool
 }
 
 // parseConfig reads flags over environment variables. A bad value is an error naming it.
@@ -100,8 +102,12 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 	c.retention.Register(&env)
 	c.retention.RegisterInterval(&env)
 	c.confirmation.Register(&env)
+	fs.BoolVar(&c.version, "version", false, "print the version, as reactor version does, and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if c.version {
+		return c, nil // neither the environment nor the other flags matter
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))

@@ -36,6 +36,9 @@
 //
 // It delivers the webhook subscriptions (package events, Webhooks; docs/api.md "Webhook
 // subscriptions"): each delivery is an effect of the built-in connector reckon.webhook. `reactor -h` lists them with their defaults.
+//
+// `reactor version [-o json]` and `reactor -version` print the version, commit and Go version it
+// was built from, and exit without touching the database.
 package main
 
 import (
@@ -58,14 +61,18 @@ import (
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
 	"github.com/reckonhq/reckon/internal/telemetry"
+	"github.com/reckonhq/reckon/internal/version"
 	"github.com/reckonhq/reckon/retention"
 )
 
 func main() {
-	cli.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stderr) })
+	cli.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "version" {
+		return runVersion(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("reactor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg, err := parseConfig(fs, args)
@@ -75,6 +82,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "reactor:", err)
 		return 2
+	}
+	if cfg.version {
+		return runVersion(nil, stdout, stderr)
 	}
 	logger, err := cli.NewLogger(cfg.logFormat, cfg.logLevel)
 	if err != nil {
@@ -101,6 +111,32 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}()
 	if err := serve(ctx, logger, cfg); err != nil {
 		logger.Error("reactor failed", slog.String("error", err.Error()))
+		return 1
+	}
+	return 0
+}
+
+// runVersion is `reactor version [-o text|json]`: what this binary was built from (package version),
+// printed to stdout without a database.
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("reactor version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	output := fs.String("o", "text", "output: text (one line) or json")
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err == nil && fs.NArg() > 0:
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case err == nil && *output != "text" && *output != "json":
+		err = fmt.Errorf("-o %q: want text or json", *output)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "reactor:", err)
+		return 2
+	}
+	if err := version.Print(stdout, "reactor", *output); err != nil {
+		fmt.Fprintln(stderr, "reactor:", err)
 		return 1
 	}
 	return 0

@@ -17,6 +17,7 @@
 //	server runs show|cancel -tenant T ID     a run's guardrails and pending events; cancel it (docs/operations.md)
 //	server retention status|run|policy|partitions   what retention keeps and prunes (docs/operations.md)
 //	server events tail [-pattern P …] [-after ID] [-tenant T]   follow the event stream (docs/operations.md)
+//	server version [-o json] | -version   the version, commit and Go version it was built from
 //	server -h | help [COMMAND]          list the commands and serve's flags; COMMAND -h describes one
 //
 // Configuration comes from flags, which default to environment variables: DATABASE_URL,
@@ -56,6 +57,7 @@ import (
 	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/health"
 	"github.com/reckonhq/reckon/internal/telemetry"
+	"github.com/reckonhq/reckon/internal/version"
 )
 
 func main() {
@@ -92,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runEffects(ctx, args[1:], stdout, stderr)
 	case "events":
 		err = runEvents(ctx, args[1:], stdout, stderr)
+	case "version":
+		err = runVersion(args[1:], stdout)
 	case "help":
 		// `server help` is `server -h`; `server help COMMAND` is `server COMMAND -h`.
 		if len(args) == 1 || args[1] == "help" {
@@ -155,8 +159,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The confirmation holds of the effects the API enqueues (docs/design.md, "Confirmation holds").
 	var confirmation cli.ConfirmationFlags
 	confirmation.Register(&env)
+	showVersion := fs.Bool("version", false, "print the version, as server version does, and exit")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *showVersion {
+		return version.Print(stdout, "server", "text")
 	}
 	if fs.NArg() > 0 {
 		return serveArgsError(fs)
@@ -297,6 +305,19 @@ func flushTracing(ctx context.Context, logger *slog.Logger, shutdown func(contex
 	if err := shutdown(flushCtx); err != nil {
 		logger.Warn("tracing: spans not flushed at shutdown", slog.String("error", err.Error()))
 	}
+}
+
+// runVersion prints what this binary was built from (package version), without a database.
+func runVersion(args []string, stdout io.Writer) error {
+	fs := newFlagSet("server version", "usage: server version [-o json]   the version, commit and Go version this binary was built from\n\nflags:", stdout)
+	output := fs.String("o", "text", "output: text (one line) or json")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *output != "text" && *output != "json" {
+		return fmt.Errorf("%w: -o %q: want text or json", errUsage, *output)
+	}
+	return version.Print(stdout, "server", *output)
 }
 
 // migrateUsage is the synopsis of `server migrate`.

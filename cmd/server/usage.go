@@ -34,6 +34,8 @@ commands:
               partitions [-period day|month] [-premake D]
   events      webhook subscriptions: subscriptions list [-tenant T] | subscriptions create -url U
               [-tenant T] [-pattern P]… | subscriptions delete|pause|resume ID
+  version     the version, commit and Go version this binary was built from [-o json]
+              (also -version)
   help        this help; help COMMAND is COMMAND -h
 
 Flags go after the command and its action. ` + "`server COMMAND -h`" + ` describes a command's
@@ -42,7 +44,7 @@ actions, ` + "`server COMMAND ACTION -h`" + ` lists an action's flags.
 flags of serve:`
 
 // commandNames are server's commands, for the messages that list them.
-var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "retention", "help"}
+var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "retention", "version", "help"}
 
 // helpArgs are the arguments that ask for help.
 var helpArgs = []string{"-h", "-help", "--help", "help"}
