@@ -28,8 +28,11 @@
 
 # build (the default) or host: where stage `binaries` comes from.
 ARG RECKON_BINARIES=build
+# The Go toolchain's image: go.mod's Go version, on Debian 12 (git included, for the VCS stamp). A
+# mirror's copy of it may be named instead.
+ARG GO_IMAGE=golang:1.26-bookworm
 
-FROM golang:1.26-bookworm AS build
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
