@@ -96,6 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runEvents(ctx, args[1:], stdout, stderr)
 	case "version":
 		err = runVersion(args[1:], stdout)
+	case "healthcheck":
+		err = runHealthcheck(ctx, args[1:], stdout)
 	case "help":
 		// `server help` is `server -h`; `server help COMMAND` is `server COMMAND -h`.
 		if len(args) == 1 || args[1] == "help" {

@@ -36,6 +36,8 @@ commands:
               [-tenant T] [-pattern P]… | subscriptions delete|pause|resume ID
   version     the version, commit and Go version this binary was built from [-o json]
               (also -version)
+  healthcheck [-timeout D] [URL]: GET URL (default the server's /readyz); exit 0 on 2xx, else 1
+              (for container health checks; the reactor's containers use it too)
   help        this help; help COMMAND is COMMAND -h
 
 Flags go after the command and its action. ` + "`server COMMAND -h`" + ` describes a command's
@@ -44,7 +46,7 @@ actions, ` + "`server COMMAND ACTION -h`" + ` lists an action's flags.
 flags of serve:`
 
 // commandNames are server's commands, for the messages that list them.
-var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "retention", "version", "help"}
+var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "retention", "version", "healthcheck", "help"}
 
 // helpArgs are the arguments that ask for help.
 var helpArgs = []string{"-h", "-help", "--help", "help"}

@@ -19,7 +19,7 @@ func TestHelp(t *testing.T) {
 	top := proctest.Run(t, env, server, "-h")
 	require.Equal(t, 0, top.ExitCode, top.Stderr)
 	require.Empty(t, top.Stderr)
-	for _, command := range []string{"migrate", "tenants", "tokens", "operators", "connectors", "sagas", "events", "version", "help"} {
+	for _, command := range []string{"migrate", "tenants", "tokens", "operators", "connectors", "sagas", "events", "version", "healthcheck", "help"} {
 		require.Contains(t, top.Stdout, "\n  "+command+" ", "server -h lists %s", command)
 	}
 	for _, flag := range []string{"-addr", "-tls-cert", "-tls-key", "-console-secure-cookies"} {
