@@ -76,7 +76,7 @@ func Server(t testing.TB, doc *openapi3.T, h http.Handler) http.Handler {
 		route, pathParams, err := router.FindRoute(ex.requestForValidation())
 		if err != nil {
 			// Not a route of the document: the server's JSON 404 or 405.
-			if err := checkJSON(ctx, doc, errorSchema, ex.response.body()); err != nil {
+			if err := checkJSON(doc, errorSchema, ex.response.body()); err != nil {
 				v.add(ex, "an answer for no route of the document is not an Error: %v", err)
 			}
 			return
@@ -151,6 +151,24 @@ func OffProtocol(r *http.Request) {
 	}
 }
 
+// RequireSchema checks that value, encoded as JSON, matches the schema doc's components name,
+// failing t if it does not: for what no exchange of the tests carries, such as the Go types of a
+// body another package sends.
+func RequireSchema(t testing.TB, doc *openapi3.T, name string, value any) {
+	t.Helper()
+	schema := doc.Components.Schemas[name]
+	if schema == nil {
+		t.Fatalf("openapitest: the document has no components/schemas/%s", name)
+	}
+	encoded, err := json.Marshal(value)
+	if err != nil {
+		t.Fatalf("openapitest: encode %T: %v", value, err)
+	}
+	if err := checkJSON(doc, schema, encoded); err != nil {
+		t.Errorf("openapitest: %T does not match components/schemas/%s: %v\n%s", value, name, err, encoded)
+	}
+}
+
 // validateResponse checks ex's answer against input's operation. anyContentType reads a body as
 // the response's first media type whatever its Content-Type says.
 func validateResponse(ctx context.Context, input *openapi3filter.RequestValidationInput, ex *exchange, anyContentType bool) error {
@@ -181,7 +199,7 @@ func validateResponse(ctx context.Context, input *openapi3filter.RequestValidati
 }
 
 // checkJSON validates body, JSON, against schema.
-func checkJSON(ctx context.Context, doc *openapi3.T, schema *openapi3.SchemaRef, body []byte) error {
+func checkJSON(doc *openapi3.T, schema *openapi3.SchemaRef, body []byte) error {
 	var value any
 	if err := json.Unmarshal(body, &value); err != nil {
 		return err
