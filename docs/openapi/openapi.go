@@ -7,9 +7,12 @@
 //     cancel), to webhook subscribers and to HTTP turn handlers, and the answers they understand.
 //     The server serves it at GET /openapi/connector.json.
 //
-// The tests of cmd/server/internal/api and effects/httpconn hold both to the code: every route is
-// described and every description is a route, and every request and answer of their end-to-end
-// tests validates against them. Edit the JSON files by hand; keep docs/api.md in step.
+// Tests hold both to the code: cmd/server/internal/api's, that every route is described and every
+// operation is a route, and that every answer of its end-to-end tests, and every request they
+// make that the server accepts, matches the API's; effects/httpconn's, that every call the
+// connector makes and every answer of their fake upstreams matches the connector's; this
+// package's, that the Go types of what the other webhooks carry match it. Edit the JSON files by
+// hand; keep docs/api.md and docs/connectors.md in step.
 package openapi
 
 import _ "embed" // the documents
