@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -30,10 +31,17 @@ import (
 // is reported as too long to check.
 const maxCaptured = 4 << 20
 
+// loaded holds the documents Load loaded and validated, by their text.
+var loaded sync.Map
+
 // Load parses the OpenAPI document data and validates it (the document's own rules, and every
-// schema's), failing t if it does not load or validate.
+// schema's), failing t if it does not load or validate. A document is loaded once per test binary
+// and shared (validating against it changes nothing in it): do not change it.
 func Load(t testing.TB, data string) *openapi3.T {
 	t.Helper()
+	if doc, ok := loaded.Load(data); ok {
+		return doc.(*openapi3.T)
+	}
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData([]byte(data))
 	if err != nil {
@@ -42,7 +50,8 @@ func Load(t testing.TB, data string) *openapi3.T {
 	if err := doc.Validate(loader.Context, openapi3.EnableMultiError()); err != nil {
 		t.Fatalf("openapitest: the document is invalid: %v", err)
 	}
-	return doc
+	actual, _ := loaded.LoadOrStore(data, doc)
+	return actual.(*openapi3.T)
 }
 
 // Server wraps h, a server whose routes doc's paths describe (any host: doc's servers are
@@ -65,13 +74,7 @@ func Server(t testing.TB, doc *openapi3.T, h http.Handler) http.Handler {
 		t.Fatalf("openapitest: the document has no components/schemas/Error")
 	}
 	v := newViolations(t)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ex := capture(w, r)
-		h.ServeHTTP(ex.response, ex.request)
-		ex.response.finish()
-		if ex.response.hijacked {
-			return // no answer
-		}
+	check := func(ex *exchange) {
 		ctx := context.Background()
 		route, pathParams, err := router.FindRoute(ex.requestForValidation())
 		if err != nil {
@@ -93,6 +96,17 @@ func Server(t testing.TB, doc *openapi3.T, h http.Handler) http.Handler {
 		if err := validateResponse(ctx, input, ex, false); err != nil {
 			v.add(ex, "response: %v", err)
 		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v.begin()
+		ex := capture(w, r)
+		h.ServeHTTP(ex.response, ex.request)
+		ex.response.finish()
+		if ex.response.hijacked {
+			v.end() // no answer
+			return
+		}
+		v.check(func() { check(ex) })
 	})
 }
 
@@ -107,37 +121,41 @@ func Server(t testing.TB, doc *openapi3.T, h http.Handler) http.Handler {
 func Webhooks(t testing.TB, doc *openapi3.T, route func(*http.Request) string, h http.Handler) http.Handler {
 	t.Helper()
 	v := newViolations(t)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		off := new(bool)
-		ex := capture(w, r.WithContext(context.WithValue(r.Context(), offProtocolKey{}, off)))
-		h.ServeHTTP(ex.response, ex.request)
-		ex.response.finish()
-		name := route(r)
+	check := func(ex *exchange, name string, answered bool) {
 		item := doc.Webhooks[name]
 		if item == nil {
 			v.add(ex, "no webhook %q in the document", name)
 			return
 		}
-		operation := item.GetOperation(r.Method)
+		operation := item.GetOperation(ex.request.Method)
 		if operation == nil {
-			v.add(ex, "webhook %q has no %s operation", name, r.Method)
+			v.add(ex, "webhook %q has no %s operation", name, ex.request.Method)
 			return
 		}
 		ctx := context.Background()
 		input := &openapi3filter.RequestValidationInput{
 			Request: ex.requestForValidation(),
-			Route:   &routers.Route{Spec: doc, Path: name, PathItem: item, Method: r.Method, Operation: operation},
+			Route:   &routers.Route{Spec: doc, Path: name, PathItem: item, Method: ex.request.Method, Operation: operation},
 			Options: &openapi3filter.Options{AuthenticationFunc: authenticate, MultiError: true},
 		}
 		if err := openapi3filter.ValidateRequest(ctx, input); err != nil {
 			v.add(ex, "request of webhook %s: %v", name, err)
 		}
-		if *off || ex.response.hijacked || r.Context().Err() != nil {
+		if !answered {
 			return
 		}
 		if err := validateResponse(ctx, input, ex, true); err != nil {
 			v.add(ex, "answer to webhook %s: %v", name, err)
 		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v.begin()
+		off := new(bool)
+		ex := capture(w, r.WithContext(context.WithValue(r.Context(), offProtocolKey{}, off)))
+		h.ServeHTTP(ex.response, ex.request)
+		ex.response.finish()
+		name, answered := route(r), !*off && !ex.response.hijacked && r.Context().Err() == nil
+		v.check(func() { check(ex, name, answered) })
 	})
 }
 
@@ -231,23 +249,62 @@ func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) err
 	return fmt.Errorf("security scheme %q of type %q: not checked by openapitest", in.SecuritySchemeName, scheme.Type)
 }
 
-// violations collects what did not match, and fails the test with all of it when it ends (after
-// the cleanups registered later, such as the test server's Close, have run).
+// violations checks exchanges and collects what did not match, and fails the test with all of it
+// when it ends: after the cleanups registered later, such as the test server's Close, have run,
+// and every exchange has been answered and checked (a hijacked one may outlive Close).
 type violations struct {
-	mu   sync.Mutex
-	list []string
+	mu      sync.Mutex
+	pending int // exchanges being answered or checked
+	list    []string
 }
+
+// maxCheckWait bounds the wait for the exchanges under way when a test ends.
+const maxCheckWait = 30 * time.Second
 
 func newViolations(t testing.TB) *violations {
 	v := &violations{}
 	t.Cleanup(func() {
-		v.mu.Lock()
+		for deadline := time.Now().Add(maxCheckWait); ; time.Sleep(5 * time.Millisecond) {
+			v.mu.Lock()
+			if v.pending == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("openapitest: %d exchanges still under way %v after the test ended: not checked", v.pending, maxCheckWait)
+				break
+			}
+			v.mu.Unlock()
+		}
 		defer v.mu.Unlock()
 		if len(v.list) > 0 {
 			t.Errorf("openapitest: %d exchanges do not match the OpenAPI document:\n%s", len(v.list), strings.Join(v.list, "\n"))
 		}
 	})
 	return v
+}
+
+// begin counts an exchange under way, from the start of its request.
+func (v *violations) begin() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.pending++
+}
+
+// end counts an exchange done.
+func (v *violations) end() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.pending--
+}
+
+// check runs fn, the check of an exchange whose handler has returned, in the background, then ends
+// the exchange: the answer reaches the client (net/http sends a buffered answer when the handler
+// returns) without waiting for the check, which would slow the tests that time their upstreams.
+func (v *violations) check(fn func()) {
+	go func() {
+		defer v.end()
+		fn()
+	}()
 }
 
 func (v *violations) add(ex *exchange, format string, args ...any) {
