@@ -23,7 +23,7 @@ func TestCallbackSecretHeader(t *testing.T) {
 	connector := def.Connector(nil)
 	ctx := context.Background()
 	call := testCall()
-	call.CallbackSecret = "5ec2e7"
+	call.CallbackSecret = "5ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2e75ec2" // 64 hex digits, as the client's
 
 	_, err := connector.Dispatch(ctx, call)
 	require.True(t, effects.IsAccepted(err), "%v", err)
@@ -38,7 +38,7 @@ func TestCallbackSecretHeader(t *testing.T) {
 	require.Len(t, got, 4)
 	for i, path := range []string{"/dispatch", "/compensate", "/cancel"} {
 		require.Equal(t, path, got[i].path)
-		require.Equal(t, "5ec2e7", got[i].header.Get(httpconn.HeaderCallbackSecret), path)
+		require.Equal(t, call.CallbackSecret, got[i].header.Get(httpconn.HeaderCallbackSecret), path)
 	}
 	require.Equal(t, "/status", got[3].path)
 	require.Empty(t, got[3].header.Values(httpconn.HeaderCallbackSecret))

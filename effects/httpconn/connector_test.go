@@ -17,6 +17,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/openapitest"
 )
 
 // recorded is one request an upstream received.
@@ -35,9 +36,11 @@ type upstream struct {
 	handler  http.HandlerFunc
 }
 
+// newUpstream starts an upstream whose exchanges are held to the connector wire protocol's
+// OpenAPI document (upstreamDocument).
 func newUpstream(t *testing.T, handler http.HandlerFunc) *upstream {
 	u := &upstream{handler: handler}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.Server = httptest.NewServer(upstreamDocument(t, func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var body httpconn.Request
 		_ = json.Unmarshal(raw, &body)
@@ -64,6 +67,15 @@ func answer(status int, header map[string]string, body string) http.HandlerFunc 
 		}
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, body)
+	}
+}
+
+// offProtocol is h answering outside the wire protocol on purpose (a body that is not JSON, an
+// unknown status): the connector document does not describe it.
+func offProtocol(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		openapitest.OffProtocol(r)
+		h(w, r)
 	}
 }
 
@@ -164,13 +176,13 @@ func TestDispatchOutcomes(t *testing.T) {
 	}{
 		{"200 with JSON", answer(200, nil, `{"ok":true}`), "CONFIRMED", 0, ""},
 		{"201 with JSON", answer(201, nil, `{"id":"x"}`), "CONFIRMED", 0, ""},
-		{"200 with invalid JSON", answer(200, nil, `{"ok":`), "UNKNOWN", 0, "truncated or invalid JSON"},
-		{"200 with empty body", answer(200, nil, ``), "UNKNOWN", 0, "truncated or invalid JSON"},
+		{"200 with invalid JSON", offProtocol(answer(200, nil, `{"ok":`)), "UNKNOWN", 0, "truncated or invalid JSON"},
+		{"200 with empty body", offProtocol(answer(200, nil, ``)), "UNKNOWN", 0, "truncated or invalid JSON"},
 		{"200 truncated mid-body", truncated, "UNKNOWN", 0, "body was cut"},
 		{"202 accepted with its own id", answer(202, nil, `{"correlation_id":"r:1"}`), "ACCEPTED r:1", 0, ""},
 		{"202 accepted, empty body", answer(202, nil, ``), "ACCEPTED run-1:" + testEffectID.String(), 0, ""},
 		{"202 accepted, body without id", answer(202, nil, `{"status":"queued"}`), "ACCEPTED run-1:" + testEffectID.String(), 0, ""},
-		{"202 with invalid JSON", answer(202, nil, `{"corr`), "UNKNOWN", 0, "invalid JSON body"},
+		{"202 with invalid JSON", offProtocol(answer(202, nil, `{"corr`)), "UNKNOWN", 0, "invalid JSON body"},
 		{"204 no content", answer(204, nil, ``), "UNKNOWN", 0, "outcome unknown"},
 		{"400", answer(400, nil, `{"error":"bad account"}`), "FAILED", 0, "bad account"},
 		{"404", answer(404, nil, ``), "FAILED", 0, "404"},
@@ -280,8 +292,8 @@ func TestStatusCheck(t *testing.T) {
 		{"absent", answer(200, nil, `{"status":"absent"}`), effects.Absent()},
 		{"duplicate", answer(200, nil, `{"status":"duplicate","count":3,"result":{"wire_id":"w-1"}}`), effects.Duplicate(3, json.RawMessage(`{"wire_id":"w-1"}`))},
 		{"inconclusive", answer(200, nil, `{"status":"inconclusive"}`), effects.Status{Kind: effects.StatusInconclusive}},
-		{"unknown status", answer(200, nil, `{"status":"maybe"}`), effects.Status{Kind: effects.StatusInconclusive}},
-		{"not JSON", answer(200, nil, `present`), effects.Status{Kind: effects.StatusInconclusive}},
+		{"unknown status", offProtocol(answer(200, nil, `{"status":"maybe"}`)), effects.Status{Kind: effects.StatusInconclusive}},
+		{"not JSON", offProtocol(answer(200, nil, `present`)), effects.Status{Kind: effects.StatusInconclusive}},
 		{"500", answer(500, nil, `{"status":"absent"}`), effects.Status{Kind: effects.StatusInconclusive}},
 		{"404", answer(404, nil, ``), effects.Status{Kind: effects.StatusInconclusive}},
 		{"dropped", drop, effects.Status{Kind: effects.StatusInconclusive}},

@@ -37,7 +37,7 @@ func TestReactorWithHTTPConnector(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewDB(t)
-	bank := fakebank.New(t)
+	bank := newBank(t)
 	base := bank.URL() + fakebank.ReckonPrefix
 	_, _, err := httpconn.Put(ctx, pool, httpconn.Definition{
 		Name: "bank.wire", Tags: []effects.Tag{effects.TagWrite, effects.TagExternal, effects.TagNetwork},

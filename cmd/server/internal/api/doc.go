@@ -3,7 +3,8 @@
 // limits of connectors, sagas (started, inspected, resolved by operators), sessions (inbound
 // messages and their turns), the event stream (Server-Sent Events of package events' log) and
 // webhook subscriptions to it, for callers authenticated by a bearer token of their tenant.
-// docs/api.md is the reference.
+// docs/api.md is the reference; its OpenAPI 3.1 form (package docs/openapi) is served at
+// GET /openapi.json, and the tests hold it to the routes and to every exchange they make.
 //
 // # Tenants and tokens
 //

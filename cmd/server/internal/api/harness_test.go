@@ -14,8 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/docs/openapi"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/openapitest"
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/reckontest"
 )
@@ -44,7 +46,9 @@ func setup(t *testing.T, maxBody int64) *harness {
 }
 
 // serve serves the API of config (with a logger that discards) on a test HTTP server, which h.url
-// then names, and returns it.
+// then names, and returns it. Every exchange with it is held to the API's OpenAPI document
+// (openapitest.Server): every answer, and every request answered 2xx — a refused request may be
+// malformed on purpose.
 func (h *harness) serve(config *api.Config) *api.Server {
 	h.t.Helper()
 	config.Logger = slog.New(slog.DiscardHandler)
@@ -52,7 +56,7 @@ func (h *harness) serve(config *api.Config) *api.Server {
 	require.NoError(h.t, err)
 	mux := http.NewServeMux()
 	server.Register(mux)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(openapitest.Server(h.t, openapitest.Load(h.t, openapi.API), mux))
 	h.t.Cleanup(srv.Close)
 	h.url = srv.URL
 	return server

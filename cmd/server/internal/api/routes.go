@@ -1,5 +1,12 @@
 package api
 
+import (
+	"io"
+	"net/http"
+
+	"github.com/reckonhq/reckon/docs/openapi"
+)
+
 // routes registers the API's endpoints. It is the one place that lists them all.
 func (s *Server) routes() {
 	// Effects (docs/api.md).
@@ -64,4 +71,38 @@ func (s *Server) routes() {
 	s.HandleMutation("DELETE /v1/event-subscriptions/{id}", s.deleteSubscription, AdmitSystem)
 	s.HandleMutation("POST /v1/event-subscriptions/{id}/pause", s.pauseSubscription, AdmitSystem)
 	s.HandleMutation("POST /v1/event-subscriptions/{id}/resume", s.resumeSubscription, AdmitSystem)
+}
+
+// documents are the OpenAPI 3.1 documents (package docs/openapi) that Register serves, with no
+// token: the API's own, whose paths are exactly the routes above and these, and the connector
+// wire protocol's.
+var documents = []struct{ pattern, body string }{
+	{"GET /openapi.json", openapi.API},
+	{"GET /openapi/connector.json", openapi.Connector},
+}
+
+// serveDocument answers a GET of a JSON document.
+func serveDocument(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// routeMux is the API's http.ServeMux; it remembers the pattern of every route added (the
+// OpenAPI tests hold the list to the API's document).
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+// Handle adds a route, as http.ServeMux.Handle does.
+func (m *routeMux) Handle(pattern string, handler http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, handler)
+}
+
+// HandleFunc adds a route, as http.ServeMux.HandleFunc does.
+func (m *routeMux) HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(handler))
 }

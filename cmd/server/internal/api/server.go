@@ -125,7 +125,7 @@ type Server struct {
 	pool    *pgxpool.Pool
 	effects *effects.Client
 	logger  *slog.Logger
-	mux     *http.ServeMux
+	mux     *routeMux
 	// slots bounds the requests answered at once (Config.MaxConcurrentRequests).
 	slots chan struct{}
 	// bodies holds Config.MaxBodyBytesInFlight.
@@ -174,7 +174,7 @@ func New(config *Config) (*Server, error) {
 		}
 	}
 	s := &Server{
-		config: cfg, pool: cfg.Pool, effects: cfg.Effects, logger: cfg.Logger, mux: http.NewServeMux(),
+		config: cfg, pool: cfg.Pool, effects: cfg.Effects, logger: cfg.Logger, mux: &routeMux{ServeMux: http.NewServeMux()},
 		slots:  make(chan struct{}, cfg.MaxConcurrentRequests),
 		bodies: semaphore.NewWeighted(cfg.MaxBodyBytesInFlight),
 	}
@@ -182,8 +182,14 @@ func New(config *Config) (*Server, error) {
 	return s, nil
 }
 
-// Register mounts the API's /v1/ routes on mux, next to the process's own (health, metrics).
-func (s *Server) Register(mux *http.ServeMux) { mux.Handle("/v1/", s) }
+// Register mounts the API's /v1/ routes on mux, next to the process's own (health, metrics), and
+// the OpenAPI documents (documents), which need no token.
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.Handle("/v1/", s)
+	for _, d := range documents {
+		mux.HandleFunc(d.pattern, serveDocument(d.body))
+	}
+}
 
 // ServeHTTP answers one API request. Unknown paths and methods get JSON 404 and 405.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
