@@ -10,70 +10,54 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/reckontest"
 )
 
-// states returns the states an effect went through, in order, the insert included.
-func states(t *testing.T, client *effects.Client, effect *effects.Effect) []effects.State {
-	t.Helper()
-	history, err := client.History(context.Background(), effect.ID)
-	require.NoError(t, err)
-	out := []effects.State{}
-	for _, tr := range history {
-		if len(out) == 0 || out[len(out)-1] != tr.To {
-			out = append(out, tr.To)
-		}
-	}
-	return out
-}
-
-// TestReactorWithHTTPConnector runs a started effects.Client whose connector is an HTTP connector
-// stored in the database and synced into its registry, in front of the fake bank's wire-protocol
-// endpoints. Each scripted behavior ends in the state the protocol table promises, and the bank's
-// ledger shows every wire performed exactly once.
+// TestReactorWithHTTPConnector runs an effects.Client whose connector is an HTTP connector stored
+// in the database and synced into its registry, in front of a scripted upstream
+// (reckontest.Upstream), through each of its URLs: dispatch, the status check of an UNKNOWN
+// outcome (conclusive, or inconclusive until STUCK) and the compensation of a duplicate. Each ends
+// in the state the protocol table promises, and the upstream shows every call performed exactly
+// once — the duplicate twice, and its extra operation undone. (Every answer of the protocol table,
+// through the same connector code, is reckontest's TestAnswers.)
 func TestReactorWithHTTPConnector(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewDB(t)
-	bank := fakebank.New(t)
-	base := bank.URL() + fakebank.ReckonPrefix
-	_, _, err := httpconn.Put(ctx, pool, httpconn.Definition{
-		Name: "bank.wire", Tags: []effects.Tag{effects.TagWrite, effects.TagExternal, effects.TagNetwork},
-		DispatchURL: base + "/wires", StatusURL: base + "/wires/status", CompensateURL: base + "/wires/compensate",
-		Timeout: 300 * time.Millisecond, BackoffInitial: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-	})
+	pool := reckontest.NewDB(t)
+	bank := reckontest.NewUpstream(t)
+	def := bank.Definition("bank.wire")
+	def.Tags = []effects.Tag{effects.TagWrite, effects.TagExternal, effects.TagNetwork}
+	def.Timeout = 300 * time.Millisecond
+	def.BackoffInitial, def.BackoffMax = 20*time.Millisecond, 100*time.Millisecond
+	_, _, err := httpconn.Put(ctx, pool, def)
 	require.NoError(t, err)
 	registry := effects.NewRegistry()
 	res, err := httpconn.Sync(ctx, pool, registry)
 	require.NoError(t, err)
 	require.Equal(t, []string{"bank.wire"}, res.Added)
+	client := reckontest.NewClient(t, pool, &effects.Config{Registry: registry, Workers: 10})
 
-	config := reckontest.FastConfig(registry)
-	config.Workers = 10
-	client := reckontest.NewClient(t, pool, config)
-	require.NoError(t, client.Start(ctx))
-
+	inconclusive := effects.Inconclusive("the bank cannot tell")
 	cases := []struct {
-		key     string
-		script  []fakebank.Behavior
-		status  []fakebank.StatusBehavior
-		want    effects.State
-		path    []effects.State
-		ledger  int // wires performed for the key
-		compens int // compensations performed for the key
+		key       string
+		script    []reckontest.Answer
+		status    []effects.Status
+		want      effects.State
+		path      []string
+		performed int // operations the upstream performed for the key
 	}{
-		{"ok", nil, nil, effects.StateConfirmed, []effects.State{"PENDING", "CONFIRMED"}, 1, 0},
-		{"rejected", []fakebank.Behavior{fakebank.Reject}, nil, effects.StateFailed, []effects.State{"PENDING", "FAILED"}, 0, 0},
-		{"busy", []fakebank.Behavior{fakebank.Unavailable, fakebank.Succeed}, nil, effects.StateConfirmed, []effects.State{"PENDING", "CONFIRMED"}, 1, 0},
-		{"throttled", []fakebank.Behavior{fakebank.TooManyRequests, fakebank.Succeed}, nil, effects.StateConfirmed, []effects.State{"PENDING", "CONFIRMED"}, 1, 0},
-		{"dropped", []fakebank.Behavior{fakebank.PerformThenDrop}, nil, effects.StateConfirmed, []effects.State{"PENDING", "UNKNOWN", "CONFIRMED"}, 1, 0},
-		{"timeout", []fakebank.Behavior{fakebank.Timeout, fakebank.Succeed}, nil, effects.StateConfirmed, []effects.State{"PENDING", "UNKNOWN", "PENDING", "CONFIRMED"}, 1, 0},
-		{"server-error", []fakebank.Behavior{fakebank.ServerError, fakebank.Succeed}, nil, effects.StateConfirmed, []effects.State{"PENDING", "UNKNOWN", "PENDING", "CONFIRMED"}, 1, 0},
-		{"request-timeout", []fakebank.Behavior{fakebank.RequestTimeout, fakebank.Succeed}, nil, effects.StateConfirmed, []effects.State{"PENDING", "UNKNOWN", "PENDING", "CONFIRMED"}, 1, 0},
-		{"twice", []fakebank.Behavior{fakebank.PerformTwiceThenDrop}, nil, effects.StateConfirmed, []effects.State{"PENDING", "UNKNOWN", "CONFIRMED"}, 2, 1},
-		{"mystery", []fakebank.Behavior{fakebank.PerformThenDrop}, []fakebank.StatusBehavior{fakebank.StatusInconclusive, fakebank.StatusInconclusive, fakebank.StatusInconclusive, fakebank.StatusInconclusive, fakebank.StatusInconclusive}, effects.StateStuck, []effects.State{"PENDING", "UNKNOWN", "STUCK"}, 1, 0},
+		{"ok", nil, nil, effects.StateConfirmed, []string{">PENDING", "PENDING>CONFIRMED"}, 1},
+		{"rejected", []reckontest.Answer{reckontest.Reject("no such account")}, nil, effects.StateFailed,
+			[]string{">PENDING", "PENDING>FAILED"}, 0},
+		{"dropped", []reckontest.Answer{reckontest.PerformThenDrop()}, nil, effects.StateConfirmed,
+			[]string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>CONFIRMED"}, 1},
+		{"timeout", []reckontest.Answer{reckontest.Hang()}, nil, effects.StateConfirmed,
+			[]string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"}, 1},
+		{"twice", []reckontest.Answer{reckontest.PerformThenDrop().Times(2)}, nil, effects.StateConfirmed,
+			[]string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>CONFIRMED"}, 2},
+		{"mystery", []reckontest.Answer{reckontest.PerformThenDrop()},
+			[]effects.Status{inconclusive, inconclusive, inconclusive, inconclusive, inconclusive}, effects.StateStuck,
+			[]string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>STUCK"}, 1},
 	}
 	enqueued := make([]*effects.Effect, len(cases))
 	for i, tc := range cases {
@@ -83,25 +67,18 @@ func TestReactorWithHTTPConnector(t *testing.T) {
 			Args: map[string]any{"account": "acc-1", "amount": 100}}, nil)
 		require.NoError(t, err)
 	}
+	reckontest.Drain(t, pool, client, nil)
+
 	for i, tc := range cases {
-		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		effect, err := client.Wait(waitCtx, enqueued[i].ID)
-		cancel()
-		require.NoError(t, err, tc.key)
-		require.Equal(t, tc.want, effect.State, "%s: %s", tc.key, effect.Error)
-		require.Equal(t, tc.path, states(t, client, effect), tc.key)
-		require.Equal(t, tc.ledger, bank.Count(tc.key), "%s: wires performed", tc.key)
+		effect := reckontest.RequireState(t, client, enqueued[i].ID, tc.want)
+		reckontest.RequirePath(t, client, effect.ID, tc.path...)
+		require.Equal(t, tc.performed, bank.Performed(tc.key), "%s: operations performed", tc.key)
 		if tc.want == effects.StateConfirmed {
-			var result struct {
-				Key    string `json:"key"`
-				Amount int64  `json:"amount"`
-			}
+			var result struct{ Key string }
 			require.NoError(t, json.Unmarshal(effect.Result, &result), tc.key)
-			require.Equal(t, tc.key, result.Key)
-		}
-		if tc.compens > 0 {
-			require.Eventually(t, func() bool { return bank.Net(tc.key) == 100 }, 20*time.Second, 20*time.Millisecond,
-				"%s: the duplicate wire is compensated through the compensate URL", tc.key)
+			require.Equal(t, tc.key, result.Key, "the upstream's result")
 		}
 	}
+	require.Equal(t, 1, bank.Performed("twice/compensate-duplicate-2"),
+		"the duplicate operation is compensated through the compensate URL")
 }
