@@ -49,11 +49,13 @@
 // call succeeds. Script says what the calls of one idempotency key do, in turn, and Next what the
 // next calls of any key do: an Answer performs the operation or not, and answers, drops the
 // connection or hangs — Succeed, Reject, Retryable, ServerError, PerformThenDrop, Hang,
-// PerformThenHang and Accept, each made to perform twice with Times. Status checks answer from
+// PerformThenHang, Accept, and Respond for any other status; Times makes one perform twice (a
+// duplicate). Answer's documentation tables what each becomes. Status checks answer from
 // what the upstream performed (absent, present, duplicate) unless ScriptStatus says otherwise
 // (effects.Inconclusive, say, until the effect is STUCK). SetIdempotent makes it honour
-// idempotency keys. It records everything: Performed counts the operations of a key, Received
-// its calls, and Calls lists every call with its body and what was done.
+// idempotency keys, and Close makes it unreachable (its calls are refused from then on). It
+// records everything: Performed counts the operations of a key, Received its calls, and Calls
+// lists every call with its body and what was done.
 //
 // # Running the reactor: Drain
 //

@@ -72,8 +72,10 @@ type Call struct {
 // effects.Status scripted for their key (ScriptStatus), else the truth from the record: absent,
 // present with the first result, or a duplicate with the count.
 //
-// One Upstream can stand behind several connectors: each has URLs of its own (Definition).
-// Every method is safe for concurrent use.
+// One Upstream can stand behind several connectors: each has URLs of its own (Definition),
+// POST {URL}/{connector}/dispatch, /status and /compensate, taking the protocol's headers
+// (Idempotency-Key, required, and the Reckon-… ones) and body (httpconn.Request). A Go connector
+// of your own may call them too. Every method is safe for concurrent use.
 type Upstream struct {
 	srv       *httptest.Server
 	client    *http.Client
@@ -172,9 +174,10 @@ func (u *Upstream) SetDefault(answer Answer) {
 }
 
 // SetIdempotent makes the upstream honour idempotency keys (on) or not (off, the default). When
-// on, a call whose key was performed already performs nothing more and answers with the first
-// result, however it is scripted to answer; when off, every performing answer performs again — the
-// upstream a blind retry would harm.
+// on, a call whose key was performed already performs nothing more, and an answer that carries a
+// result (Succeed) carries the key's first one; it is still delivered as scripted (dropped, held,
+// refused). When off, every performing answer performs again — the upstream a blind retry would
+// harm.
 func (u *Upstream) SetIdempotent(on bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
