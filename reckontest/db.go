@@ -45,4 +45,4 @@ func NewDB(tb testing.TB) *pgxpool.Pool {
 // Without it testcontainers' reaper (Ryuk) removes the container once the test binary exits,
 // where the reaper runs. Main also reports on stderr how many database tests were skipped
 // (RECKON_TEST_SKIP_DB=1). It does not return.
-func Main(m *testing.M) { pgtest.Main(m) }
+func Main(m *testing.M) { pgtest.MainAs(m, "reckontest") }

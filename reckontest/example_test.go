@@ -146,7 +146,9 @@ func (t *exampleT) Logf(string, ...any)               {}
 func (t *exampleT) Fatal(args ...any)                 { panic(fmt.Sprint(args...)) }
 func (t *exampleT) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 func (t *exampleT) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
-func (t *exampleT) Skipf(format string, args ...any)  { panic(fmt.Sprintf(format, args...)) }
+func (t *exampleT) Skipf(format string, args ...any) {
+	panic("an example cannot be skipped: " + fmt.Sprintf(format, args...))
+}
 
 // finish runs the cleanups, last registered first, within a minute.
 func (t *exampleT) finish() {

@@ -87,7 +87,10 @@ var (
 
 // Main runs the tests of a package and then stops the container it started, if any. It reports
 // on stderr how many database tests were skipped (RECKON_TEST_SKIP_DB=1).
-func Main(m *testing.M) {
+func Main(m *testing.M) { MainAs(m, "pgtest") }
+
+// MainAs is Main for another package's TestMain, prefix starting its report.
+func MainAs(m *testing.M, prefix string) {
 	code := m.Run()
 	if defaultServer != nil {
 		defaultServer.close()
@@ -96,7 +99,7 @@ func Main(m *testing.M) {
 		if localErr != nil {
 			defaultErr = localErr
 		}
-		fmt.Fprintf(os.Stderr, "pgtest: %d DATABASE TESTS SKIPPED (RECKON_TEST_SKIP_DB=1): %v\n", n, defaultErr)
+		fmt.Fprintf(os.Stderr, "%s: %d DATABASE TESTS SKIPPED (RECKON_TEST_SKIP_DB=1): %v\n", prefix, n, defaultErr)
 	}
 	os.Exit(code)
 }
