@@ -219,9 +219,22 @@ func (l *liveness) shutdown(ctx context.Context) {
 			if err != nil {
 				l.c.logger.WarnContext(ctx, "unregister reactor", slog.String("error", err.Error()))
 			}
+			l.unlock()
 		}
 		l.close()
 	})
+}
+
+// unlock releases the reactor's lock before its connection closes. Closing alone frees it only
+// once the server process of the connection has exited, a moment after Stop returns: a Start that
+// follows at once (a client restarted, a process under the same id) would find the id held. A
+// failure is left to the close.
+func (l *liveness) unlock() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, ReactorLockNamespace, l.c.config.ID); err != nil {
+		l.c.logger.WarnContext(ctx, "release the liveness lock", slog.String("error", err.Error()))
+	}
 }
 
 func (l *liveness) close() {

@@ -32,15 +32,14 @@
 package fakebank
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reckonhq/reckon/internal/fakehttp"
 )
 
 // Behavior is what the bank does with one POST /wires (or POST /wires/compensate) call.
@@ -144,9 +143,6 @@ type Bank struct {
 
 // performedBuffer is the capacity of the channel returned by Performed.
 const performedBuffer = 10000
-
-// maxBody bounds request bodies.
-const maxBody = 1 << 20
 
 // New starts a bank and closes it when the test ends.
 func New(tb testing.TB) *Bank {
@@ -336,7 +332,7 @@ func (b *Bank) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	route, ok := routes[r.URL.Path]
 	if !ok {
-		writeError(w, http.StatusNotFound, "not found")
+		fakehttp.WriteError(w, http.StatusNotFound, "not found")
 		return
 	}
 	if allow(w, r, route.method) {
@@ -366,7 +362,7 @@ func (b *Bank) handleWire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Amount <= 0 {
-		writeError(w, http.StatusBadRequest, "amount must be positive")
+		fakehttp.WriteError(w, http.StatusBadRequest, "amount must be positive")
 		return
 	}
 
@@ -385,11 +381,11 @@ func (b *Bank) handleCompensate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.OriginalKey == "" {
-		writeError(w, http.StatusBadRequest, "missing original_key")
+		fakehttp.WriteError(w, http.StatusBadRequest, "missing original_key")
 		return
 	}
 	if req.Amount <= 0 {
-		writeError(w, http.StatusBadRequest, "amount must be positive")
+		fakehttp.WriteError(w, http.StatusBadRequest, "amount must be positive")
 		return
 	}
 
@@ -432,18 +428,18 @@ func (b *Bank) compensate(key, of string, amount int64) (Behavior, reversalResul
 func (b *Bank) respond(w http.ResponseWriter, r *http.Request, beh Behavior, res any) {
 	switch beh {
 	case Succeed, PerformTwice:
-		writeJSON(w, http.StatusOK, res)
+		fakehttp.WriteJSON(w, http.StatusOK, res)
 	case Reject:
-		writeError(w, http.StatusBadRequest, "rejected")
+		fakehttp.WriteError(w, http.StatusBadRequest, "rejected")
 	case Unavailable:
 		w.Header().Set("Retry-After", "0")
-		writeError(w, http.StatusServiceUnavailable, "unavailable")
+		fakehttp.WriteError(w, http.StatusServiceUnavailable, "unavailable")
 	case Timeout, PerformThenHang:
-		b.hold(w, r)
+		fakehttp.Hold(w, r, b.closing)
 	case PerformThenDrop, PerformTwiceThenDrop:
-		drop(w)
+		fakehttp.Drop(w)
 	default:
-		writeError(w, http.StatusInternalServerError, "unknown scripted behavior "+beh.String())
+		fakehttp.WriteError(w, http.StatusInternalServerError, "unknown scripted behavior "+beh.String())
 	}
 }
 
@@ -451,12 +447,12 @@ func (b *Bank) handleStatus(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Key string `json:"key"`
 	}
-	if err := readJSON(w, r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+	if err := fakehttp.ReadJSON(w, r, &req); err != nil {
+		fakehttp.WriteError(w, http.StatusBadRequest, "bad request body: "+err.Error())
 		return
 	}
 	if req.Key == "" {
-		writeError(w, http.StatusBadRequest, "missing key")
+		fakehttp.WriteError(w, http.StatusBadRequest, "missing key")
 		return
 	}
 
@@ -465,17 +461,17 @@ func (b *Bank) handleStatus(w http.ResponseWriter, r *http.Request) {
 	b.mu.Unlock()
 
 	if out.Status == "" {
-		writeError(w, http.StatusInternalServerError, "unknown scripted status behavior")
+		fakehttp.WriteError(w, http.StatusInternalServerError, "unknown scripted status behavior")
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	fakehttp.WriteJSON(w, http.StatusOK, out)
 }
 
 func (b *Bank) handleCheckpoint(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	name, key := q.Get("name"), q.Get("key")
 	if name == "" {
-		writeError(w, http.StatusBadRequest, "missing name")
+		fakehttp.WriteError(w, http.StatusBadRequest, "missing name")
 		return
 	}
 
@@ -503,7 +499,7 @@ func (b *Bank) handleCheckpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ch <- key // buffered 1 and sent to exactly once: never blocks
-	b.hold(w, r)
+	fakehttp.Hold(w, r, b.closing)
 }
 
 // nextLocked pops the next scripted behavior for key. Without a script, wires get the bank's
@@ -579,27 +575,6 @@ func reversalResultOf(e Entry) reversalResult {
 	return reversalResult{ReversalID: e.WireID, Key: e.Key, Of: e.Of}
 }
 
-// hold keeps the request unanswered until the client goes away or the bank closes; on close the
-// connection is dropped so that the client never mistakes the release for an answer.
-func (b *Bank) hold(w http.ResponseWriter, r *http.Request) {
-	select {
-	case <-r.Context().Done():
-	case <-b.closing:
-		drop(w)
-	}
-}
-
-// drop closes the request's connection without writing a response.
-func drop(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		// Not hijackable (cannot happen with httptest's HTTP/1.1 server): abort the response the
-		// way net/http provides, which also leaves the client without an answer.
-		panic(http.ErrAbortHandler)
-	}
-	_ = conn.Close()
-}
-
 func idempotencyKey(r *http.Request, bodyKey string) string {
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
 		return k
@@ -612,7 +587,7 @@ func allow(w http.ResponseWriter, r *http.Request, method string) bool {
 		return true
 	}
 	w.Header().Set("Allow", method)
-	writeError(w, http.StatusMethodNotAllowed, "method not allowed")
+	fakehttp.WriteError(w, http.StatusMethodNotAllowed, "method not allowed")
 	return false
 }
 
@@ -620,42 +595,14 @@ func allow(w http.ResponseWriter, r *http.Request, method string) bool {
 // and returns the call's key (idempotencyKey). It answers 400 and reports false when the body is
 // not JSON or there is no key.
 func readKeyed(w http.ResponseWriter, r *http.Request, v any, bodyKey *string) (string, bool) {
-	if err := readJSON(w, r, v); err != nil {
-		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+	if err := fakehttp.ReadJSON(w, r, v); err != nil {
+		fakehttp.WriteError(w, http.StatusBadRequest, "bad request body: "+err.Error())
 		return "", false
 	}
 	key := idempotencyKey(r, *bodyKey)
 	if key == "" {
-		writeError(w, http.StatusBadRequest, "missing Idempotency-Key")
+		fakehttp.WriteError(w, http.StatusBadRequest, "missing Idempotency-Key")
 		return "", false
 	}
 	return key, true
-}
-
-// readJSON reads the whole body (so that the server notices a client that goes away while the
-// request is held) and decodes it into v.
-func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		return err
-	}
-	if len(body) == 0 {
-		return errors.New("empty body")
-	}
-	return json.Unmarshal(body, v)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		body = []byte(`{"error":"encoding response"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
 }

@@ -3,6 +3,8 @@ package fakebank
 import (
 	"net/http"
 	"strings"
+
+	"github.com/reckonhq/reckon/internal/fakehttp"
 )
 
 // The bank also speaks Reckon's HTTP connector wire protocol (docs/connectors.md), so that it can
@@ -64,13 +66,13 @@ func (b *Bank) serveReckon(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	var req reckonRequest
-	if err := readJSON(w, r, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+	if err := fakehttp.ReadJSON(w, r, &req); err != nil {
+		fakehttp.WriteError(w, http.StatusBadRequest, "bad request body: "+err.Error())
 		return true
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" || key != req.IdempotencyKey {
-		writeError(w, http.StatusBadRequest, "Idempotency-Key header missing or different from the body's idempotency_key")
+		fakehttp.WriteError(w, http.StatusBadRequest, "Idempotency-Key header missing or different from the body's idempotency_key")
 		return true
 	}
 	if req.Args.Amount == 0 && req.Args.Input != nil {
@@ -84,25 +86,25 @@ func (b *Bank) serveReckon(w http.ResponseWriter, r *http.Request) bool {
 		out := b.statusLocked(key)
 		b.mu.Unlock()
 		if out.Status == "" {
-			writeError(w, http.StatusInternalServerError, "unknown scripted status behavior")
+			fakehttp.WriteError(w, http.StatusInternalServerError, "unknown scripted status behavior")
 			return true
 		}
-		writeJSON(w, http.StatusOK, out)
+		fakehttp.WriteJSON(w, http.StatusOK, out)
 	case "/wires/compensate":
 		if req.Original == nil || req.Original.Result.Key == "" || req.Original.Result.Amount <= 0 {
-			writeError(w, http.StatusBadRequest, "original.result must be the wire's result")
+			fakehttp.WriteError(w, http.StatusBadRequest, "original.result must be the wire's result")
 			return true
 		}
 		b.reckonCompensate(w, r, key, req.Original.Result.Key, req.Original.Result.Amount)
 	default:
-		writeError(w, http.StatusNotFound, "not found")
+		fakehttp.WriteError(w, http.StatusNotFound, "not found")
 	}
 	return true
 }
 
 func (b *Bank) reckonWire(w http.ResponseWriter, r *http.Request, key string, amount int64) {
 	if amount <= 0 {
-		writeError(w, http.StatusBadRequest, "amount must be positive")
+		fakehttp.WriteError(w, http.StatusBadRequest, "amount must be positive")
 		return
 	}
 	beh, res := b.wire(key, amount)
@@ -123,11 +125,11 @@ func (b *Bank) respondReckonOnly(w http.ResponseWriter, beh Behavior) bool {
 	switch beh {
 	case TooManyRequests:
 		w.Header().Set("Retry-After", "0")
-		writeError(w, http.StatusTooManyRequests, "slow down")
+		fakehttp.WriteError(w, http.StatusTooManyRequests, "slow down")
 	case RequestTimeout:
-		writeError(w, http.StatusRequestTimeout, "request timeout")
+		fakehttp.WriteError(w, http.StatusRequestTimeout, "request timeout")
 	case ServerError:
-		writeError(w, http.StatusInternalServerError, "internal error")
+		fakehttp.WriteError(w, http.StatusInternalServerError, "internal error")
 	default:
 		return false
 	}

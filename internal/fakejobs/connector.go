@@ -14,6 +14,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/fakehttp"
 )
 
 // ConnectorOptions describes a Go connector that runs jobs on an Upstream at BaseURL and is told
@@ -153,12 +154,12 @@ func CallbackHandler(client *effects.Client) http.Handler {
 			Error  string          `json:"error"`
 		}
 		if r.Method != http.MethodPost || json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body) != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "POST a JSON body"})
+			fakehttp.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "POST a JSON body"})
 			return
 		}
 		id, err := url.PathUnescape(r.PathValue("id"))
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad correlation id"})
+			fakehttp.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "bad correlation id"})
 			return
 		}
 		if string(body.Result) == "null" {
@@ -167,13 +168,13 @@ func CallbackHandler(client *effects.Client) http.Handler {
 		effect, err := client.Callback(r.Context(), id, body.Result, body.Error, nil)
 		switch {
 		case err == nil:
-			writeJSON(w, http.StatusOK, map[string]string{"state": string(effect.State)})
+			fakehttp.WriteJSON(w, http.StatusOK, map[string]string{"state": string(effect.State)})
 		case errors.Is(err, effects.ErrUnknownCorrelation):
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			fakehttp.WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 		case errors.Is(err, effects.ErrCallbackConflict), errors.Is(err, effects.ErrCallbackStuck), errors.Is(err, effects.ErrNotAwaitingCallback):
-			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+			fakehttp.WriteJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 		default:
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			fakehttp.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		}
 	})
 }

@@ -36,6 +36,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/events"
+	"github.com/reckonhq/reckon/internal/fakehttp"
 )
 
 // Job is one job the upstream accepted.
@@ -217,7 +218,7 @@ func (u *Upstream) handleJob(w http.ResponseWriter, r *http.Request) {
 		req.CallbackURL = callbackTo + "/" + url.PathEscape(req.CorrelationID)
 	}
 	if err != nil || key == "" || req.CorrelationID == "" || req.CallbackURL == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "need Idempotency-Key, correlation_id and callback_url"})
+		fakehttp.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "need Idempotency-Key, correlation_id and callback_url"})
 		return
 	}
 	u.mu.Lock()
@@ -236,11 +237,11 @@ func (u *Upstream) handleJob(w http.ResponseWriter, r *http.Request) {
 	u.mu.Unlock()
 	if finishEarly {
 		if _, err := u.Finish(r.Context(), j.CorrelationID, early); err != nil {
-			writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+			fakehttp.WriteJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
 			return
 		}
 	}
-	writeJSON(w, http.StatusAccepted, reply)
+	fakehttp.WriteJSON(w, http.StatusAccepted, reply)
 	if !repeated {
 		u.accepted <- j.CorrelationID
 	}
@@ -253,7 +254,7 @@ func readCorrelationID(w http.ResponseWriter, r *http.Request) (string, bool) {
 		CorrelationID string `json:"correlation_id"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request"})
+		fakehttp.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request"})
 		return "", false
 	}
 	return req.CorrelationID, true
@@ -275,10 +276,10 @@ func (u *Upstream) withJob(w http.ResponseWriter, r *http.Request, answer func(j
 func (u *Upstream) handleStatus(w http.ResponseWriter, r *http.Request) {
 	u.withJob(w, r, func(j *Job, found bool) {
 		if !found {
-			writeJSON(w, http.StatusOK, map[string]string{"status": "absent"})
+			fakehttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "absent"})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"status": j.State, "result": j.Result, "error": j.Error})
+		fakehttp.WriteJSON(w, http.StatusOK, map[string]any{"status": j.State, "result": j.Result, "error": j.Error})
 	})
 }
 
@@ -286,14 +287,14 @@ func (u *Upstream) handleCancel(w http.ResponseWriter, r *http.Request) {
 	u.withJob(w, r, func(j *Job, found bool) {
 		switch {
 		case !found:
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such job"})
+			fakehttp.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "no such job"})
 		case j.State == "cancelled":
-			writeJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
+			fakehttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
 		case j.State != "running" || u.notCancelable:
-			writeJSON(w, http.StatusConflict, map[string]string{"error": "cannot cancel a " + j.State + " job"})
+			fakehttp.WriteJSON(w, http.StatusConflict, map[string]string{"error": "cannot cancel a " + j.State + " job"})
 		default:
 			j.State = "cancelled"
-			writeJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
+			fakehttp.WriteJSON(w, http.StatusOK, map[string]string{"status": "cancelled"})
 		}
 	})
 }
@@ -302,9 +303,3 @@ func (u *Upstream) handleCancel(w http.ResponseWriter, r *http.Request) {
 // (the text of Reckon-Callback-Secret): the format of signed callbacks (docs/async.md), which
 // webhook deliveries share (events.Sign).
 func Sign(secret string, at time.Time, body []byte) string { return events.Sign(secret, at, body) }
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}

@@ -1,12 +1,14 @@
 // Package pgtest gives each test a freshly migrated Postgres database of its own.
 //
-// The first test that asks for a database in a test binary finds a server: TEST_DATABASE_URL when
-// it is set, otherwise a Postgres container started with testcontainers-go (image
-// RECKON_TEST_PG_IMAGE, default DefaultImage), otherwise — no Docker engine, or one that cannot
-// pull the image — the local Postgres at LocalURL, with a warning on stderr. RECKON_REQUIRE_CONTAINER=1
-// forbids that fallback. On that server a template database is migrated once (Reckon's and River's
-// migrations) and every test gets a clone of it, which is dropped when the test ends. Cloning takes
-// milliseconds, so tests that commit can still run in parallel.
+// The first test that asks for a database in a test binary finds a server: RECKON_TEST_DATABASE_URL
+// or TEST_DATABASE_URL when one is set (in that order), otherwise a Postgres container started
+// with testcontainers-go (image RECKON_TEST_PG_IMAGE, default DefaultImage), otherwise — no Docker
+// engine, or one that cannot pull the image — the local Postgres at LocalURL, with a warning on
+// stderr. RECKON_REQUIRE_CONTAINER=1 forbids that fallback, and so does CreateDB's strict mode,
+// which the public package reckontest uses: a user's tests never touch a Postgres they did not
+// name. On that server a template database is migrated once (Reckon's and River's migrations) and
+// every test gets a clone of it, which is dropped when the test ends. Cloning takes milliseconds,
+// so tests that commit can still run in parallel. One binary has one server, whoever asks first.
 //
 // Without a server a database test fails with the reason: it must never pass without a database.
 // Outside CI (CI=true), RECKON_TEST_SKIP_DB=1 skips those tests instead, and Main reports how many.
@@ -29,6 +31,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,14 +51,17 @@ import (
 // DefaultImage is the container image used when RECKON_TEST_PG_IMAGE is not set.
 const DefaultImage = "postgres:15-alpine"
 
-// LocalURL is the local Postgres, used when TEST_DATABASE_URL is not set and no container starts.
+// LocalURL is the local Postgres, used when no URL is set and no container starts.
 const LocalURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// URLVariables are the environment variables that name a server, the first one set winning.
+var URLVariables = []string{"RECKON_TEST_DATABASE_URL", "TEST_DATABASE_URL"}
 
 // Mode says where the databases come from.
 type Mode string
 
 const (
-	// ModeURL: the server of TEST_DATABASE_URL.
+	// ModeURL: the server of RECKON_TEST_DATABASE_URL or TEST_DATABASE_URL.
 	ModeURL Mode = "url"
 	// ModeContainer: a Postgres container this test binary started.
 	ModeContainer Mode = "container"
@@ -67,22 +73,33 @@ const (
 const lockKeyTemplate int32 = 2
 
 var (
-	defaultOnce   sync.Once
+	// The server of a URL or a container, found once per binary; the local fallback, tried once
+	// when there is neither and a caller allows it. defaultErr is why there is no server.
+	primaryOnce   sync.Once
+	localOnce     sync.Once
 	defaultServer *server
+	localServer   *server
 	defaultErr    error
+	localErr      error
 
 	skipped atomic.Int64 // database tests skipped for want of a server
 )
 
 // Main runs the tests of a package and then stops the container it started, if any. It reports
 // on stderr how many database tests were skipped (RECKON_TEST_SKIP_DB=1).
-func Main(m *testing.M) {
+func Main(m *testing.M) { MainAs(m, "pgtest") }
+
+// MainAs is Main for another package's TestMain, prefix starting its report.
+func MainAs(m *testing.M, prefix string) {
 	code := m.Run()
 	if defaultServer != nil {
 		defaultServer.close()
 	}
 	if n := skipped.Load(); n > 0 {
-		fmt.Fprintf(os.Stderr, "pgtest: %d DATABASE TESTS SKIPPED (RECKON_TEST_SKIP_DB=1): %v\n", n, defaultErr)
+		if localErr != nil {
+			defaultErr = localErr
+		}
+		fmt.Fprintf(os.Stderr, "%s: %d DATABASE TESTS SKIPPED (RECKON_TEST_SKIP_DB=1): %v\n", prefix, n, defaultErr)
 	}
 	os.Exit(code)
 }
@@ -105,13 +122,21 @@ func mustServer(tb testing.TB) *server {
 	tb.Helper()
 	srv, err := defaultSrv()
 	if err != nil {
-		if skipWithoutDatabase(os.Getenv) {
-			skipped.Add(1)
-			tb.Skipf("pgtest: no test database, skipped (RECKON_TEST_SKIP_DB=1): %v", err)
-		}
-		tb.Fatalf("pgtest: no test database: %v (outside CI, RECKON_TEST_SKIP_DB=1 skips the database tests)", err)
+		NoDatabase(tb, "pgtest", err)
 	}
 	return srv
+}
+
+// NoDatabase ends a database test that has no server, err saying why: it fails, unless
+// RECKON_TEST_SKIP_DB=1 asks to skip it (never in CI), which Main counts. prefix starts the
+// message.
+func NoDatabase(tb testing.TB, prefix string, err error) {
+	tb.Helper()
+	if skipWithoutDatabase(os.Getenv) {
+		skipped.Add(1)
+		tb.Skipf("%s: no test database, skipped (RECKON_TEST_SKIP_DB=1): %v", prefix, err)
+	}
+	tb.Fatalf("%s: no test database: %v (outside CI, RECKON_TEST_SKIP_DB=1 skips the database tests)", prefix, err)
 }
 
 // skipWithoutDatabase reports whether a database test without a server is skipped rather than
@@ -138,15 +163,33 @@ func Server() (Info, error) {
 	return srv.Info, nil
 }
 
+// defaultSrv is the binary's server: a URL's or a container, else the local Postgres (see
+// finder.find).
 func defaultSrv() (*server, error) {
-	defaultOnce.Do(func() {
+	srv, err := primarySrv()
+	if err == nil || defaultFinder.url() != "" {
+		return srv, err
+	}
+	localOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		localServer, localErr = defaultFinder.fallback(ctx, err)
+	})
+	return localServer, localErr
+}
+
+// primarySrv is the binary's server when a URL names it or a container starts; it never falls
+// back to the local Postgres.
+func primarySrv() (*server, error) {
+	primaryOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		f := finder{getenv: os.Getenv, startContainer: startContainer, reachable: reachable, warn: os.Stderr}
-		defaultServer, defaultErr = f.find(ctx)
+		defaultServer, defaultErr = defaultFinder.primary(ctx)
 	})
 	return defaultServer, defaultErr
 }
+
+var defaultFinder = finder{getenv: os.Getenv, startContainer: startContainer, reachable: reachable, warn: os.Stderr}
 
 // finder decides where the databases of a test binary come from.
 type finder struct {
@@ -156,25 +199,50 @@ type finder struct {
 	warn           io.Writer // told when the local Postgres stands in for a container
 }
 
-// find returns the server of TEST_DATABASE_URL; else a new container; else, unless
+// find returns the server of a URL (URLVariables); else a new container; else, unless
 // RECKON_REQUIRE_CONTAINER=1, the local Postgres, saying so loudly.
 func (f finder) find(ctx context.Context) (*server, error) {
-	if conn := f.getenv("TEST_DATABASE_URL"); conn != "" {
+	srv, err := f.primary(ctx)
+	if err == nil || f.url() != "" {
+		return srv, err
+	}
+	return f.fallback(ctx, err)
+}
+
+// url returns the first URL of URLVariables that is set, "" if none is.
+func (f finder) url() string {
+	for _, name := range URLVariables {
+		if conn := f.getenv(name); conn != "" {
+			return conn
+		}
+	}
+	return ""
+}
+
+// primary returns the server of a URL (URLVariables), else a new container.
+func (f finder) primary(ctx context.Context) (*server, error) {
+	if conn := f.url(); conn != "" {
 		return newURLServer(conn)
 	}
 	image := f.getenv("RECKON_TEST_PG_IMAGE")
 	if image == "" {
 		image = DefaultImage
 	}
-	srv, containerErr := f.startContainer(ctx, image)
-	if containerErr == nil {
-		return srv, nil
+	srv, err := f.startContainer(ctx, image)
+	if err != nil {
+		return nil, fmt.Errorf("no URL in %s, and %w", strings.Join(URLVariables, " or "), err)
 	}
+	return srv, nil
+}
+
+// fallback returns the local Postgres, saying so loudly, when no container started (containerErr
+// says why), unless RECKON_REQUIRE_CONTAINER=1.
+func (f finder) fallback(ctx context.Context, containerErr error) (*server, error) {
 	if f.getenv("RECKON_REQUIRE_CONTAINER") == "1" {
-		return nil, fmt.Errorf("RECKON_REQUIRE_CONTAINER=1 and no container: %w", containerErr)
+		return nil, fmt.Errorf("RECKON_REQUIRE_CONTAINER=1: %w", containerErr)
 	}
 	if err := f.reachable(ctx, LocalURL); err != nil {
-		return nil, fmt.Errorf("no container (%w) and no local Postgres at %s (%v): set TEST_DATABASE_URL, or make Docker or Postgres available",
+		return nil, fmt.Errorf("%w; and no local Postgres at %s (%v): set TEST_DATABASE_URL, or make Docker or Postgres available",
 			containerErr, LocalURL, err)
 	}
 	fmt.Fprintf(f.warn, "pgtest: NO POSTGRES CONTAINER: %v\npgtest: FALLING BACK to the local Postgres at %s\n", containerErr, LocalURL)
@@ -203,7 +271,7 @@ type server struct {
 
 func newURLServer(conn string) (*server, error) {
 	if _, err := pgx.ParseConfig(conn); err != nil {
-		return nil, fmt.Errorf("TEST_DATABASE_URL: %w", err)
+		return nil, fmt.Errorf("the test database URL: %w", err)
 	}
 	return &server{Info: Info{Mode: ModeURL, AdminURL: conn}}, nil
 }
@@ -220,7 +288,7 @@ func startContainer(ctx context.Context, image string) (*server, error) {
 		if ctr != nil {
 			_ = ctr.Terminate(context.WithoutCancel(ctx))
 		}
-		return nil, fmt.Errorf("start postgres container %s: %w", image, err)
+		return nil, fmt.Errorf("no Postgres container (image %s): %w", image, err)
 	}
 	conn, err := ctr.ConnectionString(ctx, "sslmode=disable")
 	if err != nil {
@@ -269,6 +337,29 @@ func NewExampleDB() (*pgxpool.Pool, func()) {
 		pool.Close()
 		_ = drop()
 	}
+}
+
+// CreateDB creates a database cloned from the migrated template on the binary's server and
+// returns a pool on it and a function that closes the pool and drops the database. strict never
+// falls back to the local Postgres: the server is a URL's (URLVariables) or a container. An error
+// says why there is no database.
+func CreateDB(strict bool) (*pgxpool.Pool, func() error, error) {
+	find := defaultSrv
+	if strict {
+		find = primarySrv
+	}
+	srv, err := find()
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, drop, err := srv.createDB(true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pool, func() error {
+		pool.Close()
+		return drop()
+	}, nil
 }
 
 // createDB creates a database, cloned from the migrated template when migrated is true and empty

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"testing"
@@ -66,7 +67,7 @@ func TestIsolationDefaultServer(t *testing.T) {
 // TestIsolationURLMode runs URL mode against TEST_DATABASE_URL, or, in container mode, against the
 // container's own URL: the URL path is exercised whatever this machine has.
 func TestIsolationURLMode(t *testing.T) {
-	conn := os.Getenv("TEST_DATABASE_URL")
+	conn := defaultFinder.url()
 	if conn == "" {
 		conn = mustServer(t).AdminURL
 	}
@@ -170,6 +171,8 @@ func TestFind(t *testing.T) {
 	}{
 		{name: "TEST_DATABASE_URL", env: map[string]string{"TEST_DATABASE_URL": "postgres://u@h/db"},
 			wantMode: ModeURL, wantURL: "postgres://u@h/db"},
+		{name: "RECKON_TEST_DATABASE_URL first", env: map[string]string{"RECKON_TEST_DATABASE_URL": "postgres://r@h/db", "TEST_DATABASE_URL": "postgres://u@h/db"},
+			wantMode: ModeURL, wantURL: "postgres://r@h/db"},
 		{name: "container", wantMode: ModeContainer, wantURL: "postgres://ctr", wantStarted: true},
 		{name: "no container: local", containerErr: errPull, wantMode: ModeLocal, wantURL: LocalURL, wantWarning: true, wantStarted: true},
 		{name: "no container in CI: local", env: map[string]string{"CI": "true"}, containerErr: errPull,
@@ -222,6 +225,25 @@ func TestFind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPrimaryNeverFallsBack: the strict mode's server (CreateDB(true), package reckontest) is a
+// URL's or a container; without either it says why and never probes the local Postgres.
+func TestPrimaryNeverFallsBack(t *testing.T) {
+	t.Parallel()
+	f := finder{
+		getenv: func(string) string { return "" },
+		startContainer: func(context.Context, string) (*server, error) {
+			return nil, errors.New("no Docker engine")
+		},
+		reachable: func(context.Context, string) error {
+			t.Error("the local Postgres was probed")
+			return nil
+		},
+		warn: io.Discard,
+	}
+	_, err := f.primary(context.Background())
+	require.ErrorContains(t, err, "no URL in RECKON_TEST_DATABASE_URL or TEST_DATABASE_URL, and no Docker engine")
 }
 
 // TestSkipWithoutDatabase: without a server a database test fails, unless RECKON_TEST_SKIP_DB=1

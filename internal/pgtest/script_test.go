@@ -37,7 +37,7 @@ exit 2`,
 	run := func(env ...string) (string, int) {
 		cmd := exec.Command("../../scripts/test")
 		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-			"TEST_DATABASE_URL=", "RECKON_REQUIRE_CONTAINER=", "RECKON_TEST_SKIP_DB=", "CI=", "RECKON_TEST_PG_IMAGE=")
+			"TEST_DATABASE_URL=", "RECKON_TEST_DATABASE_URL=", "RECKON_REQUIRE_CONTAINER=", "RECKON_TEST_SKIP_DB=", "CI=", "RECKON_TEST_PG_IMAGE=")
 		cmd.Env = append(cmd.Env, env...)
 		out, err := cmd.CombinedOutput()
 		if exitErr, ok := err.(*exec.ExitError); ok {

@@ -1,18 +1,21 @@
-// Package readmetest keeps README.md's Go examples compiling: its test extracts every ```go block
-// of the README, wraps each in a function of a generated file of this package and type-checks the
-// package with `go vet`.
+// Package readmetest keeps README.md's Go examples working. Its tests extract every ```go block of
+// the README and treat it by what it is:
 //
-// The convention the README's blocks follow:
-//
+//   - A complete file (it starts with a package clause) is what a new user copies into their own
+//     module: TestReadmeFilesRun puts it in a new module that requires github.com/reckonhq/reckon
+//     (replaced by this checkout, dependencies from the module cache, no network) and runs go vet,
+//     then go test for a _test package (against the test database's server) or go build.
 //   - A block of declarations (it parses as a Go file once "package readmetest" is put before it)
-//     is placed at the top level as it is.
+//     is placed at the top level of a generated file of this package as it is.
 //   - Any other block is the body of a func(ctx context.Context) error; "return nil" is added
 //     when its last statement is not a return. Each block is a function of its own, so blocks
 //     do not share local variables, and every variable a block declares must be used, every error
 //     checked or returned, as in real code.
-//   - Names a block leaves to the reader (the connector functions, the ids, the pool of a later
-//     block) are declared in stubs.go; package renderer stands for the upstream of the async
-//     example. Imports are added from the packages the block names.
 //
-// Errors point at README.md's lines (the generated code carries //line directives).
+// TestReadmeGoBlocksCompile type-checks the last two kinds with go build and go vet. Imports are
+// added from the packages a block names, public packages only; the names a block leaves to the
+// reader (the connector functions, the renderer's client, the ids, the pool of a later block)
+// are declared in stubs.go, in terms of public packages too.
+//
+// Errors point at README.md's lines (the generated and copied code carries //line directives).
 package readmetest

@@ -37,7 +37,6 @@ var imports = map[string]string{
 	"saga":     "github.com/reckonhq/reckon/saga",
 	"sagadef":  "github.com/reckonhq/reckon/saga/sagadef",
 	"turns":    "github.com/reckonhq/reckon/turns",
-	"renderer": "github.com/reckonhq/reckon/internal/readmetest/renderer",
 }
 
 // block is one ```go block of a Markdown file.
@@ -100,6 +99,12 @@ func wrap(t *testing.T, b block, readme string) string {
 	return file.String()
 }
 
+// isFile reports whether a block is a complete Go file: it starts with a package clause.
+func isFile(code string) bool {
+	_, err := parser.ParseFile(token.NewFileSet(), "", code, parser.PackageClauseOnly)
+	return err == nil
+}
+
 // endsWithReturn reports whether the last statement of a function body is a return. A body that
 // does not parse is left for the compiler to report.
 func endsWithReturn(code string) bool {
@@ -145,7 +150,12 @@ func TestReadmeGoBlocksCompile(t *testing.T) {
 	require.NoError(t, err)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)
-	blocks := goBlocks(t, readme)
+	var blocks []block
+	for _, b := range goBlocks(t, readme) {
+		if !isFile(b.code) { // complete files are TestReadmeFilesRun's
+			blocks = append(blocks, b)
+		}
+	}
 	require.NotEmpty(t, blocks, "README.md has no ```go block")
 
 	dir := t.TempDir()
@@ -191,4 +201,8 @@ func TestWrap(t *testing.T) {
 
 	blocks := goBlocks(t, []byte("text\n```go\na()\n```\n```sh\nls\n```\n  ```go\nb()\n  ```\n"))
 	require.Equal(t, []block{{line: 3, code: "a()\n"}, {line: 9, code: "b()\n"}}, blocks)
+
+	require.True(t, isFile("// A test.\npackage shop_test\n\nimport \"testing\"\n"))
+	require.False(t, isFile("type T struct{}\n"))
+	require.False(t, isFile("x := 1\n"))
 }

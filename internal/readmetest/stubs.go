@@ -23,6 +23,9 @@ var (
 	findWire    func(ctx context.Context, call effects.Call) (effects.Status, error)
 	reverseWire func(ctx context.Context, call effects.Call, original effects.Original) (json.RawMessage, error)
 
+	startRender  func(ctx context.Context, scene json.RawMessage, idempotencyKey, webhookURL string) error
+	cancelRender func(ctx context.Context, correlationID string) error
+
 	invoiceID         int64
 	orderID           string
 	userID            string

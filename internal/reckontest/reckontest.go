@@ -1,9 +1,12 @@
-// Package reckontest holds the helpers Reckon's own tests share: counting rows, reading a metric,
-// an effects configuration that fetches and sweeps quickly, clients stopped when the test ends,
-// waiting for an effect to settle, its audit path, and this test binary started as a child
-// process. Scenario-specific helpers stay in each package's harness_test.go.
+// Package reckontest (internal/reckontest) holds the helpers Reckon's own tests share: counting
+// rows, reading a metric, an effects configuration that fetches and sweeps quickly, clients
+// stopped when the test ends, waiting for an effect to settle, its audit path, and this test
+// binary started as a child process. Scenario-specific helpers stay in each package's
+// harness_test.go.
 //
-// It is for Reckon's tests; users' tests have effects/effectstest.
+// It is for Reckon's tests only, and builds on the public package of the same name,
+// github.com/reckonhq/reckon/reckontest, which users' tests import: what both need (the fast
+// timings, the audit path) is the public package's.
 package reckontest
 
 import (
@@ -29,6 +32,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/proctest"
+	public "github.com/reckonhq/reckon/reckontest"
 )
 
 // Querier is what Count queries: a pool, a connection or a transaction.
@@ -122,19 +126,12 @@ func find(tb testing.TB, gatherer prometheus.Gatherer, name string, labels map[s
 // FastBackoff keeps a connector's retries quick: 20ms after every attempt.
 func FastBackoff(int) time.Duration { return 20 * time.Millisecond }
 
-// FastConfig is an effects configuration for tests on registry: 20 workers, quick fetching (5ms
-// cooldown, 50ms poll), a sweeper every 100ms, a 2s margin before an attempt is presumed dead, and
-// a logger that discards. Tests change what their scenario needs before building the client.
+// FastConfig is an effects configuration for tests on registry: the public reckontest.FastConfig
+// timings (quick fetching: 5ms cooldown, 50ms poll; a sweeper every 100ms; a 2s margin before an
+// attempt is presumed dead), 20 workers and a logger that discards. Tests change what their
+// scenario needs before building the client.
 func FastConfig(registry *effects.Registry) *effects.Config {
-	return &effects.Config{
-		Registry:          registry,
-		Logger:            slog.New(slog.DiscardHandler),
-		Workers:           20,
-		InFlightMargin:    2 * time.Second,
-		SweepInterval:     100 * time.Millisecond,
-		FetchCooldown:     5 * time.Millisecond,
-		FetchPollInterval: 50 * time.Millisecond,
-	}
+	return public.FastConfig(&effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler), Workers: 20})
 }
 
 // NewClient builds an effects client on pool with config (not started) and stops it when the test
@@ -170,19 +167,10 @@ func Wait(tb testing.TB, client *effects.Client, id uuid.UUID, within time.Durat
 }
 
 // Path returns the effect's audit trail as "FROM>TO" steps, the insert as ">PENDING";
-// observations (a transition from a state to itself) are left out.
+// observations (a transition from a state to itself) are left out (the public reckontest.Path).
 func Path(tb testing.TB, client *effects.Client, id uuid.UUID) []string {
 	tb.Helper()
-	history, err := client.History(context.Background(), id)
-	require.NoError(tb, err)
-	var steps []string
-	for _, tr := range history {
-		if tr.From == tr.To {
-			continue // observations
-		}
-		steps = append(steps, fmt.Sprintf("%s>%s", tr.From, tr.To))
-	}
-	return steps
+	return public.Path(tb, client, id)
 }
 
 // Do sends an HTTP request to url and returns the response, with its body read (and closed). A

@@ -17,14 +17,12 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/reckontest"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { reckontest.Main(m) }
 
 // recorder is a Go connector that confirms every call and records its args.
 type recorder struct {
@@ -68,8 +66,7 @@ func registryWith(t *testing.T, names ...string) *effects.Registry {
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	registry := registryWith(t, "note", "undo.note")
-	bank := fakebank.New(t)
-	require.NoError(t, registry.Register(fakebank.ConnectorOptions{Name: "bank.wire", BaseURL: bank.URL(), StatusCheck: true, Compensate: true}.Connector()))
+	require.NoError(t, registry.Register(reckontest.NewUpstream(t).Connector("bank.wire")))
 
 	good := `{"name":"transfer","steps":[
 		{"name":"debit","connector":"bank.wire","undo":"connector"},
@@ -184,7 +181,7 @@ func BenchmarkValidateSteps(b *testing.B) {
 func TestStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewDB(t)
+	pool := reckontest.NewDB(t)
 	registry := registryWith(t, "note", "undo.note")
 	def := sagadef.Definition{Name: "audit", Steps: []sagadef.Step{
 		{Name: "one", Connector: "note", Undo: sagadef.Undo{Kind: sagadef.UndoEffect, Connector: "undo.note"}},
@@ -218,11 +215,12 @@ func TestStore(t *testing.T) {
 	require.Len(t, list, 1)
 }
 
-// bankHarness is a database with the fake bank behind an HTTP connector ("bank.wire", which can
-// compensate), and two Go connectors recording their args ("note", "undo.note").
+// bankHarness is a database with a scripted upstream, the bank, behind an HTTP connector
+// ("bank.wire", which can compensate), and two Go connectors recording their args ("note",
+// "undo.note").
 type bankHarness struct {
 	pool     *pgxpool.Pool
-	bank     *fakebank.Bank
+	bank     *reckontest.Upstream
 	registry *effects.Registry
 	rec      *recorder
 }
@@ -230,13 +228,11 @@ type bankHarness struct {
 func setupBank(t *testing.T) *bankHarness {
 	t.Helper()
 	ctx := context.Background()
-	h := &bankHarness{pool: pgtest.NewDB(t), bank: fakebank.New(t), rec: &recorder{calls: map[string]sagadef.Args{}}}
-	base := h.bank.URL() + fakebank.ReckonPrefix
-	_, _, err := httpconn.Put(ctx, h.pool, httpconn.Definition{
-		Name: "bank.wire", Tags: []effects.Tag{effects.TagWrite, effects.TagExternal, effects.TagNetwork},
-		DispatchURL: base + "/wires", StatusURL: base + "/wires/status", CompensateURL: base + "/wires/compensate",
-		Timeout: time.Second, BackoffInitial: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-	})
+	h := &bankHarness{pool: reckontest.NewDB(t), bank: reckontest.NewUpstream(t), rec: &recorder{calls: map[string]sagadef.Args{}}}
+	def := h.bank.Definition("bank.wire")
+	def.Tags = []effects.Tag{effects.TagWrite, effects.TagExternal, effects.TagNetwork}
+	def.Timeout, def.BackoffInitial = time.Second, 20*time.Millisecond
+	_, _, err := httpconn.Put(ctx, h.pool, def)
 	require.NoError(t, err)
 	h.registry = effects.NewRegistry()
 	for _, name := range []string{"note", "undo.note"} {
@@ -253,9 +249,7 @@ func (h *bankHarness) sagaClient(t *testing.T, start bool) *saga.Client {
 	t.Helper()
 	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: sagadef.Load})
 	require.NoError(t, err)
-	config := reckontest.FastConfig(h.registry)
-	config.Workers, config.Plugins = 10, []effects.Plugin{sagas}
-	client := reckontest.NewClient(t, h.pool, config)
+	client := reckontest.NewClient(t, h.pool, &effects.Config{Registry: h.registry, Workers: 10, Plugins: []effects.Plugin{sagas}})
 	if start {
 		require.NoError(t, client.Start(context.Background()))
 	}
@@ -294,7 +288,7 @@ func TestSagasOfStoredDefinitions(t *testing.T) {
 	require.NoError(t, pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
 		var err error
 		failing, err = starter.StartTx(ctx, tx, "transfer", json.RawMessage(`{"account":"a-2","amount":25}`), &saga.StartOpts{TenantID: "acme"})
-		h.bank.Script(saga.StepKey(failing.ID, 2), fakebank.Reject)
+		h.bank.Script(saga.StepKey(failing.ID, 2), reckontest.Reject("account closed"))
 		return err
 	}))
 
@@ -314,16 +308,21 @@ func TestSagasOfStoredDefinitions(t *testing.T) {
 	require.True(t, found)
 	require.JSONEq(t, string(input), string(noted.Input))
 	require.Len(t, noted.Results, 1)
-	var wire struct {
-		Key    string `json:"key"`
-		Amount int64  `json:"amount"`
-	}
+	var wire struct{ ID, Key string } // the bank's result
 	require.NoError(t, json.Unmarshal(noted.Results["debit"], &wire))
 	require.Equal(t, saga.StepKey(ok.ID, 0), wire.Key)
-	require.EqualValues(t, 40, wire.Amount)
+	require.NotEmpty(t, wire.ID)
+	// The bank's step got the input under "input", through the HTTP connector.
+	for _, call := range h.bank.Calls() {
+		if call.Key == saga.StepKey(ok.ID, 0) {
+			var args sagadef.Args
+			require.NoError(t, json.Unmarshal(call.Args, &args))
+			require.JSONEq(t, string(input), string(args.Input))
+		}
+	}
 	require.JSONEq(t, `{"noted":"`+saga.StepKey(ok.ID, 1)+`"}`, string(done.Steps[1].Result))
-	require.Equal(t, 1, h.bank.Count(saga.StepKey(ok.ID, 0)))
-	require.Equal(t, 1, h.bank.Count(saga.StepKey(ok.ID, 2)))
+	require.Equal(t, 1, h.bank.Performed(saga.StepKey(ok.ID, 0)))
+	require.Equal(t, 1, h.bank.Performed(saga.StepKey(ok.ID, 2)))
 
 	undone := wait(*failing)
 	require.Equal(t, saga.StateCompensated, undone.State, "%+v", undone)
@@ -335,9 +334,9 @@ func TestSagasOfStoredDefinitions(t *testing.T) {
 	require.Equal(t, "note", comp.Compensates)
 	require.Contains(t, comp.Results, "debit")
 	require.Contains(t, comp.Results, "note", "a compensation sees the undone step's own result")
-	require.Equal(t, 1, h.bank.Count(saga.StepKey(failing.ID, 0)), "the debit was performed")
-	require.EqualValues(t, 0, h.bank.Net(saga.StepKey(failing.ID, 0)), "and reversed")
-	require.Zero(t, h.bank.Count(saga.StepKey(failing.ID, 2)), "the rejected credit performed nothing")
+	require.Equal(t, 1, h.bank.Performed(saga.StepKey(failing.ID, 0)), "the debit was performed")
+	require.Equal(t, 1, h.bank.Performed(saga.CompensationKey(failing.ID, 0, 1, true)), "and reversed by the bank's compensation")
+	require.Zero(t, h.bank.Performed(saga.StepKey(failing.ID, 2)), "the rejected credit performed nothing")
 }
 
 // TestSyncSkipsGoDefinitions: a stored definition whose name a Go definition holds is skipped and
