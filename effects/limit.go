@@ -138,7 +138,7 @@ const limitViewTTL = 5 * time.Second
 
 // limitGraceExtra is added to River's poll interval to make how late a held-back effect may come
 // back before the effects behind it stop waiting for it.
-const limitGraceExtra = 2 * time.Second
+const limitGraceExtra = 5 * time.Second
 
 // limiter is a process's view of what limits apply: the operators' limits and the limit keys that
 // are paused or whose circuit is not closed. Dispatch asks the database (reckon_limit_acquire)
