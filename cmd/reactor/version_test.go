@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,12 +23,7 @@ func TestVersion(t *testing.T) {
 		res := proctest.Run(t, env, reactor, args...)
 		require.Equal(t, 0, res.ExitCode, "%v: %s", args, res.Stderr)
 		require.Empty(t, res.Stderr, "%v", args)
-		require.Equal(t, 1, strings.Count(res.Stdout, "\n"), "%v: one line: %q", args, res.Stdout)
-		require.True(t, strings.HasPrefix(res.Stdout, "reckon reactor "), res.Stdout)
-		require.Contains(t, res.Stdout, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+")\n")
-		if !strings.Contains(res.Stdout, "(commit ") {
-			require.Contains(t, res.Stdout, " (devel) ", "neither a commit nor (devel): %q", res.Stdout)
-		}
+		proctest.RequireVersionLine(t, "reactor", res.Stdout)
 	}
 
 	res := proctest.Run(t, env, reactor, "version", "-o", "json")

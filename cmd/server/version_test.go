@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,7 +23,7 @@ func TestVersion(t *testing.T) {
 		res := proctest.Run(t, env, server, args...)
 		require.Equal(t, 0, res.ExitCode, "%v: %s", args, res.Stderr)
 		require.Empty(t, res.Stderr, "%v", args)
-		requireVersionLine(t, "server", res.Stdout)
+		proctest.RequireVersionLine(t, "server", res.Stdout)
 	}
 
 	res := proctest.Run(t, env, server, "version", "-o", "json")
@@ -43,16 +42,4 @@ func TestVersion(t *testing.T) {
 	require.Equal(t, 2, res.ExitCode)
 	require.Empty(t, res.Stdout)
 	require.Contains(t, res.Stderr, `-o "yaml": want text or json`)
-}
-
-// requireVersionLine checks the one line of `binary version`: "reckon BINARY VERSION (commit C,
-// TIME, GOVERSION OS/ARCH)", or without commit and time but with VERSION "(devel)".
-func requireVersionLine(t *testing.T, binary, stdout string) {
-	t.Helper()
-	require.Equal(t, 1, strings.Count(stdout, "\n"), "one line: %q", stdout)
-	require.True(t, strings.HasPrefix(stdout, "reckon "+binary+" "), stdout)
-	require.Contains(t, stdout, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+")\n")
-	if !strings.Contains(stdout, "(commit ") {
-		require.Contains(t, stdout, " (devel) ", "neither a commit nor (devel): %q", stdout)
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -188,4 +189,18 @@ func (p *Process) exitErr() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
+}
+
+// RequireVersionLine checks what `BINARY version` printed: one line "reckon BINARY VERSION (commit
+// C, TIME, GOVERSION OS/ARCH)", or, for a build that recorded no commit, VERSION "(devel)" without
+// commit and time; GOVERSION is the Go that built this test.
+func RequireVersionLine(tb testing.TB, binary, stdout string) {
+	tb.Helper()
+	if strings.Count(stdout, "\n") != 1 || !strings.HasPrefix(stdout, "reckon "+binary+" ") ||
+		!strings.HasSuffix(stdout, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+")\n") {
+		tb.Fatalf("not one line \"reckon %s VERSION (…, %s %s/%s)\": %q", binary, runtime.Version(), runtime.GOOS, runtime.GOARCH, stdout)
+	}
+	if !strings.Contains(stdout, "(commit ") && !strings.Contains(stdout, " (devel) ") {
+		tb.Fatalf("neither a commit nor (devel): %q", stdout)
+	}
 }
