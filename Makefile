@@ -3,7 +3,7 @@
 TOOL := go tool -modfile=tools/go.mod
 SQLC := $(TOOL) sqlc
 
-.PHONY: run test generate lint check-rules build bench bench-ci fuzz
+.PHONY: run test test-upgrade generate lint check-rules build bench bench-ci fuzz
 
 ## run: migrate the database of DATABASE_URL (default: local Postgres, database "reckon", created
 ## if missing) and run server and reactor until Ctrl-C.
@@ -15,6 +15,13 @@ run:
 ## the local Postgres, said loudly. Without a database the database tests fail, never pass silently.
 test:
 	scripts/test
+
+## test-upgrade: the online upgrade test — binaries of earlier commits under load (a reactor
+## SIGKILLed every few seconds) while this commit's `server migrate up` runs, then reactors and
+## servers rolled; nothing lost, repeated or rewritten, no 5xx, no job left running. A few minutes;
+## databases on the local Postgres (scripts/test-upgrade).
+test-upgrade:
+	scripts/test-upgrade
 
 ## fuzz: every fuzz target (the input decoders and validators) for FUZZTIME each (default 15s).
 fuzz:

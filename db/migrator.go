@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // Migrator applies Reckon's migrations and River's to one database. Every operation holds the
@@ -21,6 +24,9 @@ type Migrator struct {
 	logger     *slog.Logger
 	migrations []Migration
 	river      *rivermigrate.Migrator[pgx.Tx]
+	retry      txn.Policy
+	// lockTimeout is the lock_timeout setting of the migrations' statements ("0": none).
+	lockTimeout string
 }
 
 // MigratorConfig configures a Migrator. The zero value is ready to use.
@@ -30,7 +36,28 @@ type MigratorConfig struct {
 	// migrator holds the lock and this one waits, and River's migrator's warnings (its info lines,
 	// one per River version, are left out). Default: slog.Default().
 	Logger *slog.Logger
+	// LockTimeout bounds how long a statement of a migration (Reckon's or River's) waits for a
+	// lock: Postgres's lock_timeout, set for each migration's transaction. A migration that waits
+	// longer — the running code holds the table — is rolled back, which frees the writers queued
+	// behind it, and run again whole after a pause (see Up). A statement of a NoTransaction
+	// migration waits as long as this too and is run again alone, except CREATE INDEX
+	// CONCURRENTLY, which blocks no writer and waits without a bound. Default: 2 s. Negative:
+	// no bound (the session's lock_timeout).
+	LockTimeout time.Duration
+	// MaxRetryWait bounds how long Up keeps running again a migration that loses to the running
+	// code (a lock timeout, a deadlock, a serialization failure): past it, the migration's last
+	// error is returned (and the migration stays pending). The context bounds it too. Default:
+	// 10 minutes.
+	MaxRetryWait time.Duration
 }
+
+// Defaults of MigratorConfig.
+const (
+	defaultLockTimeout  = 2 * time.Second
+	defaultMaxRetryWait = 10 * time.Minute
+	// maxRetryPause caps the pause between two runs of a migration that lost to the running code.
+	maxRetryPause = 5 * time.Second
+)
 
 // NewMigrator returns a Migrator for the database behind pool. A nil config uses the defaults.
 func NewMigrator(pool *pgxpool.Pool, config *MigratorConfig) (*Migrator, error) {
@@ -50,7 +77,30 @@ func NewMigrator(pool *pgxpool.Pool, config *MigratorConfig) (*Migrator, error) 
 	if err != nil {
 		return nil, fmt.Errorf("river migrator: %w", err)
 	}
-	return &Migrator{pool: pool, logger: logger, migrations: migrations, river: riverMigrator}, nil
+	lockTimeout := config.LockTimeout
+	if lockTimeout == 0 {
+		lockTimeout = defaultLockTimeout
+	}
+	lockSetting := "0"
+	if lockTimeout > 0 {
+		lockSetting = fmt.Sprintf("%dms", max(lockTimeout.Milliseconds(), 1))
+	}
+	maxWait := config.MaxRetryWait
+	if maxWait <= 0 {
+		maxWait = defaultMaxRetryWait
+	}
+	retry := txn.Policy{
+		Attempts: -1,
+		MaxWait:  maxWait,
+		// 250 ms, 500 ms, 1 s, 2 s, 4 s, 5 s, 5 s…: the writers that queued behind the migration's
+		// lock drain meanwhile.
+		Pause: func(attempt int) time.Duration {
+			return min(250*time.Millisecond<<min(attempt-1, 5), maxRetryPause)
+		},
+		Message: "migration lost a lock to the running code; rolled back, running it again",
+	}
+	return &Migrator{pool: pool, logger: logger, migrations: migrations, river: riverMigrator,
+		retry: retry, lockTimeout: lockSetting}, nil
 }
 
 // Migrate applies every pending migration, River's first and then Reckon's: what `server migrate
@@ -109,6 +159,14 @@ CREATE TABLE IF NOT EXISTS reckon_schema_migrations (
 // it stay applied. A NoTransaction migration runs statement by statement and is recorded after
 // its last one: a failure leaves the statements before it done and the migration pending (see
 // Migration).
+//
+// Up runs online, while servers and reactors of the previous version keep working: each
+// statement waits at most MigratorConfig.LockTimeout for a lock, and a migration that Postgres
+// aborts because of the running code — its lock wait timed out (55P03), it was chosen as a
+// deadlock victim (40P01), a serialization failure (40001) — is rolled back and run again whole
+// (a NoTransaction one: that statement), after a growing pause, logged at warning level each
+// time, until MigratorConfig.MaxRetryWait or the context ends. Writers thus wait for a migration
+// at most about LockTimeout at a time, and a busy database delays an upgrade instead of failing it.
 func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 	result := &Result{}
 	err := m.withLock(ctx, func(conn *pgxpool.Conn) error {
@@ -126,7 +184,7 @@ func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 				continue
 			}
 			start := time.Now()
-			err := run(ctx, conn, migration, migration.Up,
+			err := m.run(ctx, conn, migration, migration.Up,
 				`INSERT INTO reckon_schema_migrations (version, name) VALUES ($1, $2)`, migration.Version, migration.Name)
 			if err != nil {
 				return fmt.Errorf("migration %04d_%s up: %w", migration.Version, migration.Name, err)
@@ -173,7 +231,7 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) (*Result, error) {
 			if _, ok := applied[migration.Version]; !ok {
 				continue
 			}
-			err := run(ctx, conn, migration, migration.Down,
+			err := m.run(ctx, conn, migration, migration.Down,
 				`DELETE FROM reckon_schema_migrations WHERE version = $1`, migration.Version)
 			if err != nil {
 				return fmt.Errorf("migration %04d_%s down: %w", migration.Version, migration.Name, err)
@@ -200,25 +258,62 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) (*Result, error) {
 
 // run runs sql, one direction of migration, on conn together with record, the statement that
 // records it: in one transaction, or for a NoTransaction migration one statement at a time and
-// record last, so that a failure leaves the migration's recorded state as it was.
-func run(ctx context.Context, conn *pgxpool.Conn, migration Migration, sql, record string, args ...any) error {
+// record last, so that a failure leaves the migration's recorded state as it was. What loses to
+// the running code is run again as Up says.
+func (m *Migrator) run(ctx context.Context, conn *pgxpool.Conn, migration Migration, sql, record string, args ...any) error {
+	attrs := []slog.Attr{slog.Int("version", migration.Version), slog.String("name", migration.Name)}
 	if !migration.NoTransaction {
-		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, sql); err != nil {
+		return txn.Retry(ctx, m.logger, m.retry, func() error {
+			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, m.lockTimeout); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, sql); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, record, args...)
 				return err
-			}
-			_, err := tx.Exec(ctx, record, args...)
-			return err
-		})
+			})
+		}, attrs...)
 	}
 	statements, err := splitStatements(sql)
 	if err != nil {
 		return err
 	}
-	for i, statement := range statements {
-		// One statement per Exec: a multi-statement string is one implicit transaction, which
-		// CREATE INDEX CONCURRENTLY refuses.
-		if _, err := conn.Exec(ctx, statement); err != nil {
+	// The session's lock_timeout, put back before the connection returns to the pool.
+	defer func() {
+		resetCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(resetCtx, `RESET lock_timeout`)
+	}()
+	for i := 0; i < len(statements); i++ {
+		// A statement that lost to the running code runs again alone; a CREATE INDEX CONCURRENTLY
+		// that did leaves an INVALID index behind, so it runs again with the DROP INDEX
+		// CONCURRENTLY IF EXISTS before it (Migration's rule), which clears that index.
+		from := i
+		concurrently := strings.Contains(strings.ToUpper(statements[i]), "CONCURRENTLY")
+		if concurrently && i > 0 && strings.HasPrefix(strings.ToUpper(strings.TrimSpace(statements[i-1])), "DROP INDEX CONCURRENTLY") {
+			from = i - 1
+		}
+		// CONCURRENTLY blocks no writer, but waits for every older transaction: no bound.
+		timeout := m.lockTimeout
+		if concurrently {
+			timeout = "0"
+		}
+		err := txn.Retry(ctx, m.logger, m.retry, func() error {
+			for j := from; j <= i; j++ {
+				// One statement per Exec: a multi-statement string is one implicit transaction, which
+				// CREATE INDEX CONCURRENTLY refuses.
+				if _, err := conn.Exec(ctx, `SELECT set_config('lock_timeout', $1, false)`, timeout); err != nil {
+					return err
+				}
+				if _, err := conn.Exec(ctx, statements[j]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, append(attrs, slog.Int("statement", i+1))...)
+		if err != nil {
 			return fmt.Errorf("statement %d of %d, outside a transaction (the ones before it stay done): %w", i+1, len(statements), err)
 		}
 	}
@@ -233,16 +328,21 @@ func (m *Migrator) migrateRiver(ctx context.Context, conn *pgxpool.Conn, directi
 	var versions []int
 	for {
 		var applied []rivermigrate.MigrateVersion
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			opts := &rivermigrate.MigrateOpts{MaxSteps: 1}
-			//lint:ignore SA1019 one version per transaction (MaxSteps 1) is what the deprecation asks for; Migrate would not run on the connection that holds our lock
-			res, err := m.river.MigrateTx(ctx, tx, direction, opts)
-			if err != nil {
-				return err
-			}
-			applied = res.Versions
-			return nil
-		})
+		err := txn.Retry(ctx, m.logger, m.retry, func() error {
+			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, m.lockTimeout); err != nil {
+					return err
+				}
+				opts := &rivermigrate.MigrateOpts{MaxSteps: 1}
+				//lint:ignore SA1019 one version per transaction (MaxSteps 1) is what the deprecation asks for; Migrate would not run on the connection that holds our lock
+				res, err := m.river.MigrateTx(ctx, tx, direction, opts)
+				if err != nil {
+					return err
+				}
+				applied = res.Versions
+				return nil
+			})
+		}, slog.String("river", "one version"))
 		if err != nil {
 			return versions, err
 		}

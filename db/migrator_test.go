@@ -30,6 +30,27 @@ func allVersions(t *testing.T) []int {
 }
 
 // schemaObjects lists the tables and types Reckon and River own in the database.
+// migratedBefore returns a database of its own with every migration up, then down to the schema
+// before version, its migrator, and how many migrations it went down.
+func migratedBefore(t *testing.T, version int) (*pgxpool.Pool, *db.Migrator, int) {
+	t.Helper()
+	ctx := context.Background()
+	pool := pgtest.NewEmptyDB(t)
+	migrator, err := db.NewMigrator(pool, nil)
+	require.NoError(t, err)
+	_, err = migrator.Up(ctx)
+	require.NoError(t, err)
+	newer := 0
+	for _, v := range allVersions(t) {
+		if v >= version {
+			newer++
+		}
+	}
+	_, err = migrator.Down(ctx, &db.DownOpts{Steps: newer})
+	require.NoError(t, err)
+	return pool, migrator, newer
+}
+
 func schemaObjects(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `

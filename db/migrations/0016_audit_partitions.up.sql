@@ -19,6 +19,41 @@
 -- DEFINER), so an application role that does not own the tables can keep the partitions and run
 -- retention.
 
+-- Locks, taken first and all at once (docs/operations.md, "Upgrades"), because this migration runs
+-- while the previous version's servers and reactors write, in the order
+-- that code takes them: settling an effect updates it and writes its transition (trigger), then,
+-- for a saga's step, updates the saga and writes the saga's transition (settle hook); definition
+-- changes are written alone. All ACCESS EXCLUSIVE: the histories are renamed and partitioned, and
+-- dropping the saga history's foreign key takes reckon_sagas too.
+-- The whole list is taken within half of deadlock_timeout (at most 500 ms), or the migration fails
+-- with lock_not_available (55P03) and the migrator runs it again after a pause. A writer that
+-- waits for one of these locks therefore never waits long enough for Postgres's deadlock check to
+-- pick it as the victim: if it and the migration wait for each other (an order the code takes
+-- that this list does not follow), the migration gives up first; once the list is held, the migration waits for no other hot table. Nothing here changes
+-- the schema.
+DO $$
+DECLARE
+    saved text := current_setting('lock_timeout');
+    deadline timestamptz := clock_timestamp()
+        + least(interval '500 milliseconds', current_setting('deadlock_timeout')::interval / 2);
+    target record;
+BEGIN
+    FOR target IN
+        SELECT l.tab, l.mode FROM (VALUES
+            (1, 'reckon_effect_transitions', 'ACCESS EXCLUSIVE'),
+            (2, 'reckon_sagas', 'ACCESS EXCLUSIVE'),
+            (3, 'reckon_saga_transitions', 'ACCESS EXCLUSIVE'),
+            (4, 'reckon_definition_changes', 'ACCESS EXCLUSIVE')
+        ) AS l(n, tab, mode) ORDER BY l.n
+    LOOP
+        PERFORM set_config('lock_timeout',
+            greatest(1, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint::text, true);
+        EXECUTE format('LOCK TABLE %I IN %s MODE', target.tab, target.mode);
+    END LOOP;
+    PERFORM set_config('lock_timeout', saved, true);
+END;
+$$;
+
 -- How the histories are cut. Changing period affects the partitions created afterwards only.
 CREATE TABLE reckon_audit_settings (
     id      smallint PRIMARY KEY DEFAULT 1 CHECK (id = 1),

@@ -9,7 +9,7 @@ DROP TRIGGER reckon_turn_event ON reckon_turns;
 DROP FUNCTION reckon_turn_event();
 DROP TRIGGER reckon_saga_transition_event ON reckon_saga_transitions;
 DROP FUNCTION reckon_saga_transition_event();
-DROP TRIGGER reckon_dispatch_event ON river_job;
+DROP TRIGGER IF EXISTS reckon_dispatch_event ON river_job; -- 0032 creates it (before that split, 0027 did)
 DROP FUNCTION reckon_dispatch_event();
 DROP TRIGGER reckon_effect_progress_event ON reckon_effects;
 DROP FUNCTION reckon_effect_progress_event();

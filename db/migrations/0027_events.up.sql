@@ -17,6 +17,50 @@
 -- Like the audit histories (0016), the log is range-partitioned on at and kept by the same
 -- functions; retention drops whole partitions once they are older than the events retention.
 
+-- Locks, taken first and all at once (docs/operations.md, "Upgrades"), because this migration runs
+-- while the previous version's servers and reactors write, in the order that code takes them where
+-- it takes two in one transaction: a supersede decision is inserted before its turn is updated, a
+-- turn before the effects its commit records; an enqueue locks its run before it inserts the run's
+-- effects; settling an effect updates it, then its transition is written (trigger), then a saga's
+-- transition (settle hook). So: reckon_turn_decisions, reckon_turns, reckon_messages, reckon_runs,
+-- reckon_effects, reckon_effect_transitions (ACCESS EXCLUSIVE: ADD COLUMN), reckon_saga_transitions,
+-- then reckon_audit_partitions, which only retention writes. The trigger on river_job is not here
+-- but in 0032, a transaction of its own: the running code takes river_job and reckon_effects in
+-- both orders (an enqueue inserts the dispatch job, then stamps the effect; a group commit settles
+-- effects, then completes their jobs), so no order of the two in one transaction is safe.
+-- The whole list is taken within half of deadlock_timeout (at most 500 ms), or the migration fails
+-- with lock_not_available (55P03) and the migrator runs it again after a pause. A writer that
+-- waits for one of these locks therefore never waits long enough for Postgres's deadlock check to
+-- pick it as the victim: if it and the migration wait for each other (an order the code takes
+-- that this list does not follow), the migration gives up first; once the list is held, the migration waits for no other hot table. Nothing here changes
+-- the schema.
+DO $$
+DECLARE
+    saved text := current_setting('lock_timeout');
+    deadline timestamptz := clock_timestamp()
+        + least(interval '500 milliseconds', current_setting('deadlock_timeout')::interval / 2);
+    target record;
+BEGIN
+    FOR target IN
+        SELECT l.tab, l.mode FROM (VALUES
+            (1, 'reckon_turn_decisions', 'SHARE ROW EXCLUSIVE'),
+            (2, 'reckon_turns', 'SHARE ROW EXCLUSIVE'),
+            (3, 'reckon_messages', 'SHARE ROW EXCLUSIVE'),
+            (4, 'reckon_runs', 'SHARE ROW EXCLUSIVE'),
+            (5, 'reckon_effects', 'SHARE ROW EXCLUSIVE'),
+            (6, 'reckon_effect_transitions', 'ACCESS EXCLUSIVE'),
+            (7, 'reckon_saga_transitions', 'SHARE ROW EXCLUSIVE'),
+            (8, 'reckon_audit_partitions', 'ACCESS EXCLUSIVE')
+        ) AS l(n, tab, mode) ORDER BY l.n
+    LOOP
+        PERFORM set_config('lock_timeout',
+            greatest(1, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint::text, true);
+        EXECUTE format('LOCK TABLE %I IN %s MODE', target.tab, target.mode);
+    END LOOP;
+    PERFORM set_config('lock_timeout', saved, true);
+END;
+$$;
+
 ALTER TABLE reckon_audit_partitions DROP CONSTRAINT reckon_audit_partitions_parent_check;
 ALTER TABLE reckon_audit_partitions ADD CONSTRAINT reckon_audit_partitions_parent_check
     CHECK (parent IN ('reckon_effect_transitions', 'reckon_saga_transitions', 'reckon_definition_changes', 'reckon_events'));
@@ -178,10 +222,7 @@ BEGIN
 END;
 $$;
 
-CREATE TRIGGER reckon_dispatch_event
-    AFTER UPDATE OF state ON river_job
-    FOR EACH ROW WHEN (NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running' AND NEW.kind = 'reckon_dispatch')
-    EXECUTE FUNCTION reckon_dispatch_event();
+-- Its trigger on river_job is created by 0032, in a transaction of its own (see the locks above).
 
 -- Sagas: saga.started, saga.resumed (RUNNING again), saga.completed, saga.compensating,
 -- saga.compensated, saga.stuck.

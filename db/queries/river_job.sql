@@ -24,6 +24,34 @@ SET state = CASE
 WHERE state = 'running' AND queue = @queue::text AND attempted_by[cardinality(attempted_by)] = @owner::text
 RETURNING id, kind, state, attempted_at;
 
+-- name: RiverJobTakeOverUnregistered :many
+-- Hands back, as RiverJobTakeOver does, the running jobs of the queue whose last attempt belongs to
+-- a River client that is not a registered reactor (a reactor of a version before registration,
+-- migration 0010, left them running when it died during or before an upgrade), once no live client
+-- can still be running them: such a client holds no liveness lock to test, so the job itself
+-- decides. River cancels a run at its timeout — for Reckon's kinds, the call timeout in the job's
+-- args (timeout_ms) plus the in-flight margin — and the worker returns; a job still running past
+-- attempted_at + timeout_ms + margin_ms has no live run (the sweeper relies on the same bound to
+-- make an attempt's effect UNKNOWN). Only the kinds given, which carry timeout_ms; others (turn
+-- jobs) are left to River's rescuer. The owner is named in the errors and metadata.
+UPDATE river_job
+SET state = CASE
+        WHEN metadata ? 'cancel_attempted_at' THEN 'cancelled'::river_job_state
+        WHEN attempt >= max_attempts THEN 'discarded'::river_job_state
+        ELSE 'available'::river_job_state
+    END,
+    scheduled_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN scheduled_at ELSE now() END,
+    finalized_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN now() END,
+    errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt,
+        'error', 'River client ' || coalesce(attempted_by[cardinality(attempted_by)], '?') || @error::text, 'trace', '')),
+    metadata = metadata || jsonb_build_object('reckon:taken_over_from', coalesce(attempted_by[cardinality(attempted_by)], ''))
+WHERE state = 'running' AND queue = @queue::text AND kind = ANY (@kinds::text[])
+  AND args ? 'timeout_ms'
+  AND attempted_at < now() - make_interval(0, 0, 0, 0, 0, 0,
+      ((args->>'timeout_ms')::bigint + sqlc.arg(margin_ms)::bigint)::float8 / 1000)
+  AND NOT EXISTS (SELECT 1 FROM reckon_reactors r WHERE r.id = attempted_by[cardinality(attempted_by)])
+RETURNING id, kind, state, attempted_at, coalesce(attempted_by[cardinality(attempted_by)], '')::text AS owner;
+
 -- name: RiverNotifyInsert :exec
 -- Wakes the queue's River producers as River's own insert does, so that jobs made available
 -- outside River are fetched at once rather than at the next poll.

@@ -96,6 +96,81 @@ func (q *Queries) RiverJobTakeOver(ctx context.Context, arg RiverJobTakeOverPara
 	return items, nil
 }
 
+const riverJobTakeOverUnregistered = `-- name: RiverJobTakeOverUnregistered :many
+UPDATE river_job
+SET state = CASE
+        WHEN metadata ? 'cancel_attempted_at' THEN 'cancelled'::river_job_state
+        WHEN attempt >= max_attempts THEN 'discarded'::river_job_state
+        ELSE 'available'::river_job_state
+    END,
+    scheduled_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN scheduled_at ELSE now() END,
+    finalized_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN now() END,
+    errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt,
+        'error', 'River client ' || coalesce(attempted_by[cardinality(attempted_by)], '?') || $1::text, 'trace', '')),
+    metadata = metadata || jsonb_build_object('reckon:taken_over_from', coalesce(attempted_by[cardinality(attempted_by)], ''))
+WHERE state = 'running' AND queue = $2::text AND kind = ANY ($3::text[])
+  AND args ? 'timeout_ms'
+  AND attempted_at < now() - make_interval(0, 0, 0, 0, 0, 0,
+      ((args->>'timeout_ms')::bigint + $4::bigint)::float8 / 1000)
+  AND NOT EXISTS (SELECT 1 FROM reckon_reactors r WHERE r.id = attempted_by[cardinality(attempted_by)])
+RETURNING id, kind, state, attempted_at, coalesce(attempted_by[cardinality(attempted_by)], '')::text AS owner
+`
+
+type RiverJobTakeOverUnregisteredParams struct {
+	Error    string
+	Queue    string
+	Kinds    []string
+	MarginMs int64
+}
+
+type RiverJobTakeOverUnregisteredRow struct {
+	ID          int64
+	Kind        string
+	State       RiverJobState
+	AttemptedAt *time.Time
+	Owner       string
+}
+
+// Hands back, as RiverJobTakeOver does, the running jobs of the queue whose last attempt belongs to
+// a River client that is not a registered reactor (a reactor of a version before registration,
+// migration 0010, left them running when it died during or before an upgrade), once no live client
+// can still be running them: such a client holds no liveness lock to test, so the job itself
+// decides. River cancels a run at its timeout — for Reckon's kinds, the call timeout in the job's
+// args (timeout_ms) plus the in-flight margin — and the worker returns; a job still running past
+// attempted_at + timeout_ms + margin_ms has no live run (the sweeper relies on the same bound to
+// make an attempt's effect UNKNOWN). Only the kinds given, which carry timeout_ms; others (turn
+// jobs) are left to River's rescuer. The owner is named in the errors and metadata.
+func (q *Queries) RiverJobTakeOverUnregistered(ctx context.Context, arg RiverJobTakeOverUnregisteredParams) ([]RiverJobTakeOverUnregisteredRow, error) {
+	rows, err := q.db.Query(ctx, riverJobTakeOverUnregistered,
+		arg.Error,
+		arg.Queue,
+		arg.Kinds,
+		arg.MarginMs,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RiverJobTakeOverUnregisteredRow
+	for rows.Next() {
+		var i RiverJobTakeOverUnregisteredRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.State,
+			&i.AttemptedAt,
+			&i.Owner,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const riverNotifyInsert = `-- name: RiverNotifyInsert :exec
 SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', $1::text)::text)
 `

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -102,4 +105,23 @@ func TestDatabaseUnavailableClassifiesRealErrors(t *testing.T) {
 			require.Equal(t, tc.want, databaseUnavailable(tc.err), "%v", tc.err)
 		})
 	}
+}
+
+// A transaction that Postgres aborted for concurrent work every time txn.Run ran it — a deadlock,
+// a migration's lock past lock_timeout, a serialization failure — is answered 503 unavailable with
+// Retry-After (nothing was written: the client retries), never 500.
+func TestTransientAbortIsUnavailable(t *testing.T) {
+	t.Parallel()
+	s := &Server{logger: slog.New(slog.DiscardHandler)}
+	for _, code := range []string{"40P01", "55P03", "40001"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/v1/effects", nil)
+		s.writeError(rec, req, fmt.Errorf("enqueue: %w", &pgconn.PgError{Code: code, Message: "aborted"}))
+		require.Equal(t, http.StatusServiceUnavailable, rec.Code, code)
+		require.Equal(t, "1", rec.Header().Get("Retry-After"), code)
+		require.Contains(t, rec.Body.String(), `"code":"unavailable"`, code)
+	}
+	rec := httptest.NewRecorder()
+	s.writeError(rec, httptest.NewRequest(http.MethodPost, "/v1/effects", nil), &pgconn.PgError{Code: "XX000"})
+	require.Equal(t, http.StatusInternalServerError, rec.Code, "an internal error stays one")
 }

@@ -56,7 +56,7 @@ func TestDatabaseGoneIs503(t *testing.T) {
 			h.do("POST", "/v1/effects", acme, enqueue),
 		} {
 			require.Equal(t, http.StatusServiceUnavailable, r.status, "round %d: %s", round, r.body)
-			require.Equal(t, api.CodeDatabaseUnavailable, r.errorCode(t))
+			require.Equal(t, "database_unavailable", r.errorCode(t))
 			require.Equal(t, "2", r.header.Get("Retry-After"))
 		}
 	}
