@@ -17,7 +17,8 @@ import (
 // tests — the way a Go service runs the reactor in its own process. Crash tests start such
 // processes and kill them. The child reads DATABASE_URL and BANK_URL, registers the bank
 // connector with checkpoints, and runs until SIGTERM. CHILD_CALL_TIMEOUT, CHILD_IN_FLIGHT_MARGIN
-// and CHILD_FETCH_PAUSE (durations) adjust it for a test's scenario.
+// and CHILD_FETCH_PAUSE (durations) adjust it for a test's scenario; CHILD_REACTOR_ID names it and
+// CHILD_RIVER_FETCH=default gives it River's own fetch timings.
 const childReactorEnv = "RECKON_TEST_CHILD_REACTOR"
 
 func runChildReactor() int {
@@ -44,6 +45,14 @@ func runChildReactor() int {
 		config.InFlightMargin = time.Second
 		if margin, err := time.ParseDuration(os.Getenv("CHILD_IN_FLIGHT_MARGIN")); err == nil {
 			config.InFlightMargin = margin // takeover tests: only the takeover may finish the work soon
+		}
+		if id := os.Getenv("CHILD_REACTOR_ID"); id != "" {
+			config.ID = id // a test that kills River's leader finds it by its id
+		}
+		if os.Getenv("CHILD_RIVER_FETCH") == "default" {
+			// River's own fetch timings (poll 1 s, cooldown 100 ms), as a reactor runs in
+			// production: what a held-back effect must not depend on.
+			config.FetchCooldown, config.FetchPollInterval = 0, 0
 		}
 		if pause, err := time.ParseDuration(os.Getenv("CHILD_FETCH_PAUSE")); err == nil {
 			// Claim tests: after its first fetch River fetches again only after pause, so that a

@@ -146,8 +146,16 @@ func (c *Client) dispatchRow(ctx context.Context, span trace.Span, job *river.Jo
 	f := fence{jobID: &job.ID, sharedJob: job.Args.shared()}
 
 	if job.Attempt > 1 && !Policy(row.Policy).RetrySafe() {
-		setOutcome(span, "interrupted", true, errors.New("an earlier attempt was interrupted: outcome unknown, reconcile instead of calling again"))
-		return c.recordInterrupted(ctx, job, row, f, actor)
+		// An earlier run that was only waiting for the limits called nothing (limit.go).
+		waiting, err := c.heldBackUncalled(ctx, row.ID)
+		if err != nil {
+			c.logger.WarnContext(ctx, "dispatch: read the limits' queue", slog.String("effect_id", row.ID.String()), slog.String("error", err.Error()))
+			return c.waitAWhile(ctx, job, row, time.Second) // nothing called: read again
+		}
+		if !waiting {
+			setOutcome(span, "interrupted", true, errors.New("an earlier attempt was interrupted: outcome unknown, reconcile instead of calling again"))
+			return c.recordInterrupted(ctx, job, row, f, actor)
+		}
 	}
 	if job.Attempt == 1 && row.Attempts > 0 && row.RunID != nil && row.CompensatesID == nil {
 		if stopped, err := c.stopCancelledRetry(ctx, job, row, f, actor); stopped || err != nil { // run.go
@@ -155,8 +163,15 @@ func (c *Client) dispatchRow(ctx context.Context, span trace.Span, job *river.Jo
 		}
 	}
 
-	// The connector's limits (limit.go): a call held back waits, nothing called, no attempt spent.
-	g, err := c.acquireCall(ctx, limitedOf(row), connector)
+	// The connector's limits (limit.go): a call held back waits — in this worker while it may,
+	// else with its job snoozed — nothing called, no attempt spent. An effect of a batch job that
+	// must wait longer is handed to a job of its own, available now, which asks again and waits
+	// (its place in the queue is kept).
+	started := time.Now()
+	if job.AttemptedAt != nil {
+		started = *job.AttemptedAt
+	}
+	g, err := c.awaitCall(ctx, limitedOf(row), connector, started, job.Args.shared())
 	if err != nil {
 		c.logger.WarnContext(ctx, "dispatch: ask the limits", slog.String("effect_id", row.ID.String()), slog.String("error", err.Error()))
 		setOutcome(span, "waiting: limits unreadable", false, nil)
@@ -164,14 +179,10 @@ func (c *Client) dispatchRow(ctx context.Context, span trace.Span, job *river.Jo
 	}
 	if g.wait > 0 {
 		setOutcome(span, "waiting: limit "+g.reason, false, nil)
-		wait := g.wait
 		if job.Args.shared() {
-			// Handed to a job of its own due now, which asks again and snoozes for its wait
-			// (its turn is kept): River makes a job inserted to run later wait for its scheduler
-			// (every 5 s), a job snoozed for up to 5 s not.
-			wait = 0
+			return c.waitAWhile(ctx, job, row, 0)
 		}
-		return c.waitAWhile(ctx, job, row, wait)
+		return river.JobSnooze(c.limitSnooze(g.wait))
 	}
 
 	out, elapsed := c.callDispatch(ctx, row, connector)
@@ -219,7 +230,7 @@ func (c *Client) dispatchRow(ctx context.Context, span trace.Span, job *river.Jo
 
 // waitAWhile makes an effect that this reactor cannot dispatch yet wait for d, without calling
 // anything: a job of its own snoozes (River does not count a snooze as an attempt); an effect of a
-// batch job is handed to a job of its own, scheduled d later.
+// batch job is handed to a job of its own, scheduled d later (d 0: available now).
 func (c *Client) waitAWhile(ctx context.Context, job *river.Job[dispatchArgs], row dbsqlc.ReckonEffect, d time.Duration) error {
 	if !job.Args.shared() {
 		return river.JobSnooze(d)
@@ -229,8 +240,12 @@ func (c *Client) waitAWhile(ctx context.Context, job *river.Job[dispatchArgs], r
 	// the job again, and its effects would take that run for an interrupted attempt.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	due := time.Time{} // available now: River inserts a job with any ScheduledAt as scheduled, for its scheduler
+	if d > 0 {
+		due = time.Now().Add(d)
+	}
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		newJob, err := c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, time.Now().Add(d))
+		newJob, err := c.insertDispatchJob(ctx, tx, row.ID, row.TimeoutMs, due)
 		if err != nil {
 			return err
 		}

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
@@ -140,6 +143,22 @@ const limitViewTTL = 5 * time.Second
 // back before the effects behind it stop waiting for it.
 const limitGraceExtra = 5 * time.Second
 
+// slotsChannel is the channel on which a call that ends names the effects at the head of its cap's
+// queue (comma-separated ids), as many as places are free: it has handed each a place to claim
+// (claimPlace), or, with a rate, wakes them to ask again (reckon_limit_release, migration 0030).
+const slotsChannel = "reckon_limit_slots"
+
+// riverSchedulerInterval is River's scheduler's interval (its default, which Reckon keeps): a job
+// snoozed for longer is made available again only by the scheduler, one snoozed for up to that
+// stays available and is fetched once due. A held-back effect never snoozes for longer.
+const riverSchedulerInterval = 5 * time.Second
+
+// sharedAskWait bounds how long an effect of a batch job waits for its turn to ask its limits.
+const sharedAskWait = 100 * time.Millisecond
+
+// maxInlineBudget bounds how long one run of a dispatch job waits in its worker for its limits.
+const maxInlineBudget = 10 * time.Second
+
 // limiter is a process's view of what limits apply: the operators' limits and the limit keys that
 // are paused or whose circuit is not closed. Dispatch asks the database (reckon_limit_acquire)
 // only for a connector that has a limit or is throttled: an unlimited connector costs a read of
@@ -153,6 +172,13 @@ type limiter struct {
 
 	view    atomic.Pointer[limitView]
 	loading sync.Mutex
+	// places are the workers that wait for their limits in place (awaitCall).
+	places places
+	// askers lets one caller of a limit key at a time ask the database (acquireCall).
+	askers askers
+	// fetches are the times at which River's producers are asked to fetch (fetchAt).
+	fetchMu sync.Mutex
+	fetches map[time.Time]bool
 	// gen counts the invalidations. A view read when it was g is current while it still is: an
 	// invalidation during a read (a pause written after the read's query) makes the view that
 	// read stores stale at once.
@@ -161,6 +187,9 @@ type limiter struct {
 
 // limitView is one reading of the limits; never changed once stored.
 type limitView struct {
+	// unknown says the view could not be read and no earlier one was: every connector asks the
+	// database, which knows its limits.
+	unknown   bool
 	loadedAt  time.Time
 	gen       uint64 // limiter.gen when the read began
 	overrides map[string]Limit
@@ -181,8 +210,120 @@ const (
 	limitLoadRetry   = time.Second
 )
 
-func newLimiter(pool *pgxpool.Pool, logger *slog.Logger) *limiter {
-	return &limiter{pool: pool, logger: logger}
+func newLimiter(pool *pgxpool.Pool, logger *slog.Logger, workers int) *limiter {
+	return &limiter{pool: pool, logger: logger, places: places{size: max(1, workers/2), held: map[*place]struct{}{}}, askers: newAskers()}
+}
+
+// limitKeyTenant is the tenant part of the limit key of an effect of tenant: the tenant for a
+// limit per tenant, else "" (one key for the connector), as the database keys reckon_limit_state.
+func limitKeyTenant(limit Limit, tenant string) string {
+	if limit.PerTenant {
+		return tenant
+	}
+	return ""
+}
+
+// askers are the turns of a process's callers to ask the database for a grant: one at a time per
+// limit key. reckon_limit_acquire serializes the calls of a key on its row, and every caller waiting
+// there holds a connection of the pool: a batch of effects held back together, or the waiters woken
+// by a freed place, would take every connection from the reactor's other work (its outcomes, its
+// River producer). Keys are hashed onto a fixed set of turns, so a process keeps no state per key.
+type askers struct {
+	turns [64]chan struct{}
+}
+
+func newAskers() askers {
+	var a askers
+	for i := range a.turns {
+		a.turns[i] = make(chan struct{}, 1)
+	}
+	return a
+}
+
+// take waits for the turn of the limit key of connector and keyTenant (limitKeyTenant), until
+// until (zero: as long as ctx lasts), and returns the function that gives it back; nil when until
+// came first, or ctx's error.
+func (a *askers) take(ctx context.Context, connector, keyTenant string, until time.Time) (func(), error) {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(connector))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(keyTenant))
+	turn := a.turns[h.Sum32()%uint32(len(a.turns))]
+	var timeout <-chan time.Time
+	if !until.IsZero() {
+		timer := time.NewTimer(time.Until(until))
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, nil
+	case <-timeout:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// busyWait is how long an effect whose turn to ask did not come in time waits before it asks
+// again (spread, so that the ones given up together do not come back together).
+func busyWait() time.Duration {
+	return time.Duration(float64(250*time.Millisecond) * (0.75 + rand.Float64()/2))
+}
+
+// places are the workers of a client that wait for their limits in place: at most size (half of
+// the client's workers), so that held-back effects never take every worker from the connectors
+// that are not held back. The effects nearest the head of the queue keep them: one that comes
+// while they are all taken evicts the waiter enqueued last, if it was enqueued before it; the
+// evicted one's job snoozes.
+type places struct {
+	size int
+	mu   sync.Mutex
+	held map[*place]struct{}
+}
+
+// place is one worker's place: its effect's position in the queue, and evicted, closed when a
+// waiter nearer the head takes the place.
+type place struct {
+	queuedAt time.Time
+	effectID uuid.UUID
+	evicted  chan struct{}
+}
+
+func (p *place) before(q *place) bool {
+	if c := p.queuedAt.Compare(q.queuedAt); c != 0 {
+		return c < 0
+	}
+	return p.effectID.String() < q.effectID.String()
+}
+
+// take returns a place for effect e, or nil when every place is held by an effect nearer the head.
+func (ps *places) take(e limited) *place {
+	p := &place{queuedAt: e.queuedAt, effectID: e.effectID, evicted: make(chan struct{})}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if len(ps.held) >= ps.size {
+		var last *place
+		for q := range ps.held {
+			if last == nil || last.before(q) {
+				last = q
+			}
+		}
+		if !p.before(last) {
+			return nil
+		}
+		delete(ps.held, last)
+		close(last.evicted)
+	}
+	ps.held[p] = struct{}{}
+	return p
+}
+
+// leave gives p back, unless it was evicted.
+func (ps *places) leave(p *place) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.held, p)
 }
 
 // invalidate makes the next lookup read the view again.
@@ -225,7 +366,7 @@ func (l *limiter) lookup(ctx context.Context, connector *Connector) (Limit, bool
 		limit = connector.Limit
 	}
 	t := v.throttled[connector.Name]
-	return limit, stale || !limit.unlimited() || t.open || time.Now().Before(t.pausedUntil)
+	return limit, stale || v.unknown || !limit.unlimited() || t.open || time.Now().Before(t.pausedUntil)
 }
 
 // load reads the view. On failure it keeps the previous one's contents, and the view it returns
@@ -236,7 +377,9 @@ func (l *limiter) load(ctx context.Context, previous *limitView) *limitView {
 		l.logger.WarnContext(ctx, "limits: read "+what, slog.String("error", err.Error()))
 		next.loadedAt = next.loadedAt.Add(limitLoadRetry - limitViewTTL)
 		if previous != nil {
-			next.overrides, next.throttled = previous.overrides, previous.throttled
+			next.overrides, next.throttled, next.unknown = previous.overrides, previous.throttled, previous.unknown
+		} else {
+			next.unknown = true // an operator's limit may apply: never call unlimited on no view
 		}
 		return next
 	}
@@ -305,19 +448,42 @@ func limitedOf(row dbsqlc.ReckonEffect) limited {
 }
 
 // acquireCall asks for one call of effect e to connector under its limits. An unlimited connector
-// that is not throttled is granted without asking the database.
-func (c *Client) acquireCall(ctx context.Context, e limited, connector *Connector) (grant, error) {
+// that is not throttled is granted without asking the database. The turn to ask is waited for
+// until until (zero: as long as ctx lasts): an effect that must not wait longer — one of a batch,
+// whose job's deadline is shared, or one whose call must still fit in its job's time — is held
+// back for busyWait (reason "busy", nothing asked) when its turn does not come by then.
+func (c *Client) acquireCall(ctx context.Context, e limited, connector *Connector, until time.Time) (grant, error) {
 	limit, ask := c.limits.lookup(ctx, connector)
 	if !ask {
 		return grant{limit: limit}, nil
 	}
+	// The database decides one call of a key at a time (its row lock): this process's askers of
+	// a key take turns here first, so that they wait without holding the pool's connections.
+	release, err := c.limits.askers.take(ctx, connector.Name, limitKeyTenant(limit, e.tenantID), until)
+	if err != nil {
+		return grant{}, fmt.Errorf("effects: ask the limits of %q: %w", connector.Name, err)
+	}
+	if release == nil {
+		// In the queue all the same, without asking: so it is announced once, and a freed
+		// place may be handed to it.
+		wait := busyWait()
+		if err := c.queries.LimitWaitBusy(ctx, dbsqlc.LimitWaitBusyParams{
+			EffectID: e.effectID, Connector: connector.Name, TenantID: limitKeyTenant(limit, e.tenantID), QueuedAt: e.queuedAt,
+			ExpectMs: int32((wait + c.limitGrace()).Milliseconds()),
+		}); err != nil {
+			return grant{}, fmt.Errorf("effects: wait for the limits of %q: %w", connector.Name, err)
+		}
+		c.metrics.limitWaits.WithLabelValues(connector.Name, "busy").Inc()
+		return grant{limit: limit, wait: wait, reason: "busy"}, nil
+	}
+	defer release()
 	res, err := c.queries.LimitAcquire(ctx, dbsqlc.LimitAcquireParams{
 		Connector: connector.Name, TenantID: e.tenantID, EffectID: e.effectID, QueuedAt: e.queuedAt,
 		Rate: int32(limit.Rate), PerMs: int32(limit.Per.Milliseconds()), Burst: int32(limit.Burst),
 		MaxInFlight: int32(limit.MaxInFlight), PerTenant: limit.PerTenant, BreakAfter: int32(limit.BreakAfter),
 		BreakForMs: int32(limit.BreakFor.Milliseconds()),
-		HoldMs:     int32((connector.Timeout + c.config.InFlightMargin).Milliseconds()),
-		GraceMs:    int32((max(c.config.FetchPollInterval, time.Second) + limitGraceExtra).Milliseconds()),
+		HoldMs:     c.limitHoldMs(connector),
+		GraceMs:    int32(c.limitGrace().Milliseconds()),
 	})
 	if err != nil {
 		return grant{}, fmt.Errorf("effects: ask the limits of %q: %w", connector.Name, err)
@@ -327,6 +493,185 @@ func (c *Client) acquireCall(ctx context.Context, e limited, connector *Connecto
 		c.metrics.limitWaits.WithLabelValues(connector.Name, g.reason).Inc()
 	}
 	return g, nil
+}
+
+// limitGrace is how late a held-back effect may come back before it loses its place in the queue:
+// River's poll interval (at least a second) plus limitGraceExtra.
+func (c *Client) limitGrace() time.Duration {
+	return max(c.config.FetchPollInterval, time.Second) + limitGraceExtra
+}
+
+// limitHoldMs is how long a place of connector's cap is held for a call, in milliseconds: its
+// timeout plus InFlightMargin, after which a dead reactor's place frees itself.
+func (c *Client) limitHoldMs(connector *Connector) int32 {
+	return int32((connector.Timeout + c.config.InFlightMargin).Milliseconds())
+}
+
+// handOffClaim is how long a place of a cap that a release handed to the effect at the head of the
+// queue waits for that effect's reactor to claim it (claimPlace) before it lapses: what a place
+// handed to a reactor that died costs.
+const handOffClaim = 10 * time.Second
+
+// claimPlace claims the place of a cap a release handed to effect e, if it did: the grant of a
+// call. ok false: no place was handed to it (only woken, or lapsed), and it asks as usual.
+func (c *Client) claimPlace(ctx context.Context, e limited, connector *Connector, limit Limit) (grant, bool, error) {
+	if limit.Rate > 0 {
+		return grant{}, false, nil // with a rate, a release only wakes the head to ask
+	}
+	claimed, err := c.queries.LimitClaim(ctx, dbsqlc.LimitClaimParams{EffectID: e.effectID, HoldMs: c.limitHoldMs(connector)})
+	if err != nil {
+		return grant{}, false, fmt.Errorf("effects: claim a place of %q: %w", connector.Name, err)
+	}
+	return grant{limit: limit, asked: true, reason: "granted"}, claimed, nil
+}
+
+// awaitCall asks the limits for a call of effect e to connector and, while it is held back by the
+// cap, or by the rate for a little while, waits here for its turn: until a call that held a place
+// of the cap ends and hands the place to it, at the head of the queue (slotsChannel; it claims the
+// place) — a freed place is taken within milliseconds, not at River's next poll — or to the moment
+// its turn of the rate comes, when it asks again.
+//
+// It waits in place only until min(InFlightMargin/4, 10s) after started, when the run of its job
+// began: the sweeper presumes a worker dead once its job has run for the call's timeout plus
+// InFlightMargin, and the call must still fit. The effect of a job of its own waits only in one of
+// the client's places (half of its workers; the effects nearest the head keep them); an effect of
+// a batch job (shared) waits in the batch's worker, for a turn of the rate only. Otherwise, or
+// when the wait is longer (a turn far off, a pause, an open circuit), it returns the answer that
+// holds the effect back, for the job to snooze or hand the effect on.
+func (c *Client) awaitCall(ctx context.Context, e limited, connector *Connector, started time.Time, shared bool) (grant, error) {
+	var woken chan struct{}
+	if limit, ask := c.limits.lookup(ctx, connector); !ask {
+		return grant{limit: limit}, nil
+	} else if limit.MaxInFlight > 0 && !shared {
+		// Subscribed before asking, so that a place freed meanwhile is not missed.
+		woken = make(chan struct{}, 1)
+		unsubscribe, err := c.notifier.subscribeKey(ctx, notifyKey{channel: slotsChannel, key: e.effectID.String()}, woken)
+		if err != nil {
+			return grant{}, fmt.Errorf("effects: listen for the places of %q: %w", connector.Name, err)
+		}
+		defer unsubscribe()
+	}
+	deadline := started.Add(min(c.config.InFlightMargin/4, maxInlineBudget))
+	// An effect of a batch asks only if its turn comes soon: the batch's effects share its job's
+	// deadline, and one that waits is handed to a job of its own anyway.
+	until := deadline
+	if shared {
+		until = time.Now().Add(sharedAskWait)
+	}
+	g, err := c.acquireCall(ctx, e, connector, until)
+	if err != nil || g.wait == 0 {
+		return g, err
+	}
+	if !c.waitsInPlace(g, time.Until(deadline), shared) {
+		return g, nil
+	}
+	evicted := make(<-chan struct{}) // never, for an effect of a batch job: it takes no worker of its own
+	if !shared {
+		p := c.limits.places.take(e)
+		if p == nil {
+			return g, nil // enough workers wait already, nearer the head
+		}
+		defer c.limits.places.leave(p)
+		evicted = p.evicted
+	}
+	for c.waitsInPlace(g, time.Until(deadline), shared) {
+		// A place of the cap freed for it is notified (woken): the timer is for a place freed
+		// without a release (a dead reactor's expiring), later the further back it is.
+		wait := min(g.wait, time.Until(deadline))
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return g, nil
+		case <-evicted:
+			timer.Stop()
+			return g, nil
+		case <-woken:
+			timer.Stop()
+			// Named by a call that ended: a place handed to it, or (with a rate) a wake to ask.
+			claimed, ok, err := c.claimPlace(ctx, e, connector, g.limit)
+			if err != nil || ok {
+				return claimed, err
+			}
+		case <-timer.C:
+		}
+		if g, err = c.acquireCall(ctx, e, connector, deadline); err != nil || g.wait == 0 {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+// waitsInPlace reports whether an effect held back as g waits for its limits in its worker, with
+// budget left of its time there: held back by the rate for no longer than inPlaceHorizon, or — in
+// a job of its own — by the cap (woken when a place is freed for it); not by a pause or an open
+// circuit, which last. An effect of a batch job held back by the cap is handed to a job of its
+// own at once, so that a batch never keeps many waiters asking in one worker.
+func (c *Client) waitsInPlace(g grant, budget time.Duration, shared bool) bool {
+	switch g.reason {
+	case "in_flight":
+		return budget > 0 && !shared
+	case "rate":
+		return g.wait <= min(budget, c.inPlaceHorizon())
+	}
+	return false
+}
+
+// inPlaceHorizon is the longest wait an effect waits in its worker rather than snoozed: twice
+// River's fetch cooldown (a snoozed job comes back within one of the fetch limitSnooze asks for),
+// and at least 200 ms.
+func (c *Client) inPlaceHorizon() time.Duration {
+	cooldown := c.config.FetchCooldown
+	if cooldown <= 0 {
+		cooldown = 100 * time.Millisecond // River's default
+	}
+	return max(2*cooldown, 200*time.Millisecond)
+}
+
+// limitSnooze is how long a job whose effect is held back for wait snoozes: until shortly before
+// its turn, when it asks River to fetch (fetchAt) so that it is back within River's fetch cooldown
+// instead of at River's next poll (a second by default), and never past River's scheduler interval,
+// so that it stays available and is fetched once due rather than waiting for the leader's
+// scheduler. The rest of the wait it waits in place.
+func (c *Client) limitSnooze(wait time.Duration) time.Duration {
+	d := min(max(wait-c.inPlaceHorizon()/2, time.Millisecond), riverSchedulerInterval)
+	c.limits.fetchAt(time.Now().Add(d), c.config.Queue)
+	return d
+}
+
+// fetchAt makes the River producers of queue fetch at t: a job snoozed until t is then fetched
+// within River's fetch cooldown, not at the next poll. It sends River's own insert notification
+// for the queue (as River's inserts do) from a timer; the times of a process are coalesced to
+// 20 ms. A notification lost (the process stopped) costs a wait until the next poll.
+func (l *limiter) fetchAt(t time.Time, queue string) {
+	const grain = 20 * time.Millisecond
+	at := t.Truncate(grain).Add(grain)
+	l.fetchMu.Lock()
+	defer l.fetchMu.Unlock()
+	if l.fetches == nil {
+		l.fetches = map[time.Time]bool{}
+	}
+	if l.fetches[at] {
+		return
+	}
+	l.fetches[at] = true
+	time.AfterFunc(time.Until(at), func() {
+		l.fetchMu.Lock()
+		delete(l.fetches, at)
+		l.fetchMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), limitLoadTimeout)
+		defer cancel()
+		if err := dbsqlc.New(l.pool).LimitFetchNotify(ctx, queue); err != nil {
+			l.logger.Debug("limits: ask River to fetch", slog.String("error", err.Error()))
+		}
+	})
+}
+
+// heldBackUncalled reports whether the effect is waiting for its limits: then no call of it was
+// made since it last asked, for a grant deletes its waiter row in the statement that grants it.
+// An interrupted run of its job that it waited in made no call.
+func (c *Client) heldBackUncalled(ctx context.Context, effectID uuid.UUID) (bool, error) {
+	return c.queries.LimitWaiting(ctx, effectID)
 }
 
 // releaseCall tells the database how a granted call went, when that matters: it frees the call's
@@ -350,17 +695,69 @@ func (c *Client) releaseCall(ctx context.Context, e limited, connector *Connecto
 	if !holds && retryAfter == 0 {
 		return
 	}
-	err := c.queries.LimitRelease(ctx, dbsqlc.LimitReleaseParams{
-		Connector: connector.Name, TenantID: e.tenantID, EffectID: e.effectID, PerTenant: g.limit.PerTenant,
-		BreakAfter: int32(g.limit.BreakAfter), BreakForMs: int32(g.limit.BreakFor.Milliseconds()),
-		Failed: failed, RetryAfterMs: int32(retryAfter.Milliseconds()),
-	})
+	params := limitReleaseParams(connector.Name, e.tenantID, e.effectID, g.limit)
+	params.Failed, params.RetryAfterMs = failed, int32(retryAfter.Milliseconds())
+	err := c.queries.LimitRelease(ctx, params)
 	if err != nil {
 		c.logger.WarnContext(ctx, "limits: release a call", slog.String("connector", connector.Name),
 			slog.String("effect_id", e.effectID.String()), slog.String("error", err.Error()))
 	}
 	if retryAfter > 0 {
 		c.limits.invalidate() // our own next call sees the pause at once
+	}
+}
+
+// freePlacesOf frees the places of a cap held by the calls of jobs taken over from a dead reactor
+// and hands them to the effects at the head of their queues, in the takeover's transaction tx —
+// before the jobs run again, so that a place one of their effects takes anew is never freed: the
+// dead reactor's calls will never be released, and their slots would hold the places until the
+// call's timeout plus InFlightMargin. Each is given back as a grant whose call is not known (not
+// counted for or against the circuit; a probe's turn is freed). It runs in a savepoint: a failure
+// is logged and leaves the slots to lapse as they would, and the takeover goes on.
+func (c *Client) freePlacesOf(ctx context.Context, tx pgx.Tx, jobs []int64) {
+	if len(jobs) == 0 {
+		return
+	}
+	sp, err := tx.Begin(ctx)
+	if err == nil {
+		err = c.releasePlacesOf(ctx, dbsqlc.New(sp), jobs)
+		if err == nil {
+			err = sp.Commit(ctx)
+		}
+		if err != nil {
+			_ = sp.Rollback(ctx)
+		}
+	}
+	if err != nil {
+		c.logger.WarnContext(ctx, "limits: free the places of a dead reactor's calls", slog.String("error", err.Error()))
+	}
+}
+
+func (c *Client) releasePlacesOf(ctx context.Context, q *dbsqlc.Queries, jobs []int64) error {
+	slots, err := q.LimitSlotsOfJobs(ctx, jobs)
+	if err != nil {
+		return err
+	}
+	for _, s := range slots {
+		limit := Limit{} // an unknown connector: only an operator's limit is known, in the database
+		if connector, ok := c.registry.Get(s.Connector); ok {
+			limit, _ = c.limits.lookup(ctx, connector)
+		}
+		if err := q.LimitRelease(ctx, limitReleaseParams(s.Connector, s.TenantID, s.EffectID, limit)); err != nil {
+			return fmt.Errorf("%s of %s: %w", s.EffectID, s.Connector, err)
+		}
+	}
+	return nil
+}
+
+// limitReleaseParams are the arguments of reckon_limit_release for the call of effectID (of
+// tenantID) to connector under limit: a grant given back (Failed nil, no Retry-After) unless the
+// caller says how the call went.
+func limitReleaseParams(connector, tenantID string, effectID uuid.UUID, limit Limit) dbsqlc.LimitReleaseParams {
+	return dbsqlc.LimitReleaseParams{
+		Connector: connector, TenantID: tenantID, EffectID: effectID, PerTenant: limit.PerTenant,
+		BreakAfter: int32(limit.BreakAfter), BreakForMs: int32(limit.BreakFor.Milliseconds()),
+		MaxInFlight: int32(limit.MaxInFlight), Rate: int32(limit.Rate), ClaimMs: int32(handOffClaim.Milliseconds()),
 	}
 }
 

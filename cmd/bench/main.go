@@ -23,6 +23,11 @@
 //	retention N effects dispatched beside a backlog of retention-backlog settled effects aged past
 //	          the effect retention, without and then with a retention run pruning it, and that run
 //	          alone: dispatch and prune rates
+//	limits    a rate-limited connector (50/s, burst 5), then a capped one (4 in flight, calls of
+//	          50 ms), each with duration's worth of work waiting beside as many effects of an
+//	          unlimited connector, on a reactor with River's own fetch timings: the calls a second
+//	          let through once warm (between the 10th and 90th percentile calls) against the
+//	          limit's
 //
 // Throughput runs time from the first insert to the last completion (the database's timestamp).
 //
@@ -73,6 +78,7 @@ var scenarios = []struct {
 	{"memory", (*bench).memory},
 	{"storage", (*bench).storage},
 	{"retention", (*bench).retention},
+	{"limits", (*bench).limits},
 }
 
 var allScenarios = func() []string {

@@ -123,6 +123,7 @@ func (b *bench) report() {
 	b.reportRetention()
 	b.reportTracing()
 	b.reportEvents()
+	b.reportLimits()
 
 	check := func(goal, measured string, value float64, met bool) {
 		r.Targets = append(r.Targets, target{Goal: goal, Measured: measured, Value: value, Met: met})
@@ -149,6 +150,11 @@ func (b *bench) report() {
 	}
 	if p99, ok := r.extra("latency-50", "p99_ms"); ok {
 		check("p99 enqueue → CONFIRMED ≤ 25 ms at 50% load", "latency-50 p99 ms", p99, p99 <= 25)
+	}
+	for _, name := range []string{"limits-rate", "limits-cap"} {
+		if of, ok := r.extra(name, "of_limit"); ok {
+			check("limited connector ≥ 0.9 × its limit while work waits", name+" of limit", of, of >= 0.9)
+		}
 	}
 	if rss, ok := r.extra("memory", "peak_rss_mb"); ok {
 		check("reactor RSS ≤ 150 MB with the backlog", "memory peak RSS MB", rss, rss <= 150)

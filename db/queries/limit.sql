@@ -8,10 +8,27 @@ FROM reckon_limit_acquire(@connector::text, @tenant_id::text, @effect_id::uuid, 
     @break_after::integer, @break_for_ms::integer, @hold_ms::integer, @grace_ms::integer) AS a;
 
 -- name: LimitRelease :exec
--- Ends a call (reckon_limit_release): frees its slot, keeps the circuit's count, pauses the key on
--- a Retry-After; failed NULL gives back a grant that made no call.
+-- Ends a call (reckon_limit_release): frees its slot and wakes the head of the cap's queue, keeps
+-- the circuit's count, pauses the key on a Retry-After; failed NULL gives back a grant that made
+-- no call.
 SELECT reckon_limit_release(@connector::text, @tenant_id::text, @effect_id::uuid, @per_tenant::boolean,
-    @break_after::integer, @break_for_ms::integer, sqlc.narg(failed)::boolean, @retry_after_ms::integer);
+    @break_after::integer, @break_for_ms::integer, sqlc.narg(failed)::boolean, @retry_after_ms::integer,
+    @max_in_flight::integer, @rate::integer, @claim_ms::integer);
+
+-- name: LimitClaim :one
+-- Claims the place of a cap a release handed to an effect (reckon_limit_release): its slot, if it
+-- has not lapsed, is held for the call (hold_ms) and the effect leaves the queue. False: no place
+-- (lapsed, or only woken to ask again).
+SELECT reckon_limit_claim(@effect_id::uuid, @hold_ms::integer)::boolean AS claimed;
+
+-- name: LimitFetchNotify :exec
+-- River's insert notification for a queue (what River's own insert sends): its producers fetch
+-- the jobs that are due now, within their fetch cooldown, instead of at their next poll.
+SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', @queue::text)::text);
+
+-- name: LimitWaiting :one
+-- Whether an effect waits for its limits (held back, not granted since).
+SELECT EXISTS (SELECT 1 FROM reckon_limit_waiters WHERE effect_id = @effect_id)::boolean AS waiting;
 
 -- name: LimitForget :exec
 -- Takes an effect out of the queue of a limit key: an inline call held back is enqueued instead,
@@ -83,3 +100,16 @@ WITH waiters AS (
     DELETE FROM reckon_limit_slots WHERE expires_at < now() - interval '5 minutes' RETURNING 1
 )
 SELECT ((SELECT count(*) FROM waiters) + (SELECT count(*) FROM slots))::bigint AS pruned;
+
+-- name: LimitSlotsOfJobs :many
+-- The places of a cap held by the calls of the effects of jobs (jobs taken over from a dead
+-- reactor, whose calls will not end).
+SELECT s.effect_id, s.connector, s.tenant_id
+FROM reckon_limit_slots s JOIN reckon_effects e ON e.id = s.effect_id
+WHERE e.job_id = ANY (@job_ids::bigint[]);
+
+-- name: LimitWaitBusy :exec
+-- Puts an effect in the queue of its limit key without asking its limits (its process's turn to
+-- ask did not come in time): it waits as one refused does, announced once, and a freed place may
+-- be handed to it. A reservation it holds is kept.
+SELECT reckon_limit_wait_busy(@effect_id::uuid, @connector::text, @tenant_id::text, @queued_at::timestamptz, @expect_ms::integer);

@@ -64,6 +64,25 @@ func (q *Queries) LimitAcquire(ctx context.Context, arg LimitAcquireParams) (Lim
 	return i, err
 }
 
+const limitClaim = `-- name: LimitClaim :one
+SELECT reckon_limit_claim($1::uuid, $2::integer)::boolean AS claimed
+`
+
+type LimitClaimParams struct {
+	EffectID uuid.UUID
+	HoldMs   int32
+}
+
+// Claims the place of a cap a release handed to an effect (reckon_limit_release): its slot, if it
+// has not lapsed, is held for the call (hold_ms) and the effect leaves the queue. False: no place
+// (lapsed, or only woken to ask again).
+func (q *Queries) LimitClaim(ctx context.Context, arg LimitClaimParams) (bool, error) {
+	row := q.db.QueryRow(ctx, limitClaim, arg.EffectID, arg.HoldMs)
+	var claimed bool
+	err := row.Scan(&claimed)
+	return claimed, err
+}
+
 const limitClear = `-- name: LimitClear :execrows
 WITH cleared AS (
     DELETE FROM reckon_connector_limits WHERE connector = $1 RETURNING connector
@@ -78,6 +97,17 @@ func (q *Queries) LimitClear(ctx context.Context, connector string) (int64, erro
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const limitFetchNotify = `-- name: LimitFetchNotify :exec
+SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', $1::text)::text)
+`
+
+// River's insert notification for a queue (what River's own insert sends): its producers fetch
+// the jobs that are due now, within their fetch cooldown, instead of at their next poll.
+func (q *Queries) LimitFetchNotify(ctx context.Context, queue string) error {
+	_, err := q.db.Exec(ctx, limitFetchNotify, queue)
+	return err
 }
 
 const limitForget = `-- name: LimitForget :exec
@@ -153,7 +183,8 @@ func (q *Queries) LimitOverrides(ctx context.Context) ([]ReckonConnectorLimit, e
 
 const limitRelease = `-- name: LimitRelease :exec
 SELECT reckon_limit_release($1::text, $2::text, $3::uuid, $4::boolean,
-    $5::integer, $6::integer, $7::boolean, $8::integer)
+    $5::integer, $6::integer, $7::boolean, $8::integer,
+    $9::integer, $10::integer, $11::integer)
 `
 
 type LimitReleaseParams struct {
@@ -165,10 +196,14 @@ type LimitReleaseParams struct {
 	BreakForMs   int32
 	Failed       *bool
 	RetryAfterMs int32
+	MaxInFlight  int32
+	Rate         int32
+	ClaimMs      int32
 }
 
-// Ends a call (reckon_limit_release): frees its slot, keeps the circuit's count, pauses the key on
-// a Retry-After; failed NULL gives back a grant that made no call.
+// Ends a call (reckon_limit_release): frees its slot and wakes the head of the cap's queue, keeps
+// the circuit's count, pauses the key on a Retry-After; failed NULL gives back a grant that made
+// no call.
 func (q *Queries) LimitRelease(ctx context.Context, arg LimitReleaseParams) error {
 	_, err := q.db.Exec(ctx, limitRelease,
 		arg.Connector,
@@ -179,6 +214,9 @@ func (q *Queries) LimitRelease(ctx context.Context, arg LimitReleaseParams) erro
 		arg.BreakForMs,
 		arg.Failed,
 		arg.RetryAfterMs,
+		arg.MaxInFlight,
+		arg.Rate,
+		arg.ClaimMs,
 	)
 	return err
 }
@@ -272,6 +310,40 @@ func (q *Queries) LimitSet(ctx context.Context, arg LimitSetParams) (LimitSetRow
 		&i.SetAt,
 	)
 	return i, err
+}
+
+const limitSlotsOfJobs = `-- name: LimitSlotsOfJobs :many
+SELECT s.effect_id, s.connector, s.tenant_id
+FROM reckon_limit_slots s JOIN reckon_effects e ON e.id = s.effect_id
+WHERE e.job_id = ANY ($1::bigint[])
+`
+
+type LimitSlotsOfJobsRow struct {
+	EffectID  uuid.UUID
+	Connector string
+	TenantID  string
+}
+
+// The places of a cap held by the calls of the effects of jobs (jobs taken over from a dead
+// reactor, whose calls will not end).
+func (q *Queries) LimitSlotsOfJobs(ctx context.Context, jobIds []int64) ([]LimitSlotsOfJobsRow, error) {
+	rows, err := q.db.Query(ctx, limitSlotsOfJobs, jobIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LimitSlotsOfJobsRow
+	for rows.Next() {
+		var i LimitSlotsOfJobsRow
+		if err := rows.Scan(&i.EffectID, &i.Connector, &i.TenantID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const limitStatus = `-- name: LimitStatus :many
@@ -382,4 +454,42 @@ func (q *Queries) LimitThrottled(ctx context.Context) ([]LimitThrottledRow, erro
 		return nil, err
 	}
 	return items, nil
+}
+
+const limitWaitBusy = `-- name: LimitWaitBusy :exec
+SELECT reckon_limit_wait_busy($1::uuid, $2::text, $3::text, $4::timestamptz, $5::integer)
+`
+
+type LimitWaitBusyParams struct {
+	EffectID  uuid.UUID
+	Connector string
+	TenantID  string
+	QueuedAt  time.Time
+	ExpectMs  int32
+}
+
+// Puts an effect in the queue of its limit key without asking its limits (its process's turn to
+// ask did not come in time): it waits as one refused does, announced once, and a freed place may
+// be handed to it. A reservation it holds is kept.
+func (q *Queries) LimitWaitBusy(ctx context.Context, arg LimitWaitBusyParams) error {
+	_, err := q.db.Exec(ctx, limitWaitBusy,
+		arg.EffectID,
+		arg.Connector,
+		arg.TenantID,
+		arg.QueuedAt,
+		arg.ExpectMs,
+	)
+	return err
+}
+
+const limitWaiting = `-- name: LimitWaiting :one
+SELECT EXISTS (SELECT 1 FROM reckon_limit_waiters WHERE effect_id = $1)::boolean AS waiting
+`
+
+// Whether an effect waits for its limits (held back, not granted since).
+func (q *Queries) LimitWaiting(ctx context.Context, effectID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, limitWaiting, effectID)
+	var waiting bool
+	err := row.Scan(&waiting)
+	return waiting, err
 }

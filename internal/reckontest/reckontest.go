@@ -31,6 +31,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/internal/proctest"
 	public "github.com/reckonhq/reckon/reckontest"
 )
@@ -206,8 +207,13 @@ func StartChild(tb testing.TB, env ...string) *proctest.Process {
 	return p
 }
 
+// childDBConns is a child reactor's pool size: cmd/reactor's default -db-conns. (pgx's own
+// default, max(4, CPUs), leaves a reactor of 20 workers two connections beside its listeners, and
+// its calls then wait seconds for a connection on a loaded machine.)
+const childDBConns = 20
+
 // RunReactor is the body of a child reactor process (see StartChild): it opens a pool on
-// DATABASE_URL, has build make an effects client on it (with logger, which writes JSON lines to
+// DATABASE_URL as cmd/reactor does, has build make an effects client on it (with logger, which writes JSON lines to
 // stderr), starts it, logs "listening" and runs until SIGTERM or an interrupt, then stops the
 // client within 10s. It returns the process's exit status: 0, or 1 after logging what failed.
 func RunReactor(build func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Client, error)) int {
@@ -218,7 +224,7 @@ func RunReactor(build func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Cl
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := cli.OpenPool(ctx, os.Getenv("DATABASE_URL"), childDBConns)
 	if err != nil {
 		return fail("pool", err)
 	}
