@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/service"
 	"github.com/reckonhq/reckon/internal/txn"
 )
 
@@ -52,17 +53,9 @@ type Client struct {
 
 	callbackKey callbackKey // the deployment's, for CallbackSecret
 
-	mu          sync.Mutex
-	started     bool
-	stopSweeper context.CancelFunc
-	sweeperDone chan struct{}
-	stopStats   context.CancelFunc
-	statsDone   chan struct{}
-	stopClaimer context.CancelFunc
-	claimerDone chan struct{}
-	stopLimits  context.CancelFunc
-	limitsDone  chan struct{}
-	liveness    *liveness
+	mu       sync.Mutex
+	started  bool
+	services service.List // the background work of a started client (lifecycle.go); made by NewClient
 }
 
 // Config configures a Client. Registry is required; every other field has a default.
@@ -280,13 +273,15 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		pool:     pool,
 		queries:  dbsqlc.New(pool),
 		loader:   newLoader(dbsqlc.New(pool)),
-		limits:   newLimiter(pool, cfg.Logger),
+		notifier: newNotifier(pool, cfg.Logger),
+		limits:   newLimiter(pool, cfg.Logger, cfg.Workers),
 		registry: cfg.Registry,
 		logger:   cfg.Logger,
 		fatal:    make(chan error, 1),
 		hooks:    map[string]SettleHook{},
 		tracing:  newTracing(cfg.TracerProvider, cfg.Propagator),
 	}
+	c.committer = newCommitter(c)
 	c.claimNotifier.every = cfg.ClaimInterval
 	c.stats = []statsPart{{name: StatsPartEffects, compute: computeEffectsStats}}
 	c.statsEnsured = map[string]bool{}
@@ -338,7 +333,8 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		return nil, fmt.Errorf("effects: river client: %w", err)
 	}
 	c.river = riverClient
-	c.notifier = newNotifier(pool, c.logger)
+	c.services.Add(c.newServices()...)
+	c.services.Add(host.services...)
 	return c, nil
 }
 
@@ -354,12 +350,6 @@ func discardedJobRetention(jobRetention time.Duration) time.Duration {
 	return max(jobRetention, riverDiscardedJobRetention)
 }
 
-// River returns the client's River client, for plugins that insert jobs of the workers they added
-// (AddWorker) in a caller's transaction (InsertTx). Jobs must go to Config.Queue or a queue a
-// plugin added (InsertOpts.Queue) to be worked. The River client is started and stopped by Start
-// and Stop; callers must not start or stop it themselves.
-func (c *Client) River() *river.Client[pgx.Tx] { return c.river }
-
 // TracerProvider returns the provider of the client's spans (Config.TracerProvider), for the
 // packages built on effects to make theirs in the same traces.
 func (c *Client) TracerProvider() trace.TracerProvider { return c.config.TracerProvider }
@@ -373,12 +363,14 @@ func (c *Client) Registry() *Registry { return c.registry }
 // ID returns the name this client writes into the audit trail.
 func (c *Client) ID() string { return c.config.ID }
 
-// Start runs the reactor: River's workers, the sweeper, and the reactor's liveness (a lock and a
-// heartbeat by which other reactors know it lives, and the takeover of dead reactors' jobs; see
-// Config.LivenessInterval). It returns once they are running; Stop ends them. It fails if a live
-// process uses the same Config.ID. Cancelling ctx is a hard stop — River cancels the work in
-// flight at once — so a process that wants to drain on SIGTERM passes a context that the signal
-// does not cancel and calls Stop (cmd/reactor does).
+// Start runs the reactor: River's workers, the claimer, the sweeper, the reactor's liveness (a lock
+// and a heartbeat by which other reactors know it lives, and the takeover of dead reactors' jobs;
+// see Config.LivenessInterval) and the plugins' services (PluginHost.AddService). It returns once
+// they are running; Stop ends them. It fails if a live process uses the same Config.ID; a failed
+// Start stops what it started and may be called again. Cancelling ctx is a hard stop — River
+// cancels the work in flight at once — so a process that wants to drain on SIGTERM passes a
+// context that the signal does not cancel and calls Stop (cmd/reactor does). A stopped client may
+// be started again.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -388,104 +380,40 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.checkSchema(ctx); err != nil {
 		return err
 	}
-	// The claimer's wake-ups. It claims once as it starts, so nothing enqueued before it listened
-	// waits for a poll.
-	claims, err := c.Listen(ctx, claimChannel, c.config.Queue)
-	if err != nil {
-		return fmt.Errorf("effects: listen for effects to claim: %w", err)
-	}
-	// Changes of limits, pauses and circuits: the limits' view is read again on each.
-	limitChanges, err := c.Listen(ctx, limitsChannel, limitsKey)
-	if err != nil {
-		claims.Close()
-		c.notifier.stop()
-		return fmt.Errorf("effects: listen for changes of limits: %w", err)
-	}
-	stopListening := func() { // a failed Start leaves no connection behind
-		claims.Close()
-		limitChanges.Close()
-		c.notifier.stop()
-	}
-	live, err := c.startLiveness(ctx)
-	if err != nil {
-		stopListening()
+	// The callback key, read now rather than by the first calls, which would wait for it between
+	// their grants and their sends (a rate's calls granted apart then go out together).
+	if _, err := c.callbackKey.get(ctx, c); err != nil {
 		return err
 	}
-	c.committer = newCommitter(c) // a new one each Start: stop closes its queue
-	c.committer.start()
-	if err := c.river.Start(ctx); err != nil {
-		c.committer.stop()
-		live.shutdown(ctx)
-		stopListening()
-		return fmt.Errorf("effects: start river: %w", err)
+	if err := c.services.Start(ctx); err != nil {
+		c.notifier.stop() // a failed Start leaves no connection behind
+		return err
 	}
-	c.liveness = live
-	live.run(context.WithoutCancel(ctx))
-	claimCtx, stopClaimer := context.WithCancel(context.WithoutCancel(ctx))
-	c.stopClaimer = stopClaimer
-	c.claimerDone = make(chan struct{})
-	go func() {
-		defer close(c.claimerDone)
-		c.runClaimer(claimCtx, claims)
-	}()
-	limitsCtx, stopLimits := context.WithCancel(context.WithoutCancel(ctx))
-	c.stopLimits = stopLimits
-	c.limitsDone = make(chan struct{})
-	c.limits.invalidate() // changes before the listener was in place
-	go func() {
-		defer close(c.limitsDone)
-		c.runLimitListener(limitsCtx, limitChanges)
-	}()
-	sweepCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.stopSweeper = cancel
-	c.sweeperDone = make(chan struct{})
-	go func() {
-		defer close(c.sweeperDone)
-		c.runSweeper(sweepCtx)
-	}()
-	c.startStats(ctx)
 	c.started = true
 	c.logger.InfoContext(ctx, "reactor started", slog.String("reactor_id", c.config.ID),
 		slog.String("queue", c.config.Queue), slog.Int("workers", c.config.Workers))
 	return nil
 }
 
-// Stop ends the reactor gracefully: no new work is fetched, and work in flight finishes. If ctx
-// ends first, work in flight is cancelled: a cancelled call is recorded as UNKNOWN and reconciled
-// later, so nothing is lost. Stop also ends Wait's listener; call it even on a client that was
-// never started if it used Wait.
+// Stop ends the reactor gracefully: the plugins' services and the claimer end, no new work is
+// fetched, and work in flight finishes. If ctx ends first, work in flight is cancelled: a cancelled
+// call is recorded as UNKNOWN and reconciled later, so nothing is lost. Stop also ends the listener
+// of Wait and Listen; call it even on a client that was never started if it used them. A second
+// Stop does nothing more.
 func (c *Client) Stop(ctx context.Context) error {
-	c.notifier.stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.started {
-		return nil
-	}
+	wasStarted := c.started
 	c.started = false
-	c.stopClaimer() // first: no new dispatch jobs while the workers drain
-	<-c.claimerDone
-	c.stopSweeper()
-	<-c.sweeperDone
-	c.stopLimits()
-	<-c.limitsDone
-	c.stopStatsLoop()
-	err := c.river.Stop(ctx)
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		c.logger.Warn("reactor: work in flight did not finish in time; cancelling it")
-		cancelCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		err = c.river.StopAndCancel(cancelCtx)
-	}
-	c.committer.stop() // after the workers: they wait on it
-	c.liveness.shutdown(ctx)
-	// Again, now that River has stopped: a plugin's goroutine that ends with River (the webhook
-	// deliverer) may have subscribed meanwhile, which starts the listener anew, and its connection
-	// would keep the pool from closing.
+	err := c.services.Stop(ctx) // nothing if not started
+	// Last, once nothing started can subscribe anymore.
 	c.notifier.stop()
 	if err != nil {
 		return fmt.Errorf("effects: stop: %w", err)
 	}
-	c.logger.Info("reactor stopped", slog.String("reactor_id", c.config.ID))
+	if wasStarted {
+		c.logger.Info("reactor stopped", slog.String("reactor_id", c.config.ID))
+	}
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // Group commit. The common outcome of a dispatch — CONFIRMED or FAILED, with no follow-up job — is
@@ -46,6 +47,9 @@ type outcomeWrite struct {
 // transaction's error.
 type writeResult struct{ err error }
 
+// committer is a service of the started client (lifecycle.go): built once with the client, its
+// queue and goroutines made by each Start, since Stop closes the queue to drain it (a client may
+// be started again after Stop).
 type committer struct {
 	client *Client
 	queue  chan *outcomeWrite
@@ -53,23 +57,28 @@ type committer struct {
 }
 
 func newCommitter(client *Client) *committer {
-	return &committer{client: client, queue: make(chan *outcomeWrite, commitBatchMax*committers)}
+	return &committer{client: client}
 }
 
-func (m *committer) start() {
+// Start makes the queue and starts the committers. Call it before the workers start.
+func (m *committer) Start(context.Context) error {
+	queue := make(chan *outcomeWrite, commitBatchMax*committers)
+	m.queue = queue
 	for range committers {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			m.loop()
+			m.loop(queue)
 		}()
 	}
+	return nil
 }
 
-// stop ends the committers once the queue is drained. Call it after the workers have stopped.
-func (m *committer) stop() {
+// Stop ends the committers once the queue is drained. Call it after the workers have stopped.
+func (m *committer) Stop(context.Context) error {
 	close(m.queue)
 	m.wg.Wait()
+	return nil
 }
 
 // write submits w and waits for its transaction: nil once written, errFencedOut when the effect
@@ -85,14 +94,14 @@ func (m *committer) write(ctx context.Context, w *outcomeWrite) error {
 	return res.err
 }
 
-func (m *committer) loop() {
-	for first := range m.queue {
+func (m *committer) loop(queue chan *outcomeWrite) {
+	for first := range queue {
 		batch := []*outcomeWrite{first}
 		linger := time.NewTimer(commitLinger)
 	fill:
 		for len(batch) < commitBatchMax {
 			select {
-			case w, ok := <-m.queue:
+			case w, ok := <-queue:
 				if !ok {
 					break fill
 				}
@@ -129,8 +138,16 @@ func (m *committer) commit(batch []*outcomeWrite) (map[uuid.UUID]struct{}, error
 		params.Reasons = append(params.Reasons, jsonx.SafeText(w.reason))
 		params.Details = append(params.Details, w.detail)
 	}
-	// One statement, so one implicit transaction: the effects and their jobs commit together.
-	rows, err := m.client.queries.EffectSettleMany(ctx, params)
+	// One statement, so one implicit transaction: the effects and their jobs commit together. A
+	// statement that Postgres aborts because of other transactions — a deadlock, a migration's
+	// lock (lock_timeout), a serialization failure — wrote nothing and runs again (txn.Retry):
+	// these outcomes are known, and a failed write would leave their effects to be found UNKNOWN.
+	var rows []dbsqlc.EffectSettleManyRow
+	err := txn.Retry(ctx, m.client.logger, txn.Policy{}, func() error {
+		var err error
+		rows, err = m.client.queries.EffectSettleMany(ctx, params)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("effects: write %d outcomes: %w", len(batch), err)
 	}

@@ -58,12 +58,12 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 	// due when the limits should let it through.
 	id := uuid.Must(uuid.NewV7())
 	call := limited{effectID: id, tenantID: r.tenantID, queuedAt: time.Now()}
-	g, err := c.acquireCall(ctx, call, r.connector)
+	g, err := c.acquireCall(ctx, call, r.connector, time.Time{})
 	if err != nil {
 		return nil, err
 	}
 	if g.wait > 0 {
-		return c.enqueueHeldBack(ctx, spec, id, g.wait)
+		return c.enqueueHeldBack(ctx, spec, id)
 	}
 	actor := "inline:" + c.config.ID
 	token := uuid.New()
@@ -137,14 +137,15 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 }
 
 // enqueueHeldBack records an inline effect that its connector's limits hold back as an enqueued
-// one, due after wait: the reactors dispatch it (a duplicate of an existing effect returns that
-// one). The place its planned id took in the limit's queue is given up.
-func (c *Client) enqueueHeldBack(ctx context.Context, spec Spec, plannedID uuid.UUID, wait time.Duration) (*Effect, error) {
+// one: the reactors dispatch it, asking the limits again, and it waits there for its turn (a
+// duplicate of an existing effect returns that one). The place its planned id took in the limit's
+// queue is given up.
+func (c *Client) enqueueHeldBack(ctx context.Context, spec Spec, plannedID uuid.UUID) (*Effect, error) {
 	if err := c.queries.LimitForget(ctx, plannedID); err != nil {
 		return nil, fmt.Errorf("effects: record held-back inline effect: %w", err)
 	}
 	return c.Enqueue(ctx, spec, &EnqueueOpts{
-		Actor: "inline:" + c.config.ID, Reason: "enqueued: held back by the connector's limits", ScheduledAt: time.Now().Add(wait),
+		Actor: "inline:" + c.config.ID, Reason: "enqueued: held back by the connector's limits",
 	})
 }
 

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/service"
 )
 
 // ReactorLockNamespace is the first key of every reactor's liveness lock,
@@ -20,6 +20,10 @@ const ReactorLockNamespace int32 = 0x52434b52 // "RCKR"
 
 // forgetEvery is how often a started client deletes the registrations of reactors long gone.
 const forgetEvery = time.Hour
+
+// unregisteredEvery is how often a started client looks for running jobs left by River clients
+// that are not registered reactors (takeOverUnregistered).
+const unregisteredEvery = 5 * time.Second
 
 // reconnectDelay is how long the liveness loop waits between attempts to get its lock back after
 // its connection died.
@@ -42,10 +46,35 @@ type liveness struct {
 
 	suspects map[string]time.Time // reactor id → when its lock was first found free
 	fatal    chan error           // Client.Fatal: at most one error
+}
 
-	stopOnce sync.Once
-	stop     context.CancelFunc
-	done     chan struct{}
+// livenessService is the reactor's liveness as a service of the started client (lifecycle.go).
+// It comes before River in the client's services: it holds the lock and beats while River starts,
+// drains and stops — a reactor that stopped beating while its workers drain would be taken for
+// dead by the others.
+type livenessService struct {
+	c    *Client
+	live *liveness // of the last Start
+	loop *service.Loop
+}
+
+// Start takes the reactor's lock, registers it (startLiveness) and starts beating.
+func (s *livenessService) Start(ctx context.Context) error {
+	live, err := s.c.startLiveness(ctx)
+	if err != nil {
+		return err
+	}
+	s.live = live
+	s.loop = service.NewLoop(live.run)
+	return s.loop.Start(ctx)
+}
+
+// Stop ends the beating, then hands back the jobs still running under the reactor's id,
+// unregisters it and frees its lock (liveness.shutdown).
+func (s *livenessService) Stop(ctx context.Context) error {
+	_ = s.loop.Stop(ctx)
+	s.live.shutdown(ctx)
+	return nil
 }
 
 // startLiveness takes the reactor's lock, hands back the running jobs that a predecessor under
@@ -94,42 +123,43 @@ func (l *liveness) lock(ctx context.Context) error {
 // that is taking this id's jobs over right now.
 var errReactorIDInUse = errors.New("effects: reactor id held by a live process (every process needs its own Config.ID)")
 
-// run beats and takes over dead reactors' jobs every LivenessInterval until stopped.
+// run beats and takes over dead reactors' jobs every LivenessInterval until ctx ends.
 func (l *liveness) run(ctx context.Context) {
-	ctx, l.stop = context.WithCancel(ctx)
-	l.done = make(chan struct{})
-	go func() {
-		defer close(l.done)
-		ticker := time.NewTicker(l.c.config.LivenessInterval)
-		defer ticker.Stop()
-		lastForget := time.Time{}
-		for {
-			select {
-			case <-ctx.Done():
+	ticker := time.NewTicker(l.c.config.LivenessInterval)
+	defer ticker.Stop()
+	lastForget, lastUnregistered := time.Time{}, time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if err := l.beat(ctx); err != nil {
+			if errors.Is(err, ErrPresumedDead) {
+				l.die(ctx, err)
 				return
-			case <-ticker.C:
 			}
-			if err := l.beat(ctx); err != nil {
-				if errors.Is(err, ErrPresumedDead) {
-					l.die(ctx, err)
-					return
-				}
-				if ctx.Err() == nil {
-					l.c.logger.WarnContext(ctx, "reactor heartbeat failed again; trying at the next tick", slog.String("error", err.Error()))
-				}
-				continue
+			if ctx.Err() == nil {
+				l.c.logger.WarnContext(ctx, "reactor heartbeat failed again; trying at the next tick", slog.String("error", err.Error()))
 			}
-			if err := l.takeOverDead(ctx); err != nil && ctx.Err() == nil {
-				l.c.logger.WarnContext(ctx, "take over dead reactors", slog.String("error", err.Error()))
-			}
-			if time.Since(lastForget) > forgetEvery {
-				lastForget = time.Now()
-				if _, err := l.c.queries.ReactorDeleteForgotten(ctx, ReactorLockNamespace); err != nil && ctx.Err() == nil {
-					l.c.logger.WarnContext(ctx, "forget long-gone reactors", slog.String("error", err.Error()))
-				}
+			continue
+		}
+		if err := l.takeOverDead(ctx); err != nil && ctx.Err() == nil {
+			l.c.logger.WarnContext(ctx, "take over dead reactors", slog.String("error", err.Error()))
+		}
+		if time.Since(lastUnregistered) > unregisteredEvery {
+			lastUnregistered = time.Now()
+			if err := l.c.takeOverUnregistered(ctx); err != nil && ctx.Err() == nil {
+				l.c.logger.WarnContext(ctx, "take over the jobs of unregistered River clients", slog.String("error", err.Error()))
 			}
 		}
-	}()
+		if time.Since(lastForget) > forgetEvery {
+			lastForget = time.Now()
+			if _, err := l.c.queries.ReactorDeleteForgotten(ctx, ReactorLockNamespace); err != nil && ctx.Err() == nil {
+				l.c.logger.WarnContext(ctx, "forget long-gone reactors", slog.String("error", err.Error()))
+			}
+		}
+	}
 }
 
 // beat writes the heartbeat on the lock's connection, getting the connection and the lock back
@@ -200,29 +230,23 @@ func (l *liveness) die(ctx context.Context, err error) {
 	}
 }
 
-// shutdown ends the loop after River stopped, unregisters the reactor if it left no job running,
-// and frees the lock (closing the connection).
+// shutdown, once its loop has ended after River stopped, hands back the jobs still running under
+// the reactor's id, unregisters it and frees the lock (closing the connection).
 func (l *liveness) shutdown(ctx context.Context) {
-	l.stopOnce.Do(func() {
-		if l.stop != nil {
-			l.stop()
-			<-l.done
-		}
-		if l.conn != nil && !l.conn.IsClosed() {
-			taken, err := l.c.takeOver(ctx, l.c.config.ID, "worker did not finish before its reactor stopped")
-			if err == nil {
-				if taken > 0 {
-					l.c.logger.WarnContext(ctx, "handed back jobs still running at stop", slog.Int("jobs", taken))
-				}
-				err = dbsqlc.New(l.conn).ReactorUnregister(ctx, l.c.config.ID)
+	if l.conn != nil && !l.conn.IsClosed() {
+		taken, err := l.c.takeOver(ctx, l.c.config.ID, "worker did not finish before its reactor stopped")
+		if err == nil {
+			if taken > 0 {
+				l.c.logger.WarnContext(ctx, "handed back jobs still running at stop", slog.Int("jobs", taken))
 			}
-			if err != nil {
-				l.c.logger.WarnContext(ctx, "unregister reactor", slog.String("error", err.Error()))
-			}
-			l.unlock()
+			err = dbsqlc.New(l.conn).ReactorUnregister(ctx, l.c.config.ID)
 		}
-		l.close()
-	})
+		if err != nil {
+			l.c.logger.WarnContext(ctx, "unregister reactor", slog.String("error", err.Error()))
+		}
+		l.unlock()
+	}
+	l.close()
 }
 
 // unlock releases the reactor's lock before its connection closes. Closing alone frees it only
@@ -325,6 +349,7 @@ func (l *liveness) takeOverIfDead(ctx context.Context, owner string) error {
 		if err != nil {
 			return err
 		}
+		c.freePlacesOf(ctx, tx, jobIDsOf(taken))
 		if resigned, err = q.ReactorResignLeadership(ctx, owner); err != nil {
 			return fmt.Errorf("end its River leadership: %w", err)
 		}
@@ -349,6 +374,15 @@ func (l *liveness) takeOverIfDead(ctx context.Context, owner string) error {
 	return nil
 }
 
+// jobIDsOf returns the ids of jobs taken over.
+func jobIDsOf(taken []dbsqlc.RiverJobTakeOverRow) []int64 {
+	ids := make([]int64, len(taken))
+	for i, job := range taken {
+		ids[i] = job.ID
+	}
+	return ids
+}
+
 // takeOver hands back owner's running jobs in a transaction of its own (used for this reactor's
 // own id, whose lock this process holds).
 func (c *Client) takeOver(ctx context.Context, owner, reason string) (int, error) {
@@ -356,6 +390,9 @@ func (c *Client) takeOver(ctx context.Context, owner, reason string) (int, error
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		taken, err = takeOverTx(ctx, dbsqlc.New(tx), c.config.Queue, owner, reason+"; taken over by "+c.config.ID)
+		if err == nil {
+			c.freePlacesOf(ctx, tx, jobIDsOf(taken))
+		}
 		return err
 	})
 	if err != nil {
@@ -365,6 +402,53 @@ func (c *Client) takeOver(ctx context.Context, owner, reason string) (int, error
 		c.observeTakeover(ctx, owner, taken, -1)
 	}
 	return len(taken), nil
+}
+
+// takeOverUnregistered hands back the running jobs of the queue left by River clients that are not
+// registered reactors — reactors of a version before registration (migration 0010), killed or
+// stopped during or before an upgrade — once no live client can be running them: past the call
+// timeout in the job's args plus InFlightMargin, when River has cancelled any live run of it (see
+// RiverJobTakeOverUnregistered and docs/design.md, "Dead reactors"). Such a client holds no
+// liveness lock, so its life cannot be tested; the job's own deadline stands in for it. Dispatch,
+// reconcile and deadline jobs only; turn jobs of such a client are left to River's rescuer.
+func (c *Client) takeOverUnregistered(ctx context.Context) error {
+	var taken []dbsqlc.RiverJobTakeOverUnregisteredRow
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		var err error
+		taken, err = q.RiverJobTakeOverUnregistered(ctx, dbsqlc.RiverJobTakeOverUnregisteredParams{
+			Queue:    c.config.Queue,
+			Kinds:    []string{dispatchArgs{}.Kind(), reconcileArgs{}.Kind(), deadlineArgs{}.Kind()},
+			MarginMs: c.config.InFlightMargin.Milliseconds(),
+			Error: " is not a registered reactor (a version before reactor registration) and this run is past its " +
+				"timeout plus the in-flight margin; taken over by " + c.config.ID,
+		})
+		if err != nil {
+			return fmt.Errorf("hand back jobs: %w", err)
+		}
+		for _, job := range taken {
+			if job.State == dbsqlc.RiverJobStateAvailable {
+				if err := q.RiverNotifyInsert(ctx, c.config.Queue); err != nil {
+					return fmt.Errorf("notify queue: %w", err)
+				}
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	byOwner := map[string][]dbsqlc.RiverJobTakeOverRow{}
+	for _, job := range taken {
+		byOwner[job.Owner] = append(byOwner[job.Owner], dbsqlc.RiverJobTakeOverRow{
+			ID: job.ID, Kind: job.Kind, State: job.State, AttemptedAt: job.AttemptedAt,
+		})
+	}
+	for owner, jobs := range byOwner {
+		c.observeTakeover(ctx, owner, jobs, -1)
+	}
+	return nil
 }
 
 // takeOverTx hands owner's running jobs of queue back to River and wakes the queue's fetchers.

@@ -132,7 +132,7 @@ func newMetrics(registerer prometheus.Registerer, client *Client) (*Metrics, err
 		}),
 		limitWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "connector", Name: "limit_waits_total",
-			Help: "Calls held back (their effect snoozed, no attempt spent) by the connector's rate (rate), cap on calls in flight (in_flight), an upstream's Retry-After (paused) or an open circuit (open).",
+			Help: "Calls held back (their effect snoozed, no attempt spent) by the connector's rate (rate), cap on calls in flight (in_flight), an upstream's Retry-After (paused), an open circuit (open), or this process's other callers of the key asking first for longer than the call could wait (busy).",
 		}, []string{"connector", "reason"}),
 		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "effect", Name: "accepted_total",
@@ -238,7 +238,7 @@ func (c *connectorCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // limitWaitReasons are the values of reckon_connector_limit_waits_total's reason label.
-var limitWaitReasons = []string{"rate", "in_flight", "paused", "open"}
+var limitWaitReasons = []string{"rate", "in_flight", "paused", "open", "busy"}
 
 var (
 	pausedDesc = prometheus.NewDesc("reckon_connector_paused_seconds",

@@ -1,15 +1,21 @@
 package effects
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/reckonhq/reckon/internal/service"
 )
 
 // Plugin extends a Client as it is built. Packages built on effects are plugins — a turns.Client
-// runs its aggregation jobs on the Client's River client, a saga.Client advances sagas when their
-// effects settle — and so is anything of an application's that owns effects (see OnSettle):
+// runs its aggregation jobs on the Client's River client and its recovery as a service, a
+// saga.Client advances sagas when their effects settle — and so is anything of an application's
+// that owns effects (see OnSettle):
 //
 //	tc, err := turns.NewClient(pool, &turns.Config{Handler: handler})
 //	sc, err := saga.NewClient(pool, &saga.Config{})
@@ -21,12 +27,14 @@ type Plugin interface {
 	Install(host *PluginHost) error
 }
 
-// PluginHost is what a plugin may add to the Client being built. It is valid during Install only.
+// PluginHost is what a plugin may add to the Client being built. It is valid during Install only
+// (what it returns, the Client and its Jobs, may be kept).
 type PluginHost struct {
 	client   *Client
 	workers  *river.Workers
 	queues   map[string]river.QueueConfig
 	periodic []*river.PeriodicJob
+	services []service.Service
 }
 
 // Client returns the Client being built, for the plugin to keep: it may be used once NewClient
@@ -56,6 +64,40 @@ func (h *PluginHost) AddQueue(name string, config river.QueueConfig) error {
 	}
 	h.queues[name] = config
 	return nil
+}
+
+// AddService adds background work that runs while the Client is started: Client.Start starts the
+// plugins' services after its own (River's workers among them), in the order they were added, and
+// Client.Stop stops them in reverse before its own, so a service may insert jobs and enqueue
+// effects until it is stopped. A service whose Start fails fails Client.Start. See Service.
+func (h *PluginHost) AddService(svc Service) error {
+	if svc == nil {
+		return errors.New("effects: plugin service is nil")
+	}
+	h.services = append(h.services, svc)
+	return nil
+}
+
+// Jobs returns the handle by which a plugin inserts the jobs of the workers it added (AddWorker),
+// for the plugin to keep: it may be used once NewClient has returned.
+func (h *PluginHost) Jobs() *Jobs { return &Jobs{client: h.client} }
+
+// Jobs inserts River jobs through a Client's River client, for the workers plugins add
+// (AddWorker); see PluginHost.Jobs. The River client itself stays the Client's: Start and Stop run
+// it.
+type Jobs struct {
+	client *Client
+}
+
+// InsertTx inserts a job in tx: it exists once tx commits, and not at all if tx rolls back. The
+// job must go to Config.Queue or a queue a plugin added (InsertOpts.Queue) to be worked, by a
+// started Client whose plugins added its worker. It fails before NewClient has returned the
+// Client.
+func (j *Jobs) InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
+	if j.client.river == nil {
+		return nil, errors.New("effects: Jobs.InsertTx before NewClient returned the client")
+	}
+	return j.client.river.InsertTx(ctx, tx, args, opts)
 }
 
 // AddPeriodicJob schedules a periodic job on the Client's River client (run by the elected

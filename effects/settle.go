@@ -12,6 +12,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // fence identifies the owner of an attempt: the River job the effect belongs to, or, for an
@@ -81,8 +82,11 @@ func (c *Client) observeFencedOut(ctx context.Context, effectID uuid.UUID, conne
 	// count also finds the audit row.
 	defer c.metrics.fenced.WithLabelValues(connector).Inc()
 	raw, _ := marshalDetail(detail)
-	err := c.queries.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
-		EffectID: effectID, Actor: actor, Reason: "fenced out: " + what, Detail: raw,
+	// One statement, run again (txn.Retry) if a migration's lock or a deadlock aborts it.
+	err := txn.Retry(ctx, c.logger, txn.Policy{}, func() error {
+		return c.queries.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
+			EffectID: effectID, Actor: actor, Reason: "fenced out: " + what, Detail: raw,
+		})
 	})
 	if err != nil {
 		c.logger.ErrorContext(ctx, "record fenced-out outcome", slog.String("effect_id", effectID.String()), slog.String("error", err.Error()))

@@ -118,31 +118,6 @@ func (c *Client) statsTimeout() time.Duration {
 	return max(c.config.StatsInterval, statsMinTimeout)
 }
 
-// startStats computes the parts that are due now, then starts the loop that tries again every
-// StatsInterval / statsTries (none with a negative StatsInterval). Called by Start, under c.mu.
-func (c *Client) startStats(ctx context.Context) {
-	c.stopStats, c.statsDone = nil, nil
-	if c.config.StatsInterval < 0 {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	c.computeStats(ctx)
-	ctx, c.stopStats = context.WithCancel(ctx)
-	c.statsDone = make(chan struct{})
-	go func() {
-		defer close(c.statsDone)
-		c.runStats(ctx)
-	}()
-}
-
-// stopStatsLoop ends the loop startStats started, if any. Called by Stop, under c.mu.
-func (c *Client) stopStatsLoop() {
-	if c.stopStats != nil {
-		c.stopStats()
-		<-c.statsDone
-	}
-}
-
 // runStats computes the parts that are due every StatsInterval / statsTries until ctx ends (Start
 // has computed those due at the start).
 func (c *Client) runStats(ctx context.Context) {

@@ -94,7 +94,10 @@ func TestTakeoverOfReconcile(t *testing.T) {
 	key := fmt.Sprintf("reconcile-%d", time.Now().UnixNano())
 	h.bank.Script(key, fakebank.Timeout)
 	reached := h.bank.ArmKey("before-status", key)
-	holder := h.startHolder(time.Second)
+	// The holder's calls time out after 3 s: its status check is held at the checkpoint until
+	// then, and the live reactor must start and the holder be killed within that (1 s was too
+	// little on a loaded CI machine).
+	holder := h.startHolder(3 * time.Second)
 	effect := h.enqueue("bank.wire", key, 300)
 	select {
 	case <-reached:
@@ -375,4 +378,47 @@ func TestDeadLeaderIsReplacedInSeconds(t *testing.T) {
 	}, reckontest.TakeoverBound, 20*time.Millisecond, "the live reactor did not lead within %v of the leader's death", reckontest.TakeoverBound)
 	t.Logf("a live reactor leads %v after the leader's SIGKILL", time.Since(killed).Round(time.Millisecond))
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_reactors WHERE id = $1 AND dead_at IS NOT NULL`, leaderID))
+}
+
+// A River client that is not a registered reactor (a reactor of a version before registration)
+// died with jobs running. Its lock cannot be tested, so a live reactor goes by each job's own
+// deadline: the job whose run is past its call timeout plus InFlightMargin is handed back (and the
+// wire, performed exactly once, recorded); the one still within it is left alone.
+func TestTakeoverOfUnregisteredClientsJobs(t *testing.T) {
+	t.Parallel()
+	h := setup(t) // InFlightMargin 2 s
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true, Timeout: 5 * time.Second})
+	stale := h.enqueueWithJob("bank.wire", "unregistered-stale", 100)
+	recent := h.enqueueWithJob("bank.wire", "unregistered-recent", 200)
+	ctx := context.Background()
+	run := func(effect *effects.Effect, owner, startedAgo string) {
+		tag, err := h.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_by = ARRAY[$2::text],
+			attempted_at = now() - $3::interval
+			WHERE id = (SELECT job_id FROM reckon_effects WHERE id = $1)`, effect.ID, owner, startedAgo)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, tag.RowsAffected())
+	}
+	run(stale, "old-reactor", "8 seconds") // 5 s call timeout + 2 s margin: past
+	run(recent, "old-reactor", "1 second") // within
+	jobOf := func(effect *effects.Effect) (state string, from string, errs string) {
+		require.NoError(t, h.pool.QueryRow(ctx, `SELECT j.state::text, coalesce(j.metadata->>'reckon:taken_over_from', ''), coalesce(j.errors::text, '')
+			FROM river_job j WHERE j.kind = 'reckon_dispatch' AND j.args->>'effect_id' = $1::text ORDER BY j.id LIMIT 1`, effect.ID).Scan(&state, &from, &errs))
+		return state, from, errs
+	}
+
+	h.start()
+	require.Eventually(t, func() bool { state, _, _ := jobOf(stale); return state != "running" }, 10*time.Second, 20*time.Millisecond,
+		"the unregistered client's stale job is handed back")
+	_, from, errs := jobOf(stale)
+	require.Equal(t, "old-reactor", from)
+	require.Contains(t, errs, "River client old-reactor is not a registered reactor")
+	state, from, _ := jobOf(recent)
+	require.Equal(t, "running", state, "its run may still be live")
+	require.Empty(t, from)
+	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
+
+	// The sweeper or the job's next run resolves the effect; the wire is performed once.
+	require.Equal(t, effects.StateConfirmed, h.wait(stale.ID).State)
+	require.Equal(t, 1, h.bank.Count("unregistered-stale"))
+	require.Eventually(t, func() bool { state, _, _ := jobOf(stale); return state == "completed" }, 10*time.Second, 20*time.Millisecond)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
@@ -136,15 +137,11 @@ func ValidateURL(u string) error {
 // Subscriptions stores webhook subscriptions. The deliveries are made by a Webhooks plugin in the
 // reactors (see Webhooks).
 type Subscriptions struct {
-	db DBTX
+	db effects.DBTX
 }
 
-// DBTX is what Subscriptions runs its statements on: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx (to
-// change a subscription in the caller's transaction).
-type DBTX = dbsqlc.DBTX
-
 // NewSubscriptions returns the subscriptions stored in db's database.
-func NewSubscriptions(db DBTX) *Subscriptions { return &Subscriptions{db: db} }
+func NewSubscriptions(db effects.DBTX) *Subscriptions { return &Subscriptions{db: db} }
 
 // Create stores a subscription positioned at the log's head: it delivers the events written from
 // now on. Errors: a *SubscriptionError for bad input, and the database's.

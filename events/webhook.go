@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,6 +23,8 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/service"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // WebhookConnector is the built-in connector that delivers webhook subscriptions, and the owner
@@ -152,9 +153,6 @@ type Webhooks struct {
 	config  WebhookConfig
 	metrics *webhookMetrics
 	client  *effects.Client
-
-	loopMu      sync.Mutex // guards loopRunning
-	loopRunning bool       // this process's deliverer runs
 }
 
 // NewWebhooks returns the deliverer of the subscriptions stored in pool's database; install it in
@@ -175,15 +173,11 @@ func NewWebhooks(pool *pgxpool.Pool, config *WebhookConfig) (*Webhooks, error) {
 	return &Webhooks{pool: pool, log: New(pool, nil), config: cfg, metrics: m}, nil
 }
 
-// delivererCheck is how often the leader schedules the job that starts a deliverer where none runs.
-const delivererCheck = 15 * time.Second
-
 // Install registers the connector, the settle hook and the deliverer in the effects client being
-// built (effects.Plugin). The deliverer is a loop of the process, started by a periodic job
-// ("reckon_webhooks", scheduled by the leader when it starts and every 15s) in the process that
-// runs it, and stopped when the client stops. Over time several reactors run one; they share the
-// work through the subscriptions' row locks (FOR UPDATE SKIP LOCKED). When a reactor whose
-// deliverer was the only one dies, the next periodic job starts one elsewhere, within 15s.
+// built (effects.Plugin). The deliverer is a service of the effects client
+// (effects.PluginHost.AddService): it runs in every process whose effects client is started, from
+// its Start to its Stop. Reactors share the work through the subscriptions' row locks (FOR UPDATE
+// SKIP LOCKED); when a reactor dies, the others' deliverers carry its subscriptions on.
 func (w *Webhooks) Install(host *effects.PluginHost) error {
 	w.client = host.Client()
 	if err := host.Client().Registry().Register(w.connector()); err != nil {
@@ -192,18 +186,12 @@ func (w *Webhooks) Install(host *effects.PluginHost) error {
 	if err := host.OnSettle(WebhookConnector, w.settled); err != nil {
 		return err
 	}
-	if err := effects.AddWorker(host, &delivererWorker{webhooks: w}); err != nil {
+	// The deliverer was started by a periodic job (reckon_webhooks) until it became a service: a
+	// worker that does nothing works the jobs that an older leader still schedules.
+	if err := effects.AddWorker(host, &delivererWorker{}); err != nil {
 		return err
 	}
-	queue := host.Queue()
-	host.AddPeriodicJob(river.NewPeriodicJob(
-		river.PeriodicInterval(delivererCheck),
-		func() (river.JobArgs, *river.InsertOpts) {
-			return delivererArgs{}, &river.InsertOpts{Queue: queue, MaxAttempts: 1}
-		},
-		&river.PeriodicJobOpts{RunOnStart: true},
-	))
-	return nil
+	return host.AddService(service.NewLoop(w.deliverer))
 }
 
 // connector is the built-in connector: it POSTs a delivery to its subscription's URL, read at
@@ -301,7 +289,7 @@ const maxSkipRounds = 10
 // deliverNext locks subscription id if it is still due, reads the events after its position and,
 // in the same transaction, enqueues their delivery and advances the position past them.
 func (w *Webhooks) deliverNext(ctx context.Context, id uuid.UUID) error {
-	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+	return txn.Run(ctx, w.pool, w.config.Logger, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		sub, err := q.EventSubscriptionLockDue(ctx, id)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -377,21 +365,18 @@ func ownDelivery(ev Event) bool {
 	return json.Unmarshal(ev.Payload, &p) == nil && p.Connector == WebhookConnector
 }
 
-// delivererArgs are the arguments of the periodic job that starts a process's deliverer: none.
+// delivererArgs are the arguments of the periodic job that started a process's deliverer before
+// it was a service of the effects client: none.
 type delivererArgs struct{}
 
 func (delivererArgs) Kind() string { return "reckon_webhooks" }
 
 type delivererWorker struct {
 	river.WorkerDefaults[delivererArgs]
-	webhooks *Webhooks
 }
 
-// Work starts this process's deliverer unless it runs; it returns at once.
-func (w *delivererWorker) Work(context.Context, *river.Job[delivererArgs]) error {
-	w.webhooks.ensureDeliverer()
-	return nil
-}
+// Work does nothing: the deliverer runs as a service (Install).
+func (w *delivererWorker) Work(context.Context, *river.Job[delivererArgs]) error { return nil }
 
 // WakeChannel is the Postgres channel notified when a delivery settles or a subscription is made
 // or resumed: the deliverers look at once instead of at their next round.
@@ -400,44 +385,11 @@ const WakeChannel = "reckon_webhooks"
 // minRoundGap spaces the rounds of a deliverer woken again and again (a busy event log).
 const minRoundGap = 50 * time.Millisecond
 
-// ensureDeliverer starts this process's deliverer unless it runs. It is called from the periodic
-// job, i.e. once the effects client's River client is started (which makes reading its Stopped
-// channel safe); the deliverer ends when that River client has stopped, and the next job after a
-// restart starts it again.
-func (w *Webhooks) ensureDeliverer() {
-	w.loopMu.Lock()
-	defer w.loopMu.Unlock()
-	if w.loopRunning {
-		return
-	}
-	w.loopRunning = true
-	go w.deliverer(w.client.River().Stopped())
-}
-
-// deliverer runs rounds until stopped closes: one at once, then one each time a delivery settles,
-// a subscription is made or resumed, or events are written (notifications on WakeChannel and
-// Channel), and one every Interval regardless. A round cut short by the stop rolls back: the
-// subscription it was handing over keeps its position and no delivery is enqueued.
-func (w *Webhooks) deliverer(stopped <-chan struct{}) {
-	defer func() {
-		w.loopMu.Lock()
-		w.loopRunning = false
-		w.loopMu.Unlock()
-	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stopped:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	select {
-	case <-stopped: // River stopped before this goroutine ran: subscribe to nothing
-		return
-	default:
-	}
+// deliverer runs rounds until ctx ends (the effects client stops): one at once, then one each time
+// a delivery settles, a subscription is made or resumed, or events are written (notifications on
+// WakeChannel and Channel), and one every Interval regardless. A round cut short by the stop rolls
+// back: the subscription it was handing over keeps its position and no delivery is enqueued.
+func (w *Webhooks) deliverer(ctx context.Context) {
 	var wakeSettled, wakeEvents <-chan struct{}
 	if sub, err := w.client.Listen(ctx, WakeChannel, ""); err == nil {
 		defer sub.Close()

@@ -62,7 +62,8 @@ type Config struct {
 	// Logger receives a line per run, progress lines on long runs and the lock timeouts. Default
 	// slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the metrics (see Metrics). Default: none (not exported).
+	// Registerer receives the metrics (the reckon_retention_* series, docs/operations.md).
+	// Default: none (not exported).
 	Registerer prometheus.Registerer
 }
 

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the Prometheus collectors of a Retention, registered on Config.Registerer:
+// metrics are the Prometheus collectors of a Retention, registered on Config.Registerer:
 //
 //	reckon_retention_rows_pruned_total{table}          rows deleted by retention runs, per table
 //	reckon_retention_partitions_dropped_total{table}   partitions of a history dropped, per history
@@ -17,7 +17,7 @@ import (
 //	reckon_retention_partitions_held                   partitions past the audit retention that the last run kept
 //
 // Dry runs count in none of them.
-type Metrics struct {
+type metrics struct {
 	rowsPruned        *prometheus.CounterVec
 	partitionsDropped *prometheus.CounterVec
 	partitionsCreated prometheus.Counter
@@ -34,8 +34,8 @@ const (
 	resultBusy  = "busy"
 )
 
-func newMetrics(registerer prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
+func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
 		rowsPruned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "retention", Name: "rows_pruned_total",
 			Help: "Rows deleted by retention runs, per table.",

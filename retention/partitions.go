@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // ErrLockTimeout is wrapped by EnsurePartitions when a history's partitions could not be made
@@ -60,7 +61,7 @@ func ensurePartitions(ctx context.Context, pool *pgxpool.Pool, now time.Time) (c
 
 // withDDLTx runs fn in a transaction whose statements wait at most ddlLockTimeout for a lock.
 func withDDLTx(ctx context.Context, pool *pgxpool.Pool, fn func(q *dbsqlc.Queries) error) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	return txn.Once(ctx, pool, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		if err := q.RetentionSetLockTimeout(ctx, ddlLockTimeout); err != nil {
 			return err

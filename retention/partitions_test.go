@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -15,6 +16,7 @@ import (
 func TestPartitionsAhead(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
+	pgtest.AllowGhosts(t, "a history row inserted by hand, of an effect that does not exist, to find its partition")
 	month := time.Date(h.t0.Year(), h.t0.Month(), 1, 0, 0, 0, 0, time.UTC)
 	lastOfNext := month.AddDate(0, 2, -1).Add(12 * time.Hour)
 	afterNext := month.AddDate(0, 2, 0)

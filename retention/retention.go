@@ -65,7 +65,7 @@ type Retention struct {
 	pool    *pgxpool.Pool
 	cfg     Config
 	logger  *slog.Logger
-	metrics *Metrics
+	metrics *metrics
 
 	afterBatch func(phase string) // tests: called after each committed batch
 }

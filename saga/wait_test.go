@@ -38,9 +38,10 @@ func TestWaitWakesOnNotificationWithoutAConnection(t *testing.T) {
 			results <- result{s, err, time.Now()}
 		}()
 	}
-	// Once every Wait has looked at the saga (well within 300ms), only the listener's connection
-	// is taken, and it stays so while they wait.
-	time.Sleep(300 * time.Millisecond)
+	// Once every Wait has looked at the saga (well within a second, on a loaded machine: at 300ms
+	// CI once caught a late first look), only the listener's connection is taken, and it stays so
+	// while they wait.
+	time.Sleep(time.Second)
 	require.Eventually(t, func() bool { return h.pool.Stat().AcquiredConns() == 1 }, 5*time.Second, 10*time.Millisecond)
 	require.Never(t, func() bool { return h.pool.Stat().AcquiredConns() != 1 }, 500*time.Millisecond, 10*time.Millisecond,
 		"waiting sagas hold connections")

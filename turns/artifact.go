@@ -16,6 +16,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // Bounds of an artifact, checked by Artifact.Validate before anything is written (and again by
@@ -198,7 +199,7 @@ func (t *Turn) Artifact(ctx context.Context, name, inputFingerprint, dependencyF
 	}
 	result, reason := "miss", ""
 	var stored Artifact
-	err = pgx.BeginFunc(ctx, t.lock.Conn(), func(tx pgx.Tx) error {
+	err = txn.Once(ctx, t.lock.Conn(), func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		row, err := q.TurnArtifactGet(ctx, dbsqlc.TurnArtifactGetParams{TurnGroup: t.Group, Name: name})
 		if isNoRows(err) {
@@ -252,7 +253,7 @@ func (t *Turn) SaveArtifact(ctx context.Context, artifact Artifact) error {
 		return ErrTurnEnded
 	}
 	reported := false
-	err := pgx.BeginFunc(ctx, t.lock.Conn(), func(tx pgx.Tx) error {
+	err := txn.Once(ctx, t.lock.Conn(), func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		row, err := q.TurnArtifactGet(ctx, dbsqlc.TurnArtifactGetParams{TurnGroup: t.Group, Name: artifact.Name})
 		switch {

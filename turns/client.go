@@ -17,6 +17,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/service"
 	"github.com/reckonhq/reckon/internal/txn"
 )
 
@@ -59,9 +60,9 @@ type Config struct {
 	// Registerer receives the client's Prometheus metrics. Default: none (not exported).
 	Registerer prometheus.Registerer
 	// RecoverInterval is how often Recover, which takes over turns whose holder died or failed,
-	// runs: in every process whose started River client runs the turn workers (a ticker of
-	// the client's own, from the first turn job it works) and, as a River periodic job, on the
-	// leader. Negative: never (call Recover yourself). Default 30s.
+	// runs: in every process whose effects client, which the client is installed in, is started
+	// (a service of that client) and, as a River periodic job, on the leader. Negative: never
+	// (call Recover yourself). Default 30s.
 	RecoverInterval time.Duration
 	// NotReadyDelay is how long a turn job waits before asking a Readier handler again after it
 	// answered not ready. Default 30s.
@@ -154,10 +155,8 @@ type Client struct {
 
 	mu       sync.RWMutex
 	effects  *effects.Client // the effects client it is installed in
+	jobs     *effects.Jobs   // inserts its jobs through that client's River client
 	jobQueue string          // the River queue of its jobs
-
-	loopMu      sync.Mutex // guards loopRunning
-	loopRunning bool       // the recovery ticker runs (recover.go)
 }
 
 // NewClient returns a Client on pool; pass it in effects.Config.Plugins before using it.
@@ -179,8 +178,9 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 
 // Install makes the client a plugin of the effects client being built (effects.Config.Plugins):
 // the turn workers (River job kinds "reckon_turn" and "reckon_turn_recover") run on its River
-// client, on Config.Queue (by default the effects client's), with the periodic recovery; the
-// turns' effects are enqueued through it. Every River client that works the turn jobs' queue must
+// client, on Config.Queue (by default the effects client's), with the periodic recovery, and the
+// recovery ticker is a service of the effects client (effects.PluginHost.AddService), run while it
+// is started; the turns' jobs are inserted and their effects enqueued through it. Every River client that works the turn jobs' queue must
 // have these workers, which is why a client without a Handler installs them too: its turn jobs
 // wait (as for a Readier that is not ready) until a process with a handler runs them.
 func (c *Client) Install(host *effects.PluginHost) error {
@@ -207,6 +207,9 @@ func (c *Client) Install(host *effects.PluginHost) error {
 		c.config.ID = host.Client().ID()
 	}
 	if c.config.RecoverInterval > 0 {
+		if err := host.AddService(service.NewLoop(c.recoverLoop)); err != nil {
+			return err
+		}
 		host.AddPeriodicJob(river.NewPeriodicJob(
 			river.PeriodicInterval(c.config.RecoverInterval),
 			func() (river.JobArgs, *river.InsertOpts) {
@@ -216,6 +219,7 @@ func (c *Client) Install(host *effects.PluginHost) error {
 		))
 	}
 	c.effects = host.Client()
+	c.jobs = host.Jobs()
 	return nil
 }
 
@@ -344,7 +348,7 @@ func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, in Inbound) (*Message,
 	}
 	row.TurnID = &turn.ID
 	due := turn.LastAt.Add(time.Duration(turn.WindowMs) * time.Millisecond)
-	if _, err := ec.River().InsertTx(ctx, tx, turnArgs{SessionKey: in.SessionKey, TurnID: turn.ID}, c.jobOpts(ec, due)); err != nil {
+	if _, err := c.jobs.InsertTx(ctx, tx, turnArgs{SessionKey: in.SessionKey, TurnID: turn.ID}, c.jobOpts(ec, due)); err != nil {
 		return nil, fmt.Errorf("turns: submit to %q: schedule turn: %w", in.SessionKey, err)
 	}
 	m := messageFromRow(row)

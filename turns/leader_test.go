@@ -28,7 +28,7 @@ func startPlainLeader(t *testing.T, pool *pgxpool.Pool) *effects.Client {
 	require.NoError(t, err)
 	require.NoError(t, plain.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, plain.Stop(context.Background())) })
-	require.Eventually(t, func() bool { return riverLeader(pool) == plain.River().ID() },
+	require.Eventually(t, func() bool { return riverLeader(pool) == plain.ID() },
 		30*time.Second, 50*time.Millisecond, "the plain client wins the leader election")
 	return plain
 }
@@ -83,7 +83,7 @@ func TestRecoverRunsWithoutLeadership(t *testing.T) {
 	for _, r := range list[:len(list)-1] {
 		require.Equal(t, turns.StatusSuperseded, r.Status)
 	}
-	require.Equal(t, plain.River().ID(), riverLeader(pool), "the plain client led throughout")
+	require.Equal(t, plain.ID(), riverLeader(pool), "the plain client led throughout")
 	require.Zero(t, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_turn_recover'`),
 		"no periodic recovery job ran: recovery came from the turns client's ticker")
 }

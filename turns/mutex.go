@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // LockNamespace is the first key of every session-mutex lock:
@@ -144,7 +146,7 @@ func (m *Mutex) acquire(ctx context.Context, sessionKey string, timeout time.Dur
 	// database that does not answer.
 	lockCtx, cancel := context.WithTimeout(ctx, remaining+10*time.Second)
 	defer cancel()
-	err = pgx.BeginFunc(lockCtx, conn, func(tx pgx.Tx) error {
+	err = txn.Once(lockCtx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(lockCtx, `SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(remaining.Milliseconds()+1, 10)); err != nil {
 			return err
 		}

@@ -27,9 +27,9 @@ const recoverAcquireTimeout = 100 * time.Millisecond
 // one process or many) share the work instead of queueing on it. The errors of failing turns are
 // joined into the returned error.
 //
-// A started client runs it every Config.RecoverInterval in each process whose River client runs
-// the turn workers (from the first turn job the process works, until its River client stops), and
-// also through a River periodic job on the elected leader: an abandoned turn does not wait for the
+// A started client runs it every Config.RecoverInterval in each process whose started effects
+// client it is installed in (a service of that client, from its Start to its Stop), and also
+// through a River periodic job on the elected leader: an abandoned turn does not wait for the
 // session's next message, whichever River client on the database leads.
 func (c *Client) Recover(ctx context.Context) (int, error) {
 	sessions, err := c.queries.TurnListAbandonedSessions(ctx, dbsqlc.TurnListAbandonedSessionsParams{Namespace: LockNamespace, MaxSessions: recoverBatch})
@@ -63,42 +63,10 @@ func (c *Client) Recover(ctx context.Context) (int, error) {
 	return ran, errors.Join(errs...)
 }
 
-// ensureRecoverLoop starts this process's recovery ticker unless it runs. It is called from the
-// turn workers, i.e. once the attached effects client's River client is started (which makes
-// reading its Stopped channel safe); the ticker ends when that River client stops, and the next
-// job after a restart starts it again.
-func (c *Client) ensureRecoverLoop() {
-	if c.config.RecoverInterval < 0 {
-		return
-	}
-	ec, err := c.effectsClient()
-	if err != nil {
-		return
-	}
-	c.loopMu.Lock()
-	defer c.loopMu.Unlock()
-	if c.loopRunning {
-		return
-	}
-	c.loopRunning = true
-	go c.recoverLoop(ec.River().Stopped())
-}
-
-func (c *Client) recoverLoop(stopped <-chan struct{}) {
-	defer func() {
-		c.loopMu.Lock()
-		c.loopRunning = false
-		c.loopMu.Unlock()
-	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stopped:
-			cancel() // a turn recovery in flight is cancelled; its turn is recovered later
-		case <-ctx.Done():
-		}
-	}()
+// recoverLoop runs Recover every Config.RecoverInterval until ctx ends: the turns client's service
+// in its effects client (Install), which runs it while started. A turn recovery in flight when the
+// client stops is cancelled; its turn is recovered later.
+func (c *Client) recoverLoop(ctx context.Context) {
 	ticker := time.NewTicker(c.config.RecoverInterval)
 	defer ticker.Stop()
 	c.logger.DebugContext(ctx, "turn recovery ticker started", slog.Duration("interval", c.config.RecoverInterval))
@@ -126,7 +94,6 @@ type recoverWorker struct {
 }
 
 func (w *recoverWorker) Work(ctx context.Context, _ *river.Job[recoverArgs]) error {
-	w.client.ensureRecoverLoop()
 	_, err := w.client.Recover(ctx)
 	if err != nil {
 		// The failed turns stay abandoned for the next round; the job itself is done.

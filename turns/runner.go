@@ -14,6 +14,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // Result is what running a turn did.
@@ -125,7 +126,7 @@ func (c *Client) open(ctx context.Context, lock *Lock, respectWindow bool) (dbsq
 	var started dbsqlc.ReckonTurn
 	var notDue *notDueError
 	nothing := false
-	err := pgx.BeginFunc(ctx, lock.Conn(), func(tx pgx.Tx) error {
+	err := txn.Once(ctx, lock.Conn(), func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		if err := q.TurnScheduleLock(ctx, dbsqlc.TurnScheduleLockParams{Namespace: scheduleLockNamespace, SessionKey: sessionKey}); err != nil {
 			return err
@@ -305,7 +306,7 @@ func (c *Client) commit(ctx context.Context, lock *Lock, ec *effects.Client, id 
 		return nil, fmt.Errorf("turns: turn %s: mark committing: %w", id, err)
 	}
 	result := &Result{}
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+	err := txn.Once(ctx, conn, func(tx pgx.Tx) error {
 		opts := &effects.EnqueueOpts{Actor: "turn:" + c.config.ID, Reason: "turn " + id.String() + " committed"}
 		for i, op := range staged {
 			if op.mutate != nil {

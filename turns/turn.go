@@ -13,6 +13,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // Turn is a logical turn as its handler sees it, valid until the handler returns. Its methods
@@ -246,7 +247,7 @@ func (t *Turn) decideLocked(ctx context.Context, point string) (Decision, error)
 	for i, m := range fresh {
 		ids[i] = m.ID
 	}
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+	err = txn.Once(ctx, conn, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		if _, err := q.TurnDecisionInsert(ctx, dbsqlc.TurnDecisionInsertParams{
 			TurnID: t.ID, SessionKey: t.SessionKey, Action: string(decision.Action), Reason: decision.Reason, Decider: name, MessageIds: ids,

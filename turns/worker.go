@@ -61,7 +61,6 @@ func (w *turnWorker) Timeout(*river.Job[turnArgs]) time.Duration { return w.clie
 // again until that turn is done.
 func (w *turnWorker) Work(ctx context.Context, job *river.Job[turnArgs]) error {
 	c := w.client
-	c.ensureRecoverLoop()
 	row, err := c.queries.TurnGet(ctx, job.Args.TurnID)
 	if err == nil {
 		switch Status(row.Status) {

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 )
@@ -59,13 +59,13 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return cmd.common.withPool(ctx, 2, func(ctx context.Context, pool *pgxpool.Pool) error {
 		switch action {
 		case "create":
-			tenant, err := api.CreateTenant(ctx, pool, id, *name)
+			tenant, err := tenants.Create(ctx, pool, id, *name)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "created tenant %s\n", tenant.ID)
 		case "list":
-			tenants, err := api.ListTenants(ctx, pool)
+			tenants, err := tenants.List(ctx, pool)
 			if err != nil {
 				return err
 			}
@@ -79,7 +79,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 			return tw.Flush()
 		case "disable", "enable":
-			if _, err := api.SetTenantDisabled(ctx, pool, id, action == "disable"); err != nil {
+			if _, err := tenants.SetDisabled(ctx, pool, id, action == "disable"); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "%sd tenant %s\n", action, id)
@@ -140,12 +140,12 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		switch action {
 		case "create":
 			var secret string
-			var token *api.Token
+			var token *tenants.Token
 			var err error
 			if *system {
-				secret, token, err = api.CreateSystemToken(ctx, pool, *name)
+				secret, token, err = tenants.CreateSystemToken(ctx, pool, *name)
 			} else {
-				secret, token, err = api.CreateToken(ctx, pool, *tenant, &api.TokenOpts{Name: *name, Admin: *admin})
+				secret, token, err = tenants.CreateToken(ctx, pool, *tenant, &tenants.TokenOpts{Name: *name, Admin: *admin})
 			}
 			if err != nil {
 				return err
@@ -156,12 +156,12 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stderr, "created %s, printed on stdout and shown only now: store it safely (its id, for `tokens list` and `tokens revoke`: %s)\n",
 				describeToken(token), token.ID)
 		case "list":
-			var tokens []*api.Token
+			var tokens []*tenants.Token
 			var err error
 			if *system {
-				tokens, err = api.ListSystemTokens(ctx, pool)
+				tokens, err = tenants.ListSystemTokens(ctx, pool)
 			} else {
-				tokens, err = api.ListTokens(ctx, pool, *tenant)
+				tokens, err = tenants.ListTokens(ctx, pool, *tenant)
 			}
 			if err != nil {
 				return err
@@ -182,7 +182,7 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			return tw.Flush()
 		case "revoke":
-			token, err := api.RevokeToken(ctx, pool, id)
+			token, err := tenants.RevokeToken(ctx, pool, id)
 			if err != nil {
 				return err
 			}
@@ -194,7 +194,7 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // describeToken names what kind of token t is: "a system token", "an API admin token of tenant
 // acme", "an API token of tenant acme".
-func describeToken(t *api.Token) string {
+func describeToken(t *tenants.Token) string {
 	switch {
 	case t.System:
 		return "a system token"

@@ -13,9 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
+	"github.com/reckonhq/reckon/internal/txn"
 )
 
 // connectorsUsage is the synopsis of `server connectors`.
@@ -54,11 +55,9 @@ func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, 
 			}
 			var stored httpconn.Definition
 			var created bool
-			err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) (err error) {
-				if stored, created, err = httpconn.Put(ctx, tx, def.Definition); err != nil {
-					return err
-				}
-				return api.RecordChange(ctx, tx, api.ChangeConnector, stored.Name, api.CreateOrReplace(created), cliActor(), stored)
+			err := txn.Run(ctx, db, nil, func(tx pgx.Tx) (err error) {
+				stored, created, err = ops.PutConnector(ctx, tx, def.Definition, ops.Changer{Actor: cliActor()})
+				return err
 			})
 			if err != nil {
 				return err
@@ -93,11 +92,8 @@ func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, 
 			if *name == "" {
 				return fmt.Errorf("%w: -name is required", errUsage)
 			}
-			err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-				if err := httpconn.Delete(ctx, tx, *name); err != nil {
-					return err
-				}
-				return api.RecordChange(ctx, tx, api.ChangeConnector, *name, api.ChangeDelete, cliActor(), nil)
+			err := txn.Run(ctx, db, nil, func(tx pgx.Tx) error {
+				return ops.DeleteConnector(ctx, tx, *name, ops.Changer{Actor: cliActor()})
 			})
 			if err != nil {
 				return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -49,51 +50,17 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	fs := cmd.fs
-	filters := map[string]*string{}
-	addFilters := func() {
-		for _, name := range effectFilterFlags {
-			filters[name] = fs.String(strings.ReplaceAll(name, "_", "-"), "", "filter: "+strings.ReplaceAll(name, "_", " "))
-		}
-	}
-	output := outputFlag(fs)
-	var limit, after, to, reason, actor *string
-	var all, dryRun, yes *bool
-	switch cmd.action {
-	case "list", "awaiting":
-		if cmd.action == "list" {
-			addFilters()
-		}
-		limit = fs.String("limit", "", fmt.Sprintf("effects per page (default %d, at most %d)", ops.DefaultLimit, ops.MaxLimit))
-		after = fs.String("after", "", "the cursor printed after the previous page")
-	case "show":
-	case "resolve", "cancel", "confirm", "decline":
-		if cmd.action == "resolve" {
-			to = fs.String("to", "", "the decision: CONFIRMED (it happened), FAILED (it did not) or PENDING (dispatch it again)")
-			all = fs.Bool("all", false, "resolve every STUCK effect the filters match instead of one ID")
-			dryRun = fs.Bool("dry-run", false, "with -all: list the effects that would be resolved, change nothing")
-			yes = fs.Bool("yes", false, "with -all: resolve them (required without -dry-run)")
-			addFilters()
-		}
-		reason = fs.String("reason", "", "why (required; recorded in the audit trail)")
-		actor = actorFlag(fs)
-	default:
+	f, ok := defineEffectsFlags(cmd.fs, cmd.action)
+	if !ok {
 		return cmd.unknownAction("effects action")
 	}
-	wantID := cmd.action != "list" && cmd.action != "awaiting"
-	if cmd.action == "resolve" {
-		// -all takes the place of the ID; look for it before parsing, as parseWithID needs to know.
-		for _, a := range cmd.args {
-			if a == "-all" || a == "--all" || a == "-all=true" || a == "--all=true" {
-				wantID = false
-			}
-		}
-	}
-	rawID, err := parseWithID(fs, cmd.args, wantID)
+	filters, output, limit, after, to, reason, actor := f.filters, f.output, f.limit, f.after, f.to, f.reason, f.actor
+	rawID, wantID, err := parseEffectArgs(cmd)
 	if err != nil {
 		return err
 	}
-	bulk := all != nil && *all
+	bulk := f.all != nil && *f.all
+	dryRun, yes := f.dryRun, f.yes
 	if err := checkOutput(*output); err != nil {
 		return err
 	}
@@ -105,19 +72,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var filter ops.EffectFilter
 	if cmd.action == "list" || bulk {
-		values := url.Values{}
-		for name, value := range filters {
-			if *value != "" {
-				values.Set(name, *value)
-			}
-		}
-		if limit != nil && *limit != "" {
-			values.Set("limit", *limit)
-		}
-		if after != nil && *after != "" {
-			values.Set("after", *after)
-		}
-		if filter, err = ops.ParseEffectFilter(values); err != nil {
+		if filter, err = parseEffectFilterFlags(filters, limit, after); err != nil {
 			return cmd.opsError(err)
 		}
 	} else if cmd.action == "resolve" {
@@ -175,53 +130,143 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				return printEvidence(stdout, *output, ev)
 			case bulk:
 				filter.Scope = all
-				matched, total, err := o.PreviewResolve(ctx, filter, ops.MaxBulk)
-				if err != nil {
-					return err
-				}
-				if *dryRun {
-					return printPreview(stdout, *output, matched, total, to2)
-				}
-				if total > len(matched) {
-					return fmt.Errorf("%d STUCK effects match, more than %d at once: narrow the filters", total, ops.MaxBulk)
-				}
-				ids := make([]uuid.UUID, len(matched))
-				for i, e := range matched {
-					ids[i] = e.ID
-				}
-				result, err := o.ResolveMany(ctx, all, ids, to2, who, *reason)
-				if err != nil {
-					return err
-				}
-				return printBulk(stdout, *output, result, to2)
-			case cmd.action == "resolve":
-				e, err := o.Resolve(ctx, all, id, to2, who, *reason)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(stdout, "resolved effect %s %s\n", e.ID, e.State)
-			case cmd.action == "cancel":
-				e, err := o.Cancel(ctx, all, id, who, *reason)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(stdout, "cancelled effect %s (%s)\n", e.ID, e.State)
-			case cmd.action == "confirm":
-				e, err := o.Confirm(ctx, all, id, who, *reason)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(stdout, "confirmed effect %s (%s): the reactors dispatch it\n", e.ID, e.State)
-			case cmd.action == "decline":
-				e, err := o.Decline(ctx, all, id, who, *reason)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(stdout, "declined effect %s (%s)\n", e.ID, e.State)
+				return resolveAll(ctx, o, filter, *dryRun, to2, who, *reason, *output, stdout)
+			default:
+				return decideEffect(ctx, o, cmd.action, id, to2, who, *reason, stdout)
 			}
-			return nil
 		})
 	})
+}
+
+// effectsFlags are the flags of one `server effects` action; nil: not a flag of that action.
+type effectsFlags struct {
+	filters                         map[string]*string // by the names of ops.ParseEffectFilter
+	output                          *string
+	limit, after, to, reason, actor *string
+	all, dryRun, yes                *bool
+}
+
+// defineEffectsFlags defines on fs the flags of action; false for an action it does not know.
+func defineEffectsFlags(fs *flag.FlagSet, action string) (*effectsFlags, bool) {
+	f := &effectsFlags{filters: map[string]*string{}}
+	addFilters := func() {
+		for _, name := range effectFilterFlags {
+			f.filters[name] = fs.String(strings.ReplaceAll(name, "_", "-"), "", "filter: "+strings.ReplaceAll(name, "_", " "))
+		}
+	}
+	f.output = outputFlag(fs)
+	switch action {
+	case "list", "awaiting":
+		if action == "list" {
+			addFilters()
+		}
+		f.limit = fs.String("limit", "", fmt.Sprintf("effects per page (default %d, at most %d)", ops.DefaultLimit, ops.MaxLimit))
+		f.after = fs.String("after", "", "the cursor printed after the previous page")
+	case "show":
+	case "resolve", "cancel", "confirm", "decline":
+		if action == "resolve" {
+			f.to = fs.String("to", "", "the decision: CONFIRMED (it happened), FAILED (it did not) or PENDING (dispatch it again)")
+			f.all = fs.Bool("all", false, "resolve every STUCK effect the filters match instead of one ID")
+			f.dryRun = fs.Bool("dry-run", false, "with -all: list the effects that would be resolved, change nothing")
+			f.yes = fs.Bool("yes", false, "with -all: resolve them (required without -dry-run)")
+			addFilters()
+		}
+		f.reason = fs.String("reason", "", "why (required; recorded in the audit trail)")
+		f.actor = actorFlag(fs)
+	default:
+		return nil, false
+	}
+	return f, true
+}
+
+// parseEffectArgs parses the command's flags and its effect ID, which every action but list,
+// awaiting and resolve -all takes (wantID false for those).
+func parseEffectArgs(cmd *command) (rawID string, wantID bool, err error) {
+	wantID = cmd.action != "list" && cmd.action != "awaiting"
+	if cmd.action == "resolve" {
+		// -all takes the place of the ID; look for it before parsing, as parseWithID needs to know.
+		for _, a := range cmd.args {
+			if a == "-all" || a == "--all" || a == "-all=true" || a == "--all=true" {
+				wantID = false
+			}
+		}
+	}
+	rawID, err = parseWithID(cmd.fs, cmd.args, wantID)
+	return rawID, wantID, err
+}
+
+// parseEffectFilterFlags is ops.ParseEffectFilter of the filter flags given (by their names in
+// ops), -limit and -after (nil: not a flag of the action).
+func parseEffectFilterFlags(filters map[string]*string, limit, after *string) (ops.EffectFilter, error) {
+	values := url.Values{}
+	for name, value := range filters {
+		if *value != "" {
+			values.Set(name, *value)
+		}
+	}
+	if limit != nil && *limit != "" {
+		values.Set("limit", *limit)
+	}
+	if after != nil && *after != "" {
+		values.Set("after", *after)
+	}
+	return ops.ParseEffectFilter(values)
+}
+
+// resolveAll is `server effects resolve -all`: it lists the STUCK effects filter matches (at most
+// ops.MaxBulk) with dryRun, else resolves them to to.
+func resolveAll(ctx context.Context, o *ops.Ops, filter ops.EffectFilter, dryRun bool, to effects.State, who, reason, output string, stdout io.Writer) error {
+	matched, total, err := o.PreviewResolve(ctx, filter, ops.MaxBulk)
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		return printPreview(stdout, output, matched, total, to)
+	}
+	if total > len(matched) {
+		return fmt.Errorf("%d STUCK effects match, more than %d at once: narrow the filters", total, ops.MaxBulk)
+	}
+	ids := make([]uuid.UUID, len(matched))
+	for i, e := range matched {
+		ids[i] = e.ID
+	}
+	result, err := o.ResolveMany(ctx, filter.Scope, ids, to, who, reason)
+	if err != nil {
+		return err
+	}
+	return printBulk(stdout, output, result, to)
+}
+
+// decideEffect is `server effects resolve|cancel|confirm|decline ID`, on every tenant's effects.
+func decideEffect(ctx context.Context, o *ops.Ops, action string, id uuid.UUID, to effects.State, who, reason string, stdout io.Writer) error {
+	all := ops.Scope{} // the database URL sees every tenant
+	switch action {
+	case "resolve":
+		e, err := o.Resolve(ctx, all, id, to, who, reason)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "resolved effect %s %s\n", e.ID, e.State)
+	case "cancel":
+		e, err := o.Cancel(ctx, all, id, who, reason)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "cancelled effect %s (%s)\n", e.ID, e.State)
+	case "confirm":
+		e, err := o.Confirm(ctx, all, id, who, reason)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "confirmed effect %s (%s): the reactors dispatch it\n", e.ID, e.State)
+	case "decline":
+		e, err := o.Decline(ctx, all, id, who, reason)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "declined effect %s (%s)\n", e.ID, e.State)
+	}
+	return nil
 }
 
 // effectsToJSON is list as the API answers it (api.EffectToJSON).

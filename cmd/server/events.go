@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/events"
+	"github.com/reckonhq/reckon/internal/ident"
 	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
@@ -72,7 +72,7 @@ func runEventsTail(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 	}
 	if *tenant != "" {
-		if err := api.ValidateTenantID(*tenant); err != nil {
+		if err := ident.ValidateTenantID(*tenant); err != nil {
 			return fmt.Errorf("%w: -tenant: %s", errUsage, jsonx.SafeText(err.Error()))
 		}
 	}
@@ -252,10 +252,7 @@ func subscriptionUsageError(err error) error {
 	if !errors.As(err, &bad) {
 		return err
 	}
-	flag := map[string]string{"patterns": "-pattern", "created_by": "-actor"}[bad.Field]
-	if flag == "" {
-		flag = "-" + bad.Field
-	}
+	flag := flagOf(bad.Field, map[string]string{"patterns": "-pattern", "created_by": "-actor"})
 	return fmt.Errorf("%w: %s %s", errUsage, flag, jsonx.SafeText(bad.Problem))
 }
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/ssetest"
+	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/proctest"
 )
@@ -56,9 +56,9 @@ func TestEventsThroughBinary(t *testing.T) {
 	f := newOpsFixture(t)
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
-		_, err := api.CreateTenant(ctx, f.pool, tenant, "")
+		_, err := tenants.Create(ctx, f.pool, tenant, "")
 		require.NoError(t, err)
-		tokens[tenant], _, err = api.CreateToken(ctx, f.pool, tenant, &api.TokenOpts{Name: "ops"})
+		tokens[tenant], _, err = tenants.CreateToken(ctx, f.pool, tenant, &tenants.TokenOpts{Name: "ops"})
 		require.NoError(t, err)
 	}
 	const drain = 8 * time.Second
@@ -70,7 +70,11 @@ func TestEventsThroughBinary(t *testing.T) {
 		for range n {
 			keys++
 			key := fmt.Sprintf("w-%d", keys)
-			r := client.do("POST", "/v1/effects", tokens[tenant], `{"connector":"bank.wire","idempotency_key":"`+key+`","args":{"amount":1}}`)
+			// With an Idempotency-Key, Go's transport sends the request again on a kept-alive
+			// connection the server closed meanwhile (-read-timeout 1s, the sleep below), as a
+			// client should: without one, that race answered EOF once in CI.
+			r := client.do("POST", "/v1/effects", tokens[tenant], `{"connector":"bank.wire","idempotency_key":"`+key+`","args":{"amount":1}}`,
+				"Idempotency-Key", "events-"+key)
 			require.Equal(t, http.StatusCreated, r.status, r.raw)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/jsonx"
 )
@@ -25,8 +26,8 @@ server connectors limit clear NAME      the connector's own limit applies again
 server connectors limit reset NAME      close its circuits and end its pauses: the upstream is back`
 
 // connectorsLimit is `server connectors limit show|set|clear|reset`: operators' limits of
-// connectors, through the API's functions (api.SetLimit and the rest), so that the checks, errors
-// and JSON are the API's.
+// connectors, through the API's path (ops.Ops.SetLimitByName and the rest, the JSON of package
+// api), so that the checks, errors and JSON are the API's.
 func connectorsLimit(ctx context.Context, args []string, stdout io.Writer) error {
 	cmd, err := newCommand("server connectors limit", limitUsage, args, stdout)
 	if err != nil {
@@ -72,12 +73,12 @@ func connectorsLimit(ctx context.Context, args []string, stdout io.Writer) error
 	}
 	// The API's checks, before the database is opened.
 	if name != "" {
-		if err := limitUsageError(api.CheckLimitName(name)); err != nil {
+		if err := limitUsageError(ops.CheckLimitName(name)); err != nil {
 			return err
 		}
 	}
 	if cmd.action == "set" {
-		if limit, err = api.CheckLimit(name, limit, reason); err != nil {
+		if limit, err = ops.CheckLimit(name, limit, reason); err != nil {
 			return limitUsageError(err)
 		}
 	}
@@ -91,16 +92,17 @@ func connectorsLimit(ctx context.Context, args []string, stdout io.Writer) error
 			return err
 		}
 		defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started
+		o := ops.New(pool, client, nil, nil)
 		switch cmd.action {
 		case "show":
-			return showLimits(ctx, client, name, *output, stdout)
+			return showLimits(ctx, o, name, *output, stdout)
 		case "set":
-			if _, err := api.SetLimit(ctx, client, name, limit, cliActor(), reason); err != nil {
+			if _, err := o.SetLimitByName(ctx, name, limit, cliActor(), reason); err != nil {
 				return limitUsageError(err)
 			}
 			fmt.Fprintf(stdout, "connector %s limited: %v; every reactor applies it within seconds\n", name, limit)
 		case "clear":
-			cleared, err := api.ClearLimit(ctx, client, name)
+			cleared, err := o.ClearLimitByName(ctx, name)
 			if err != nil {
 				return limitUsageError(err)
 			}
@@ -109,7 +111,7 @@ func connectorsLimit(ctx context.Context, args []string, stdout io.Writer) error
 			}
 			fmt.Fprintf(stdout, "connector %s: operator's limit cleared; its own applies again\n", name)
 		case "reset":
-			changed, err := api.ResetLimit(ctx, client, name)
+			changed, err := o.ResetLimitByName(ctx, name)
 			if err != nil {
 				return limitUsageError(err)
 			}
@@ -123,30 +125,37 @@ func connectorsLimit(ctx context.Context, args []string, stdout io.Writer) error
 	})
 }
 
-// limitUsageError makes an *api.LimitFieldError a usage mistake (exit status 2) naming the flag of
-// its field, or NAME.
+// limitUsageError makes an *ops.FieldError a usage mistake (exit status 2) naming the flag of its
+// field, or NAME.
 func limitUsageError(err error) error {
-	var bad *api.LimitFieldError
+	var bad *ops.FieldError
 	if !errors.As(err, &bad) {
 		return err
 	}
-	flag := map[string]string{"name": "NAME", "per_ms": "-per", "break_for_ms": "-break-for", "": "limit"}[bad.Field]
-	if flag == "" {
-		flag = "-" + strings.ReplaceAll(bad.Field, "_", "-")
+	flag := flagOf(bad.Field, map[string]string{"name": "NAME", "per_ms": "-per", "break_for_ms": "-break-for", "": "limit"})
+	return fmt.Errorf("%w: %s: %s", errUsage, flag, jsonx.SafeText(bad.Message))
+}
+
+// flagOf names a field of a request (the API's name for it) as the CLI does: as flags names it,
+// else as the flag of the field's name with dashes for underscores.
+func flagOf(field string, flags map[string]string) string {
+	if flag, ok := flags[field]; ok {
+		return flag
 	}
-	return fmt.Errorf("%w: %s: %s", errUsage, flag, jsonx.SafeText(bad.Problem))
+	return "-" + strings.ReplaceAll(field, "_", "-")
 }
 
 // showLimits prints the operators' limits and the state of their keys (every key, the CLI seeing
 // every tenant), or one connector's.
-func showLimits(ctx context.Context, client *effects.Client, name, output string, w io.Writer) error {
+func showLimits(ctx context.Context, o *ops.Ops, name, output string, w io.Writer) error {
 	var limits []api.LimitJSON
 	var states []api.LimitStateJSON
 	if name == "" {
-		all, err := api.Limits(ctx, client, "")
+		settings, keys, err := o.Limits(ctx, ops.Scope{})
 		if err != nil {
 			return err
 		}
+		all := api.LimitsToJSON(settings, keys)
 		if output == "json" {
 			return printJSON(w, all)
 		}
@@ -155,10 +164,11 @@ func showLimits(ctx context.Context, client *effects.Client, name, output string
 			fmt.Fprintln(w, "no operator's limits: every connector has its own")
 		}
 	} else {
-		one, err := api.ConnectorLimit(ctx, client, "", name)
+		setting, keys, err := o.ConnectorLimit(ctx, ops.Scope{}, name)
 		if err != nil {
 			return limitUsageError(err)
 		}
+		one := api.ConnectorLimitToJSON(setting, keys)
 		if output == "json" {
 			return printJSON(w, one)
 		}

@@ -46,6 +46,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/console"
 	"github.com/reckonhq/reckon/cmd/server/internal/httpobs"
@@ -58,6 +60,7 @@ import (
 	"github.com/reckonhq/reckon/internal/health"
 	"github.com/reckonhq/reckon/internal/telemetry"
 	"github.com/reckonhq/reckon/internal/version"
+	"github.com/reckonhq/reckon/saga"
 )
 
 func main() {
@@ -130,66 +133,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("server", serverUsage, stdout)
-	var common commonFlags
-	common.register(fs)
-	addr := fs.String("addr", cli.Env("RECKON_SERVER_ADDR", "127.0.0.1:8080"), "address to listen on (env RECKON_SERVER_ADDR)")
-	env := cli.EnvFlags{FlagSet: fs}
-	var (
-		drain, idempotencyTTL, connectorSync, consoleTTL time.Duration
-		dbConns, maxBody, bodiesInFlight                 int64
-	)
-	env.DurationVar(&drain, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 10*time.Second,
-		"how long requests in flight may take to finish after SIGTERM; those still running then are cancelled")
-	env.Int64Var(&dbConns, "db-conns", "RECKON_DB_CONNS", 20,
-		"database connections; at most half of them serve API requests at once, the rest keep health checks and reloads going")
-	env.Int64Var(&maxBody, "max-body-bytes", "RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes, "largest request body accepted")
-	env.Int64Var(&bodiesInFlight, "max-body-bytes-in-flight", "RECKON_MAX_BODY_BYTES_IN_FLIGHT", 0,
-		"request body bytes held at once; more requests wait for their share (default 4 x -max-body-bytes)")
-	env.DurationVar(&idempotencyTTL, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", 24*time.Hour, "how long a response stored for an Idempotency-Key is replayed")
-	env.DurationVar(&consoleTTL, "console-session-ttl", "RECKON_CONSOLE_SESSION_TTL", console.DefaultSessionTTL,
-		"how long a console sign-in lasts (1m to 720h)")
-	env.DurationVar(&connectorSync, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
-		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")
-	var consoleSecureCookies bool
-	env.BoolVar(&consoleSecureCookies, "console-secure-cookies", "RECKON_CONSOLE_SECURE_COOKIES", false,
-		"mark the console's cookies Secure over plain HTTP too, for a server behind a proxy that terminates TLS")
-	var timeouts cli.Timeouts
-	timeouts.Flags(&env)
-	var tlsFiles cli.TLSFiles
-	tlsFiles.Flags(&env)
-	// The confirmation holds of the effects the API enqueues (docs/design.md, "Confirmation holds").
-	var confirmation cli.ConfirmationFlags
-	confirmation.Register(&env)
-	showVersion := fs.Bool("version", false, "print the version, as server version does, and exit")
-	if err := parseFlags(fs, args); err != nil {
+	f, err := parseServeFlags(args, stdout)
+	if f == nil || err != nil {
 		return err
 	}
-	if *showVersion {
-		return version.Print(stdout, "server", "text")
-	}
-	if fs.NArg() > 0 {
-		return serveArgsError(fs)
-	}
-	if err := env.Err(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	switch {
-	case maxBody < 1 || idempotencyTTL <= 0 || connectorSync <= 0:
-		return fmt.Errorf("%w: -max-body-bytes, -idempotency-ttl and -connector-sync-interval must be positive", errUsage)
-	case consoleTTL < time.Minute || consoleTTL > 720*time.Hour:
-		return fmt.Errorf("%w: -console-session-ttl must be between 1m and 720h, got %s", errUsage, consoleTTL)
-	case drain <= 0:
-		return fmt.Errorf("%w: -shutdown-timeout must be positive, got %s", errUsage, drain)
-	case bodiesInFlight != 0 && bodiesInFlight < maxBody:
-		return fmt.Errorf("%w: -max-body-bytes-in-flight must be at least -max-body-bytes (%d), got %d", errUsage, maxBody, bodiesInFlight)
-	case dbConns < 2 || dbConns > 10000:
-		return fmt.Errorf("%w: -db-conns must be between 2 and 10000, got %d", errUsage, dbConns)
-	}
-	if err := errors.Join(timeouts.Validate(), tlsFiles.Validate(), confirmation.Validate()); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	logger, err := common.logger()
+	logger, err := f.common.logger()
 	if err != nil {
 		return err
 	}
@@ -203,13 +151,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else if err != nil {
 		return err
 	}
-	defer flushTracing(ctx, logger, shutdownTracing, drain)
+	defer flushTracing(ctx, logger, shutdownTracing, f.drain)
 	// The certificate and key are read before the database is opened: a missing or unreadable
 	// one is exit status 1 naming it, at once. (cli.Serve reads them again to serve.)
-	if _, err := tlsFiles.Config(); err != nil {
+	if _, err := f.tlsFiles.Config(); err != nil {
 		return err
 	}
-	pool, migrator, err := cli.OpenDatabase(ctx, common.databaseURL, int(dbConns), logger)
+	pool, migrator, err := cli.OpenDatabase(ctx, f.common.databaseURL, int(f.dbConns), logger)
 	if err != nil {
 		return err
 	}
@@ -233,8 +181,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	effectsConfig := &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sessions, sagas, webhooks}}
-	confirmation.Apply(effectsConfig)
-	logger.Info("confirmation holds of the effects the API enqueues", confirmation.LogAttrs()...)
+	f.confirmation.Apply(effectsConfig)
+	logger.Info("f.confirmation holds of the effects the API enqueues", f.confirmation.LogAttrs()...)
 	client, err := effects.NewClient(pool, effectsConfig)
 	if err != nil {
 		return err
@@ -242,10 +190,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
 	// The event stream (GET /v1/events) is woken by the effects client's one LISTEN connection,
 	// and its streams end when SIGTERM starts the shutdown: they never end by themselves, so they
-	// would hold up the drain until -shutdown-timeout.
+	// would hold up the f.drain until -shutdown-timeout.
+	operations := ops.New(pool, client, sagas, sessions) // the API's and the console's
 	apiServer, err := api.New(&api.Config{
-		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Logger: logger, MaxBodyBytes: maxBody,
-		MaxBodyBytesInFlight: bodiesInFlight, IdempotencyTTL: idempotencyTTL,
+		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Ops: operations, Logger: logger, MaxBodyBytes: f.maxBody,
+		MaxBodyBytesInFlight: f.bodiesInFlight, IdempotencyTTL: f.idempotencyTTL,
 		Events: events.New(pool, client), Stopping: ctx.Done(),
 	})
 	if err != nil {
@@ -256,8 +205,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	apiServer.Register(mux)
 	// The operators' console (/console, and / redirecting there) on the same clients.
 	consoleServer, err := console.New(&console.Config{
-		Ops: ops.New(pool, client, sagas, sessions), Operators: operator.NewStore(pool), Logger: logger, SessionTTL: consoleTTL,
-		SecureCookies: consoleSecureCookies,
+		Ops: operations, Operators: operator.NewStore(pool), Logger: logger, SessionTTL: f.consoleTTL,
+		SecureCookies: f.consoleSecureCookies,
 	})
 	if err != nil {
 		return err
@@ -269,22 +218,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	schema := health.NewSchemaGate(migrator, logger)
 	schema.Check(ctx)
 	go schema.Watch(ctx, time.Second)
-	go func() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-schema.Current():
-		}
-		// The HTTP connectors and then the saga definitions are reloaded at once, then every
-		// -connector-sync-interval. (Expired Idempotency-Key responses are the reactors'
-		// retention's to delete; the API ignores them past -idempotency-ttl.)
-		reload := func(ctx context.Context) {
-			syncConnectors(ctx, logger, pool, client.Registry())
-			syncSagas(ctx, logger, pool, sagas)
-		}
-		reload(ctx)
-		cli.Every(ctx, connectorSync, reload)
-	}()
+	go reloadDefinitions(ctx, schema, f.connectorSync, logger, pool, client.Registry(), sagas)
 	// Every request (API, console, health, metrics) gets an X-Request-Id and is counted by route.
 	// Every request is a server span too, continuing the client's traceparent (tracing on).
 	handler, err := httpobs.Handler(metrics, mux, schema.Guard(mux), nil)
@@ -292,11 +226,99 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	logger.Info("server starting")
-	if err := cli.Serve(ctx, logger, "http", *addr, handler, &cli.ServeOpts{Drain: drain, Timeouts: timeouts, TLS: tlsFiles}); err != nil {
+	if err := cli.Serve(ctx, logger, "http", *f.addr, handler, &cli.ServeOpts{Drain: f.drain, Timeouts: f.timeouts, TLS: f.tlsFiles}); err != nil {
 		return err
 	}
 	logger.Info("server stopped")
 	return nil
+}
+
+// reloadDefinitions waits for the schema to be current, then reloads the HTTP connectors into
+// registry and then the saga definitions into sagas at once, then every interval
+// (-connector-sync-interval), until ctx ends. (Expired Idempotency-Key responses are the reactors'
+// retention's to delete; the API ignores them past -idempotency-ttl.)
+func reloadDefinitions(ctx context.Context, schema *health.SchemaGate, interval time.Duration, logger *slog.Logger, pool *pgxpool.Pool, registry *effects.Registry, sagas *saga.Client) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-schema.Current():
+	}
+	reload := func(ctx context.Context) {
+		syncConnectors(ctx, logger, pool, registry)
+		syncSagas(ctx, logger, pool, sagas)
+	}
+	reload(ctx)
+	cli.Every(ctx, interval, reload)
+}
+
+// serveFlags are the flags of `server` (serving the API, the console, health and metrics).
+type serveFlags struct {
+	common                                           commonFlags
+	addr                                             *string
+	drain, idempotencyTTL, connectorSync, consoleTTL time.Duration
+	dbConns, maxBody, bodiesInFlight                 int64
+	consoleSecureCookies                             bool
+	timeouts                                         cli.Timeouts
+	tlsFiles                                         cli.TLSFiles
+	// confirmation: the confirmation holds of the effects the API enqueues (docs/design.md,
+	// "Confirmation holds").
+	confirmation cli.ConfirmationFlags
+}
+
+// parseServeFlags parses and checks the flags of `server`; nil flags and a nil error after
+// -version printed the version.
+func parseServeFlags(args []string, stdout io.Writer) (*serveFlags, error) {
+	fs := newFlagSet("server", serverUsage, stdout)
+	f := &serveFlags{}
+	f.common.register(fs)
+	f.addr = fs.String("addr", cli.Env("RECKON_SERVER_ADDR", "127.0.0.1:8080"), "address to listen on (env RECKON_SERVER_ADDR)")
+	env := cli.EnvFlags{FlagSet: fs}
+	env.DurationVar(&f.drain, "shutdown-timeout", "RECKON_SHUTDOWN_TIMEOUT", 10*time.Second,
+		"how long requests in flight may take to finish after SIGTERM; those still running then are cancelled")
+	env.Int64Var(&f.dbConns, "db-conns", "RECKON_DB_CONNS", 20,
+		"database connections; at most half of them serve API requests at once, the rest keep health checks and reloads going")
+	env.Int64Var(&f.maxBody, "max-body-bytes", "RECKON_MAX_BODY_BYTES", api.DefaultMaxBodyBytes, "largest request body accepted")
+	env.Int64Var(&f.bodiesInFlight, "max-body-bytes-in-flight", "RECKON_MAX_BODY_BYTES_IN_FLIGHT", 0,
+		"request body bytes held at once; more requests wait for their share (default 4 x -max-body-bytes)")
+	env.DurationVar(&f.idempotencyTTL, "idempotency-ttl", "RECKON_IDEMPOTENCY_TTL", 24*time.Hour, "how long a response stored for an Idempotency-Key is replayed")
+	env.DurationVar(&f.consoleTTL, "console-session-ttl", "RECKON_CONSOLE_SESSION_TTL", console.DefaultSessionTTL,
+		"how long a console sign-in lasts (1m to 720h)")
+	env.DurationVar(&f.connectorSync, "connector-sync-interval", "RECKON_CONNECTOR_SYNC_INTERVAL", 10*time.Second,
+		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")
+	env.BoolVar(&f.consoleSecureCookies, "console-secure-cookies", "RECKON_CONSOLE_SECURE_COOKIES", false,
+		"mark the console's cookies Secure over plain HTTP too, for a server behind a proxy that terminates TLS")
+	f.timeouts.Flags(&env)
+	f.tlsFiles.Flags(&env)
+	f.confirmation.Register(&env)
+	showVersion := fs.Bool("version", false, "print the version, as server version does, and exit")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if *showVersion {
+		return nil, version.Print(stdout, "server", "text")
+	}
+	if fs.NArg() > 0 {
+		return nil, serveArgsError(fs)
+	}
+	if err := env.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	switch {
+	case f.maxBody < 1 || f.idempotencyTTL <= 0 || f.connectorSync <= 0:
+		return nil, fmt.Errorf("%w: -max-body-bytes, -idempotency-ttl and -connector-sync-interval must be positive", errUsage)
+	case f.consoleTTL < time.Minute || f.consoleTTL > 720*time.Hour:
+		return nil, fmt.Errorf("%w: -console-session-ttl must be between 1m and 720h, got %s", errUsage, f.consoleTTL)
+	case f.drain <= 0:
+		return nil, fmt.Errorf("%w: -shutdown-timeout must be positive, got %s", errUsage, f.drain)
+	case f.bodiesInFlight != 0 && f.bodiesInFlight < f.maxBody:
+		return nil, fmt.Errorf("%w: -max-body-bytes-in-flight must be at least -max-body-bytes (%d), got %d", errUsage, f.maxBody, f.bodiesInFlight)
+	case f.dbConns < 2 || f.dbConns > 10000:
+		return nil, fmt.Errorf("%w: -db-conns must be between 2 and 10000, got %d", errUsage, f.dbConns)
+	}
+	if err := errors.Join(f.timeouts.Validate(), f.tlsFiles.Validate(), f.confirmation.Validate()); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return f, nil
 }
 
 // flushTracing sends the spans not exported yet, within timeout (-shutdown-timeout); a failure is

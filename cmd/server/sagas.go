@@ -21,6 +21,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/txn"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
 )
@@ -93,11 +94,9 @@ func runSagas(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			}
 			var stored sagadef.Definition
 			var created bool
-			err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
-				if stored, created, err = sagadef.Put(ctx, tx, def, registry); err != nil || !created {
-					return err // an identical definition stored again changes nothing
-				}
-				return api.RecordChange(ctx, tx, api.ChangeSagaDefinition, stored.Name, api.ChangeCreate, cliActor(), stored)
+			err = txn.Run(ctx, pool, nil, func(tx pgx.Tx) (err error) {
+				stored, created, err = ops.PutSagaDefinition(ctx, tx, def, registry, ops.Changer{Actor: cliActor()})
+				return err // an identical definition stored again changes nothing
 			})
 			if err != nil {
 				return err
@@ -215,14 +214,7 @@ func runSagaOps(ctx context.Context, cmd *command, stdout io.Writer) error {
 					return err
 				}
 				if *output == "json" {
-					out := struct {
-						Sagas      []*api.SagaJSON `json:"sagas"`
-						NextCursor string          `json:"next_cursor,omitempty"`
-					}{Sagas: make([]*api.SagaJSON, len(sagas)), NextCursor: next}
-					for i, s := range sagas {
-						out.Sagas[i] = api.SagaToJSON(s)
-					}
-					return printJSON(stdout, out)
+					return printJSON(stdout, sagasJSON(sagas, next))
 				}
 				return printSagas(stdout, sagas, next)
 			case "show":
@@ -234,12 +226,7 @@ func runSagaOps(ctx context.Context, cmd *command, stdout io.Writer) error {
 					return err
 				}
 				if *output == "json" {
-					out := struct {
-						Saga              *api.SagaJSON `json:"saga"`
-						CompensationOrder []int         `json:"compensation_order"`
-					}{api.SagaToJSON(detail.Saga), detail.CompensationOrder}
-					out.Saga.History = api.SagaHistoryToJSON(detail.History)
-					return printJSON(stdout, out)
+					return printJSON(stdout, sagaDetailJSON(detail))
 				}
 				return printSagaDetail(stdout, detail)
 			default: // resolve
@@ -258,6 +245,29 @@ func runSagaOps(ctx context.Context, cmd *command, stdout io.Writer) error {
 			}
 		})
 	})
+}
+
+// sagasJSON is a page of sagas as `server sagas list -o json` prints it: as the API lists them.
+func sagasJSON(sagas []*saga.Saga, next string) any {
+	out := struct {
+		Sagas      []*api.SagaJSON `json:"sagas"`
+		NextCursor string          `json:"next_cursor,omitempty"`
+	}{Sagas: make([]*api.SagaJSON, len(sagas)), NextCursor: next}
+	for i, s := range sagas {
+		out.Sagas[i] = api.SagaToJSON(s)
+	}
+	return out
+}
+
+// sagaDetailJSON is a saga as `server sagas show -o json` prints it: the API's, with its history,
+// and the order its compensations run in.
+func sagaDetailJSON(detail *ops.SagaDetail) any {
+	out := struct {
+		Saga              *api.SagaJSON `json:"saga"`
+		CompensationOrder []int         `json:"compensation_order"`
+	}{api.SagaToJSON(detail.Saga), detail.CompensationOrder}
+	out.Saga.History = api.SagaHistoryToJSON(detail.History)
+	return out
 }
 
 // printSagas prints a page of sagas as a table, then how to get the next page.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/internal/pgtest"
 	"github.com/reckonhq/reckon/internal/proctest"
 )
@@ -62,9 +62,9 @@ func TestServerSIGTERMUnderLoad(t *testing.T) {
 	server := proctest.Binary(t, "server")
 	pool := pgtest.NewDB(t)
 	ctx := context.Background()
-	_, err := api.CreateTenant(ctx, pool, "acme", "")
+	_, err := tenants.Create(ctx, pool, "acme", "")
 	require.NoError(t, err)
-	token, _, err := api.CreateToken(ctx, pool, "acme", &api.TokenOpts{Name: "ops"})
+	token, _, err := tenants.CreateToken(ctx, pool, "acme", &tenants.TokenOpts{Name: "ops"})
 	require.NoError(t, err)
 	const drain = 4 * time.Second
 	srv := proctest.Start(t, []string{"DATABASE_URL=" + pool.Config().ConnString()}, server,

@@ -2,8 +2,8 @@
 -- Inserts a PENDING effect unless its idempotency key exists for the tenant or is kept by a live
 -- tombstone of a pruned effect (then: no row, and EffectGetByIdempotencyKey and
 -- EffectTombstoneGetLive tell which). The tombstone probe is one index lookup in the same
--- statement, so an enqueue costs no extra round trip. The transition trigger records the insert
--- with the given actor and reason. trace_context is the enqueuing span's carrier, NULL without one.
+-- statement, so an enqueue costs no extra round trip. The insert trigger (AFTER INSERT, 0031)
+-- records the insert with the given actor and reason; a skipped row records nothing. trace_context is the enqueuing span's carrier, NULL without one.
 -- An effect with neither job nor lease is left for the claimers of queue (EffectClaim).
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,

@@ -12,16 +12,11 @@ import (
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
-// DBTX is what the store functions run their statements on: a *pgxpool.Pool, a *pgx.Conn or a
-// pgx.Tx (to store a definition in the caller's transaction). It is the interface Reckon's
-// generated queries run on (Exec, Query, QueryRow as pgx has them), not a copy of it.
-type DBTX = dbsqlc.DBTX
-
 // Put validates def (Definition.Validate) and stores it with its defaults applied, replacing the
 // stored connector of the same name. It returns what was stored, with CreatedAt and UpdatedAt, and
 // whether the connector is new. An invalid definition (ErrInvalid) stores nothing. Reactors pick
 // the change up at their next Sync.
-func Put(ctx context.Context, db DBTX, def Definition) (Definition, bool, error) {
+func Put(ctx context.Context, db effects.DBTX, def Definition) (Definition, bool, error) {
 	if err := def.Validate(); err != nil {
 		return Definition{}, false, err
 	}
@@ -61,7 +56,7 @@ func Put(ctx context.Context, db DBTX, def Definition) (Definition, bool, error)
 }
 
 // Get returns the stored connector name, or ErrNotFound.
-func Get(ctx context.Context, db DBTX, name string) (Definition, error) {
+func Get(ctx context.Context, db effects.DBTX, name string) (Definition, error) {
 	row, err := dbsqlc.New(db).ConnectorGet(ctx, name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Definition{}, fmt.Errorf("%w: %q", ErrNotFound, name)
@@ -73,7 +68,7 @@ func Get(ctx context.Context, db DBTX, name string) (Definition, error) {
 }
 
 // List returns every stored connector, by name.
-func List(ctx context.Context, db DBTX) ([]Definition, error) {
+func List(ctx context.Context, db effects.DBTX) ([]Definition, error) {
 	rows, err := dbsqlc.New(db).ConnectorList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("httpconn: list connectors: %w", err)
@@ -90,7 +85,7 @@ func List(ctx context.Context, db DBTX) ([]Definition, error) {
 // nothing changes. Reactors drop the connector at their next Sync. Run it in a transaction (db a
 // pgx.Tx) to make the check and the delete atomic with respect to your own writes; an effect
 // enqueued concurrently by another process waits until the connector is stored again.
-func Delete(ctx context.Context, db DBTX, name string) error {
+func Delete(ctx context.Context, db effects.DBTX, name string) error {
 	queries := dbsqlc.New(db)
 	unresolved, err := queries.ConnectorUnresolvedCount(ctx, name)
 	if err != nil {

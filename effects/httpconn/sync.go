@@ -40,7 +40,7 @@ var syncStates sync.Map // *effects.Registry → *syncState
 // concurrent calls on one registry are serialized. If the stored connectors cannot be read, the
 // registry is left as it was and the error returned. Calls use a shared HTTP client that follows
 // no redirects.
-func Sync(ctx context.Context, db DBTX, registry *effects.Registry) (SyncResult, error) {
+func Sync(ctx context.Context, db effects.DBTX, registry *effects.Registry) (SyncResult, error) {
 	value, _ := syncStates.LoadOrStore(registry, &syncState{synced: map[string]Definition{}})
 	state := value.(*syncState)
 	state.mu.Lock()

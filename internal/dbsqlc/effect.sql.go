@@ -27,7 +27,7 @@ WHERE id = $4
   AND state = 'PENDING'
   AND CASE WHEN $5::uuid IS NOT NULL THEN lease_token = $5::uuid
            ELSE job_id IS NOT DISTINCT FROM $6::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
 `
 
 type EffectAcceptParams struct {
@@ -96,6 +96,7 @@ func (q *Queries) EffectAccept(ctx context.Context, arg EffectAcceptParams) (Rec
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }
@@ -191,7 +192,7 @@ const effectConfirmationDecide = `-- name: EffectConfirmationDecide :one
 UPDATE reckon_effects SET confirmation = $1::text, confirmation_by = $2::text,
     confirmation_at = now(), confirmation_reason = $3::text
 WHERE id = $4 AND state = 'PENDING' AND confirmation = 'AWAITING'
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
 `
 
 type EffectConfirmationDecideParams struct {
@@ -256,6 +257,7 @@ func (q *Queries) EffectConfirmationDecide(ctx context.Context, arg EffectConfir
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }
@@ -307,7 +309,7 @@ func (q *Queries) EffectCountPendingIrreversibleByTurn(ctx context.Context, turn
 }
 
 const effectGetByID = `-- name: EffectGetByID :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE id = $1
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE id = $1
 `
 
 func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -356,12 +358,13 @@ func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }
 
 const effectGetByIDForUpdate = `-- name: EffectGetByIDForUpdate :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -410,12 +413,13 @@ func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Rec
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }
 
 const effectGetByIdempotencyKey = `-- name: EffectGetByIdempotencyKey :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
 `
 
 type EffectGetByIdempotencyKeyParams struct {
@@ -469,6 +473,7 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }
@@ -494,7 +499,7 @@ WHERE NOT EXISTS (
     WHERE t.tenant_id = $2 AND t.idempotency_key = $5 AND t.expires_at > now()
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
 `
 
 type EffectInsertParams struct {
@@ -533,8 +538,8 @@ type EffectInsertParams struct {
 // Inserts a PENDING effect unless its idempotency key exists for the tenant or is kept by a live
 // tombstone of a pruned effect (then: no row, and EffectGetByIdempotencyKey and
 // EffectTombstoneGetLive tell which). The tombstone probe is one index lookup in the same
-// statement, so an enqueue costs no extra round trip. The transition trigger records the insert
-// with the given actor and reason. trace_context is the enqueuing span's carrier, NULL without one.
+// statement, so an enqueue costs no extra round trip. The insert trigger (AFTER INSERT, 0031)
+// records the insert with the given actor and reason; a skipped row records nothing. trace_context is the enqueuing span's carrier, NULL without one.
 // An effect with neither job nor lease is left for the claimers of queue (EffectClaim).
 func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (ReckonEffect, error) {
 	row := q.db.QueryRow(ctx, effectInsert,
@@ -613,6 +618,7 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }
@@ -661,7 +667,7 @@ WHERE NOT EXISTS (
     WHERE t.tenant_id = u.tenant_id AND t.idempotency_key = u.idempotency_key AND t.expires_at > now()
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
 `
 
 type EffectInsertManyParams struct {
@@ -770,6 +776,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 			&i.ConfirmationAt,
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
+			&i.InsertInputs,
 		); err != nil {
 			return nil, err
 		}
@@ -782,9 +789,9 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 }
 
 const effectList = `-- name: EffectList :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes FROM unnest($1::text[]) AS t(tenant_id)
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, e.insert_inputs FROM unnest($1::text[]) AS t(tenant_id)
 CROSS JOIN LATERAL (
-    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects r
+    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects r
     WHERE r.tenant_id = t.tenant_id
       AND ($2::reckon_effect_state IS NULL OR r.state = $2::reckon_effect_state)
       AND ($3::text IS NULL OR r.connector = $3::text)
@@ -891,6 +898,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 			&i.ConfirmationAt,
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
+			&i.InsertInputs,
 		); err != nil {
 			return nil, err
 		}
@@ -903,7 +911,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 }
 
 const effectListByCorrelationIDForUpdate = `-- name: EffectListByCorrelationIDForUpdate :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects
 WHERE correlation_id = $1 AND ($2::text = '' OR tenant_id = $2::text)
 ORDER BY id
 LIMIT 2
@@ -969,6 +977,7 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 			&i.ConfirmationAt,
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
+			&i.InsertInputs,
 		); err != nil {
 			return nil, err
 		}
@@ -981,7 +990,7 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 }
 
 const effectListByIDs = `-- name: EffectListByIDs :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE id = ANY ($1::uuid[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE id = ANY ($1::uuid[])
 `
 
 func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]ReckonEffect, error) {
@@ -1036,6 +1045,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 			&i.ConfirmationAt,
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
+			&i.InsertInputs,
 		); err != nil {
 			return nil, err
 		}
@@ -1048,7 +1058,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 }
 
 const effectListByIdempotencyKeys = `-- name: EffectListByIdempotencyKeys :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
 `
 
 type EffectListByIdempotencyKeysParams struct {
@@ -1108,6 +1118,7 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 			&i.ConfirmationAt,
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
+			&i.InsertInputs,
 		); err != nil {
 			return nil, err
 		}
@@ -1120,7 +1131,7 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 }
 
 const effectListByRun = `-- name: EffectListByRun :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
 `
 
 type EffectListByRunParams struct {
@@ -1181,6 +1192,7 @@ func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams
 			&i.ConfirmationAt,
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
+			&i.InsertInputs,
 		); err != nil {
 			return nil, err
 		}
@@ -1193,7 +1205,7 @@ func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams
 }
 
 const effectListPendingByRunForUpdate = `-- name: EffectListPendingByRunForUpdate :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, e.insert_inputs, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
 WHERE e.tenant_id = $1 AND e.run_id = $2::text AND e.state = 'PENDING' AND e.compensates_id IS NULL
@@ -1266,6 +1278,7 @@ func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, arg Effec
 			&i.ReckonEffect.ConfirmationAt,
 			&i.ReckonEffect.ConfirmationReason,
 			&i.ReckonEffect.ConfirmationFourEyes,
+			&i.ReckonEffect.InsertInputs,
 			&i.JobState,
 			&i.JobAttempt,
 		); err != nil {
@@ -1374,7 +1387,7 @@ WHERE id = $3
   AND state = 'PENDING'
   AND CASE WHEN $4::uuid IS NOT NULL THEN lease_token = $4::uuid
            ELSE job_id IS NOT DISTINCT FROM $5::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
 `
 
 type EffectRetryLaterParams struct {
@@ -1439,6 +1452,7 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }
@@ -1464,7 +1478,7 @@ func (q *Queries) EffectSetAsyncOptions(ctx context.Context, arg EffectSetAsyncO
 const effectSetCorrelationID = `-- name: EffectSetCorrelationID :one
 UPDATE reckon_effects SET correlation_id = $1::text
 WHERE id = $2 AND correlation_id IS NULL
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
 `
 
 type EffectSetCorrelationIDParams struct {
@@ -1520,6 +1534,7 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }
@@ -1527,7 +1542,7 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 const effectSetJob = `-- name: EffectSetJob :one
 UPDATE reckon_effects SET job_id = $1::bigint
 WHERE id = $2 AND state = $3 AND job_id IS NOT DISTINCT FROM $4::bigint
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
 `
 
 type EffectSetJobParams struct {
@@ -1590,6 +1605,7 @@ func (q *Queries) EffectSetJob(ctx context.Context, arg EffectSetJobParams) (Rec
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }
@@ -1612,7 +1628,7 @@ WHERE id = $9
   AND state = $10
   AND CASE WHEN $11::uuid IS NOT NULL THEN lease_token = $11::uuid
            ELSE job_id IS NOT DISTINCT FROM $12::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
 `
 
 type EffectSettleParams struct {
@@ -1694,6 +1710,7 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }
@@ -1905,7 +1922,7 @@ SET state = $1,
     transition_reason = $3::text,
     transition_detail = $4
 WHERE id = $5 AND state = $6
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
 `
 
 type EffectTransitionParams struct {
@@ -1972,6 +1989,7 @@ func (q *Queries) EffectTransition(ctx context.Context, arg EffectTransitionPara
 		&i.ConfirmationAt,
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
 	)
 	return i, err
 }

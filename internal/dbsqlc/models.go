@@ -510,6 +510,16 @@ type ReckonAuditEffect struct {
 	Compensations  int64
 }
 
+type ReckonAuditGhost struct {
+	TransitionID int64
+	EffectID     uuid.UUID
+	TenantID     string
+	At           time.Time
+	MarkedAt     time.Time
+	MarkedBy     string
+	Reason       string
+}
+
 type ReckonAuditPartition struct {
 	Partition string
 	Parent    string
@@ -671,6 +681,8 @@ type ReckonEffect struct {
 	ConfirmationAt        *time.Time
 	ConfirmationReason    *string
 	ConfirmationFourEyes  bool
+	// The insert's actor, reason and detail, kept by the BEFORE INSERT check for the AFTER INSERT trigger that records them; cleared by the first transition (migration 0031)
+	InsertInputs json.RawMessage
 }
 
 type ReckonEffectTombstone struct {
@@ -784,14 +796,15 @@ type ReckonLimitSlot struct {
 }
 
 type ReckonLimitState struct {
-	Connector   string
-	TenantID    string
-	NextAt      time.Time
-	PausedUntil *time.Time
-	Failures    int32
-	OpenedUntil *time.Time
-	ProbeEffect *uuid.UUID
-	ProbeUntil  *time.Time
+	Connector     string
+	TenantID      string
+	NextAt        time.Time
+	PausedUntil   *time.Time
+	Failures      int32
+	OpenedUntil   *time.Time
+	ProbeEffect   *uuid.UUID
+	ProbeUntil    *time.Time
+	StartedNextAt time.Time
 }
 
 type ReckonLimitWaiter struct {

@@ -14,6 +14,8 @@ func TestTenantID(t *testing.T) {
 	for _, id := range []string{"", "-acme", ".acme", "ac me", "acme:1", "acmé", strings.Repeat("x", 64), "a\x00"} {
 		require.False(t, IsTenantID(id), id)
 	}
+	require.NoError(t, ValidateTenantID("acme"))
+	require.EqualError(t, ValidateTenantID("ac me"), `tenant id "ac me": want `+TenantIDRule)
 }
 
 func TestName(t *testing.T) {

@@ -104,9 +104,10 @@ func MainAs(m *testing.M, prefix string) {
 	os.Exit(code)
 }
 
-// NewDB returns a pool on a new database cloned from the migrated template. The pool is closed and
-// the database dropped when the test ends. Its connection string (pool.Config().ConnString())
-// serves subprocesses too.
+// NewDB returns a pool on a new database cloned from the migrated template. When the test ends, the
+// database is scanned for ghosts — history or events about what never existed (RequireNoGhosts;
+// AllowGhosts opts out) — then the pool is closed and the database dropped. Its connection string
+// (pool.Config().ConnString()) serves subprocesses too.
 func NewDB(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	return mustServer(tb).newDB(tb, true)
@@ -314,6 +315,9 @@ func (s *server) newDB(tb testing.TB, migrated bool) *pgxpool.Pool {
 		tb.Fatalf("pgtest: %v", err)
 	}
 	tb.Cleanup(func() {
+		if migrated {
+			checkGhostsAtEnd(tb, pool.Config().ConnString())
+		}
 		pool.Close()
 		if err := drop(); err != nil {
 			tb.Errorf("pgtest: %v", err)

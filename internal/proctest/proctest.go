@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,6 +161,16 @@ func (p *Process) Signal(tb testing.TB, sig syscall.Signal) {
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		tb.Fatalf("proctest: signal %v: %v", sig, err)
 	}
+}
+
+// Kill sends SIGKILL to the process and waits for it to be gone. Unlike Signal it may be called
+// from any goroutine.
+func (p *Process) Kill() error {
+	if err := p.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("proctest: kill: %w", err)
+	}
+	<-p.done
+	return nil
 }
 
 // Wait waits up to timeout for the process to exit and returns its exit code.

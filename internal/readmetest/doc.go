@@ -1,5 +1,7 @@
-// Package readmetest keeps README.md's Go examples working. Its tests extract every ```go block of
-// the README and treat it by what it is:
+// Package readmetest keeps README.md's Go examples working, and those of docs/ that came from it.
+// Its tests extract every ```go block of the README, and every one of docs/*.md whose fence follows
+// the line <!-- compiled by internal/readmetest --> (the other blocks of docs/ are sketches), and
+// treat it by what it is (a complete file only in README.md):
 //
 //   - A complete file (it starts with a package clause) is what a new user copies into their own
 //     module: TestReadmeFilesRun puts it in a new module that requires github.com/reckonhq/reckon

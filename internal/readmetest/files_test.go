@@ -1,6 +1,7 @@
 package readmetest_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"go/parser"
 	"go/token"
@@ -21,8 +22,12 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // package clause — and does what a new user does with it: puts it in a module of their own that
 // requires github.com/reckonhq/reckon (replaced by this checkout), then runs go vet and, for a
 // _test package, go test against the test database's server (for any other package, go build).
-// Nothing is downloaded: the module gets this module's go.sum and GOPROXY=off, so every dependency
-// comes from the module cache, as this module's own build found them. Failures point at the
+// Nothing is downloaded (GOPROXY=off): the module's go.mod is what `go get` and `go mod tidy` give
+// a user — reckon and, as indirect requirements, the versions reckon's go.mod selects — with this
+// module's go.sum, and the go command runs with -mod=readonly. With a complete go.mod the go
+// command loads no module graph beyond it, so what this module's own build downloaded is enough:
+// letting it add requirements (-mod=mod) made it load the whole graph, whose older go.mod files
+// (go-logr/logr v1.2.2's) a fresh machine's module cache does not hold. Failures point at the
 // README's lines.
 func TestReadmeFilesRun(t *testing.T) {
 	t.Parallel()
@@ -44,6 +49,7 @@ func TestReadmeFilesRun(t *testing.T) {
 	require.NoError(t, err)
 	goSum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	require.NoError(t, err)
+	goMod := userGoMod(t, root)
 
 	for _, b := range files {
 		t.Run(fmt.Sprintf("line%d", b.line), func(t *testing.T) {
@@ -57,13 +63,12 @@ func TestReadmeFilesRun(t *testing.T) {
 			}
 
 			dir := t.TempDir()
-			goMod := fmt.Sprintf("module example.com/readme\n\ngo 1.26.0\n\nrequire github.com/reckonhq/reckon v0.0.0\n\nreplace github.com/reckonhq/reckon => %s\n", root)
 			directive := fmt.Sprintf("//line %s:%d\n", readmePath, b.line)
 			for file, content := range map[string]string{"go.mod": goMod, "go.sum": string(goSum), name: directive + b.code} {
 				require.NoError(t, os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644))
 			}
 			env := append(os.Environ(),
-				"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"), // go.mod gains the requirements the file imports
+				"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=readonly"), // go.mod is complete, as after go mod tidy
 				"GOPROXY=off", "GOSUMDB=off", "GOWORK=off", "GOTOOLCHAIN=local",
 				"RECKON_TEST_DATABASE_URL="+server.AdminURL, // reckontest makes its databases there
 			)
@@ -79,4 +84,29 @@ func TestReadmeFilesRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// userGoMod is the go.mod of a user's module after `go get github.com/reckonhq/reckon` and `go mod
+// tidy`: it requires reckon (replaced by the checkout at root) and, indirectly, every module
+// reckon's go.mod requires, at the same versions (what minimal version selection picks when
+// reckon is the only requirement). Listing modules the copy does not use is harmless; one missing
+// would fail under -mod=readonly instead of being looked up.
+func userGoMod(t *testing.T, root string) string {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "edit", "-json")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	require.NoError(t, err, "go mod edit -json")
+	var mod struct {
+		Go      string
+		Require []struct{ Path, Version string }
+	}
+	require.NoError(t, json.Unmarshal(out, &mod))
+	var b strings.Builder
+	fmt.Fprintf(&b, "module example.com/readme\n\ngo %s\n\nrequire github.com/reckonhq/reckon v0.0.0\n\nrequire (\n", mod.Go)
+	for _, r := range mod.Require {
+		fmt.Fprintf(&b, "\t%s %s // indirect\n", r.Path, r.Version)
+	}
+	fmt.Fprintf(&b, ")\n\nreplace github.com/reckonhq/reckon => %s\n", root)
+	return b.String()
 }

@@ -1,4 +1,4 @@
-//lint:file-ignore U1000 these stand in for what README.md's blocks use; the test compiles them with the blocks
+//lint:file-ignore U1000 these stand in for what the checked blocks of README.md and docs/ use; the test compiles them with the blocks
 
 package readmetest
 
@@ -11,7 +11,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 )
 
-// What README.md's examples leave to the reader. Functions are variables, never called: the
+// What the examples of README.md and of docs/ leave to the reader. Functions are variables, never called: the
 // examples are type-checked, not run.
 var (
 	databaseURL string
@@ -23,7 +23,7 @@ var (
 	findWire    func(ctx context.Context, call effects.Call) (effects.Status, error)
 	reverseWire func(ctx context.Context, call effects.Call, original effects.Original) (json.RawMessage, error)
 
-	startRender  func(ctx context.Context, scene json.RawMessage, idempotencyKey, webhookURL string) error
+	startRender  func(ctx context.Context, job renderJob) error
 	cancelRender func(ctx context.Context, correlationID string) error
 
 	invoiceID         int64
@@ -44,4 +44,13 @@ type Order struct {
 	Card    string
 	Amount  int
 	Address string
+}
+
+// renderJob is what the async example's renderer client submits (docs/async.md).
+type renderJob struct {
+	Scene          json.RawMessage
+	IdempotencyKey string
+	Webhook        string
+	EffectID       string
+	WebhookSecret  string
 }

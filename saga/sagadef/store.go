@@ -7,25 +7,16 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
-// DBTX is what the store functions run their statements on: a *pgxpool.Pool, a *pgx.Conn or a
-// pgx.Tx.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // Put validates def (Validate with registry; nil checks the form only) and stores it. It returns
 // what is stored and whether it is new: storing a definition identical to the stored one is a
 // no-op (false), a different one of the same name is ErrExists, an invalid one ErrInvalid; neither
 // stores anything.
-func Put(ctx context.Context, db DBTX, def Definition, registry *effects.Registry) (Definition, bool, error) {
+func Put(ctx context.Context, db effects.DBTX, def Definition, registry *effects.Registry) (Definition, bool, error) {
 	def.CreatedAt = def.CreatedAt.UTC()
 	if err := def.Validate(registry); err != nil {
 		return Definition{}, false, err
@@ -56,7 +47,7 @@ func Put(ctx context.Context, db DBTX, def Definition, registry *effects.Registr
 }
 
 // Get returns the stored definition of that name, or ErrNotFound.
-func Get(ctx context.Context, db DBTX, name string) (Definition, error) {
+func Get(ctx context.Context, db effects.DBTX, name string) (Definition, error) {
 	row, err := dbsqlc.New(db).SagaDefinitionGet(ctx, name)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Definition{}, fmt.Errorf("%w: %q", ErrNotFound, name)
@@ -68,7 +59,7 @@ func Get(ctx context.Context, db DBTX, name string) (Definition, error) {
 }
 
 // List returns every stored definition, by name.
-func List(ctx context.Context, db DBTX) ([]Definition, error) {
+func List(ctx context.Context, db effects.DBTX) ([]Definition, error) {
 	rows, err := dbsqlc.New(db).SagaDefinitionList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sagadef: list: %w", err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -30,7 +31,7 @@ var syncStates sync.Map // *saga.Client → *syncState
 // Sync registers with client every stored definition it does not have yet. Definitions never
 // change and are never deleted, so a registered one stays as it is. A name already registered by
 // other code is skipped and reported. Concurrent calls on one client are serialized.
-func Sync(ctx context.Context, db DBTX, client *saga.Client) (SyncResult, error) {
+func Sync(ctx context.Context, db effects.DBTX, client *saga.Client) (SyncResult, error) {
 	// Read before taking the lock: a caller holding a connection (a settle hook's transaction)
 	// never waits for the lock while the holder waits for a connection.
 	defs, err := List(ctx, db)

@@ -9,17 +9,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
 // Per-tenant turn handlers, stored in reckon_turn_handlers (migration 0009) and managed with
 // PUT/GET/DELETE /v1/turn-handlers/{tenant}: a reactor whose Handler has Config.Lookup set to
 // StoreLookup sends each tenant's turns to its stored URL, and the other tenants' to Config.URL.
-
-// DBTX is what the store functions run their statements on: a *pgxpool.Pool, a *pgx.Conn or a
-// pgx.Tx. It is the interface Reckon's generated queries run on (Exec, Query, QueryRow as pgx has
-// them), not a copy of it.
-type DBTX = dbsqlc.DBTX
 
 // Sentinel errors of the store. Test with errors.Is.
 var (
@@ -59,7 +55,7 @@ func storedFromRow(row dbsqlc.ReckonTurnHandler) Stored {
 // Put stores the tenant's turn handler, replacing the one stored; a zero Timeout is
 // DefaultTimeout. It returns what was stored and whether it is new. Reactors use it from their
 // next turn of the tenant on.
-func Put(ctx context.Context, db DBTX, tenant string, target Target) (Stored, bool, error) {
+func Put(ctx context.Context, db effects.DBTX, tenant string, target Target) (Stored, bool, error) {
 	if err := ValidateURL(target.URL); err != nil {
 		return Stored{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -83,7 +79,7 @@ func Put(ctx context.Context, db DBTX, tenant string, target Target) (Stored, bo
 }
 
 // Get returns the tenant's stored turn handler, or ErrNotFound.
-func Get(ctx context.Context, db DBTX, tenant string) (Stored, error) {
+func Get(ctx context.Context, db effects.DBTX, tenant string) (Stored, error) {
 	row, err := dbsqlc.New(db).TurnHandlerGet(ctx, tenant)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Stored{}, fmt.Errorf("%w: %q", ErrNotFound, tenant)
@@ -96,7 +92,7 @@ func Get(ctx context.Context, db DBTX, tenant string) (Stored, error) {
 
 // Delete removes the tenant's stored turn handler (ErrNotFound when there is none); its turns go
 // to the reactors' Config.URL, or wait when they have none.
-func Delete(ctx context.Context, db DBTX, tenant string) error {
+func Delete(ctx context.Context, db effects.DBTX, tenant string) error {
 	n, err := dbsqlc.New(db).TurnHandlerDelete(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("httpturn: delete the turn handler of %q: %w", tenant, err)
@@ -109,7 +105,7 @@ func Delete(ctx context.Context, db DBTX, tenant string) error {
 
 // StoreLookup returns a Config.Lookup that reads the tenant's stored turn handler from db at
 // every turn (one indexed read).
-func StoreLookup(db DBTX) func(ctx context.Context, tenant string) (Target, bool, error) {
+func StoreLookup(db effects.DBTX) func(ctx context.Context, tenant string) (Target, bool, error) {
 	return func(ctx context.Context, tenant string) (Target, bool, error) {
 		stored, err := Get(ctx, db, tenant)
 		if errors.Is(err, ErrNotFound) {

@@ -14,8 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
+	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -36,11 +36,11 @@ func TestTenantIsolation(t *testing.T) {
 	for _, id := range []uuid.UUID{pending.ID, stuck.ID, missing} {
 		r := h.do("GET", "/v1/effects/"+id.String(), tokenB, "")
 		require.Equal(t, http.StatusNotFound, r.status)
-		require.Equal(t, api.CodeNotFound, r.errorCode(t))
+		require.Equal(t, "not_found", r.errorCode(t))
 		for _, to := range []string{"CONFIRMED", "FAILED", "PENDING"} {
 			r = h.do("POST", "/v1/effects/"+id.String()+"/resolve", tokenB, `{"to":"`+to+`","reason":"mine now"}`)
 			require.Equal(t, http.StatusNotFound, r.status, "resolve %s to %s: %s", id, to, r.body)
-			require.Equal(t, api.CodeNotFound, r.errorCode(t))
+			require.Equal(t, "not_found", r.errorCode(t))
 		}
 		r = h.do("POST", "/v1/effects/"+id.String()+"/cancel", tokenB, `{"reason":"mine now"}`)
 		require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
@@ -97,7 +97,7 @@ func TestIdempotencyKeyReplay(t *testing.T) {
 
 	other := h.do("POST", "/v1/effects", token, strings.Replace(body, `"amount":10`, `"amount":11`, 1), "Idempotency-Key", "req-1")
 	require.Equal(t, http.StatusUnprocessableEntity, other.status)
-	require.Equal(t, api.CodeIdempotencyKeyReused, other.errorCode(t))
+	require.Equal(t, "idempotency_key_reused", other.errorCode(t))
 	other = h.do("POST", "/v1/effects/"+first.effect(t).ID.String()+"/cancel", token, `{"reason":"x"}`, "Idempotency-Key", "req-1")
 	require.Equal(t, http.StatusUnprocessableEntity, other.status, "another path with the key")
 	require.Equal(t, before, h.rows())
@@ -115,7 +115,7 @@ func TestIdempotencyKeyReplay(t *testing.T) {
 	// A failed request stores nothing: the key is free for the corrected request.
 	failed := h.do("POST", "/v1/effects", token, strings.Replace(body, "bank.wire", "bank.nope", 1), "Idempotency-Key", "req-2")
 	require.Equal(t, http.StatusUnprocessableEntity, failed.status)
-	require.Equal(t, api.CodeUnknownConnector, failed.errorCode(t))
+	require.Equal(t, "unknown_connector", failed.errorCode(t))
 	fixed := h.do("POST", "/v1/effects", token, strings.Replace(body, "w-1", "w-2", 1), "Idempotency-Key", "req-2")
 	require.Equal(t, http.StatusCreated, fixed.status, "%s", fixed.body)
 
@@ -148,12 +148,12 @@ func TestBadInputsChangeNothing(t *testing.T) {
 	h := setup(t, 4096)
 	token := h.token("acme", false)
 	revoked := h.token("acme", false)
-	tokens, err := api.ListTokens(context.Background(), h.pool, "acme")
+	tokens, err := tenants.ListTokens(context.Background(), h.pool, "acme")
 	require.NoError(t, err)
-	_, err = api.RevokeToken(context.Background(), h.pool, tokens[1].ID)
+	_, err = tenants.RevokeToken(context.Background(), h.pool, tokens[1].ID)
 	require.NoError(t, err)
 	disabled := h.token("initech", false)
-	_, err = api.SetTenantDisabled(context.Background(), h.pool, "initech", true)
+	_, err = tenants.SetDisabled(context.Background(), h.pool, "initech", true)
 	require.NoError(t, err)
 	pending := h.enqueue(token, "w-1", 10)
 	stuck := h.enqueue(token, "w-2", 20)
@@ -170,51 +170,51 @@ func TestBadInputsChangeNothing(t *testing.T) {
 		status                          int
 		code                            string
 	}{
-		{"no token", "POST", "/v1/effects", "", ok, nil, 401, api.CodeUnauthenticated},
-		{"not bearer", "POST", "/v1/effects", "", ok, []string{"Authorization", "Basic YTpi"}, 401, api.CodeUnauthenticated},
-		{"unknown token", "POST", "/v1/effects", "rk_" + strings.Repeat("A", 43), ok, nil, 401, api.CodeInvalidToken},
-		{"garbage token", "GET", "/v1/effects", "hunter2", "", nil, 401, api.CodeInvalidToken},
-		{"revoked token", "POST", "/v1/effects", revoked, ok, nil, 401, api.CodeInvalidToken},
-		{"disabled tenant", "POST", "/v1/effects", disabled, ok, nil, 401, api.CodeInvalidToken},
-		{"revoked token reads", "GET", "/v1/effects/" + pending.ID.String(), revoked, "", nil, 401, api.CodeInvalidToken},
-		{"malformed JSON", "POST", "/v1/effects", token, `{"connector":"bank.wire",`, nil, 400, api.CodeInvalidJSON},
-		{"not an object", "POST", "/v1/effects", token, `[1,2]`, nil, 400, api.CodeInvalidRequest},
-		{"trailing data", "POST", "/v1/effects", token, ok + `{}`, nil, 400, api.CodeInvalidJSON},
-		{"empty body", "POST", "/v1/effects", token, "", nil, 400, api.CodeInvalidJSON},
-		{"unknown field", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","amount":1}`, nil, 400, api.CodeInvalidRequest},
-		{"wrong type", "POST", "/v1/effects", token, `{"connector":7,"idempotency_key":"k"}`, nil, 400, api.CodeInvalidRequest},
-		{"args not an object", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","args":[1]}`, nil, 400, api.CodeInvalidRequest},
-		{"no key", "POST", "/v1/effects", token, `{"connector":"bank.wire"}`, nil, 400, api.CodeInvalidRequest},
-		{"key and position", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","position":{"turn_group":"g","decision":0,"call_index":0}}`, nil, 400, api.CodeInvalidRequest},
-		{"bad position", "POST", "/v1/effects", token, `{"connector":"bank.wire","position":{"turn_group":"g","decision":-1,"call_index":0}}`, nil, 400, api.CodeInvalidRequest},
-		{"bad turn id", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","turn_id":"nope"}`, nil, 400, api.CodeInvalidRequest},
-		{"negative max attempts", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","max_attempts":-1}`, nil, 400, api.CodeInvalidRequest},
-		{"unknown connector", "POST", "/v1/effects", token, `{"connector":"bank.nope","idempotency_key":"k"}`, nil, 422, api.CodeUnknownConnector},
-		{"effect key conflict", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"w-1","args":{"account":"a-1","amount":11}}`, nil, 409, api.CodeIdempotencyConflict},
-		{"oversized body", "POST", "/v1/effects", token, big, nil, 413, api.CodeBodyTooLarge},
-		{"form body", "POST", "/v1/effects", token, ok, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, api.CodeUnsupportedMediaType},
-		{"empty idempotency key", "POST", "/v1/effects", token, ok, []string{"Idempotency-Key", " "}, 400, api.CodeInvalidIdempotency},
-		{"long idempotency key", "POST", "/v1/effects", token, ok, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, api.CodeInvalidIdempotency},
-		{"resolve to UNKNOWN", "POST", resolveStuck, token, `{"to":"UNKNOWN","reason":"r"}`, nil, 400, api.CodeInvalidState},
-		{"resolve to lower case", "POST", resolveStuck, token, `{"to":"confirmed","reason":"r"}`, nil, 400, api.CodeInvalidState},
-		{"resolve to nonsense", "POST", resolveStuck, token, `{"to":"DONE","reason":"r"}`, nil, 400, api.CodeInvalidState},
-		{"resolve without reason", "POST", resolveStuck, token, `{"to":"CONFIRMED"}`, nil, 400, api.CodeInvalidRequest},
-		{"resolve unknown field", "POST", resolveStuck, token, `{"to":"CONFIRMED","reason":"r","force":true}`, nil, 400, api.CodeInvalidRequest},
-		{"resolve PENDING to CONFIRMED", "POST", resolvePending, token, `{"to":"CONFIRMED","reason":"r"}`, nil, 409, api.CodeNotStuck},
-		{"cancel STUCK", "POST", "/v1/effects/" + stuck.ID.String() + "/cancel", token, `{"reason":"r"}`, nil, 409, api.CodeNotCancellable},
-		{"cancel with to", "POST", "/v1/effects/" + pending.ID.String() + "/cancel", token, `{"reason":"r","to":"FAILED"}`, nil, 400, api.CodeInvalidRequest},
-		{"resolve bad id", "POST", "/v1/effects/42/resolve", token, `{"to":"FAILED","reason":"r"}`, nil, 400, api.CodeInvalidParameter},
-		{"resolve missing effect", "POST", "/v1/effects/" + uuid.NewString() + "/resolve", token, `{"to":"FAILED","reason":"r"}`, nil, 404, api.CodeNotFound},
-		{"list bad state", "GET", "/v1/effects?state=DONE", token, "", nil, 400, api.CodeInvalidState},
-		{"list lower-case state", "GET", "/v1/effects?state=pending", token, "", nil, 400, api.CodeInvalidState},
-		{"list unknown parameter", "GET", "/v1/effects?status=PENDING", token, "", nil, 400, api.CodeInvalidParameter},
-		{"list bad limit", "GET", "/v1/effects?limit=0", token, "", nil, 400, api.CodeInvalidParameter},
-		{"list huge limit", "GET", "/v1/effects?limit=1001", token, "", nil, 400, api.CodeInvalidParameter},
-		{"list bad cursor", "GET", "/v1/effects?cursor=abc", token, "", nil, 400, api.CodeInvalidCursor},
-		{"get bad id", "GET", "/v1/effects/not-a-uuid", token, "", nil, 400, api.CodeInvalidParameter},
-		{"unknown route", "GET", "/v1/nothing", token, "", nil, 404, api.CodeNotFound},
-		{"wrong method", "DELETE", "/v1/effects", token, "", nil, 405, api.CodeMethodNotAllowed},
-		{"connector without admin", "POST", "/v1/connectors", token, `{"name":"x","dispatch_url":"http://127.0.0.1:1/"}`, nil, 403, api.CodeForbidden},
+		{"no token", "POST", "/v1/effects", "", ok, nil, 401, "unauthenticated"},
+		{"not bearer", "POST", "/v1/effects", "", ok, []string{"Authorization", "Basic YTpi"}, 401, "unauthenticated"},
+		{"unknown token", "POST", "/v1/effects", "rk_" + strings.Repeat("A", 43), ok, nil, 401, "invalid_token"},
+		{"garbage token", "GET", "/v1/effects", "hunter2", "", nil, 401, "invalid_token"},
+		{"revoked token", "POST", "/v1/effects", revoked, ok, nil, 401, "invalid_token"},
+		{"disabled tenant", "POST", "/v1/effects", disabled, ok, nil, 401, "invalid_token"},
+		{"revoked token reads", "GET", "/v1/effects/" + pending.ID.String(), revoked, "", nil, 401, "invalid_token"},
+		{"malformed JSON", "POST", "/v1/effects", token, `{"connector":"bank.wire",`, nil, 400, "invalid_json"},
+		{"not an object", "POST", "/v1/effects", token, `[1,2]`, nil, 400, "invalid_request"},
+		{"trailing data", "POST", "/v1/effects", token, ok + `{}`, nil, 400, "invalid_json"},
+		{"empty body", "POST", "/v1/effects", token, "", nil, 400, "invalid_json"},
+		{"unknown field", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","amount":1}`, nil, 400, "invalid_request"},
+		{"wrong type", "POST", "/v1/effects", token, `{"connector":7,"idempotency_key":"k"}`, nil, 400, "invalid_request"},
+		{"args not an object", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","args":[1]}`, nil, 400, "invalid_request"},
+		{"no key", "POST", "/v1/effects", token, `{"connector":"bank.wire"}`, nil, 400, "invalid_request"},
+		{"key and position", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","position":{"turn_group":"g","decision":0,"call_index":0}}`, nil, 400, "invalid_request"},
+		{"bad position", "POST", "/v1/effects", token, `{"connector":"bank.wire","position":{"turn_group":"g","decision":-1,"call_index":0}}`, nil, 400, "invalid_request"},
+		{"bad turn id", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","turn_id":"nope"}`, nil, 400, "invalid_request"},
+		{"negative max attempts", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"k","max_attempts":-1}`, nil, 400, "invalid_request"},
+		{"unknown connector", "POST", "/v1/effects", token, `{"connector":"bank.nope","idempotency_key":"k"}`, nil, 422, "unknown_connector"},
+		{"effect key conflict", "POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"w-1","args":{"account":"a-1","amount":11}}`, nil, 409, "idempotency_conflict"},
+		{"oversized body", "POST", "/v1/effects", token, big, nil, 413, "body_too_large"},
+		{"form body", "POST", "/v1/effects", token, ok, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "unsupported_media_type"},
+		{"empty idempotency key", "POST", "/v1/effects", token, ok, []string{"Idempotency-Key", " "}, 400, "invalid_idempotency_key"},
+		{"long idempotency key", "POST", "/v1/effects", token, ok, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, "invalid_idempotency_key"},
+		{"resolve to UNKNOWN", "POST", resolveStuck, token, `{"to":"UNKNOWN","reason":"r"}`, nil, 400, "invalid_state"},
+		{"resolve to lower case", "POST", resolveStuck, token, `{"to":"confirmed","reason":"r"}`, nil, 400, "invalid_state"},
+		{"resolve to nonsense", "POST", resolveStuck, token, `{"to":"DONE","reason":"r"}`, nil, 400, "invalid_state"},
+		{"resolve without reason", "POST", resolveStuck, token, `{"to":"CONFIRMED"}`, nil, 400, "invalid_request"},
+		{"resolve unknown field", "POST", resolveStuck, token, `{"to":"CONFIRMED","reason":"r","force":true}`, nil, 400, "invalid_request"},
+		{"resolve PENDING to CONFIRMED", "POST", resolvePending, token, `{"to":"CONFIRMED","reason":"r"}`, nil, 409, "not_stuck"},
+		{"cancel STUCK", "POST", "/v1/effects/" + stuck.ID.String() + "/cancel", token, `{"reason":"r"}`, nil, 409, "not_cancellable"},
+		{"cancel with to", "POST", "/v1/effects/" + pending.ID.String() + "/cancel", token, `{"reason":"r","to":"FAILED"}`, nil, 400, "invalid_request"},
+		{"resolve bad id", "POST", "/v1/effects/42/resolve", token, `{"to":"FAILED","reason":"r"}`, nil, 400, "invalid_parameter"},
+		{"resolve missing effect", "POST", "/v1/effects/" + uuid.NewString() + "/resolve", token, `{"to":"FAILED","reason":"r"}`, nil, 404, "not_found"},
+		{"list bad state", "GET", "/v1/effects?state=DONE", token, "", nil, 400, "invalid_state"},
+		{"list lower-case state", "GET", "/v1/effects?state=pending", token, "", nil, 400, "invalid_state"},
+		{"list unknown parameter", "GET", "/v1/effects?status=PENDING", token, "", nil, 400, "invalid_parameter"},
+		{"list bad limit", "GET", "/v1/effects?limit=0", token, "", nil, 400, "invalid_parameter"},
+		{"list huge limit", "GET", "/v1/effects?limit=1001", token, "", nil, 400, "invalid_parameter"},
+		{"list bad cursor", "GET", "/v1/effects?cursor=abc", token, "", nil, 400, "invalid_cursor"},
+		{"get bad id", "GET", "/v1/effects/not-a-uuid", token, "", nil, 400, "invalid_parameter"},
+		{"unknown route", "GET", "/v1/nothing", token, "", nil, 404, "not_found"},
+		{"wrong method", "DELETE", "/v1/effects", token, "", nil, 405, "method_not_allowed"},
+		{"connector without admin", "POST", "/v1/connectors", token, `{"name":"x","dispatch_url":"http://127.0.0.1:1/"}`, nil, 403, "forbidden"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			headers := append([]string{"Idempotency-Key", "bad-" + tc.name}, tc.headers...)
@@ -323,7 +323,7 @@ func TestResolveAndCancel(t *testing.T) {
 	require.Equal(t, string(r.body), string(replay.body))
 	again := h.do("POST", "/v1/effects/"+confirmMe.ID.String()+"/resolve", token, `{"to":"FAILED","reason":"changed my mind"}`)
 	require.Equal(t, http.StatusConflict, again.status)
-	require.Equal(t, api.CodeNotStuck, again.errorCode(t))
+	require.Equal(t, "not_stuck", again.errorCode(t))
 	history := h.do("GET", "/v1/effects/"+confirmMe.ID.String(), token, "").effect(t).History
 	last := history[len(history)-1]
 	require.Equal(t, "STUCK", last.From)
@@ -346,7 +346,7 @@ func TestResolveAndCancel(t *testing.T) {
 	require.Equal(t, 0, h.rows()["cancelled_jobs"], "no reactor runs: both were cancelled before any claim gave them a job")
 	r = h.do("POST", "/v1/effects/"+cancelMe.ID.String()+"/cancel", token, `{"reason":"again"}`)
 	require.Equal(t, http.StatusConflict, r.status)
-	require.Equal(t, api.CodeNotCancellable, r.errorCode(t))
+	require.Equal(t, "not_cancellable", r.errorCode(t))
 }
 
 // TestPurgeIdempotencyKeys: a stored response is replayed until purged (by

@@ -39,7 +39,7 @@ type callbackRequest struct {
 func (s *Server) callback(ctx context.Context, call *Call) (int, any, error) {
 	id := call.Request.PathValue("correlation_id")
 	if id == "" || len(id) > maxCorrelationIDLen {
-		return 0, nil, badRequest(CodeInvalidParameter, "correlation id: want 1 to %d bytes", maxCorrelationIDLen)
+		return 0, nil, badRequest(codeInvalidParameter, "correlation id: want 1 to %d bytes", maxCorrelationIDLen)
 	}
 	var req callbackRequest
 	if err := call.Decode(&req); err != nil {
@@ -49,21 +49,21 @@ func (s *Server) callback(ctx context.Context, call *Call) (int, any, error) {
 	var errMsg string
 	switch {
 	case req.Result != nil && req.Error != nil:
-		return 0, nil, badRequest(CodeInvalidRequest, `give "result" or "error", not both`)
+		return 0, nil, badRequest(codeInvalidRequest, `give "result" or "error", not both`)
 	case req.Result == nil && req.Error == nil:
-		return 0, nil, badRequest(CodeInvalidRequest, `give "result" (success) or "error" (failure)`)
+		return 0, nil, badRequest(codeInvalidRequest, `give "result" (success) or "error" (failure)`)
 	case req.Error != nil:
 		errMsg = strings.TrimSpace(*req.Error)
 		if errMsg == "" {
-			return 0, nil, badRequest(CodeInvalidRequest, `"error" must say what went wrong`)
+			return 0, nil, badRequest(codeInvalidRequest, `"error" must say what went wrong`)
 		}
 		if len(errMsg) > maxCallbackErrorLen {
-			return 0, nil, badRequest(CodeInvalidRequest, `"error" is limited to %d bytes`, maxCallbackErrorLen)
+			return 0, nil, badRequest(codeInvalidRequest, `"error" is limited to %d bytes`, maxCallbackErrorLen)
 		}
 	case !bytes.Equal(bytes.TrimSpace(req.Result), []byte("null")):
 		result = req.Result
 	}
-	// The callback runs in a transaction of its own (HandleAction: the request holds none), which
+	// The callback runs in a transaction of its own (handleAction: the request holds none), which
 	// commits a refused callback too: it is recorded in the effect's audit trail. A signed one also
 	// uses up its signature there, so that a callback that rolls back may be sent again. It is
 	// idempotent by itself.
@@ -96,14 +96,14 @@ func (s *Server) callback(ctx context.Context, call *Call) (int, any, error) {
 	}
 	switch {
 	case errors.Is(err, effects.ErrUnknownCorrelation):
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no effect awaits correlation id %q", id)
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no effect awaits correlation id %q", id)
 	case errors.Is(err, effects.ErrNotAwaitingCallback):
-		return 0, nil, Errorf(http.StatusConflict, CodeNotAwaitingCallback, "%s; the callback is recorded in its history",
+		return 0, nil, errorf(http.StatusConflict, codeNotAwaitingCallback, "%s; the callback is recorded in its history",
 			strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrCallbackConflict):
-		return 0, nil, Errorf(http.StatusConflict, CodeCallbackConflict, "effect %s is already %s with another outcome; the callback is recorded in its history", effect.ID, effect.State)
+		return 0, nil, errorf(http.StatusConflict, codeCallbackConflict, "effect %s is already %s with another outcome; the callback is recorded in its history", effect.ID, effect.State)
 	case errors.Is(err, effects.ErrCallbackStuck):
-		return 0, nil, Errorf(http.StatusConflict, CodeEffectStuck, "effect %s is STUCK: an operator resolves it (POST /v1/effects/%s/resolve); the callback is recorded in its history", effect.ID, effect.ID)
+		return 0, nil, errorf(http.StatusConflict, codeEffectStuck, "effect %s is STUCK: an operator resolves it (POST /v1/effects/%s/resolve); the callback is recorded in its history", effect.ID, effect.ID)
 	case err != nil:
 		return 0, nil, fmt.Errorf("callback %q: %w", id, err)
 	}
@@ -141,7 +141,7 @@ func (s *Server) getRun(ctx context.Context, call *Call) (int, any, error) {
 	// Run ids are per tenant: this is the caller's run of that id, whatever other tenants' are.
 	run, err := s.effects.GetRun(ctx, id, &effects.RunOpts{TenantID: call.Tenant()})
 	if errors.Is(err, effects.ErrRunNotFound) {
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no run %q", id)
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no run %q", id)
 	}
 	if err != nil {
 		return 0, nil, err

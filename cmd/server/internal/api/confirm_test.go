@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 )
 
 // confirmationBody is the confirmation part of an effect on the wire.
@@ -73,7 +71,7 @@ func TestConfirmAndDeclineOverHTTP(t *testing.T) {
 	for _, path := range []string{"/v1/effects/" + confirmMe + "/decline", "/v1/effects/" + declineMe + "/confirm"} {
 		r := h.do("POST", path, token, `{"reason":"again"}`)
 		require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
-		require.Equal(t, api.CodeNotAwaitingConfirm, r.errorCode(t))
+		require.Equal(t, "not_awaiting_confirmation", r.errorCode(t))
 	}
 	other := h.token("globex", false)
 	r = h.do("POST", "/v1/effects/"+confirmMe+"/confirm", other, `{"reason":"not mine"}`)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects/httpconn"
 )
 
@@ -22,9 +23,15 @@ type connectorsResponse struct {
 // as "HTTP connectors": only a system token makes one.
 func requireSystem(call *Call, what string) error {
 	if !call.Token.System {
-		return Errorf(http.StatusForbidden, CodeForbidden, "%s are shared by every tenant: changing them needs a system token (server tokens create -system), not a tenant's token", what)
+		return errorf(http.StatusForbidden, codeForbidden, "%s are shared by every tenant: changing them needs a system token (server tokens create -system), not a tenant's token", what)
 	}
 	return nil
+}
+
+// changer is the call's token as the maker of a change (ops.RecordChange).
+func changer(call *Call) ops.Changer {
+	tokenID := call.Token.ID
+	return ops.Changer{Actor: call.Actor(""), TokenID: &tokenID}
 }
 
 // refreshAfterCommit makes this server's registry pick up a connector change once it commits.
@@ -41,21 +48,18 @@ func (s *Server) putConnector(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 	if err := requireSystem(call, "HTTP connectors"); err != nil {
 		return 0, nil, err
 	}
-	if err := call.Decode(&struct{}{}); err != nil && asError(err).Code == CodeInvalidJSON {
+	if err := call.Decode(&struct{}{}); err != nil && asError(err).Code == codeInvalidJSON {
 		return 0, nil, err // malformed JSON is malformed JSON, whatever its fields
 	}
 	var def httpconn.Definition
 	if err := def.UnmarshalJSON(call.Body); err != nil {
-		return 0, nil, badRequest(CodeInvalidConnector, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
+		return 0, nil, badRequest(codeInvalidConnector, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
 	}
-	stored, created, err := httpconn.Put(ctx, tx, def)
+	stored, created, err := ops.PutConnector(ctx, tx, def, changer(call))
 	if errors.Is(err, httpconn.ErrInvalid) {
-		return 0, nil, badRequest(CodeInvalidConnector, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
+		return 0, nil, badRequest(codeInvalidConnector, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
 	}
 	if err != nil {
-		return 0, nil, err
-	}
-	if err := recordChange(ctx, tx, call, ChangeConnector, stored.Name, CreateOrReplace(created), stored); err != nil {
 		return 0, nil, err
 	}
 	s.refreshAfterCommit(call)
@@ -85,7 +89,7 @@ func (s *Server) getConnector(ctx context.Context, call *Call) (int, any, error)
 	name := call.Request.PathValue("name")
 	def, err := httpconn.Get(ctx, s.pool, name)
 	if errors.Is(err, httpconn.ErrNotFound) {
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no HTTP connector %q", name)
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no HTTP connector %q", name)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -99,17 +103,14 @@ func (s *Server) deleteConnector(ctx context.Context, tx pgx.Tx, call *Call) (in
 		return 0, nil, err
 	}
 	name := call.Request.PathValue("name")
-	err := httpconn.Delete(ctx, tx, name)
+	err := ops.DeleteConnector(ctx, tx, name, changer(call))
 	switch {
 	case errors.Is(err, httpconn.ErrNotFound):
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no HTTP connector %q", name)
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no HTTP connector %q", name)
 	case errors.Is(err, httpconn.ErrInUse):
-		return 0, nil, Errorf(http.StatusConflict, CodeConnectorInUse, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
+		return 0, nil, errorf(http.StatusConflict, codeConnectorInUse, "%s", strings.TrimPrefix(err.Error(), "httpconn: "))
 	case err != nil:
 		return 0, nil, fmt.Errorf("delete connector: %w", err)
-	}
-	if err := recordChange(ctx, tx, call, ChangeConnector, name, ChangeDelete, nil); err != nil {
-		return 0, nil, err
 	}
 	s.refreshAfterCommit(call)
 	return http.StatusOK, map[string]any{"name": name, "deleted": true}, nil

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/fakebank"
@@ -31,7 +30,7 @@ func TestConnectorsAndDispatch(t *testing.T) {
 	unsafe := `{"name":"bank.http","tags":["write"],"dispatch_url":"` + base + `/wires"}`
 	r := h.do("POST", "/v1/connectors", system, unsafe)
 	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
-	require.Equal(t, api.CodeInvalidConnector, r.errorCode(t))
+	require.Equal(t, "invalid_connector", r.errorCode(t))
 	r = h.do("POST", "/v1/connectors", system, `{"name":"bank.http","dispatch_url":"`+base+`/wires","status":"x"}`)
 	require.Equal(t, http.StatusBadRequest, r.status, "a misspelt field is refused")
 	require.Zero(t, h.rows()["connectors"])
@@ -61,7 +60,7 @@ func TestConnectorsAndDispatch(t *testing.T) {
 	require.Equal(t, "PENDING", got.State)
 	r = h.do("DELETE", "/v1/connectors/bank.http", system, "")
 	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
-	require.Equal(t, api.CodeConnectorInUse, r.errorCode(t))
+	require.Equal(t, "connector_in_use", r.errorCode(t))
 
 	// Stored by another process: found on first use.
 	_, _, err := httpconn.Put(ctx, h.pool, httpconn.Definition{
@@ -99,7 +98,7 @@ func TestConnectorsAndDispatch(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, r.status)
 	r = h.do("POST", "/v1/effects", user, `{"connector":"bank.http","idempotency_key":"w-2","args":{"account":"a-1","amount":10}}`)
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
-	require.Equal(t, api.CodeUnknownConnector, r.errorCode(t))
+	require.Equal(t, "unknown_connector", r.errorCode(t))
 }
 
 func gjsonString(t *testing.T, body []byte, field string) string {

@@ -9,12 +9,12 @@
 // # Tenants and tokens
 //
 // Every request under /v1 carries "Authorization: Bearer <token>". A token belongs to one tenant
-// (reckon_tenants) and is stored only as its SHA-256 (reckon_api_tokens): CreateToken returns the
-// token once. Every query is scoped to the caller's tenant: another tenant's effect answers 404,
-// exactly like one that does not exist, and is never changed. A system token (CreateSystemToken)
+// and is stored only as its SHA-256 (package tenants: reckon_tenants, reckon_api_tokens): it is
+// shown once, when it is made. Every query is scoped to the caller's tenant: another tenant's
+// effect answers 404, exactly like one that does not exist, and is never changed. A system token
 // belongs to the deployment instead: it alone changes what every tenant shares (HTTP connectors,
 // saga definitions) and may manage any tenant's turn handler; the routes registered without
-// AdmitSystem refuse it with 403, so no handler of a tenant-scoped route sees a call without a
+// admitSystem refuse it with 403, so no handler of a tenant-scoped route sees a call without a
 // tenant. Each change of a shared definition or a turn handler is recorded, with its token, in
 // reckon_definition_changes.
 //
@@ -26,7 +26,7 @@
 // canonicalization: key order and spacing do not matter) gets the stored response again, with the
 // header Idempotent-Replayed: true; with another body it gets 422 idempotency_key_reused. Only
 // successful (2xx) responses are stored: a request that failed changed nothing, and may be retried
-// with the same key. Callbacks, saga resolves and changes of connector limits (HandleAction) run
+// with the same key. Callbacks, saga resolves and changes of connector limits (handleAction) run
 // in transactions of their own: their response is stored after them.
 //
 // # Connections
@@ -46,7 +46,8 @@
 //
 // # Extending
 //
-// Server.HandleQuery, Server.HandleMutation and Server.HandleAction add authenticated endpoints
-// with the same error, size-limit and idempotency handling (the callbacks, sagas, sessions and
-// connectors endpoints). A MutationFunc must not ask the pool for a connection: it has tx.
+// Within the package, Server.handleQuery, Server.handleMutation and Server.handleAction add
+// authenticated endpoints with the same error, size-limit and idempotency handling (routes.go). A
+// mutationFunc must not ask the pool for a connection: it has tx. The operators' reads and actions
+// the endpoints share with the console and the CLI are package ops's; this package serves HTTP.
 package api

@@ -135,29 +135,29 @@ func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
 	}
 	switch {
 	case req.Connector == "":
-		return spec, badRequest(CodeInvalidRequest, "connector is required")
+		return spec, badRequest(codeInvalidRequest, "connector is required")
 	case len(req.Connector) > maxNameLen || len(req.RunID) > maxNameLen:
-		return spec, badRequest(CodeInvalidRequest, "connector and run_id are limited to %d bytes", maxNameLen)
+		return spec, badRequest(codeInvalidRequest, "connector and run_id are limited to %d bytes", maxNameLen)
 	case len(req.IdempotencyKey) > maxKeyLen || len(req.BusinessKey) > maxKeyLen || len(req.TurnGroup) > maxKeyLen:
-		return spec, badRequest(CodeInvalidRequest, "idempotency_key, business_key and turn_group are limited to %d bytes", maxKeyLen)
+		return spec, badRequest(codeInvalidRequest, "idempotency_key, business_key and turn_group are limited to %d bytes", maxKeyLen)
 	case req.MaxAttempts < 0 || req.MaxAttempts > maxAttempts:
-		return spec, badRequest(CodeInvalidRequest, "max_attempts must be between 1 and %d (or absent for the connector's)", maxAttempts)
+		return spec, badRequest(codeInvalidRequest, "max_attempts must be between 1 and %d (or absent for the connector's)", maxAttempts)
 	case req.AsyncTimeoutMS != nil && (*req.AsyncTimeoutMS < 1 || *req.AsyncTimeoutMS > effects.MaxAsyncTimeout.Milliseconds()):
-		return spec, badRequest(CodeInvalidRequest, "async_timeout_ms must be between 1 and %d (7 days), or absent for the connector's", effects.MaxAsyncTimeout.Milliseconds())
+		return spec, badRequest(codeInvalidRequest, "async_timeout_ms must be between 1 and %d (7 days), or absent for the connector's", effects.MaxAsyncTimeout.Milliseconds())
 	case req.ConfirmationTTLMS != nil && (*req.ConfirmationTTLMS < 1000 || *req.ConfirmationTTLMS > effects.MaxConfirmationTTL.Milliseconds()):
-		return spec, badRequest(CodeInvalidRequest, "confirmation_ttl_ms must be between 1000 and %d (30 days), or absent for the server's", effects.MaxConfirmationTTL.Milliseconds())
+		return spec, badRequest(codeInvalidRequest, "confirmation_ttl_ms must be between 1000 and %d (30 days), or absent for the server's", effects.MaxConfirmationTTL.Milliseconds())
 	case req.IdempotencyKey != "" && req.Position != nil:
-		return spec, badRequest(CodeInvalidRequest, "give idempotency_key or position, not both")
+		return spec, badRequest(codeInvalidRequest, "give idempotency_key or position, not both")
 	case req.IdempotencyKey == "" && req.Position == nil:
-		return spec, badRequest(CodeInvalidRequest, "idempotency_key or position is required: the effect's identity, never a hash of its args")
+		return spec, badRequest(codeInvalidRequest, "idempotency_key or position is required: the effect's identity, never a hash of its args")
 	}
 	if req.Position != nil {
 		p := req.Position
 		if p.TurnGroup == "" || p.Decision == nil || p.CallIndex == nil || *p.Decision < 0 || *p.CallIndex < 0 {
-			return spec, badRequest(CodeInvalidRequest, "position needs turn_group and non-negative decision and call_index")
+			return spec, badRequest(codeInvalidRequest, "position needs turn_group and non-negative decision and call_index")
 		}
 		if len(p.TurnGroup) > maxKeyLen {
-			return spec, badRequest(CodeInvalidRequest, "position.turn_group is limited to %d bytes", maxKeyLen)
+			return spec, badRequest(codeInvalidRequest, "position.turn_group is limited to %d bytes", maxKeyLen)
 		}
 		spec.Position = &effects.Position{TurnGroup: p.TurnGroup, Decision: *p.Decision, CallIndex: *p.CallIndex}
 	}
@@ -175,7 +175,7 @@ func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
 	case strings.HasPrefix(args, "{"):
 		spec.Args = req.Args
 	default:
-		return spec, badRequest(CodeInvalidRequest, "args must be a JSON object")
+		return spec, badRequest(codeInvalidRequest, "args must be a JSON object")
 	}
 	return spec, nil
 }
@@ -201,7 +201,7 @@ func (s *Server) createEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 	case errors.Is(err, effects.ErrUnknownConnector):
 		return 0, nil, unknownConnector(spec.Connector)
 	case errors.Is(err, effects.ErrIdempotencyConflict):
-		return 0, nil, Errorf(http.StatusConflict, CodeIdempotencyConflict, "%v", err)
+		return 0, nil, errorf(http.StatusConflict, codeIdempotencyConflict, "%v", err)
 	case err != nil:
 		return 0, nil, fmt.Errorf("enqueue: %w", err)
 	}
@@ -222,11 +222,11 @@ func enqueueError(err error) *Error {
 	case err == nil:
 		return nil
 	case errors.Is(err, effects.ErrPruned):
-		return Errorf(http.StatusConflict, CodeEffectPruned, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
+		return errorf(http.StatusConflict, codeEffectPruned, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrRunCancelled):
-		return Errorf(http.StatusConflict, CodeRunCancelled, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
+		return errorf(http.StatusConflict, codeRunCancelled, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrRunMaxSteps), errors.Is(err, effects.ErrRunMaxFailures):
-		return Errorf(http.StatusConflict, CodeRunHalted, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
+		return errorf(http.StatusConflict, codeRunHalted, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
 	}
 	return nil
 }
@@ -244,7 +244,7 @@ func (s *Server) requireConnector(call *Call, name string) error {
 }
 
 func unknownConnector(name string) *Error {
-	return Errorf(http.StatusUnprocessableEntity, CodeUnknownConnector, "connector %q is not registered", name)
+	return errorf(http.StatusUnprocessableEntity, codeUnknownConnector, "connector %q is not registered", name)
 }
 
 // effectOf returns the caller's effect named by the {id} path value, or 404.
@@ -256,7 +256,7 @@ func (s *Server) effectOf(ctx context.Context, call *Call) (*effects.Effect, err
 	effect, err := s.effects.Get(ctx, id)
 	if errors.Is(err, effects.ErrNotFound) || (err == nil && effect.TenantID != call.Tenant()) {
 		// Another tenant's effect is indistinguishable from a missing one.
-		return nil, Errorf(http.StatusNotFound, CodeNotFound, "no effect %s", id)
+		return nil, errorf(http.StatusNotFound, codeNotFound, "no effect %s", id)
 	}
 	if err != nil {
 		return nil, err
@@ -268,7 +268,7 @@ func pathID(call *Call) (uuid.UUID, error) {
 	raw := call.Request.PathValue("id")
 	id, err := uuid.Parse(raw)
 	if err != nil {
-		return uuid.Nil, badRequest(CodeInvalidParameter, "effect id %q is not a UUID", raw)
+		return uuid.Nil, badRequest(codeInvalidParameter, "effect id %q is not a UUID", raw)
 	}
 	return id, nil
 }
@@ -350,11 +350,11 @@ type decisionRequest struct {
 func (req *decisionRequest) validate() error {
 	switch {
 	case strings.TrimSpace(req.Reason) == "":
-		return badRequest(CodeInvalidRequest, "reason is required: it goes to the audit trail")
+		return badRequest(codeInvalidRequest, "reason is required: it goes to the audit trail")
 	case len(req.Reason) > maxReasonLen:
-		return badRequest(CodeInvalidRequest, "reason is limited to %d bytes", maxReasonLen)
+		return badRequest(codeInvalidRequest, "reason is limited to %d bytes", maxReasonLen)
 	case len(req.Actor) > maxNameLen:
-		return badRequest(CodeInvalidRequest, "actor is limited to %d bytes", maxNameLen)
+		return badRequest(codeInvalidRequest, "actor is limited to %d bytes", maxNameLen)
 	}
 	return nil
 }
@@ -368,7 +368,7 @@ func (s *Server) resolveEffect(ctx context.Context, tx pgx.Tx, call *Call) (int,
 	}
 	to, err := effects.ParseState(req.To)
 	if err != nil || (to != effects.StateConfirmed && to != effects.StateFailed && to != effects.StatePending) {
-		return 0, nil, badRequest(CodeInvalidState, "to %q: want CONFIRMED, FAILED or PENDING", req.To)
+		return 0, nil, badRequest(codeInvalidState, "to %q: want CONFIRMED, FAILED or PENDING", req.To)
 	}
 	if err := req.validate(); err != nil {
 		return 0, nil, err
@@ -382,7 +382,7 @@ func (s *Server) resolveEffect(ctx context.Context, tx pgx.Tx, call *Call) (int,
 	row, err := dbsqlc.New(tx).EffectGetByID(ctx, id)
 	if isNoRows(err) || (err == nil && row.TenantID != call.Tenant()) {
 		// Another tenant's effect is indistinguishable from a missing one.
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no effect %s", id)
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no effect %s", id)
 	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("get effect %s: %w", id, err)
@@ -405,7 +405,7 @@ func (s *Server) cancelEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 		return 0, nil, err
 	}
 	if req.To != "" {
-		return 0, nil, badRequest(CodeInvalidRequest, "cancel takes no \"to\": it always means FAILED")
+		return 0, nil, badRequest(codeInvalidRequest, "cancel takes no \"to\": it always means FAILED")
 	}
 	if err := req.validate(); err != nil {
 		return 0, nil, err
@@ -459,15 +459,15 @@ func (s *Server) decide(ctx context.Context, tx pgx.Tx, call *Call,
 func operatorError(err error) error {
 	switch {
 	case errors.Is(err, effects.ErrNotAwaitingConfirmation):
-		return Errorf(http.StatusConflict, CodeNotAwaitingConfirm, "%v", strings.TrimPrefix(err.Error(), "effects: "))
+		return errorf(http.StatusConflict, codeNotAwaitingConfirm, "%v", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrFourEyes):
-		return Errorf(http.StatusConflict, CodeFourEyes, "%v", strings.TrimPrefix(err.Error(), "effects: "))
+		return errorf(http.StatusConflict, codeFourEyes, "%v", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrNotFound):
-		return Errorf(http.StatusNotFound, CodeNotFound, "%v", strings.TrimPrefix(err.Error(), "effects: "))
+		return errorf(http.StatusNotFound, codeNotFound, "%v", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrNotStuck):
-		return Errorf(http.StatusConflict, CodeNotStuck, "%v; only a STUCK effect can be resolved (a PENDING one can be cancelled with to=FAILED)", strings.TrimPrefix(err.Error(), "effects: "))
+		return errorf(http.StatusConflict, codeNotStuck, "%v; only a STUCK effect can be resolved (a PENDING one can be cancelled with to=FAILED)", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrNotCancellable):
-		return Errorf(http.StatusConflict, CodeNotCancellable, "%v; only a PENDING effect that was never attempted can be cancelled", strings.TrimPrefix(err.Error(), "effects: "))
+		return errorf(http.StatusConflict, codeNotCancellable, "%v; only a PENDING effect that was never attempted can be cancelled", strings.TrimPrefix(err.Error(), "effects: "))
 	}
 	return err
 }

@@ -14,52 +14,53 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Error codes, stable across versions: clients branch on them.
+// Error codes, stable across versions: clients branch on them (docs/api.md lists them). The tests
+// of this package spell them out as clients see them.
 const (
-	CodeInvalidJSON          = "invalid_json"              // 400: the body is not one JSON object
-	CodeInvalidRequest       = "invalid_request"           // 400: a field is missing, unknown or out of range
-	CodeInvalidParameter     = "invalid_parameter"         // 400: a query parameter or path id is malformed or unknown
-	CodeInvalidState         = "invalid_state"             // 400: not a state name, or not one allowed here
-	CodeInvalidCursor        = "invalid_cursor"            // 400: a pagination cursor that this server did not issue
-	CodeInvalidIdempotency   = "invalid_idempotency_key"   // 400: an empty or overlong Idempotency-Key header
-	CodeUnauthenticated      = "unauthenticated"           // 401: no bearer token
-	CodeInvalidToken         = "invalid_token"             // 401: unknown or revoked token, or disabled tenant
-	CodeInvalidSignature     = "invalid_signature"         // 401: a signed callback whose Reckon-Signature or Reckon-Effect-Id is missing, malformed or does not match
-	CodeSignatureExpired     = "signature_expired"         // 401: a signed callback whose signature's timestamp is more than 5 minutes from the server's clock
-	CodeForbidden            = "forbidden"                 // 403: the token may not do this (a system token, a tenant's admin token, or a tenant token is needed)
-	CodeNotFound             = "not_found"                 // 404: no such resource for this tenant
-	CodeMethodNotAllowed     = "method_not_allowed"        // 405
-	CodeIdempotencyConflict  = "idempotency_conflict"      // 409: the effect's idempotency key is taken by another connector or other args
-	CodeEffectPruned         = "effect_pruned"             // 409: the idempotency key belonged to an effect that settled and was pruned; its dedup window has not ended
-	CodeNotStuck             = "not_stuck"                 // 409: resolve of an effect or a saga that is not STUCK
-	CodeConnectorInUse       = "connector_in_use"          // 409: delete of a connector with PENDING or UNKNOWN effects
-	CodeInvalidConnector     = "invalid_connector"         // 400: a connector definition that breaks the registration rules
-	CodeNotCancellable       = "not_cancellable"           // 409: cancel of an effect that is not PENDING and unattempted
-	CodeNotAwaitingConfirm   = "not_awaiting_confirmation" // 409: confirm or decline of an effect that does not await a confirmation
-	CodeFourEyes             = "four_eyes"                 // 409: a confirmation by the actor that enqueued the effect, refused by the four-eyes rule
-	CodeCallbackConflict     = "callback_conflict"         // 409: a callback reporting another outcome than the recorded one
-	CodeEffectStuck          = "effect_stuck"              // 409: a callback for a STUCK effect (an operator resolves it)
-	CodeNotAwaitingCallback  = "not_awaiting_callback"     // 409: a callback for an effect that does not await one (never accepted upstream, no attempt in flight)
-	CodeCallbackReplayed     = "callback_replayed"         // 409: a signed callback whose signature was used already
-	CodeEventsExpired        = "events_expired"            // 410: an event stream's position is older than events retention kept
-	CodeBodyTooLarge         = "body_too_large"            // 413
-	CodeUnsupportedMediaType = "unsupported_media_type"    // 415: a Content-Type other than application/json
-	CodeIdempotencyKeyReused = "idempotency_key_reused"    // 422: Idempotency-Key already used for another request
-	CodeUnknownConnector     = "unknown_connector"         // 422: the connector is not registered
-	CodeInvalidDefinition    = "invalid_saga_definition"   // 400: a saga definition that breaks the rules of package saga/sagadef
-	CodeDefinitionExists     = "saga_definition_exists"    // 409: another saga definition of that name is stored (they never change)
-	CodeUnknownDefinition    = "unknown_saga_definition"   // 422: no saga definition of that name
-	CodeStartKeyConflict     = "start_key_conflict"        // 409: the saga start_key belongs to a saga of another definition or input
-	CodeResolveEffect        = "resolve_effect"            // 409: resolve of a saga held by a STUCK effect (resolve the effect)
-	CodeSessionForbidden     = "session_tenant_mismatch"   // 403: a session key whose tenant segment is not the caller's tenant
-	CodeInvalidSessionKey    = "invalid_session_key"       // 400: not tenant:agent:interlocutor:channel
-	CodeInvalidTurnHandler   = "invalid_turn_handler"      // 400: a turn handler URL or timeout that cannot be stored
-	CodeRunHalted            = "run_halted"                // 409: the run refuses effects: its max_steps or max_consecutive_failures is reached
-	CodeRunCancelled         = "run_cancelled"             // 409: the run was cancelled: it refuses effects
-	CodeInternal             = "internal"                  // 500
-	CodeNotImplemented       = "not_implemented"           // 501: a feature this server was not configured with
-	CodeUnavailable          = "unavailable"               // 503: the request ended while waiting for the busy server, or it is stopping
-	CodeDatabaseUnavailable  = "database_unavailable"      // 503: the database could not be reached or went away; Retry-After says when to try again
+	codeInvalidJSON          = "invalid_json"              // 400: the body is not one JSON object
+	codeInvalidRequest       = "invalid_request"           // 400: a field is missing, unknown or out of range
+	codeInvalidParameter     = "invalid_parameter"         // 400: a query parameter or path id is malformed or unknown
+	codeInvalidState         = "invalid_state"             // 400: not a state name, or not one allowed here
+	codeInvalidCursor        = "invalid_cursor"            // 400: a pagination cursor that this server did not issue
+	codeInvalidIdempotency   = "invalid_idempotency_key"   // 400: an empty or overlong Idempotency-Key header
+	codeUnauthenticated      = "unauthenticated"           // 401: no bearer token
+	codeInvalidToken         = "invalid_token"             // 401: unknown or revoked token, or disabled tenant
+	codeInvalidSignature     = "invalid_signature"         // 401: a signed callback whose Reckon-Signature or Reckon-Effect-Id is missing, malformed or does not match
+	codeSignatureExpired     = "signature_expired"         // 401: a signed callback whose signature's timestamp is more than 5 minutes from the server's clock
+	codeForbidden            = "forbidden"                 // 403: the token may not do this (a system token, a tenant's admin token, or a tenant token is needed)
+	codeNotFound             = "not_found"                 // 404: no such resource for this tenant
+	codeMethodNotAllowed     = "method_not_allowed"        // 405
+	codeIdempotencyConflict  = "idempotency_conflict"      // 409: the effect's idempotency key is taken by another connector or other args
+	codeEffectPruned         = "effect_pruned"             // 409: the idempotency key belonged to an effect that settled and was pruned; its dedup window has not ended
+	codeNotStuck             = "not_stuck"                 // 409: resolve of an effect or a saga that is not STUCK
+	codeConnectorInUse       = "connector_in_use"          // 409: delete of a connector with PENDING or UNKNOWN effects
+	codeInvalidConnector     = "invalid_connector"         // 400: a connector definition that breaks the registration rules
+	codeNotCancellable       = "not_cancellable"           // 409: cancel of an effect that is not PENDING and unattempted
+	codeNotAwaitingConfirm   = "not_awaiting_confirmation" // 409: confirm or decline of an effect that does not await a confirmation
+	codeFourEyes             = "four_eyes"                 // 409: a confirmation by the actor that enqueued the effect, refused by the four-eyes rule
+	codeCallbackConflict     = "callback_conflict"         // 409: a callback reporting another outcome than the recorded one
+	codeEffectStuck          = "effect_stuck"              // 409: a callback for a STUCK effect (an operator resolves it)
+	codeNotAwaitingCallback  = "not_awaiting_callback"     // 409: a callback for an effect that does not await one (never accepted upstream, no attempt in flight)
+	codeCallbackReplayed     = "callback_replayed"         // 409: a signed callback whose signature was used already
+	codeEventsExpired        = "events_expired"            // 410: an event stream's position is older than events retention kept
+	codeBodyTooLarge         = "body_too_large"            // 413
+	codeUnsupportedMediaType = "unsupported_media_type"    // 415: a Content-Type other than application/json
+	codeIdempotencyKeyReused = "idempotency_key_reused"    // 422: Idempotency-Key already used for another request
+	codeUnknownConnector     = "unknown_connector"         // 422: the connector is not registered
+	codeInvalidDefinition    = "invalid_saga_definition"   // 400: a saga definition that breaks the rules of package saga/sagadef
+	codeDefinitionExists     = "saga_definition_exists"    // 409: another saga definition of that name is stored (they never change)
+	codeUnknownDefinition    = "unknown_saga_definition"   // 422: no saga definition of that name
+	codeStartKeyConflict     = "start_key_conflict"        // 409: the saga start_key belongs to a saga of another definition or input
+	codeResolveEffect        = "resolve_effect"            // 409: resolve of a saga held by a STUCK effect (resolve the effect)
+	codeSessionForbidden     = "session_tenant_mismatch"   // 403: a session key whose tenant segment is not the caller's tenant
+	codeInvalidSessionKey    = "invalid_session_key"       // 400: not tenant:agent:interlocutor:channel
+	codeInvalidTurnHandler   = "invalid_turn_handler"      // 400: a turn handler URL or timeout that cannot be stored
+	codeRunHalted            = "run_halted"                // 409: the run refuses effects: its max_steps or max_consecutive_failures is reached
+	codeRunCancelled         = "run_cancelled"             // 409: the run was cancelled: it refuses effects
+	codeInternal             = "internal"                  // 500
+	codeNotImplemented       = "not_implemented"           // 501: a feature this server was not configured with
+	codeUnavailable          = "unavailable"               // 503: the request ended while waiting for the busy server, or it is stopping
+	codeDatabaseUnavailable  = "database_unavailable"      // 503: the database could not be reached or went away; Retry-After says when to try again
 )
 
 // Error is an API error: an HTTP status, a stable code and a message for people. Handlers return
@@ -74,13 +75,13 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
 
-// Errorf returns an *Error with a formatted message.
-func Errorf(status int, code, format string, args ...any) *Error {
+// errorf returns an *Error with a formatted message.
+func errorf(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 func badRequest(code, format string, args ...any) *Error {
-	return Errorf(http.StatusBadRequest, code, format, args...)
+	return errorf(http.StatusBadRequest, code, format, args...)
 }
 
 type errorBody struct {
@@ -110,8 +111,16 @@ const databaseRetryAfter = 2 * time.Second
 // errDatabaseUnavailable answers a request that failed because the database could not be
 // reached or went away.
 var errDatabaseUnavailable = &Error{
-	Status: http.StatusServiceUnavailable, Code: CodeDatabaseUnavailable,
+	Status: http.StatusServiceUnavailable, Code: codeDatabaseUnavailable,
 	Message: "the database is unavailable; retry later", RetryAfter: databaseRetryAfter,
+}
+
+// errBusyDatabase answers a request whose transaction Postgres aborted for concurrent work every
+// time it was run (a deadlock, a migration's lock past lock_timeout): nothing was written.
+var errBusyDatabase = &Error{
+	Status: http.StatusServiceUnavailable, Code: codeUnavailable,
+	Message:    "the database aborted this request for concurrent work (a deadlock, or a lock held by a migration); nothing was written: retry",
+	RetryAfter: time.Second,
 }
 
 // databaseUnavailable reports whether err says that the database could not be reached or went away
@@ -147,19 +156,6 @@ func databaseUnavailable(err error) bool {
 func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
 }
-
-// Sentinel errors of the tenant and token functions. Test with errors.Is.
-var (
-	// ErrTenantExists: CreateTenant with an id that is taken.
-	ErrTenantExists = errors.New("api: tenant already exists")
-	// ErrTenantNotFound: no tenant with that id.
-	ErrTenantNotFound = errors.New("api: tenant not found")
-	// ErrTokenNotFound: no token with that id.
-	ErrTokenNotFound = errors.New("api: token not found")
-	// ErrInvalidToken: Authenticate was given a token that is unknown or revoked, or a tenant's
-	// token whose tenant is disabled.
-	ErrInvalidToken = errors.New("api: invalid or revoked token")
-)
 
 // isNoRows reports whether a query found no row: the one place this package reads
 // pgx.ErrNoRows. What that means (not found, a replayed idempotency key) each caller says.

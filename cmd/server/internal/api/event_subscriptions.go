@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/events"
+	"github.com/reckonhq/reckon/internal/ident"
 )
 
 // Webhook subscriptions (package events; docs/api.md "Webhook subscriptions"): the reactors POST
@@ -43,9 +44,9 @@ func subscriptionError(err error) error {
 	var field *events.SubscriptionError
 	switch {
 	case errors.As(err, &field):
-		return badRequest(CodeInvalidRequest, "field %q %s", field.Field, field.Problem)
+		return badRequest(codeInvalidRequest, "field %q %s", field.Field, field.Problem)
 	case errors.Is(err, events.ErrSubscriptionNotFound):
-		return Errorf(http.StatusNotFound, CodeNotFound, "%s", strings.TrimPrefix(err.Error(), "events: "))
+		return errorf(http.StatusNotFound, codeNotFound, "%s", strings.TrimPrefix(err.Error(), "events: "))
 	}
 	return err
 }
@@ -54,7 +55,7 @@ func subscriptionID(call *Call) (uuid.UUID, error) {
 	raw := call.Request.PathValue("id")
 	id, err := uuid.Parse(raw)
 	if err != nil {
-		return uuid.Nil, badRequest(CodeInvalidParameter, "subscription id %q is not a UUID", raw)
+		return uuid.Nil, badRequest(codeInvalidParameter, "subscription id %q is not a UUID", raw)
 	}
 	return id, nil
 }
@@ -68,11 +69,11 @@ func (s *Server) createSubscription(ctx context.Context, tx pgx.Tx, call *Call) 
 	tenant := req.Tenant
 	if !call.Token.System {
 		if tenant != "" && tenant != call.Tenant() {
-			return 0, nil, badRequest(CodeInvalidRequest, "field %q: a tenant token subscribes to its own tenant's events (%q) only", "tenant", call.Tenant())
+			return 0, nil, badRequest(codeInvalidRequest, "field %q: a tenant token subscribes to its own tenant's events (%q) only", "tenant", call.Tenant())
 		}
 		tenant = call.Tenant()
-	} else if err := ValidateTenantID(tenant); tenant != "" && err != nil {
-		return 0, nil, badRequest(CodeInvalidRequest, "field %q: %v", "tenant", err)
+	} else if err := ident.ValidateTenantID(tenant); tenant != "" && err != nil {
+		return 0, nil, badRequest(codeInvalidRequest, "field %q: %v", "tenant", err)
 	}
 	sub, err := events.NewSubscriptions(tx).Create(ctx, events.NewSubscription{
 		Tenant: tenant, URL: req.URL, Patterns: req.Patterns, Secret: req.Secret, CreatedBy: call.Actor(""),

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/events"
 )
 
@@ -75,7 +74,7 @@ func TestWebhookSubscriptionRoutes(t *testing.T) {
 	} {
 		r = h.do("POST", "/v1/event-subscriptions", tc.token, tc.body)
 		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", tc.body, r.body)
-		require.Equal(t, api.CodeInvalidRequest, r.errorCode(t))
+		require.Equal(t, "invalid_request", r.errorCode(t))
 		require.Contains(t, string(r.body), `field \"`+tc.field+`\"`, tc.body)
 	}
 

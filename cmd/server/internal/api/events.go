@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reckonhq/reckon/events"
+	"github.com/reckonhq/reckon/internal/ident"
 )
 
 // The event stream over HTTP (docs/api.md, "Events"): GET /v1/events answers Server-Sent Events,
@@ -53,21 +54,21 @@ func parseEventsRequest(call *Call) (eventsRequest, error) {
 	for name, values := range query {
 		switch {
 		case !contains(eventParams, name):
-			return req, badRequest(CodeInvalidParameter, "unknown query parameter %q: want %s", name, wantList(eventParams))
+			return req, badRequest(codeInvalidParameter, "unknown query parameter %q: want %s", name, wantList(eventParams))
 		case name != "pattern" && len(values) > 1:
-			return req, badRequest(CodeInvalidParameter, "query parameter %q given %d times", name, len(values))
+			return req, badRequest(codeInvalidParameter, "query parameter %q given %d times", name, len(values))
 		}
 	}
 	patterns := query["pattern"]
 	if len(patterns) > events.MaxPatterns {
-		return req, badRequest(CodeInvalidParameter, "pattern given %d times: at most %d patterns", len(patterns), events.MaxPatterns)
+		return req, badRequest(codeInvalidParameter, "pattern given %d times: at most %d patterns", len(patterns), events.MaxPatterns)
 	}
 	for _, p := range patterns {
 		var pe *events.PatternError
 		if err := events.ValidatePattern(p); errors.As(err, &pe) {
-			return req, badRequest(CodeInvalidParameter, "%s", strings.TrimPrefix(pe.Error(), "events: "))
+			return req, badRequest(codeInvalidParameter, "%s", strings.TrimPrefix(pe.Error(), "events: "))
 		} else if err != nil {
-			return req, badRequest(CodeInvalidParameter, "pattern: %v", err)
+			return req, badRequest(codeInvalidParameter, "pattern: %v", err)
 		}
 	}
 	req.filter.Patterns = patterns
@@ -76,12 +77,12 @@ func parseEventsRequest(call *Call) (eventsRequest, error) {
 	if raw, ok := query["tenant"]; ok {
 		switch {
 		case call.Token.System:
-			if err := ValidateTenantID(raw[0]); err != nil {
-				return req, badRequest(CodeInvalidParameter, "tenant: %v", err)
+			if err := ident.ValidateTenantID(raw[0]); err != nil {
+				return req, badRequest(codeInvalidParameter, "tenant: %v", err)
 			}
 			tenant = raw[0]
 		case raw[0] != tenant:
-			return req, Errorf(http.StatusForbidden, CodeForbidden,
+			return req, errorf(http.StatusForbidden, codeForbidden,
 				"tenant %q: a tenant token reads its own tenant's events only (%q); a system token reads any tenant's", quoted(raw[0]), tenant)
 		}
 	}
@@ -92,7 +93,7 @@ func parseEventsRequest(call *Call) (eventsRequest, error) {
 	values, hasHeader := call.Request.Header["Last-Event-Id"]
 	switch {
 	case hasHeader && len(values) > 1:
-		return req, badRequest(CodeInvalidParameter, "Last-Event-ID given %d times", len(values))
+		return req, badRequest(codeInvalidParameter, "Last-Event-ID given %d times", len(values))
 	case hasHeader && values[0] != "":
 		id, err := parseEventID("Last-Event-ID", values[0])
 		if err != nil {
@@ -114,14 +115,14 @@ func parseEventsRequest(call *Call) (eventsRequest, error) {
 // parseEventID reads an event id given as field (after, Last-Event-ID).
 func parseEventID(field, raw string) (events.ID, error) {
 	if len(raw) > maxEventIDLen {
-		return events.ID{}, badRequest(CodeInvalidParameter, "%s: an event id is at most %d bytes, got %d", field, maxEventIDLen, len(raw))
+		return events.ID{}, badRequest(codeInvalidParameter, "%s: an event id is at most %d bytes, got %d", field, maxEventIDLen, len(raw))
 	}
 	if err := checkHeaderText(raw); err != nil {
-		return events.ID{}, badRequest(CodeInvalidParameter, "%s: %v", field, err)
+		return events.ID{}, badRequest(codeInvalidParameter, "%s: %v", field, err)
 	}
 	id, err := events.ParseID(raw)
 	if err != nil {
-		return events.ID{}, badRequest(CodeInvalidParameter, "%s %q: want an event id (xid-seq, as in the stream's id: lines), or 0 for the oldest event kept", field, raw)
+		return events.ID{}, badRequest(codeInvalidParameter, "%s %q: want an event id (xid-seq, as in the stream's id: lines), or 0 for the oldest event kept", field, raw)
 	}
 	return id, nil
 }
@@ -146,26 +147,14 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, call *Call
 	}
 	select {
 	case <-s.config.Stopping:
-		s.writeError(w, r, Errorf(http.StatusServiceUnavailable, CodeUnavailable, "the server is stopping; retry later"))
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "the server is stopping; retry later"))
 		return
 	default:
 	}
 	log := s.config.Events
-	after := req.after
-	if req.fromNow {
-		if after, err = log.Head(ctx); err != nil {
-			s.writeError(w, r, fmt.Errorf("read the events' head: %w", err))
-			return
-		}
-	}
-	first, next, _, err := log.Read(ctx, req.filter, after, events.MaxRead)
-	if errors.Is(err, events.ErrExpired) {
-		s.writeError(w, r, Errorf(http.StatusGone, CodeEventsExpired,
-			"event %s is older than events retention kept: the events after it are gone; start again without after and Last-Event-ID (from now) or with after=0 (from the oldest event kept)", after))
-		return
-	}
+	first, next, err := s.readFirstEvents(ctx, req)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("read events: %w", err))
+		s.writeError(w, r, err)
 		return
 	}
 	call.leave()
@@ -239,6 +228,29 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, call *Call
 		}
 		keepAlive.Reset(s.config.EventsKeepAlive)
 	}
+}
+
+// readFirstEvents reads what a stream starts with: the events after the request's position (the
+// log's head, from now), and the position to subscribe after. The error is the answer to the
+// request: 410 events_expired for a position older than events retention kept.
+func (s *Server) readFirstEvents(ctx context.Context, req eventsRequest) ([]events.Event, events.ID, error) {
+	log := s.config.Events
+	after := req.after
+	if req.fromNow {
+		var err error
+		if after, err = log.Head(ctx); err != nil {
+			return nil, after, fmt.Errorf("read the events' head: %w", err)
+		}
+	}
+	first, next, _, err := log.Read(ctx, req.filter, after, events.MaxRead)
+	if errors.Is(err, events.ErrExpired) {
+		return nil, next, errorf(http.StatusGone, codeEventsExpired,
+			"event %s is older than events retention kept: the events after it are gone; start again without after and Last-Event-ID (from now) or with after=0 (from the oldest event kept)", after)
+	}
+	if err != nil {
+		return nil, next, fmt.Errorf("read events: %w", err)
+	}
+	return first, next, nil
 }
 
 // maxEventBatch bounds the events sent in one write.

@@ -128,7 +128,7 @@ func TestEventsStreamFiltersByPatternAndTenant(t *testing.T) {
 
 	r := h.do("GET", "/v1/events?tenant=globex", acme, "")
 	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
-	require.Equal(t, api.CodeForbidden, r.errorCode(t))
+	require.Equal(t, "forbidden", r.errorCode(t))
 	require.Contains(t, string(r.body), "globex")
 
 	// Live: from now on (no after), each stream gets its own tenant's new events only.
@@ -201,7 +201,7 @@ func TestEventsExpiredPosition(t *testing.T) {
 		}
 		r := h.do("GET", "/v1/events"+query, acme, "", headers...)
 		require.Equal(t, http.StatusGone, r.status, "%s", r.body)
-		require.Equal(t, api.CodeEventsExpired, r.errorCode(t))
+		require.Equal(t, "events_expired", r.errorCode(t))
 		require.Contains(t, string(r.body), first)
 	}
 	s := h.stream(acme, "?after="+second)
@@ -251,7 +251,7 @@ func TestEventsBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := h.do("GET", "/v1/events"+tc.query, tc.token, "", tc.headers...)
 			require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
-			require.Equal(t, api.CodeInvalidParameter, r.errorCode(t))
+			require.Equal(t, "invalid_parameter", r.errorCode(t))
 			require.Contains(t, string(r.body), tc.want)
 		})
 	}
@@ -280,5 +280,5 @@ func TestEventsStreamKeepAliveSlotAndStop(t *testing.T) {
 	require.True(t, other.Ended(5*time.Second))
 	r = h.do("GET", "/v1/events", acme, "")
 	require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
-	require.Equal(t, api.CodeUnavailable, r.errorCode(t))
+	require.Equal(t, "unavailable", r.errorCode(t))
 }

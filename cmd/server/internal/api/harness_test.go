@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
+	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/docs/openapi"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/fakebank"
@@ -66,10 +67,10 @@ func (h *harness) serve(config *api.Config) *api.Server {
 func (h *harness) token(tenant string, admin bool) string {
 	h.t.Helper()
 	ctx := context.Background()
-	if _, err := api.CreateTenant(ctx, h.pool, tenant, ""); err != nil {
-		require.ErrorIs(h.t, err, api.ErrTenantExists)
+	if _, err := tenants.Create(ctx, h.pool, tenant, ""); err != nil {
+		require.ErrorIs(h.t, err, tenants.ErrExists)
 	}
-	secret, _, err := api.CreateToken(ctx, h.pool, tenant, &api.TokenOpts{Name: tenant + "-ops", Admin: admin})
+	secret, _, err := tenants.CreateToken(ctx, h.pool, tenant, &tenants.TokenOpts{Name: tenant + "-ops", Admin: admin})
 	require.NoError(h.t, err)
 	return secret
 }
@@ -77,7 +78,7 @@ func (h *harness) token(tenant string, admin bool) string {
 // systemToken returns a new system token, named "platform".
 func (h *harness) systemToken() string {
 	h.t.Helper()
-	secret, _, err := api.CreateSystemToken(context.Background(), h.pool, "platform")
+	secret, _, err := tenants.CreateSystemToken(context.Background(), h.pool, "platform")
 	require.NoError(h.t, err)
 	return secret
 }

@@ -122,7 +122,7 @@ func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
 			t.Run(f.method+" "+f.path+" "+f.name+" "+class, func(t *testing.T) {
 				r := h.do(f.method, f.path, f.token, strings.Replace(f.body, "%s", value, 1), "Idempotency-Key", "hostile-"+f.name+class)
 				require.Equal(t, http.StatusBadRequest, r.status, "%.300s", r.body)
-				require.Equal(t, api.CodeInvalidRequest, r.errorCode(t))
+				require.Equal(t, "invalid_request", r.errorCode(t))
 				require.Contains(t, string(r.body), `field \"`+f.name+`\"`)
 			})
 		}
@@ -134,35 +134,35 @@ func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
 		headers            []string
 		code               string
 	}{
-		{"run id NUL", "GET", "/v1/runs/a%00b", nil, api.CodeInvalidParameter},
-		{"run id FF", "GET", "/v1/runs/%FF", nil, api.CodeInvalidParameter},
-		{"connector name overlong", "GET", "/v1/connectors/%C0%AF", nil, api.CodeInvalidParameter},
-		{"connector delete surrogate", "DELETE", "/v1/connectors/%ED%A0%80", nil, api.CodeInvalidParameter},
-		{"saga definition NUL", "GET", "/v1/saga-definitions/x%00", nil, api.CodeInvalidParameter},
-		{"callback id NUL", "POST", "/v1/callbacks/a%00b", nil, api.CodeInvalidParameter},
-		{"callback id FF", "POST", "/v1/callbacks/%FF", nil, api.CodeInvalidParameter},
-		{"session key NUL", "GET", "/v1/sessions/acme%00:a:b:c/turns", nil, api.CodeInvalidParameter},
-		{"session key FF", "POST", "/v1/sessions/acme:%FF:b:c/messages", nil, api.CodeInvalidParameter},
-		{"turn handler FF", "PUT", "/v1/turn-handlers/%FF", nil, api.CodeInvalidParameter},
-		{"turn handler delete NUL", "DELETE", "/v1/turn-handlers/a%00", nil, api.CodeInvalidParameter},
-		{"limit NUL", "GET", "/v1/connectors/a%00/limit", nil, api.CodeInvalidParameter},
-		{"limit set FF", "PUT", "/v1/connectors/%FF/limit", nil, api.CodeInvalidParameter},
-		{"limit clear surrogate", "DELETE", "/v1/connectors/%ED%A0%80/limit", nil, api.CodeInvalidParameter},
-		{"limit reset overlong", "POST", "/v1/connectors/%C0%AF/limit/reset", nil, api.CodeInvalidParameter},
-		{"connector filter NUL", "GET", "/v1/effects?connector=%00", nil, api.CodeInvalidParameter},
-		{"run filter FF", "GET", "/v1/effects?run=%FF", nil, api.CodeInvalidParameter},
-		{"definition filter overlong", "GET", "/v1/sagas?definition=%C0%AF", nil, api.CodeInvalidParameter},
-		{"bad query escape", "GET", "/v1/effects?run=%zz", nil, api.CodeInvalidParameter},
-		{"event pattern NUL", "GET", "/v1/events?pattern=turn.%00", nil, api.CodeInvalidParameter},
-		{"event pattern overlong", "GET", "/v1/events?pattern=%C0%AF", nil, api.CodeInvalidParameter},
-		{"event after FF", "GET", "/v1/events?after=%FF", nil, api.CodeInvalidParameter},
-		{"event tenant surrogate", "GET", "/v1/events?tenant=%ED%A0%80", nil, api.CodeInvalidParameter},
-		{"latin-1 Last-Event-ID", "GET", "/v1/events", []string{"Last-Event-ID", "caf\xe9"}, api.CodeInvalidParameter},
-		{"subscription id NUL", "GET", "/v1/event-subscriptions/a%00b", nil, api.CodeInvalidParameter},
-		{"subscription pause FF", "POST", "/v1/event-subscriptions/%FF/pause", nil, api.CodeInvalidParameter},
-		{"subscription limit", "GET", "/v1/event-subscriptions?limit=0", nil, api.CodeInvalidParameter},
-		{"latin-1 Idempotency-Key", "POST", "/v1/effects", []string{"Idempotency-Key", "caf\xe9"}, api.CodeInvalidIdempotency},
-		{"Idempotency-Key with a control character", "POST", "/v1/effects", []string{"Idempotency-Key", "a\tb"}, api.CodeInvalidIdempotency},
+		{"run id NUL", "GET", "/v1/runs/a%00b", nil, "invalid_parameter"},
+		{"run id FF", "GET", "/v1/runs/%FF", nil, "invalid_parameter"},
+		{"connector name overlong", "GET", "/v1/connectors/%C0%AF", nil, "invalid_parameter"},
+		{"connector delete surrogate", "DELETE", "/v1/connectors/%ED%A0%80", nil, "invalid_parameter"},
+		{"saga definition NUL", "GET", "/v1/saga-definitions/x%00", nil, "invalid_parameter"},
+		{"callback id NUL", "POST", "/v1/callbacks/a%00b", nil, "invalid_parameter"},
+		{"callback id FF", "POST", "/v1/callbacks/%FF", nil, "invalid_parameter"},
+		{"session key NUL", "GET", "/v1/sessions/acme%00:a:b:c/turns", nil, "invalid_parameter"},
+		{"session key FF", "POST", "/v1/sessions/acme:%FF:b:c/messages", nil, "invalid_parameter"},
+		{"turn handler FF", "PUT", "/v1/turn-handlers/%FF", nil, "invalid_parameter"},
+		{"turn handler delete NUL", "DELETE", "/v1/turn-handlers/a%00", nil, "invalid_parameter"},
+		{"limit NUL", "GET", "/v1/connectors/a%00/limit", nil, "invalid_parameter"},
+		{"limit set FF", "PUT", "/v1/connectors/%FF/limit", nil, "invalid_parameter"},
+		{"limit clear surrogate", "DELETE", "/v1/connectors/%ED%A0%80/limit", nil, "invalid_parameter"},
+		{"limit reset overlong", "POST", "/v1/connectors/%C0%AF/limit/reset", nil, "invalid_parameter"},
+		{"connector filter NUL", "GET", "/v1/effects?connector=%00", nil, "invalid_parameter"},
+		{"run filter FF", "GET", "/v1/effects?run=%FF", nil, "invalid_parameter"},
+		{"definition filter overlong", "GET", "/v1/sagas?definition=%C0%AF", nil, "invalid_parameter"},
+		{"bad query escape", "GET", "/v1/effects?run=%zz", nil, "invalid_parameter"},
+		{"event pattern NUL", "GET", "/v1/events?pattern=turn.%00", nil, "invalid_parameter"},
+		{"event pattern overlong", "GET", "/v1/events?pattern=%C0%AF", nil, "invalid_parameter"},
+		{"event after FF", "GET", "/v1/events?after=%FF", nil, "invalid_parameter"},
+		{"event tenant surrogate", "GET", "/v1/events?tenant=%ED%A0%80", nil, "invalid_parameter"},
+		{"latin-1 Last-Event-ID", "GET", "/v1/events", []string{"Last-Event-ID", "caf\xe9"}, "invalid_parameter"},
+		{"subscription id NUL", "GET", "/v1/event-subscriptions/a%00b", nil, "invalid_parameter"},
+		{"subscription pause FF", "POST", "/v1/event-subscriptions/%FF/pause", nil, "invalid_parameter"},
+		{"subscription limit", "GET", "/v1/event-subscriptions?limit=0", nil, "invalid_parameter"},
+		{"latin-1 Idempotency-Key", "POST", "/v1/effects", []string{"Idempotency-Key", "caf\xe9"}, "invalid_idempotency_key"},
+		{"Idempotency-Key with a control character", "POST", "/v1/effects", []string{"Idempotency-Key", "a\tb"}, "invalid_idempotency_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := ""
@@ -184,7 +184,7 @@ func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
 	} {
 		r := h.do("POST", "/v1/effects", token, body)
 		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", body, r.body)
-		require.Equal(t, api.CodeInvalidRequest, r.errorCode(t))
+		require.Equal(t, "invalid_request", r.errorCode(t))
 	}
 	// A DELETE takes no body, on every route.
 	for _, path := range []string{"/v1/turn-handlers/acme", "/v1/connectors/bank.wire", "/v1/connectors/bank.wire/limit", "/v1/event-subscriptions/" + pending.ID.String()} {

@@ -30,20 +30,20 @@ var wildcardRE = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(?:\.\.\.)?\}`)
 func checkRequest(r *http.Request, body []byte) error {
 	for _, m := range wildcardRE.FindAllStringSubmatch(r.Pattern, -1) {
 		if err := jsonx.CheckText(r.PathValue(m[1])); err != nil {
-			return badRequest(CodeInvalidParameter, "path value %s: %v", m[1], err)
+			return badRequest(codeInvalidParameter, "path value %s: %v", m[1], err)
 		}
 	}
 	query, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return badRequest(CodeInvalidParameter, "query string: %v", err)
+		return badRequest(codeInvalidParameter, "query string: %v", err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(query)) {
 		if err := jsonx.CheckText(name); err != nil {
-			return badRequest(CodeInvalidParameter, "query parameter name %q: %v", name, err)
+			return badRequest(codeInvalidParameter, "query parameter name %q: %v", name, err)
 		}
 		for _, value := range query[name] {
 			if err := jsonx.CheckText(value); err != nil {
-				return badRequest(CodeInvalidParameter, "query parameter %q: %v", name, err)
+				return badRequest(codeInvalidParameter, "query parameter %q: %v", name, err)
 			}
 		}
 	}
@@ -51,9 +51,9 @@ func checkRequest(r *http.Request, body []byte) error {
 		var bad *jsonx.Error
 		if err := jsonx.CheckStrict(body); errors.As(err, &bad) {
 			if bad.Path == "" {
-				return badRequest(CodeInvalidRequest, "request body: %s", bad.Problem)
+				return badRequest(codeInvalidRequest, "request body: %s", bad.Problem)
 			}
-			return badRequest(CodeInvalidRequest, "field %q: %s", bad.Path, bad.Problem)
+			return badRequest(codeInvalidRequest, "field %q: %s", bad.Path, bad.Problem)
 		}
 	}
 	return nil
@@ -79,5 +79,5 @@ func dataException(err error) *Error {
 	if !errors.As(err, &pgErr) || !strings.HasPrefix(pgErr.Code, "22") {
 		return nil
 	}
-	return badRequest(CodeInvalidRequest, "a value in the request cannot be stored: %s", pgErr.Message)
+	return badRequest(codeInvalidRequest, "a value in the request cannot be stored: %s", pgErr.Message)
 }

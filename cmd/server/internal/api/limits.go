@@ -3,20 +3,18 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // Operators' connector limits (effects.Client.SetLimit and the rest), shared by every tenant like
-// the connectors: any token reads them, a system token changes them. The functions exported here
-// are the one path of both the API and the server's CLI (`server connectors limit`): the same
-// checks, the same errors naming the field, the same JSON.
+// the connectors: any token reads them, a system token changes them. The reads and changes are
+// ops.Ops's, the one path of both the API and the server's CLI (`server connectors limit`): the
+// same checks, the same errors naming the field; the JSON is this file's, for both.
 
 // LimitFields is an operator's limit on the wire, durations in milliseconds: the body of PUT
 // /v1/connectors/{name}/limit, and most of what the API answers (LimitJSON). Every field is
@@ -34,7 +32,7 @@ type LimitFields struct {
 	Reason      string `json:"reason,omitempty"`
 }
 
-// Limit is the limit f describes, unchecked (CheckLimit checks it).
+// Limit is the limit f describes, unchecked (ops.CheckLimit checks it).
 func (f LimitFields) Limit() effects.Limit {
 	return effects.Limit{
 		Rate: f.Rate, Per: msDuration(f.PerMS), Burst: f.Burst, MaxInFlight: f.MaxInFlight,
@@ -86,169 +84,37 @@ type ConnectorLimitJSON struct {
 	States []LimitStateJSON `json:"states"`
 }
 
-// LimitFieldError is a value of an operator's limit that cannot be stored: Field is its name in
-// the API ("name" for the connector, then "rate", "per_ms", "burst", "max_in_flight",
-// "break_after", "break_for_ms", "reason"; "" for the limit as a whole). The API answers it with
-// 400, the CLI with exit status 2 naming its flag.
-type LimitFieldError struct {
-	Field, Problem string
+// LimitsToJSON is every operator's limit and the state of limit keys (ops.Ops.Limits) on the
+// wire: the answer to GET /v1/limits, and what `server connectors limit show -o json` prints.
+func LimitsToJSON(settings []effects.LimitSetting, states []effects.LimitState) *LimitsJSON {
+	out := &LimitsJSON{Limits: make([]LimitJSON, len(settings)), States: limitStatesToJSON(states)}
+	for i, setting := range settings {
+		out.Limits[i] = limitToJSON(setting)
+	}
+	return out
 }
 
-func (e *LimitFieldError) Error() string {
-	if e.Field == "" {
-		return e.Problem
+// ConnectorLimitToJSON is one connector's operator's limit (nil when it has none) and the state of
+// its limit keys (ops.Ops.ConnectorLimit) on the wire: the answer to GET
+// /v1/connectors/{name}/limit, and what `server connectors limit show NAME -o json` prints.
+func ConnectorLimitToJSON(setting *effects.LimitSetting, states []effects.LimitState) *ConnectorLimitJSON {
+	out := &ConnectorLimitJSON{States: limitStatesToJSON(states)}
+	if setting != nil {
+		limit := limitToJSON(*setting)
+		out.Limit = &limit
 	}
-	return e.Field + ": " + e.Problem
+	return out
 }
 
-// CheckLimitName checks the connector name of an operator's limit: 1 to 200 bytes of text
-// Postgres can store. The error is a *LimitFieldError for "name".
-func CheckLimitName(connector string) error {
-	if connector == "" || len(connector) > maxNameLen {
-		return &LimitFieldError{Field: "name", Problem: fmt.Sprintf("must be 1 to %d bytes", maxNameLen)}
-	}
-	if err := jsonx.CheckText(connector); err != nil {
-		return &LimitFieldError{Field: "name", Problem: err.Error()}
-	}
-	return nil
-}
-
-// CheckLimit checks an operator's limit of connector before anything is stored, and returns it
-// with its defaults filled in. The ranges are effects.Limit.WithDefaults's, whose error names the
-// field; reason is text of at most 2000 bytes. The error is a
-// *LimitFieldError.
-func CheckLimit(connector string, limit effects.Limit, reason string) (effects.Limit, error) {
-	if err := CheckLimitName(connector); err != nil {
-		return limit, err
-	}
-	withDefaults, err := limit.WithDefaults()
-	var bad *effects.LimitError
-	if errors.As(err, &bad) {
-		return limit, &LimitFieldError{Field: limitWireFields[bad.Field], Problem: err.Error()}
-	}
-	if len(reason) > maxReasonLen {
-		return limit, &LimitFieldError{Field: "reason", Problem: fmt.Sprintf("limited to %d bytes", maxReasonLen)}
-	}
-	if err := jsonx.CheckText(reason); err != nil {
-		return limit, &LimitFieldError{Field: "reason", Problem: err.Error()}
-	}
-	return withDefaults, nil
-}
-
-// limitWireFields names effects.Limit's fields (effects.LimitError.Field) as the API does.
-var limitWireFields = map[string]string{
-	"Rate": "rate", "Per": "per_ms", "Burst": "burst", "MaxInFlight": "max_in_flight",
-	"BreakAfter": "break_after", "BreakFor": "break_for_ms",
-}
-
-// limitError names the field of an effects.ErrInvalidLimit (what CheckLimit let through); other
-// errors are returned as they are.
-func limitError(err error) error {
-	if !errors.Is(err, effects.ErrInvalidLimit) {
-		return err
-	}
-	var text *jsonx.Error
-	if errors.As(err, &text) {
-		field := text.Path
-		if field == "connector" {
-			field = "name"
-		}
-		return &LimitFieldError{Field: field, Problem: text.Problem}
-	}
-	return &LimitFieldError{Problem: strings.TrimPrefix(err.Error(), "effects: ")}
-}
-
-// SetLimit checks an operator's limit of connector (CheckLimit) and stores it by actor, for reason
-// (effects.Client.SetLimit): every reactor applies it within moments. It returns the stored
-// setting. Errors: a *LimitFieldError, nothing stored.
-func SetLimit(ctx context.Context, client *effects.Client, connector string, limit effects.Limit, actor, reason string) (*LimitJSON, error) {
-	if _, err := CheckLimit(connector, limit, reason); err != nil {
-		return nil, err
-	}
-	set, err := client.SetLimit(ctx, connector, limit, actor, reason)
-	if err != nil {
-		return nil, limitError(err)
-	}
-	out := limitToJSON(*set)
-	return &out, nil
-}
-
-// ClearLimit deletes the operator's limit of connector (effects.Client.ClearLimit): its own limit
-// applies again. It reports whether there was one. Errors: a *LimitFieldError for the name.
-func ClearLimit(ctx context.Context, client *effects.Client, connector string) (bool, error) {
-	if err := CheckLimitName(connector); err != nil {
-		return false, err
-	}
-	cleared, err := client.ClearLimit(ctx, connector)
-	return cleared, limitError(err)
-}
-
-// ResetLimit closes connector's circuits and ends its pauses (effects.Client.ResetLimit). It
-// reports whether anything was paused, open or counting failures. Errors: a *LimitFieldError for
-// the name.
-func ResetLimit(ctx context.Context, client *effects.Client, connector string) (bool, error) {
-	if err := CheckLimitName(connector); err != nil {
-		return false, err
-	}
-	changed, err := client.ResetLimit(ctx, connector)
-	return changed, limitError(err)
-}
-
-// Limits returns every operator's limit and the state of every limit key as a caller of tenant
-// sees them: a tenant sees the keys shared by every tenant and its own, never another tenant's;
-// "" (a system token, the CLI) sees every key.
-func Limits(ctx context.Context, client *effects.Client, tenant string) (*LimitsJSON, error) {
-	limits, states, err := readLimits(ctx, client, tenant, func(string) bool { return true })
-	if err != nil {
-		return nil, err
-	}
-	return &LimitsJSON{Limits: limits, States: states}, nil
-}
-
-// ConnectorLimit is Limits of one connector: its operator's limit (nil when it has none) and its
-// keys. Errors: a *LimitFieldError for the name.
-func ConnectorLimit(ctx context.Context, client *effects.Client, tenant, connector string) (*ConnectorLimitJSON, error) {
-	if err := CheckLimitName(connector); err != nil {
-		return nil, err
-	}
-	limits, states, err := readLimits(ctx, client, tenant, func(name string) bool { return name == connector })
-	if err != nil {
-		return nil, err
-	}
-	out := &ConnectorLimitJSON{States: states}
-	if len(limits) > 0 {
-		out.Limit = &limits[0]
-	}
-	return out, nil
-}
-
-// readLimits reads the operators' limits and the limit keys of the connectors keep keeps, the keys
-// as a caller of tenant sees them (Limits). The lists are never nil.
-func readLimits(ctx context.Context, client *effects.Client, tenant string, keep func(connector string) bool) ([]LimitJSON, []LimitStateJSON, error) {
-	settings, err := client.LimitSettings(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	states, err := client.LimitStates(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	limits := []LimitJSON{}
-	for _, s := range settings {
-		if keep(s.Connector) {
-			limits = append(limits, limitToJSON(s))
+func limitStatesToJSON(states []effects.LimitState) []LimitStateJSON {
+	out := make([]LimitStateJSON, len(states))
+	for i, s := range states {
+		out[i] = LimitStateJSON{
+			Connector: s.Connector, TenantID: s.TenantID, NextAt: s.NextAt, PausedUntil: s.PausedUntil,
+			Failures: s.Failures, Circuit: s.Circuit, OpenUntil: s.OpenUntil, InFlight: s.InFlight, Waiting: s.Waiting,
 		}
 	}
-	seen := []LimitStateJSON{}
-	for _, s := range states {
-		if keep(s.Connector) && (tenant == "" || s.TenantID == "" || s.TenantID == tenant) {
-			seen = append(seen, LimitStateJSON{
-				Connector: s.Connector, TenantID: s.TenantID, NextAt: s.NextAt, PausedUntil: s.PausedUntil,
-				Failures: s.Failures, Circuit: s.Circuit, OpenUntil: s.OpenUntil, InFlight: s.InFlight, Waiting: s.Waiting,
-			})
-		}
-	}
-	return limits, seen, nil
+	return out
 }
 
 func limitToJSON(s effects.LimitSetting) LimitJSON {
@@ -263,20 +129,28 @@ func limitToJSON(s effects.LimitSetting) LimitJSON {
 	}
 }
 
-// limitCallError answers a *LimitFieldError with 400 naming the field: a path value for the name,
+// limitCallError answers an *ops.FieldError with 400 naming the field: a path value for the name,
 // a body field otherwise.
 func limitCallError(err error) error {
-	var bad *LimitFieldError
+	var bad *ops.FieldError
 	switch {
 	case !errors.As(err, &bad):
 		return err
 	case bad.Field == "name":
-		return badRequest(CodeInvalidParameter, "path value name: %s", bad.Problem)
+		return badRequest(codeInvalidParameter, "path value name: %s", bad.Message)
 	case bad.Field == "":
-		return badRequest(CodeInvalidRequest, "%s", bad.Problem)
+		return badRequest(codeInvalidRequest, "%s", bad.Message)
 	default:
-		return badRequest(CodeInvalidRequest, "field %q: %s", bad.Field, bad.Problem)
+		return badRequest(codeInvalidRequest, "field %q: %s", bad.Field, bad.Message)
 	}
+}
+
+// callScope is what the call's token sees: its tenant, or every tenant for a system token.
+func callScope(call *Call) ops.Scope {
+	if tenant := call.Tenant(); tenant != "" {
+		return ops.Scope{Tenants: []string{tenant}}
+	}
+	return ops.Scope{}
 }
 
 // listLimits: GET /v1/limits, every operator's limit and the state of every limit key (a tenant
@@ -285,29 +159,29 @@ func (s *Server) listLimits(ctx context.Context, call *Call) (int, any, error) {
 	if _, err := (listParams{}).parse(call); err != nil {
 		return 0, nil, err
 	}
-	out, err := Limits(ctx, s.effects, call.Tenant())
+	settings, states, err := s.ops.Limits(ctx, callScope(call))
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, LimitsToJSON(settings, states), nil
 }
 
 // getLimit: GET /v1/connectors/{name}/limit, the operator's limit of a connector and the state of
 // its keys; 404 when it has none.
 func (s *Server) getLimit(ctx context.Context, call *Call) (int, any, error) {
 	name := call.Request.PathValue("name")
-	out, err := ConnectorLimit(ctx, s.effects, call.Tenant(), name)
+	setting, states, err := s.ops.ConnectorLimit(ctx, callScope(call), name)
 	if err != nil {
 		return 0, nil, limitCallError(err)
 	}
-	if out.Limit == nil {
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound,
+	if setting == nil {
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound,
 			"no operator's limit for connector %q: its own applies (GET /v1/limits shows the state of every limit key)", name)
 	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, ConnectorLimitToJSON(setting, states), nil
 }
 
-// The changes run in effects.Client's own statements (HandleAction): the request holds no
+// The changes run in effects.Client's own statements (handleAction): the request holds no
 // connection meanwhile, and each is idempotent by itself (a set replaces, a clear or a reset done
 // twice finds nothing the second time).
 
@@ -321,11 +195,11 @@ func (s *Server) putLimit(ctx context.Context, call *Call) (int, any, error) {
 	if err := call.Decode(&req); err != nil {
 		return 0, nil, err
 	}
-	set, err := SetLimit(ctx, s.effects, call.Request.PathValue("name"), req.Limit(), call.Actor(""), req.Reason)
+	set, err := s.ops.SetLimitByName(ctx, call.Request.PathValue("name"), req.Limit(), call.Actor(""), req.Reason)
 	if err != nil {
 		return 0, nil, limitCallError(err)
 	}
-	return http.StatusOK, set, nil
+	return http.StatusOK, limitToJSON(*set), nil
 }
 
 // deleteLimit: DELETE /v1/connectors/{name}/limit; 404 when the connector has no operator's limit.
@@ -334,12 +208,12 @@ func (s *Server) deleteLimit(ctx context.Context, call *Call) (int, any, error) 
 		return 0, nil, err
 	}
 	name := call.Request.PathValue("name")
-	cleared, err := ClearLimit(ctx, s.effects, name)
+	cleared, err := s.ops.ClearLimitByName(ctx, name)
 	if err != nil {
 		return 0, nil, limitCallError(err)
 	}
 	if !cleared {
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no operator's limit for connector %q", name)
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no operator's limit for connector %q", name)
 	}
 	return http.StatusOK, map[string]any{"connector": name, "cleared": true}, nil
 }
@@ -356,7 +230,7 @@ func (s *Server) resetLimit(ctx context.Context, call *Call) (int, any, error) {
 		}
 	}
 	name := call.Request.PathValue("name")
-	changed, err := ResetLimit(ctx, s.effects, name)
+	changed, err := s.ops.ResetLimitByName(ctx, name)
 	if err != nil {
 		return 0, nil, limitCallError(err)
 	}

@@ -44,7 +44,7 @@ func TestLimits(t *testing.T) {
 	require.Equal(t, api.LimitsJSON{Limits: []api.LimitJSON{}, States: []api.LimitStateJSON{}}, decodeOK[api.LimitsJSON](t, h.do("GET", "/v1/limits", admin, "")))
 	r := h.do("GET", path, system, "")
 	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
-	require.Equal(t, api.CodeNotFound, r.errorCode(t))
+	require.Equal(t, "not_found", r.errorCode(t))
 	r = h.do("DELETE", path, system, "")
 	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
 
@@ -166,30 +166,30 @@ func TestLimitInputIsRefusedNamingTheField(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, body, code, field string
 	}{
-		{"negative rate", path, `{"rate":-1}`, api.CodeInvalidRequest, `field \"rate\"`},
-		{"rate over a million", path, `{"rate":1000001}`, api.CodeInvalidRequest, `field \"rate\"`},
-		{"fractional rate", path, `{"rate":1.5}`, api.CodeInvalidRequest, `field \"rate\"`},
-		{"rate a string", path, `{"rate":"20"}`, api.CodeInvalidRequest, `field \"rate\"`},
-		{"rate beyond int64", path, `{"rate":1e30}`, api.CodeInvalidRequest, `field \"rate\"`},
-		{"negative per", path, `{"rate":1,"per_ms":-1}`, api.CodeInvalidRequest, `field \"per_ms\"`},
-		{"per over an hour", path, `{"rate":1,"per_ms":3600001}`, api.CodeInvalidRequest, `field \"per_ms\"`},
-		{"per beyond a duration", path, `{"per_ms":9000000000000000}`, api.CodeInvalidRequest, `field \"per_ms\"`},
-		{"per wrapping into range", path, `{"rate":1,"per_ms":18446744074710}`, api.CodeInvalidRequest, `field \"per_ms\"`},
-		{"negative burst", path, `{"rate":5,"burst":-5}`, api.CodeInvalidRequest, `field \"burst\"`},
-		{"max in flight over a million", path, `{"max_in_flight":2000000}`, api.CodeInvalidRequest, `field \"max_in_flight\"`},
-		{"negative break after", path, `{"break_after":-1}`, api.CodeInvalidRequest, `field \"break_after\"`},
-		{"break for under a second", path, `{"break_after":1,"break_for_ms":999}`, api.CodeInvalidRequest, `field \"break_for_ms\"`},
-		{"break for over an hour", path, `{"break_for_ms":3600001}`, api.CodeInvalidRequest, `field \"break_for_ms\"`},
-		{"per tenant not a boolean", path, `{"per_tenant":"yes"}`, api.CodeInvalidRequest, `field \"per_tenant\"`},
-		{"reason too long", path, `{"reason":"` + strings.Repeat("x", 2001) + `"}`, api.CodeInvalidRequest, `field \"reason\"`},
-		{"reason not a string", path, `{"reason":7}`, api.CodeInvalidRequest, `field \"reason\"`},
-		{"an actor", path, `{"actor":"alice"}`, api.CodeInvalidRequest, `unknown field \"actor\"`},
-		{"misspelt field", path, `{"Rate":1}`, api.CodeInvalidRequest, `unknown field \"Rate\"`},
-		{"not an object", path, `[1]`, api.CodeInvalidRequest, ``},
-		{"empty body", path, ``, api.CodeInvalidJSON, ``},
-		{"name too long", "/v1/connectors/" + strings.Repeat("n", 201) + "/limit", `{}`, api.CodeInvalidParameter, `path value name`},
-		{"reset with a field", path + "/reset", `{"reason":"x"}`, api.CodeInvalidRequest, `unknown field \"reason\"`},
-		{"reset name too long", "/v1/connectors/" + strings.Repeat("n", 201) + "/limit/reset", ``, api.CodeInvalidParameter, `path value name`},
+		{"negative rate", path, `{"rate":-1}`, "invalid_request", `field \"rate\"`},
+		{"rate over a million", path, `{"rate":1000001}`, "invalid_request", `field \"rate\"`},
+		{"fractional rate", path, `{"rate":1.5}`, "invalid_request", `field \"rate\"`},
+		{"rate a string", path, `{"rate":"20"}`, "invalid_request", `field \"rate\"`},
+		{"rate beyond int64", path, `{"rate":1e30}`, "invalid_request", `field \"rate\"`},
+		{"negative per", path, `{"rate":1,"per_ms":-1}`, "invalid_request", `field \"per_ms\"`},
+		{"per over an hour", path, `{"rate":1,"per_ms":3600001}`, "invalid_request", `field \"per_ms\"`},
+		{"per beyond a duration", path, `{"per_ms":9000000000000000}`, "invalid_request", `field \"per_ms\"`},
+		{"per wrapping into range", path, `{"rate":1,"per_ms":18446744074710}`, "invalid_request", `field \"per_ms\"`},
+		{"negative burst", path, `{"rate":5,"burst":-5}`, "invalid_request", `field \"burst\"`},
+		{"max in flight over a million", path, `{"max_in_flight":2000000}`, "invalid_request", `field \"max_in_flight\"`},
+		{"negative break after", path, `{"break_after":-1}`, "invalid_request", `field \"break_after\"`},
+		{"break for under a second", path, `{"break_after":1,"break_for_ms":999}`, "invalid_request", `field \"break_for_ms\"`},
+		{"break for over an hour", path, `{"break_for_ms":3600001}`, "invalid_request", `field \"break_for_ms\"`},
+		{"per tenant not a boolean", path, `{"per_tenant":"yes"}`, "invalid_request", `field \"per_tenant\"`},
+		{"reason too long", path, `{"reason":"` + strings.Repeat("x", 2001) + `"}`, "invalid_request", `field \"reason\"`},
+		{"reason not a string", path, `{"reason":7}`, "invalid_request", `field \"reason\"`},
+		{"an actor", path, `{"actor":"alice"}`, "invalid_request", `unknown field \"actor\"`},
+		{"misspelt field", path, `{"Rate":1}`, "invalid_request", `unknown field \"Rate\"`},
+		{"not an object", path, `[1]`, "invalid_request", ``},
+		{"empty body", path, ``, "invalid_json", ``},
+		{"name too long", "/v1/connectors/" + strings.Repeat("n", 201) + "/limit", `{}`, "invalid_parameter", `path value name`},
+		{"reset with a field", path + "/reset", `{"reason":"x"}`, "invalid_request", `unknown field \"reason\"`},
+		{"reset name too long", "/v1/connectors/" + strings.Repeat("n", 201) + "/limit/reset", ``, "invalid_parameter", `path value name`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			method := "PUT"
@@ -205,7 +205,7 @@ func TestLimitInputIsRefusedNamingTheField(t *testing.T) {
 	for _, method := range []string{"GET", "DELETE"} {
 		r := h.do(method, "/v1/connectors/"+strings.Repeat("n", 201)+"/limit", system, "")
 		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", method, r.body)
-		require.Equal(t, api.CodeInvalidParameter, r.errorCode(t))
+		require.Equal(t, "invalid_parameter", r.errorCode(t))
 	}
 	require.Zero(t, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_connector_limits`))
 
@@ -214,37 +214,4 @@ func TestLimitInputIsRefusedNamingTheField(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	r = h.do("PUT", path, system, `{"per_ms":1,"break_for_ms":1000}`)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-}
-
-// CheckLimit names the field effects.Limit.WithDefaults refuses, for every field.
-func TestCheckLimit(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		field  string
-		limit  effects.Limit
-		name   string
-		reason string
-	}{
-		{"name", effects.Limit{}, "", ""},
-		{"name", effects.Limit{}, strings.Repeat("n", 201), ""},
-		{"name", effects.Limit{}, "a\x00b", ""},
-		{"name", effects.Limit{}, "a\xffb", ""},
-		{"rate", effects.Limit{Rate: -1}, "c", ""},
-		{"per_ms", effects.Limit{Per: time.Microsecond}, "c", ""},
-		{"burst", effects.Limit{Burst: 1_000_001}, "c", ""},
-		{"max_in_flight", effects.Limit{MaxInFlight: -2}, "c", ""},
-		{"break_after", effects.Limit{BreakAfter: 1_000_001}, "c", ""},
-		{"break_for_ms", effects.Limit{BreakFor: 2 * time.Hour}, "c", ""},
-		{"reason", effects.Limit{}, "c", "a\x00b"},
-		{"reason", effects.Limit{}, "c", "\xc0\xaf"},
-		{"reason", effects.Limit{}, "c", strings.Repeat("r", 2001)},
-	} {
-		_, err := api.CheckLimit(tc.name, tc.limit, tc.reason)
-		var bad *api.LimitFieldError
-		require.ErrorAs(t, err, &bad, "%+v", tc)
-		require.Equal(t, tc.field, bad.Field, "%+v: %v", tc, err)
-	}
-	limit, err := api.CheckLimit("c", effects.Limit{Rate: 7}, "ok")
-	require.NoError(t, err)
-	require.Equal(t, effects.Limit{Rate: 7, Per: time.Second, Burst: 7, BreakFor: 30 * time.Second}, limit)
 }

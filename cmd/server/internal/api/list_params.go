@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
 	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
 )
 
@@ -54,11 +55,11 @@ func (p listParams) parse(call *Call) (listQuery, error) {
 	for name, values := range query {
 		switch {
 		case !contains(names, name) && len(names) == 0:
-			return q, badRequest(CodeInvalidParameter, "unknown query parameter %q: %s takes no query parameters", name, call.Request.Pattern)
+			return q, badRequest(codeInvalidParameter, "unknown query parameter %q: %s takes no query parameters", name, call.Request.Pattern)
 		case !contains(names, name):
-			return q, badRequest(CodeInvalidParameter, "unknown query parameter %q: want %s", name, wantList(names))
+			return q, badRequest(codeInvalidParameter, "unknown query parameter %q: want %s", name, wantList(names))
 		case len(values) > 1:
-			return q, badRequest(CodeInvalidParameter, "query parameter %q given %d times", name, len(values))
+			return q, badRequest(codeInvalidParameter, "query parameter %q given %d times", name, len(values))
 		}
 	}
 	for _, name := range p.filters {
@@ -67,19 +68,19 @@ func (p listParams) parse(call *Call) (listQuery, error) {
 		}
 	}
 	if raw, ok := q.filters["state"]; ok && !contains(p.states, raw) {
-		return q, badRequest(CodeInvalidState, "state %q: want one of %s", raw, strings.Join(p.states, ", "))
+		return q, badRequest(codeInvalidState, "state %q: want one of %s", raw, strings.Join(p.states, ", "))
 	}
 	if raw := query.Get("limit"); raw != "" {
 		limit, err := strconv.Atoi(raw)
 		if err != nil || limit < 1 || limit > p.maxLimit {
-			return q, badRequest(CodeInvalidParameter, "limit %q: want a whole number from 1 to %d", raw, p.maxLimit)
+			return q, badRequest(codeInvalidParameter, "limit %q: want a whole number from 1 to %d", raw, p.maxLimit)
 		}
 		q.limit = limit
 	}
 	if raw := query.Get("cursor"); raw != "" {
 		after, err := decodeCursor(raw)
 		if err != nil {
-			return q, badRequest(CodeInvalidCursor, "cursor %q was not issued by this API", raw)
+			return q, badRequest(codeInvalidCursor, "cursor %q was not issued by this API", raw)
 		}
 		q.after = after
 	}

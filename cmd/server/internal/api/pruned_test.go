@@ -9,8 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 )
 
 // TestEnqueueOfPrunedKey: POST /v1/effects with the idempotency key of an effect that retention
@@ -35,7 +33,7 @@ func TestEnqueueOfPrunedKey(t *testing.T) {
 	body := `{"connector":"bank.wire","idempotency_key":"w-1","args":{"account":"a-1","amount":10}}`
 	r := h.do("POST", "/v1/effects", acme, body, "Idempotency-Key", "req-1")
 	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
-	require.Equal(t, api.CodeEffectPruned, r.errorCode(t))
+	require.Equal(t, "effect_pruned", r.errorCode(t))
 	var answer struct{ Error struct{ Message string } }
 	require.NoError(t, json.Unmarshal(r.body, &answer))
 	require.Contains(t, answer.Error.Message, effectID.String())

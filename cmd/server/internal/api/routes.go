@@ -10,67 +10,67 @@ import (
 // routes registers the API's endpoints. It is the one place that lists them all.
 func (s *Server) routes() {
 	// Effects (docs/api.md).
-	s.HandleMutation("POST /v1/effects", s.createEffect)
-	s.HandleQuery("GET /v1/effects", s.listEffects)
-	s.HandleQuery("GET /v1/effects/{id}", s.getEffect)
-	s.HandleMutation("POST /v1/effects/{id}/resolve", s.resolveEffect)
-	s.HandleMutation("POST /v1/effects/{id}/cancel", s.cancelEffect)
-	s.HandleMutation("POST /v1/effects/{id}/confirm", s.confirmEffect)
-	s.HandleMutation("POST /v1/effects/{id}/decline", s.declineEffect)
+	s.handleMutation("POST /v1/effects", s.createEffect)
+	s.handleQuery("GET /v1/effects", s.listEffects)
+	s.handleQuery("GET /v1/effects/{id}", s.getEffect)
+	s.handleMutation("POST /v1/effects/{id}/resolve", s.resolveEffect)
+	s.handleMutation("POST /v1/effects/{id}/cancel", s.cancelEffect)
+	s.handleMutation("POST /v1/effects/{id}/confirm", s.confirmEffect)
+	s.handleMutation("POST /v1/effects/{id}/decline", s.declineEffect)
 
 	// Async effects and runs (docs/async.md).
-	s.HandleAction("POST /v1/callbacks/{correlation_id}", s.callback)
-	s.HandleQuery("GET /v1/runs/{id}", s.getRun)
+	s.handleAction("POST /v1/callbacks/{correlation_id}", s.callback)
+	s.handleQuery("GET /v1/runs/{id}", s.getRun)
 
 	// HTTP connectors (effects/httpconn), shared by every tenant: any token reads, system tokens
 	// write.
-	s.HandleMutation("POST /v1/connectors", s.putConnector, AdmitSystem)
-	s.HandleQuery("GET /v1/connectors", s.listConnectors, AdmitSystem)
-	s.HandleQuery("GET /v1/connectors/{name}", s.getConnector, AdmitSystem)
-	s.HandleMutation("DELETE /v1/connectors/{name}", s.deleteConnector, AdmitSystem)
+	s.handleMutation("POST /v1/connectors", s.putConnector, admitSystem)
+	s.handleQuery("GET /v1/connectors", s.listConnectors, admitSystem)
+	s.handleQuery("GET /v1/connectors/{name}", s.getConnector, admitSystem)
+	s.handleMutation("DELETE /v1/connectors/{name}", s.deleteConnector, admitSystem)
 
 	// Operators' connector limits (effects.Client.SetLimit), shared by every tenant like the
 	// connectors: any token reads (a tenant token sees no other tenant's keys), system tokens
 	// write. The changes are effects.Client's own statements, not the request's transaction:
-	// HandleAction.
-	s.HandleQuery("GET /v1/limits", s.listLimits, AdmitSystem)
-	s.HandleQuery("GET /v1/connectors/{name}/limit", s.getLimit, AdmitSystem)
-	s.HandleAction("PUT /v1/connectors/{name}/limit", s.putLimit, AdmitSystem)
-	s.HandleAction("DELETE /v1/connectors/{name}/limit", s.deleteLimit, AdmitSystem)
-	s.HandleAction("POST /v1/connectors/{name}/limit/reset", s.resetLimit, AdmitSystem)
+	// handleAction.
+	s.handleQuery("GET /v1/limits", s.listLimits, admitSystem)
+	s.handleQuery("GET /v1/connectors/{name}/limit", s.getLimit, admitSystem)
+	s.handleAction("PUT /v1/connectors/{name}/limit", s.putLimit, admitSystem)
+	s.handleAction("DELETE /v1/connectors/{name}/limit", s.deleteLimit, admitSystem)
+	s.handleAction("POST /v1/connectors/{name}/limit/reset", s.resetLimit, admitSystem)
 
 	// Sagas (section 6): definitions shared by every tenant (any token reads, system tokens
 	// write), sagas per tenant.
-	s.HandleMutation("POST /v1/saga-definitions", s.putSagaDefinition, AdmitSystem)
-	s.HandleQuery("GET /v1/saga-definitions", s.listSagaDefinitions, AdmitSystem)
-	s.HandleQuery("GET /v1/saga-definitions/{name}", s.getSagaDefinition, AdmitSystem)
-	s.HandleMutation("POST /v1/sagas", s.startSaga)
-	s.HandleQuery("GET /v1/sagas", s.listSagas)
-	s.HandleQuery("GET /v1/sagas/{id}", s.getSaga)
-	s.HandleAction("POST /v1/sagas/{id}/resolve", s.resolveSaga)
+	s.handleMutation("POST /v1/saga-definitions", s.putSagaDefinition, admitSystem)
+	s.handleQuery("GET /v1/saga-definitions", s.listSagaDefinitions, admitSystem)
+	s.handleQuery("GET /v1/saga-definitions/{name}", s.getSagaDefinition, admitSystem)
+	s.handleMutation("POST /v1/sagas", s.startSaga)
+	s.handleQuery("GET /v1/sagas", s.listSagas)
+	s.handleQuery("GET /v1/sagas/{id}", s.getSaga)
+	s.handleAction("POST /v1/sagas/{id}/resolve", s.resolveSaga)
 
 	// Sessions and turns (section 5), per tenant: the session key's tenant segment is the caller's.
-	s.HandleMutation("POST /v1/sessions/{key}/messages", s.postMessage)
-	s.HandleQuery("GET /v1/sessions/{key}/turns", s.listTurns)
+	s.handleMutation("POST /v1/sessions/{key}/messages", s.postMessage)
+	s.handleQuery("GET /v1/sessions/{key}/turns", s.listTurns)
 
 	// Where a tenant's turns go (turns/httpturn): a tenant's admin tokens write its own, its tokens
 	// read it; system tokens read and write any tenant's.
-	s.HandleMutation("PUT /v1/turn-handlers/{tenant}", s.putTurnHandler, AdmitSystem)
-	s.HandleQuery("GET /v1/turn-handlers/{tenant}", s.getTurnHandler, AdmitSystem)
-	s.HandleMutation("DELETE /v1/turn-handlers/{tenant}", s.deleteTurnHandler, AdmitSystem)
+	s.handleMutation("PUT /v1/turn-handlers/{tenant}", s.putTurnHandler, admitSystem)
+	s.handleQuery("GET /v1/turn-handlers/{tenant}", s.getTurnHandler, admitSystem)
+	s.handleMutation("DELETE /v1/turn-handlers/{tenant}", s.deleteTurnHandler, admitSystem)
 
 	// The event stream (Server-Sent Events): a tenant token reads its tenant's events, a system
 	// token any tenant's or every tenant's. It writes its answer itself, and gives its request
 	// slot back once the stream has started.
-	s.handle("GET /v1/events", []RouteOption{AdmitSystem}, s.streamEvents)
+	s.handle("GET /v1/events", []routeOption{admitSystem}, s.streamEvents)
 	// Webhook subscriptions (package events): a tenant's tokens manage its own tenant's, system
 	// tokens any tenant's and those of every tenant's events.
-	s.HandleMutation("POST /v1/event-subscriptions", s.createSubscription, AdmitSystem)
-	s.HandleQuery("GET /v1/event-subscriptions", s.listSubscriptions, AdmitSystem)
-	s.HandleQuery("GET /v1/event-subscriptions/{id}", s.getSubscription, AdmitSystem)
-	s.HandleMutation("DELETE /v1/event-subscriptions/{id}", s.deleteSubscription, AdmitSystem)
-	s.HandleMutation("POST /v1/event-subscriptions/{id}/pause", s.pauseSubscription, AdmitSystem)
-	s.HandleMutation("POST /v1/event-subscriptions/{id}/resume", s.resumeSubscription, AdmitSystem)
+	s.handleMutation("POST /v1/event-subscriptions", s.createSubscription, admitSystem)
+	s.handleQuery("GET /v1/event-subscriptions", s.listSubscriptions, admitSystem)
+	s.handleQuery("GET /v1/event-subscriptions/{id}", s.getSubscription, admitSystem)
+	s.handleMutation("DELETE /v1/event-subscriptions/{id}", s.deleteSubscription, admitSystem)
+	s.handleMutation("POST /v1/event-subscriptions/{id}/pause", s.pauseSubscription, admitSystem)
+	s.handleMutation("POST /v1/event-subscriptions/{id}/resume", s.resumeSubscription, admitSystem)
 }
 
 // documents are the OpenAPI 3.1 documents (package docs/openapi) that Register serves, with no

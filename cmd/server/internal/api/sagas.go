@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
@@ -23,7 +24,7 @@ import (
 
 func (s *Server) requireSagas() error {
 	if s.config.Sagas == nil {
-		return Errorf(http.StatusNotImplemented, CodeNotImplemented, "this server runs no saga client")
+		return errorf(http.StatusNotImplemented, codeNotImplemented, "this server runs no saga client")
 	}
 	return nil
 }
@@ -42,12 +43,12 @@ func (s *Server) putSagaDefinition(ctx context.Context, tx pgx.Tx, call *Call) (
 	if err := s.requireSagas(); err != nil {
 		return 0, nil, err
 	}
-	if err := call.Decode(&struct{}{}); err != nil && asError(err).Code == CodeInvalidJSON {
+	if err := call.Decode(&struct{}{}); err != nil && asError(err).Code == codeInvalidJSON {
 		return 0, nil, err
 	}
 	def, err := sagadef.Parse(call.Body)
 	if err != nil {
-		return 0, nil, badRequest(CodeInvalidDefinition, "%s", strings.TrimPrefix(err.Error(), "sagadef: "))
+		return 0, nil, badRequest(codeInvalidDefinition, "%s", strings.TrimPrefix(err.Error(), "sagadef: "))
 	}
 	registry := s.effects.Registry()
 	if def.Validate(registry) != nil {
@@ -57,19 +58,14 @@ func (s *Server) putSagaDefinition(ctx context.Context, tx pgx.Tx, call *Call) (
 			return 0, nil, err
 		}
 	}
-	stored, created, err := sagadef.Put(ctx, tx, def, registry)
+	stored, created, err := ops.PutSagaDefinition(ctx, tx, def, registry, changer(call))
 	switch {
 	case errors.Is(err, sagadef.ErrInvalid):
-		return 0, nil, badRequest(CodeInvalidDefinition, "%s", strings.TrimPrefix(err.Error(), "sagadef: "))
+		return 0, nil, badRequest(codeInvalidDefinition, "%s", strings.TrimPrefix(err.Error(), "sagadef: "))
 	case errors.Is(err, sagadef.ErrExists):
-		return 0, nil, Errorf(http.StatusConflict, CodeDefinitionExists, "%s", strings.TrimPrefix(err.Error(), "sagadef: "))
+		return 0, nil, errorf(http.StatusConflict, codeDefinitionExists, "%s", strings.TrimPrefix(err.Error(), "sagadef: "))
 	case err != nil:
 		return 0, nil, err
-	}
-	if created { // storing the same definition again changes nothing
-		if err := recordChange(ctx, tx, call, ChangeSagaDefinition, stored.Name, ChangeCreate, stored); err != nil {
-			return 0, nil, err
-		}
 	}
 	call.OnCommit(func(ctx context.Context) {
 		if err := s.config.RefreshSagas(ctx); err != nil {
@@ -99,7 +95,7 @@ func (s *Server) getSagaDefinition(ctx context.Context, call *Call) (int, any, e
 	name := call.Request.PathValue("name")
 	def, err := sagadef.Get(ctx, s.pool, name)
 	if errors.Is(err, sagadef.ErrNotFound) {
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no saga definition %q", name)
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no saga definition %q", name)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -186,15 +182,15 @@ func (s *Server) startSaga(ctx context.Context, tx pgx.Tx, call *Call) (int, any
 	input := strings.TrimSpace(string(req.Input))
 	switch {
 	case req.Definition == "":
-		return 0, nil, badRequest(CodeInvalidRequest, "definition is required: the name of a saga definition")
+		return 0, nil, badRequest(codeInvalidRequest, "definition is required: the name of a saga definition")
 	case len(req.Definition) > maxNameLen:
-		return 0, nil, badRequest(CodeInvalidRequest, "definition is limited to %d bytes", maxNameLen)
+		return 0, nil, badRequest(codeInvalidRequest, "definition is limited to %d bytes", maxNameLen)
 	case len(req.StartKey) > maxKeyLen:
-		return 0, nil, badRequest(CodeInvalidRequest, "start_key is limited to %d bytes", maxKeyLen)
+		return 0, nil, badRequest(codeInvalidRequest, "start_key is limited to %d bytes", maxKeyLen)
 	case input == "" || input == "null":
 		req.Input = json.RawMessage(`{}`)
 	case !strings.HasPrefix(input, "{"):
-		return 0, nil, badRequest(CodeInvalidRequest, "input must be a JSON object")
+		return 0, nil, badRequest(codeInvalidRequest, "input must be a JSON object")
 	}
 	opts := &saga.StartOpts{TenantID: call.Tenant(), Key: req.StartKey, Actor: call.Actor(""), Reason: "started over the API"}
 	started, err := s.config.Sagas.StartTx(ctx, tx, req.Definition, req.Input, opts)
@@ -215,11 +211,11 @@ func (s *Server) startSaga(ctx context.Context, tx pgx.Tx, call *Call) (int, any
 	}
 	switch {
 	case errors.Is(err, saga.ErrUnknownDefinition):
-		return 0, nil, Errorf(http.StatusUnprocessableEntity, CodeUnknownDefinition, "no saga definition %q (POST /v1/saga-definitions stores one)", req.Definition)
+		return 0, nil, errorf(http.StatusUnprocessableEntity, codeUnknownDefinition, "no saga definition %q (POST /v1/saga-definitions stores one)", req.Definition)
 	case errors.Is(err, effects.ErrUnknownConnector):
-		return 0, nil, Errorf(http.StatusUnprocessableEntity, CodeUnknownConnector, "%s", strings.TrimPrefix(err.Error(), "saga "))
+		return 0, nil, errorf(http.StatusUnprocessableEntity, codeUnknownConnector, "%s", strings.TrimPrefix(err.Error(), "saga "))
 	case errors.Is(err, saga.ErrStartKeyConflict):
-		return 0, nil, Errorf(http.StatusConflict, CodeStartKeyConflict, "%s", strings.TrimPrefix(err.Error(), "saga: "))
+		return 0, nil, errorf(http.StatusConflict, codeStartKeyConflict, "%s", strings.TrimPrefix(err.Error(), "saga: "))
 	case err != nil:
 		return 0, nil, fmt.Errorf("start saga: %w", err)
 	}
@@ -241,7 +237,7 @@ func (s *Server) sagaID(call *Call) (uuid.UUID, error) {
 	raw := call.Request.PathValue("id")
 	id, err := uuid.Parse(raw)
 	if err != nil {
-		return uuid.Nil, badRequest(CodeInvalidParameter, "saga id %q is not a UUID", raw)
+		return uuid.Nil, badRequest(codeInvalidParameter, "saga id %q is not a UUID", raw)
 	}
 	return id, nil
 }
@@ -254,7 +250,7 @@ func (s *Server) getSaga(ctx context.Context, call *Call) (int, any, error) {
 	}
 	sg, err := s.config.Sagas.Get(ctx, id)
 	if errors.Is(err, saga.ErrNotFound) || (err == nil && sg.TenantID != call.Tenant()) {
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no saga %s", id)
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no saga %s", id)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -331,29 +327,29 @@ func (s *Server) resolveSaga(ctx context.Context, call *Call) (int, any, error) 
 	decision := saga.Decision(req.Action)
 	switch {
 	case decision != saga.RetryCompensation && decision != saga.MarkCompensated:
-		return 0, nil, badRequest(CodeInvalidRequest, "action %q: want %q or %q", req.Action, saga.RetryCompensation, saga.MarkCompensated)
+		return 0, nil, badRequest(codeInvalidRequest, "action %q: want %q or %q", req.Action, saga.RetryCompensation, saga.MarkCompensated)
 	case strings.TrimSpace(req.Reason) == "":
-		return 0, nil, badRequest(CodeInvalidRequest, "reason is required: it goes to the saga's history")
+		return 0, nil, badRequest(codeInvalidRequest, "reason is required: it goes to the saga's history")
 	case len(req.Reason) > maxReasonLen || len(req.Actor) > maxNameLen:
-		return 0, nil, badRequest(CodeInvalidRequest, "reason is limited to %d bytes and actor to %d", maxReasonLen, maxNameLen)
+		return 0, nil, badRequest(codeInvalidRequest, "reason is limited to %d bytes and actor to %d", maxReasonLen, maxNameLen)
 	}
 	sg, err := s.config.Sagas.Get(ctx, id)
 	if errors.Is(err, saga.ErrNotFound) || (err == nil && sg.TenantID != call.Tenant()) {
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no saga %s", id)
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no saga %s", id)
 	}
 	if err != nil {
 		return 0, nil, err
 	}
-	// saga.Client.Resolve runs in a transaction of its own (it locks the saga): HandleAction, the
+	// saga.Client.Resolve runs in a transaction of its own (it locks the saga): handleAction, the
 	// request holds no connection meanwhile.
 	resolved, err := s.config.Sagas.Resolve(ctx, id, decision, call.Actor(req.Actor), req.Reason)
 	switch {
 	case errors.Is(err, saga.ErrNotFound):
-		return 0, nil, Errorf(http.StatusNotFound, CodeNotFound, "no saga %s", id)
+		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no saga %s", id)
 	case errors.Is(err, saga.ErrNotStuck):
-		return 0, nil, Errorf(http.StatusConflict, CodeNotStuck, "%s", strings.TrimPrefix(err.Error(), "saga: "))
+		return 0, nil, errorf(http.StatusConflict, codeNotStuck, "%s", strings.TrimPrefix(err.Error(), "saga: "))
 	case errors.Is(err, saga.ErrResolveEffect):
-		return 0, nil, Errorf(http.StatusConflict, CodeResolveEffect, "%s (POST /v1/effects/{id}/resolve)", strings.TrimPrefix(err.Error(), "saga: "))
+		return 0, nil, errorf(http.StatusConflict, codeResolveEffect, "%s (POST /v1/effects/{id}/resolve)", strings.TrimPrefix(err.Error(), "saga: "))
 	case err != nil:
 		return 0, nil, fmt.Errorf("resolve saga %s: %w", id, err)
 	}

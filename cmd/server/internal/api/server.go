@@ -22,6 +22,8 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/httpobs"
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
+	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/events"
@@ -66,6 +68,9 @@ type Config struct {
 	// its effects client must be Effects. It needs no started River client: the reactors run the
 	// turns. Optional: without it the session endpoints answer 501.
 	Turns *turns.Client
+	// Ops is the operators' reads and actions the API shares with the console and the CLI
+	// (connector limits). Default: ops.New of Pool, Effects, Sagas and Turns.
+	Ops *ops.Ops
 	// Logger receives request errors. Default slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes limits a request body; a larger one is refused with 413. Default
@@ -124,8 +129,10 @@ type Server struct {
 	config  Config
 	pool    *pgxpool.Pool
 	effects *effects.Client
-	logger  *slog.Logger
-	mux     *routeMux
+	// ops is the operators' reads and actions (connector limits) over Config's clients.
+	ops    *ops.Ops
+	logger *slog.Logger
+	mux    *routeMux
 	// slots bounds the requests answered at once (Config.MaxConcurrentRequests).
 	slots chan struct{}
 	// bodies holds Config.MaxBodyBytesInFlight.
@@ -153,6 +160,9 @@ func New(config *Config) (*Server, error) {
 	if cfg.Events == nil {
 		cfg.Events = events.New(cfg.Pool, cfg.Effects)
 	}
+	if cfg.Ops == nil {
+		cfg.Ops = ops.New(cfg.Pool, cfg.Effects, cfg.Sagas, cfg.Turns)
+	}
 	if cfg.EventsKeepAlive == 0 {
 		cfg.EventsKeepAlive = DefaultEventsKeepAlive
 	}
@@ -175,6 +185,7 @@ func New(config *Config) (*Server, error) {
 	}
 	s := &Server{
 		config: cfg, pool: cfg.Pool, effects: cfg.Effects, logger: cfg.Logger, mux: &routeMux{ServeMux: http.NewServeMux()},
+		ops:    cfg.Ops,
 		slots:  make(chan struct{}, cfg.MaxConcurrentRequests),
 		bodies: semaphore.NewWeighted(cfg.MaxBodyBytesInFlight),
 	}
@@ -203,10 +214,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 		}
 		if probe.status == http.StatusMethodNotAllowed {
-			s.writeError(w, r, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+			s.writeError(w, r, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 			return
 		}
-		s.writeError(w, r, Errorf(http.StatusNotFound, CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path))
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -227,8 +238,8 @@ type Call struct {
 	// Request is the HTTP request; its body has been read into Body.
 	Request *http.Request
 	// Token is the caller's token; Token.TenantID scopes everything the call may see or change. A
-	// system token (no tenant) reaches only the routes registered with AdmitSystem.
-	Token *Token
+	// system token (no tenant) reaches only the routes registered with admitSystem.
+	Token *tenants.Token
 	// Body is the request body (at most Config.MaxBodyBytes).
 	Body []byte
 
@@ -245,7 +256,7 @@ type Call struct {
 func (c *Call) OnCommit(fn func(ctx context.Context)) { c.onCommit = append(c.onCommit, fn) }
 
 // Tenant is the caller's tenant. It is empty only for a system token, which reaches the routes
-// registered with AdmitSystem alone: there it is the one scope of the system tokens'
+// registered with admitSystem alone: there it is the one scope of the system tokens'
 // Idempotency-Keys (a tenant id is never empty), and such a route never passes it on as a tenant.
 func (c *Call) Tenant() string { return c.Token.TenantID }
 
@@ -268,11 +279,11 @@ func (c *Call) Actor(who string) string {
 // text and JSON were checked when the request came in (checkRequest).
 func (c *Call) Decode(v any) error {
 	if len(bytes.TrimSpace(c.Body)) == 0 {
-		return badRequest(CodeInvalidJSON, "request body is empty: want a JSON object")
+		return badRequest(codeInvalidJSON, "request body is empty: want a JSON object")
 	}
 	var unknown *jsonx.Error
 	if err := jsonx.CheckFields(c.Body, v); errors.As(err, &unknown) {
-		return badRequest(CodeInvalidRequest, "unknown field %q%s", unknown.Path, strings.TrimPrefix(unknown.Problem, "unknown field"))
+		return badRequest(codeInvalidRequest, "unknown field %q%s", unknown.Path, strings.TrimPrefix(unknown.Problem, "unknown field"))
 	}
 	dec := json.NewDecoder(bytes.NewReader(c.Body))
 	dec.DisallowUnknownFields()
@@ -281,47 +292,47 @@ func (c *Call) Decode(v any) error {
 		var typeErr *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-			return badRequest(CodeInvalidJSON, "malformed JSON: %v", err)
+			return badRequest(codeInvalidJSON, "malformed JSON: %v", err)
 		case errors.As(err, &typeErr):
-			return badRequest(CodeInvalidRequest, "field %q: want %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
+			return badRequest(codeInvalidRequest, "field %q: want %s, got JSON %s", typeErr.Field, typeErr.Type, typeErr.Value)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return badRequest(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "json: "))
+			return badRequest(codeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "json: "))
 		default:
-			return badRequest(CodeInvalidRequest, "%v", err)
+			return badRequest(codeInvalidRequest, "%v", err)
 		}
 	}
 	if dec.More() {
-		return badRequest(CodeInvalidJSON, "trailing data after the JSON object")
+		return badRequest(codeInvalidJSON, "trailing data after the JSON object")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return badRequest(CodeInvalidJSON, "trailing data after the JSON object")
+		return badRequest(codeInvalidJSON, "trailing data after the JSON object")
 	}
 	return nil
 }
 
-// QueryFunc answers a request that changes nothing (GET): a status and a body to encode as JSON,
+// queryFunc answers a request that changes nothing (GET): a status and a body to encode as JSON,
 // or an error.
-type QueryFunc func(ctx context.Context, call *Call) (int, any, error)
+type queryFunc func(ctx context.Context, call *Call) (int, any, error)
 
-// MutationFunc answers a request that changes something (POST, DELETE) in tx, the request's
+// mutationFunc answers a request that changes something (POST, DELETE) in tx, the request's
 // transaction: committed, together with the stored Idempotency-Key response, when it returns a
 // 2xx status and no error; rolled back otherwise.
-type MutationFunc func(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error)
+type mutationFunc func(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error)
 
-// RouteOption adjusts a route added by HandleQuery, HandleMutation or HandleAction.
-type RouteOption int
+// routeOption adjusts a route added by handleQuery, handleMutation or handleAction.
+type routeOption int
 
 const (
-	// AdmitSystem admits system tokens to the route as well as tenant tokens: for the routes of
+	// admitSystem admits system tokens to the route as well as tenant tokens: for the routes of
 	// what every tenant shares (HTTP connectors, saga definitions) and of turn handlers, whose
 	// handlers decide what each kind of token may do. Without it the route is tenant-scoped and a
 	// system token is refused with 403 forbidden before the handler runs, so that no handler ever
 	// sees a call without a tenant.
-	AdmitSystem RouteOption = iota + 1
+	admitSystem routeOption = iota + 1
 )
 
-// HandleQuery adds an authenticated read-only endpoint, e.g. "GET /v1/sagas/{id}".
-func (s *Server) HandleQuery(pattern string, fn QueryFunc, opts ...RouteOption) {
+// handleQuery adds an authenticated read-only endpoint, e.g. "GET /v1/sagas/{id}".
+func (s *Server) handleQuery(pattern string, fn queryFunc, opts ...routeOption) {
 	s.handle(pattern, opts, func(w http.ResponseWriter, r *http.Request, call *Call) {
 		status, body, err := fn(r.Context(), call)
 		if err != nil {
@@ -332,42 +343,42 @@ func (s *Server) HandleQuery(pattern string, fn QueryFunc, opts ...RouteOption) 
 	})
 }
 
-// HandleMutation adds an authenticated endpoint that changes something, e.g. "POST /v1/sagas",
+// handleMutation adds an authenticated endpoint that changes something, e.g. "POST /v1/sagas",
 // with Idempotency-Key support (see the package documentation).
-func (s *Server) HandleMutation(pattern string, fn MutationFunc, opts ...RouteOption) {
+func (s *Server) handleMutation(pattern string, fn mutationFunc, opts ...routeOption) {
 	s.handle(pattern, opts, func(w http.ResponseWriter, r *http.Request, call *Call) { s.mutate(w, r, call, fn) })
 }
 
-// ActionFunc answers a request that changes something (POST) in transactions of its own, for an
+// actionFunc answers a request that changes something (POST) in transactions of its own, for an
 // operation that must not run in the request's transaction (it commits even when it refuses, or
 // locks what it changes in a transaction of its own) and that is idempotent by itself. No
 // database connection is held while it runs.
-type ActionFunc func(ctx context.Context, call *Call) (int, any, error)
+type actionFunc func(ctx context.Context, call *Call) (int, any, error)
 
-// HandleAction adds an authenticated endpoint that changes something in transactions of its own,
-// e.g. "POST /v1/callbacks/{correlation_id}". An Idempotency-Key is honoured as for HandleMutation
+// handleAction adds an authenticated endpoint that changes something in transactions of its own,
+// e.g. "POST /v1/callbacks/{correlation_id}". An Idempotency-Key is honoured as for handleMutation
 // with one difference: the response is stored after fn has run, not claimed before, so two
 // concurrent first requests with one key may both run fn (which is why fn must be idempotent);
 // the later one then answers with the stored response (or 422 when its request differs).
-func (s *Server) HandleAction(pattern string, fn ActionFunc, opts ...RouteOption) {
+func (s *Server) handleAction(pattern string, fn actionFunc, opts ...routeOption) {
 	s.handle(pattern, opts, func(w http.ResponseWriter, r *http.Request, call *Call) { s.act(w, r, call, fn) })
 }
 
 // handle adds an authenticated endpoint: every Handle… method goes through it. It authenticates
 // the request and reads its body (begin), refuses a system token unless
-// opts has AdmitSystem (the one place that keeps system tokens off the tenant-scoped routes),
+// opts has admitSystem (the one place that keeps system tokens off the tenant-scoped routes),
 // waits for a request slot (enter), then calls serve, which holds the slot until it returns or
 // gives it back earlier (Call.leave: an event stream); a request refused on the way has already
 // been answered.
-func (s *Server) handle(pattern string, opts []RouteOption, serve func(w http.ResponseWriter, r *http.Request, call *Call)) {
-	admitSystem := slices.Contains(opts, AdmitSystem)
+func (s *Server) handle(pattern string, opts []routeOption, serve func(w http.ResponseWriter, r *http.Request, call *Call)) {
+	systemAdmitted := slices.Contains(opts, admitSystem)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		call, ok := s.begin(w, r)
 		if !ok {
 			return
 		}
-		if call.Token.System && !admitSystem {
-			s.writeError(w, r, Errorf(http.StatusForbidden, CodeForbidden,
+		if call.Token.System && !systemAdmitted {
+			s.writeError(w, r, errorf(http.StatusForbidden, codeForbidden,
 				"a system token manages shared definitions (connectors, saga definitions, turn handlers); use a tenant token for %s", r.Pattern))
 			return
 		}
@@ -389,7 +400,7 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request) (release func(), 
 	case s.slots <- struct{}{}:
 		return func() { <-s.slots }, true
 	case <-r.Context().Done():
-		s.writeError(w, r, Errorf(http.StatusServiceUnavailable, CodeUnavailable, "the server is busy or stopping; retry later"))
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "the server is busy or stopping; retry later"))
 		return nil, false
 	}
 }
@@ -424,19 +435,19 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) (*Call, bool) {
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mediaType, _, err := mime.ParseMediaType(ct); err != nil || mediaType != "application/json" {
-			return nil, Errorf(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type %q: want application/json", ct)
+			return nil, errorf(http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "Content-Type %q: want application/json", ct)
 		}
 	}
 	limit := s.config.MaxBodyBytes
 	if r.ContentLength > limit {
-		return nil, Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", limit)
+		return nil, errorf(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "request body exceeds %d bytes", limit)
 	}
 	share := limit // a body of unknown length may take up to the limit
 	if r.ContentLength >= 0 {
 		share = max(r.ContentLength, 1)
 	}
 	if err := s.bodies.Acquire(r.Context(), share); err != nil {
-		return nil, Errorf(http.StatusServiceUnavailable, CodeUnavailable, "the server is busy or stopping; retry later")
+		return nil, errorf(http.StatusServiceUnavailable, codeUnavailable, "the server is busy or stopping; retry later")
 	}
 	// Held until the request ends, with everything decoded from the body.
 	context.AfterFunc(r.Context(), func() { s.bodies.Release(share) })
@@ -444,28 +455,28 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, Errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", tooLarge.Limit)
+			return nil, errorf(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "request body exceeds %d bytes", tooLarge.Limit)
 		}
-		return nil, badRequest(CodeInvalidJSON, "read request body: %v", err)
+		return nil, badRequest(codeInvalidJSON, "read request body: %v", err)
 	}
 	if r.Method == http.MethodDelete && buf.Len() > 0 {
-		return nil, badRequest(CodeInvalidRequest, "DELETE takes no request body")
+		return nil, badRequest(codeInvalidRequest, "DELETE takes no request body")
 	}
 	return buf.Bytes(), nil
 }
 
-func (s *Server) authenticate(r *http.Request) (*Token, error) {
+func (s *Server) authenticate(r *http.Request) (*tenants.Token, error) {
 	header := r.Header.Get("Authorization")
 	if header == "" {
-		return nil, Errorf(http.StatusUnauthorized, CodeUnauthenticated, "missing Authorization: Bearer <token>")
+		return nil, errorf(http.StatusUnauthorized, codeUnauthenticated, "missing Authorization: Bearer <token>")
 	}
 	scheme, secret, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
-		return nil, Errorf(http.StatusUnauthorized, CodeUnauthenticated, "Authorization header: want Bearer <token>")
+		return nil, errorf(http.StatusUnauthorized, codeUnauthenticated, "Authorization header: want Bearer <token>")
 	}
-	token, err := Authenticate(r.Context(), s.pool, strings.TrimSpace(secret))
-	if errors.Is(err, ErrInvalidToken) {
-		return nil, Errorf(http.StatusUnauthorized, CodeInvalidToken, "invalid or revoked token")
+	token, err := tenants.Authenticate(r.Context(), s.pool, strings.TrimSpace(secret))
+	if errors.Is(err, tenants.ErrInvalidToken) {
+		return nil, errorf(http.StatusUnauthorized, codeInvalidToken, "invalid or revoked token")
 	}
 	if err != nil {
 		return nil, err
@@ -507,11 +518,11 @@ func (s *Server) idempotencyKey(w http.ResponseWriter, r *http.Request, call *Ca
 	}
 	key := strings.TrimSpace(values[0])
 	if key == "" || len(key) > maxIdempotencyKeyLen || len(values) > 1 {
-		s.writeError(w, r, badRequest(CodeInvalidIdempotency, "Idempotency-Key: want one value of 1 to %d characters", maxIdempotencyKeyLen))
+		s.writeError(w, r, badRequest(codeInvalidIdempotency, "Idempotency-Key: want one value of 1 to %d characters", maxIdempotencyKeyLen))
 		return nil, false
 	}
 	if err := checkHeaderText(key); err != nil {
-		s.writeError(w, r, badRequest(CodeInvalidIdempotency, "Idempotency-Key: %v", err))
+		s.writeError(w, r, badRequest(codeInvalidIdempotency, "Idempotency-Key: %v", err))
 		return nil, false
 	}
 	return &idempotency{key: key, requestHash: hashRequest(r.Method, r.URL.Path, call.Body)}, true
@@ -521,7 +532,7 @@ func (s *Server) idempotencyKey(w http.ResponseWriter, r *http.Request, call *Ca
 // replayed when taken, and stored with the response. When fn asks for a reload (refreshFirst), the
 // transaction is rolled back, the reload done with no connection held, and fn run again in a new
 // transaction. A transaction that Postgres aborts (deadlock, serialization) runs again (txn.Run).
-func (s *Server) mutate(w http.ResponseWriter, r *http.Request, call *Call, fn MutationFunc) {
+func (s *Server) mutate(w http.ResponseWriter, r *http.Request, call *Call, fn mutationFunc) {
 	idem, ok := s.idempotencyKey(w, r, call)
 	if !ok {
 		return
@@ -554,7 +565,7 @@ type notStored struct {
 func (e *notStored) Error() string { return fmt.Sprintf("api: answered %d: not committed", e.status) }
 
 // mutateOnce is one attempt of mutate. It has answered unless it returns a reload to do first.
-func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, fn MutationFunc, idem *idempotency) *refreshNeeded {
+func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, fn mutationFunc, idem *idempotency) *refreshNeeded {
 	ctx := r.Context()
 	var (
 		status  int
@@ -623,7 +634,7 @@ func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, 
 
 // act runs fn with no transaction of the request's; with an Idempotency-Key, a stored response is
 // replayed instead, and a successful response is stored after fn.
-func (s *Server) act(w http.ResponseWriter, r *http.Request, call *Call, fn ActionFunc) {
+func (s *Server) act(w http.ResponseWriter, r *http.Request, call *Call, fn actionFunc) {
 	ctx := r.Context()
 	idem, ok := s.idempotencyKey(w, r, call)
 	if !ok {
@@ -705,7 +716,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, call *Call, idem
 	})
 	if isNoRows(err) {
 		// The key's TTL ended between its claim and this read: it is free now.
-		apiErr := Errorf(http.StatusServiceUnavailable, CodeUnavailable,
+		apiErr := errorf(http.StatusServiceUnavailable, codeUnavailable,
 			"Idempotency-Key %q expired while this request ran; send it again", key)
 		apiErr.RetryAfter = time.Second
 		s.writeError(w, r, apiErr)
@@ -716,7 +727,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, call *Call, idem
 		return
 	}
 	if !bytes.Equal(stored.RequestSha256, idem.requestHash) {
-		s.writeError(w, r, Errorf(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused,
+		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeIdempotencyKeyReused,
 			"Idempotency-Key %q was used for another request (%s %s at %s); use a new key for a new request",
 			key, stored.Method, stored.Path, stored.CreatedAt.UTC().Format(time.RFC3339)))
 		return
@@ -775,8 +786,10 @@ func (s *Server) writeRaw(w http.ResponseWriter, r *http.Request, status int, bo
 	_, _ = w.Write([]byte("\n"))
 }
 
-// writeError answers err: an *Error as it is; a database that could not be reached as 503
-// database_unavailable with Retry-After; anything else as 500 (logged, not shown).
+// writeError answers err: an *Error as it is; a transaction Postgres kept aborting for concurrent
+// work (txn.Transient, after txn.Run's retries) as 503 unavailable with Retry-After; a database
+// that could not be reached as 503 database_unavailable with Retry-After; anything else as 500
+// (logged, not shown).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	apiErr := asError(err)
 	switch {
@@ -785,6 +798,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.logger.WarnContext(r.Context(), "api request refused by the database: a value the input checks let through", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))
 		apiErr = dataException(err)
+	case txn.Transient(err):
+		// Run again already (txn.Run) and aborted every time: a deadlock, a lock held by a
+		// migration past lock_timeout, a serialization failure. Nothing was written; retrying is safe.
+		s.logger.WarnContext(r.Context(), "api request aborted by the database for concurrent work, after retries", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.Any("error", err))
+		apiErr = errBusyDatabase
 	case databaseUnavailable(err):
 		s.logger.WarnContext(r.Context(), "api request failed: database unavailable", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))
@@ -792,7 +811,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.logger.ErrorContext(r.Context(), "api request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))
-		apiErr = Errorf(http.StatusInternalServerError, CodeInternal, "internal error; the server log has the details")
+		apiErr = errorf(http.StatusInternalServerError, codeInternal, "internal error; the server log has the details")
 		if id := httpobs.RequestID(r.Context()); id != "" {
 			apiErr.Message += " under request_id " + id
 		}

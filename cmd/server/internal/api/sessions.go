@@ -23,7 +23,7 @@ const maxMessageIDLen = 255
 
 func (s *Server) requireTurns() error {
 	if s.config.Turns == nil {
-		return Errorf(http.StatusNotImplemented, CodeNotImplemented, "this server runs no turns client")
+		return errorf(http.StatusNotImplemented, codeNotImplemented, "this server runs no turns client")
 	}
 	return nil
 }
@@ -33,10 +33,10 @@ func (s *Server) session(call *Call) (string, error) {
 	key := call.Request.PathValue("key")
 	parsed, err := turns.ParseSessionKey(key)
 	if err != nil {
-		return "", badRequest(CodeInvalidSessionKey, "session key %q: want tenant:agent:interlocutor:channel, four non-empty parts", key)
+		return "", badRequest(codeInvalidSessionKey, "session key %q: want tenant:agent:interlocutor:channel, four non-empty parts", key)
 	}
 	if parsed.Tenant != call.Tenant() {
-		return "", Errorf(http.StatusForbidden, CodeSessionForbidden,
+		return "", errorf(http.StatusForbidden, codeSessionForbidden,
 			"session key %q belongs to tenant %q, not to this token's tenant %q", key, parsed.Tenant, call.Tenant())
 	}
 	return key, nil
@@ -130,9 +130,9 @@ func (s *Server) postMessage(ctx context.Context, tx pgx.Tx, call *Call) (int, a
 	}
 	switch {
 	case strings.TrimSpace(req.MessageID) == "":
-		return 0, nil, badRequest(CodeInvalidRequest, "message_id is required: the message's id in your channel, unique per session (a repeat is deduplicated)")
+		return 0, nil, badRequest(codeInvalidRequest, "message_id is required: the message's id in your channel, unique per session (a repeat is deduplicated)")
 	case len(req.MessageID) > maxMessageIDLen:
-		return 0, nil, badRequest(CodeInvalidRequest, "message_id is limited to %d bytes", maxMessageIDLen)
+		return 0, nil, badRequest(codeInvalidRequest, "message_id is limited to %d bytes", maxMessageIDLen)
 	}
 	var content any // nil is {}
 	if trimmed := strings.TrimSpace(string(req.Content)); trimmed != "" && trimmed != "null" {

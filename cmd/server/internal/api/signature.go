@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
@@ -68,7 +69,7 @@ func signedCallback(r *http.Request) bool {
 // has answered.
 func (s *Server) beginSigned(w http.ResponseWriter, r *http.Request) (*Call, bool) {
 	body, err := s.readBody(w, r)
-	var token *Token
+	var token *tenants.Token
 	if err == nil {
 		token, r, err = s.verifySignature(r, body)
 	}
@@ -88,10 +89,10 @@ func (s *Server) beginSigned(w http.ResponseWriter, r *http.Request) (*Call, boo
 // signature whose timestamp is out of the window) and 400 invalid_request (a bearer token as
 // well). An unknown effect id gets invalid_signature like a wrong signature: nobody holds its
 // secret.
-func (s *Server) verifySignature(r *http.Request, body []byte) (*Token, *http.Request, error) {
+func (s *Server) verifySignature(r *http.Request, body []byte) (*tenants.Token, *http.Request, error) {
 	ctx := r.Context()
 	if len(r.Header.Values("Authorization")) > 0 {
-		return nil, r, badRequest(CodeInvalidRequest, "a signed callback (%s) carries no Authorization header", httpconn.HeaderSignature)
+		return nil, r, badRequest(codeInvalidRequest, "a signed callback (%s) carries no Authorization header", httpconn.HeaderSignature)
 	}
 	effectID, ok := parseEffectID(r.Header.Values(httpconn.HeaderEffectID))
 	if !ok {
@@ -111,7 +112,7 @@ func (s *Server) verifySignature(r *http.Request, body []byte) (*Token, *http.Re
 	}
 	now := time.Now().Unix()
 	if tolerance := int64(signatureTolerance / time.Second); sig.timestamp < now-tolerance || sig.timestamp > now+tolerance {
-		return nil, r, Errorf(http.StatusUnauthorized, CodeSignatureExpired,
+		return nil, r, errorf(http.StatusUnauthorized, codeSignatureExpired,
 			"%s: t=%d is %ds from the server's clock; a signature is valid for %s either way: sign the delivery again",
 			httpconn.HeaderSignature, sig.timestamp, sig.timestamp-now, signatureTolerance)
 	}
@@ -122,12 +123,12 @@ func (s *Server) verifySignature(r *http.Request, body []byte) (*Token, *http.Re
 	if err != nil {
 		return nil, r, err
 	}
-	token := &Token{TenantID: effect.TenantID, Name: "signed-callback"}
+	token := &tenants.Token{TenantID: effect.TenantID, Name: "signed-callback"}
 	return token, r.WithContext(context.WithValue(ctx, signatureKey{}, sig)), nil
 }
 
 func invalidSignature(format string, args ...any) *Error {
-	return Errorf(http.StatusUnauthorized, CodeInvalidSignature, format, args...)
+	return errorf(http.StatusUnauthorized, codeInvalidSignature, format, args...)
 }
 
 // parseEffectID parses the Reckon-Effect-Id header: one UUID in its canonical form.
@@ -199,7 +200,7 @@ func signatureOf(call *Call) *signature {
 }
 
 // errReplayed refuses a signature that a committed callback used already.
-var errReplayed = Errorf(http.StatusConflict, CodeCallbackReplayed,
+var errReplayed = errorf(http.StatusConflict, codeCallbackReplayed,
 	"this %s was used already: sign each delivery afresh (a new t)", httpconn.HeaderSignature)
 
 // useSignature records sig as used, in tx, the callback's transaction, and prunes a few expired

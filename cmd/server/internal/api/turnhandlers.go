@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/turns/httpturn"
 )
 
@@ -28,7 +29,7 @@ func turnHandlerTenant(call *Call) (tenant string, visible bool) {
 // turn handler.
 func requireTurnHandlerAdmin(call *Call) error {
 	if !call.Token.System && !call.Token.Admin {
-		return Errorf(http.StatusForbidden, CodeForbidden, "changing a tenant's turn handler needs an admin token of the tenant (server tokens create -tenant %s -admin) or a system token", call.Tenant())
+		return errorf(http.StatusForbidden, codeForbidden, "changing a tenant's turn handler needs an admin token of the tenant (server tokens create -tenant %s -admin) or a system token", call.Tenant())
 	}
 	return nil
 }
@@ -36,12 +37,12 @@ func requireTurnHandlerAdmin(call *Call) error {
 // errNoTenant answers a turn handler change for a tenant that does not exist, or is not the
 // caller's.
 func errNoTenant(tenant string) error {
-	return Errorf(http.StatusNotFound, CodeNotFound, "no tenant %q", tenant)
+	return errorf(http.StatusNotFound, codeNotFound, "no tenant %q", tenant)
 }
 
 // errNoTurnHandler answers for a tenant without a turn handler, or one that is not the caller's.
 func errNoTurnHandler(tenant string) error {
-	return Errorf(http.StatusNotFound, CodeNotFound, "no turn handler for tenant %q: its turns go to the reactors' -turn-handler-url", tenant)
+	return errorf(http.StatusNotFound, codeNotFound, "no turn handler for tenant %q: its turns go to the reactors' -turn-handler-url", tenant)
 }
 
 // turnHandlerJSON is a stored turn handler on the wire.
@@ -78,18 +79,18 @@ func (s *Server) putTurnHandler(ctx context.Context, tx pgx.Tx, call *Call) (int
 		return 0, nil, err
 	}
 	if req.TimeoutMs < 0 || req.TimeoutMs > httpturn.MaxTimeout.Milliseconds() {
-		return 0, nil, badRequest(CodeInvalidTurnHandler, "timeout_ms %d: want 1 to %d (default %d)", req.TimeoutMs, httpturn.MaxTimeout.Milliseconds(), httpturn.DefaultTimeout.Milliseconds())
+		return 0, nil, badRequest(codeInvalidTurnHandler, "timeout_ms %d: want 1 to %d (default %d)", req.TimeoutMs, httpturn.MaxTimeout.Milliseconds(), httpturn.DefaultTimeout.Milliseconds())
 	}
 	stored, created, err := httpturn.Put(ctx, tx, tenant, httpturn.Target{URL: req.URL, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond})
 	switch {
 	case errors.Is(err, httpturn.ErrInvalid):
-		return 0, nil, badRequest(CodeInvalidTurnHandler, "%s", strings.TrimPrefix(err.Error(), "httpturn: "))
+		return 0, nil, badRequest(codeInvalidTurnHandler, "%s", strings.TrimPrefix(err.Error(), "httpturn: "))
 	case errors.Is(err, httpturn.ErrUnknownTenant):
 		return 0, nil, errNoTenant(tenant)
 	case err != nil:
 		return 0, nil, err
 	}
-	if err := recordChange(ctx, tx, call, ChangeTurnHandler, tenant, CreateOrReplace(created), turnHandlerToJSON(stored)); err != nil {
+	if err := ops.RecordChange(ctx, tx, ops.ChangeTurnHandler, tenant, ops.CreateOrReplace(created), changer(call), turnHandlerToJSON(stored)); err != nil {
 		return 0, nil, err
 	}
 	if created {
@@ -128,7 +129,7 @@ func (s *Server) deleteTurnHandler(ctx context.Context, tx pgx.Tx, call *Call) (
 	} else if err != nil {
 		return 0, nil, err
 	}
-	if err := recordChange(ctx, tx, call, ChangeTurnHandler, tenant, ChangeDelete, nil); err != nil {
+	if err := ops.RecordChange(ctx, tx, ops.ChangeTurnHandler, tenant, ops.ChangeDelete, changer(call), nil); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]string{"deleted": tenant}, nil

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/ident"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -95,7 +95,7 @@ func (c *Console) runList(req *request) error {
 	query := req.URL.Query()
 	filter := ops.RunFilter{Scope: req.scope, Tenant: query.Get("tenant"), Limit: listPageSize, After: query.Get("after")}
 	if filter.Tenant != "" {
-		if err := api.ValidateTenantID(filter.Tenant); err != nil {
+		if err := ident.ValidateTenantID(filter.Tenant); err != nil {
 			return badField("tenant", "%v", err)
 		}
 	}

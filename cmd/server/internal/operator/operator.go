@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/ident"
 )
 
 // Errors of the package. Wrapped errors add what was refused; test with errors.Is.
@@ -107,7 +107,7 @@ const maxTenants = 1000
 
 // CheckTenants refuses (ErrInvalid) a scope that is an empty list (nil, not an empty list, means
 // every tenant), longer than 1000 tenants, or holds something that is not a tenant id
-// (api.ValidateTenantID).
+// (ident.ValidateTenantID).
 func CheckTenants(tenants []string) error {
 	switch {
 	case tenants == nil:
@@ -121,7 +121,7 @@ func CheckTenants(tenants []string) error {
 		if len(tenant) > 64 {
 			return fmt.Errorf("%w: tenants: a tenant id of %d bytes; want at most 63", ErrInvalid, len(tenant))
 		}
-		if err := api.ValidateTenantID(tenant); err != nil {
+		if err := ident.ValidateTenantID(tenant); err != nil {
 			return fmt.Errorf("%w: tenants: %v", ErrInvalid, err)
 		}
 	}

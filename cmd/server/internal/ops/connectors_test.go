@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,4 +198,37 @@ func TestParseLimit(t *testing.T) {
 		require.Error(t, err, "%s=%q", bad.field, bad.value)
 		requireField(t, err, bad.field)
 	}
+}
+
+// CheckLimit names the field effects.Limit.WithDefaults refuses, for every field.
+func TestCheckLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		field  string
+		limit  effects.Limit
+		name   string
+		reason string
+	}{
+		{"name", effects.Limit{}, "", ""},
+		{"name", effects.Limit{}, strings.Repeat("n", 201), ""},
+		{"name", effects.Limit{}, "a\x00b", ""},
+		{"name", effects.Limit{}, "a\xffb", ""},
+		{"rate", effects.Limit{Rate: -1}, "c", ""},
+		{"per_ms", effects.Limit{Per: time.Microsecond}, "c", ""},
+		{"burst", effects.Limit{Burst: 1_000_001}, "c", ""},
+		{"max_in_flight", effects.Limit{MaxInFlight: -2}, "c", ""},
+		{"break_after", effects.Limit{BreakAfter: 1_000_001}, "c", ""},
+		{"break_for_ms", effects.Limit{BreakFor: 2 * time.Hour}, "c", ""},
+		{"reason", effects.Limit{}, "c", "a\x00b"},
+		{"reason", effects.Limit{}, "c", "\xc0\xaf"},
+		{"reason", effects.Limit{}, "c", strings.Repeat("r", 2001)},
+	} {
+		_, err := ops.CheckLimit(tc.name, tc.limit, tc.reason)
+		var bad *ops.FieldError
+		require.ErrorAs(t, err, &bad, "%+v", tc)
+		require.Equal(t, tc.field, bad.Field, "%+v: %v", tc, err)
+	}
+	limit, err := ops.CheckLimit("c", effects.Limit{Rate: 7}, "ok")
+	require.NoError(t, err)
+	require.Equal(t, effects.Limit{Rate: 7, Per: time.Second, Burst: 7, BreakFor: 30 * time.Second}, limit)
 }

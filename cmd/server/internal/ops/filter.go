@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/ident"
 	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/saga"
 )
@@ -22,8 +22,14 @@ type FieldError struct {
 	Field, Message string
 }
 
-// Error is the field, a colon and what is wrong with it.
-func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+// Error is the field, a colon and what is wrong with it; only the latter when Field is "" (the
+// whole of a value, such as an operator's limit).
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
 
 // Limits of the filters' and actions' values, in bytes.
 const (
@@ -83,7 +89,7 @@ func ParseEffectFilter(v url.Values) (EffectFilter, error) {
 		return f, err
 	}
 	if f.Tenant != "" {
-		if err := api.ValidateTenantID(f.Tenant); err != nil {
+		if err := ident.ValidateTenantID(f.Tenant); err != nil {
 			return f, &FieldError{Field: "tenant", Message: err.Error()}
 		}
 	}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
 // ErrSharedLimit is what changing a connector's limit in a scope of some tenants returns: limits
@@ -18,24 +20,65 @@ var ErrSharedLimit = errors.New("limits are shared by every tenant: only an oper
 // addLimits adds to the summaries the operators' limits and the state of the limit keys in scope
 // (the shared keys, and the per-tenant keys of tenants in scope).
 func (o *Ops) addLimits(ctx context.Context, scope Scope, summary func(string) *ConnectorSummary) error {
-	settings, err := o.effects.LimitSettings(ctx)
+	settings, states, err := o.Limits(ctx, scope)
 	if err != nil {
 		return fmt.Errorf("ops: %w", err)
 	}
 	for _, setting := range settings {
 		summary(setting.Connector).Override = &setting
 	}
-	states, err := o.effects.LimitStates(ctx)
-	if err != nil {
-		return fmt.Errorf("ops: %w", err)
-	}
 	for _, state := range states {
-		if state.TenantID == "" || scope.Sees(state.TenantID) {
-			s := summary(state.Connector)
-			s.LimitStates = append(s.LimitStates, state)
-		}
+		s := summary(state.Connector)
+		s.LimitStates = append(s.LimitStates, state)
 	}
 	return nil
+}
+
+// readLimits reads the operators' limits and the limit keys of the connectors keep keeps, the keys
+// in scope: the keys shared by every tenant, and the per-tenant keys of tenants in scope. The
+// lists are never nil.
+func (o *Ops) readLimits(ctx context.Context, scope Scope, keep func(connector string) bool) ([]effects.LimitSetting, []effects.LimitState, error) {
+	settings, err := o.effects.LimitSettings(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	states, err := o.effects.LimitStates(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	kept := []effects.LimitSetting{}
+	for _, setting := range settings {
+		if keep(setting.Connector) {
+			kept = append(kept, setting)
+		}
+	}
+	seen := []effects.LimitState{}
+	for _, state := range states {
+		if keep(state.Connector) && (state.TenantID == "" || scope.Sees(state.TenantID)) {
+			seen = append(seen, state)
+		}
+	}
+	return kept, seen, nil
+}
+
+// Limits returns every operator's limit and the state of every limit key in scope (the keys
+// shared by every tenant and those of the tenants in scope): what GET /v1/limits and `server
+// connectors limit show` answer. The lists are never nil.
+func (o *Ops) Limits(ctx context.Context, scope Scope) ([]effects.LimitSetting, []effects.LimitState, error) {
+	return o.readLimits(ctx, scope, func(string) bool { return true })
+}
+
+// ConnectorLimit is Limits of one connector: its operator's limit (nil when it has none) and its
+// keys in scope. Errors: a *FieldError for the name (CheckLimitName).
+func (o *Ops) ConnectorLimit(ctx context.Context, scope Scope, connector string) (*effects.LimitSetting, []effects.LimitState, error) {
+	if err := CheckLimitName(connector); err != nil {
+		return nil, nil, err
+	}
+	settings, states, err := o.readLimits(ctx, scope, func(name string) bool { return name == connector })
+	if err != nil || len(settings) == 0 {
+		return nil, states, err
+	}
+	return &settings[0], states, nil
 }
 
 // Connector returns the connector name as Connectors lists it. Errors: ErrNotFound when it does
@@ -69,10 +112,28 @@ var limitFields = []limitField{
 	{"break_for", true, func(l *effects.Limit, v int64) { l.BreakFor = time.Duration(v) }},
 }
 
-// limitFormFields names effects.Limit's fields (effects.LimitError.Field) as the form does.
-var limitFormFields = map[string]string{
-	"Rate": "rate", "Per": "per", "Burst": "burst", "MaxInFlight": "max_in_flight",
-	"BreakAfter": "break_after", "BreakFor": "break_for",
+// limitFormFields names effects.Limit's fields (effects.LimitError.Field) as the console's form
+// does, limitWireFields as the HTTP API does (and the CLI, which names each by its flag).
+var (
+	limitFormFields = map[string]string{
+		"Rate": "rate", "Per": "per", "Burst": "burst", "MaxInFlight": "max_in_flight",
+		"BreakAfter": "break_after", "BreakFor": "break_for",
+	}
+	limitWireFields = map[string]string{
+		"Rate": "rate", "Per": "per_ms", "Burst": "burst", "MaxInFlight": "max_in_flight",
+		"BreakAfter": "break_after", "BreakFor": "break_for_ms",
+	}
+)
+
+// checkLimitRanges checks limit's ranges (effects.Limit.WithDefaults) and returns it with its
+// defaults filled in; a value out of range is a *FieldError naming its field as names does.
+func checkLimitRanges(limit effects.Limit, names map[string]string) (effects.Limit, error) {
+	withDefaults, err := limit.WithDefaults()
+	var bad *effects.LimitError
+	if errors.As(err, &bad) {
+		return limit, &FieldError{Field: names[bad.Field], Message: err.Error()}
+	}
+	return withDefaults, nil
 }
 
 // ParseLimit reads a limit from the values rate, burst, max_in_flight, break_after (whole numbers;
@@ -105,9 +166,8 @@ func ParseLimit(values url.Values) (effects.Limit, error) {
 		}
 		f.set(&limit, value)
 	}
-	var bad *effects.LimitError
-	if _, err := limit.WithDefaults(); errors.As(err, &bad) {
-		return limit, &FieldError{Field: limitFormFields[bad.Field], Message: err.Error()}
+	if _, err := checkLimitRanges(limit, limitFormFields); err != nil {
+		return limit, err
 	}
 	switch values.Get("per_tenant") {
 	case "":
@@ -171,4 +231,96 @@ func (o *Ops) checkLimitTarget(ctx context.Context, scope Scope, name string) er
 	}
 	_, err := o.Connector(ctx, scope, name)
 	return err
+}
+
+// The changes of the HTTP API and the server's CLI, made by an operator of every tenant (a system
+// token, the CLI) and named as on the wire: they take any connector name, one this server knows or
+// not (a limit may come before its connector, or be for a Go connector of the reactors), check the
+// limit with CheckLimit, and record actor as it is given. Each runs in effects.Client's own
+// statements and is idempotent by itself (a set replaces, a clear or a reset done twice finds
+// nothing the second time).
+
+// maxLimitReasonLen bounds the reason of an operator's limit set by name, in bytes.
+const maxLimitReasonLen = 2000
+
+// CheckLimitName checks the connector name of an operator's limit: 1 to 200 bytes of text
+// Postgres can store. The error is a *FieldError for "name".
+func CheckLimitName(connector string) error {
+	if connector == "" || len(connector) > maxNameLen {
+		return &FieldError{Field: "name", Message: fmt.Sprintf("must be 1 to %d bytes", maxNameLen)}
+	}
+	if err := checkText(connector); err != nil {
+		return &FieldError{Field: "name", Message: err.Error()}
+	}
+	return nil
+}
+
+// CheckLimit checks an operator's limit of connector before anything is stored, and returns it
+// with its defaults filled in. The ranges are effects.Limit.WithDefaults's; reason is text of at
+// most 2000 bytes. The error is a *FieldError naming the field as the HTTP API does ("name",
+// "rate", "per_ms", "burst", "max_in_flight", "break_after", "break_for_ms", "reason").
+func CheckLimit(connector string, limit effects.Limit, reason string) (effects.Limit, error) {
+	if err := CheckLimitName(connector); err != nil {
+		return limit, err
+	}
+	withDefaults, err := checkLimitRanges(limit, limitWireFields)
+	if err != nil {
+		return limit, err
+	}
+	if len(reason) > maxLimitReasonLen {
+		return limit, &FieldError{Field: "reason", Message: fmt.Sprintf("limited to %d bytes", maxLimitReasonLen)}
+	}
+	if err := checkText(reason); err != nil {
+		return limit, &FieldError{Field: "reason", Message: err.Error()}
+	}
+	return withDefaults, nil
+}
+
+// SetLimitByName checks an operator's limit of connector (CheckLimit) and stores it by actor, for
+// reason (effects.Client.SetLimit): every reactor applies it within moments. It returns the stored
+// setting. Errors: a *FieldError, nothing stored.
+func (o *Ops) SetLimitByName(ctx context.Context, connector string, limit effects.Limit, actor, reason string) (*effects.LimitSetting, error) {
+	if _, err := CheckLimit(connector, limit, reason); err != nil {
+		return nil, err
+	}
+	set, err := o.effects.SetLimit(ctx, connector, limit, actor, reason)
+	return set, wireLimitError(err)
+}
+
+// ClearLimitByName deletes the operator's limit of connector (effects.Client.ClearLimit): its own
+// limit applies again. It reports whether there was one. Errors: a *FieldError for the name.
+func (o *Ops) ClearLimitByName(ctx context.Context, connector string) (bool, error) {
+	if err := CheckLimitName(connector); err != nil {
+		return false, err
+	}
+	cleared, err := o.effects.ClearLimit(ctx, connector)
+	return cleared, wireLimitError(err)
+}
+
+// ResetLimitByName closes connector's circuits and ends its pauses (effects.Client.ResetLimit). It
+// reports whether anything was paused, open or counting failures. Errors: a *FieldError for the
+// name.
+func (o *Ops) ResetLimitByName(ctx context.Context, connector string) (bool, error) {
+	if err := CheckLimitName(connector); err != nil {
+		return false, err
+	}
+	changed, err := o.effects.ResetLimit(ctx, connector)
+	return changed, wireLimitError(err)
+}
+
+// wireLimitError makes an effects.ErrInvalidLimit (what CheckLimit let through) a *FieldError
+// named as the HTTP API does ("" for the limit as a whole); other errors are returned as they are.
+func wireLimitError(err error) error {
+	if !errors.Is(err, effects.ErrInvalidLimit) {
+		return err
+	}
+	var text *jsonx.Error
+	if errors.As(err, &text) {
+		field := text.Path
+		if field == "connector" {
+			field = "name"
+		}
+		return &FieldError{Field: field, Message: text.Problem}
+	}
+	return &FieldError{Message: strings.TrimPrefix(err.Error(), "effects: ")}
 }

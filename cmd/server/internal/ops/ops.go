@@ -1,9 +1,11 @@
-// Package ops is what operators read and do, shared by the console (package console) and the
-// server's CLI (`server effects|sagas|runs`): listings with filters and keyset pagination across
-// tenants, the evidence behind an effect, the STUCK queue and the effects awaiting confirmation,
-// the overview, and the operator actions (resolve, cancel, confirm, decline, bulk resolve with a
-// preview). Every read and action is limited to a Scope: an effect, saga, run or session outside
-// it is ErrNotFound, exactly like a missing one.
+// Package ops is what operators read and do, the one layer under the console (package console),
+// the HTTP API (package api) and the server's CLI: listings with filters and keyset pagination
+// across tenants, the evidence behind an effect, the STUCK queue and the effects awaiting
+// confirmation, the overview, the operator actions (resolve, cancel, confirm, decline, bulk
+// resolve with a preview), the operators' limits of connectors (limits.go), and the changes of
+// HTTP connectors and saga definitions with their record in the audit trail (definitions.go).
+// Every read and action is limited to a Scope: an effect, saga, run or session outside it is
+// ErrNotFound, exactly like a missing one. Tenants and their API tokens are package tenants'.
 //
 // Actions go through the effects and saga clients (Resolve, Cancel, Confirm, Decline, CancelRun,
 // saga Resolve), so that the state machine, settle hooks and audit trail are the same as for the

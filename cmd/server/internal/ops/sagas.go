@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/ident"
 	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
@@ -247,7 +247,7 @@ func checkTenant(tenant string) error {
 	if tenant == "" {
 		return nil
 	}
-	if err := api.ValidateTenantID(tenant); err != nil {
+	if err := ident.ValidateTenantID(tenant); err != nil {
 		return &FieldError{Field: "tenant", Message: jsonx.SafeText(err.Error())}
 	}
 	return nil

@@ -1,12 +1,19 @@
-package api
+// Package tenants stores the tenants of the server's HTTP API and their bearer tokens
+// (reckon_tenants, reckon_api_tokens): a tenant's tokens see and change its effects, runs, sagas
+// and sessions; a system token belongs to the deployment. A token is stored only as its SHA-256:
+// CreateToken and CreateSystemToken return it once. The HTTP API authenticates its callers with
+// Authenticate; the server's CLI (`server tenants`, `server tokens`) manages both.
+package tenants
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/secret"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
@@ -15,6 +22,23 @@ import (
 
 // TokenPrefix starts every API token.
 const TokenPrefix = "rk_"
+
+// Sentinel errors of the package. Test with errors.Is. Their text is what the server's CLI prints
+// (it has said "api:" since these functions were the HTTP package's).
+var (
+	// ErrExists: Create with an id that is taken.
+	ErrExists = errors.New("api: tenant already exists")
+	// ErrNotFound: no tenant with that id.
+	ErrNotFound = errors.New("api: tenant not found")
+	// ErrTokenNotFound: no token with that id.
+	ErrTokenNotFound = errors.New("api: token not found")
+	// ErrInvalidToken: Authenticate was given a token that is unknown or revoked, or a tenant's
+	// token whose tenant is disabled.
+	ErrInvalidToken = errors.New("api: invalid or revoked token")
+)
+
+// isNoRows reports whether a query found no row: the one place this package reads pgx.ErrNoRows.
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 // Tenant is a row of reckon_tenants.
 type Tenant struct {
@@ -56,22 +80,14 @@ func tokenFromRow(row dbsqlc.ReckonApiToken) *Token {
 	return token
 }
 
-// ValidateTenantID reports whether id can name a tenant (ident.TenantIDRule).
-func ValidateTenantID(id string) error {
-	if !ident.IsTenantID(id) {
-		return fmt.Errorf("tenant id %q: want %s", id, ident.TenantIDRule)
-	}
-	return nil
-}
-
-// CreateTenant creates a tenant. Errors: a malformed id, ErrTenantExists.
-func CreateTenant(ctx context.Context, db dbsqlc.DBTX, id, name string) (*Tenant, error) {
-	if err := ValidateTenantID(id); err != nil {
+// Create creates a tenant. Errors: a malformed id, ErrExists.
+func Create(ctx context.Context, db dbsqlc.DBTX, id, name string) (*Tenant, error) {
+	if err := ident.ValidateTenantID(id); err != nil {
 		return nil, err
 	}
 	row, err := dbsqlc.New(db).TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: id, Name: name})
 	if isNoRows(err) {
-		return nil, fmt.Errorf("%w: %s", ErrTenantExists, id)
+		return nil, fmt.Errorf("%w: %s", ErrExists, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("api: create tenant %s: %w", id, err)
@@ -79,8 +95,8 @@ func CreateTenant(ctx context.Context, db dbsqlc.DBTX, id, name string) (*Tenant
 	return tenantFromRow(row), nil
 }
 
-// ListTenants returns every tenant, by id.
-func ListTenants(ctx context.Context, db dbsqlc.DBTX) ([]*Tenant, error) {
+// List returns every tenant, by id.
+func List(ctx context.Context, db dbsqlc.DBTX) ([]*Tenant, error) {
 	rows, err := dbsqlc.New(db).TenantList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("api: list tenants: %w", err)
@@ -92,12 +108,12 @@ func ListTenants(ctx context.Context, db dbsqlc.DBTX) ([]*Tenant, error) {
 	return tenants, nil
 }
 
-// SetTenantDisabled disables a tenant (its tokens are refused from then on; its effects are
-// untouched) or enables it again. Errors: ErrTenantNotFound.
-func SetTenantDisabled(ctx context.Context, db dbsqlc.DBTX, id string, disabled bool) (*Tenant, error) {
+// SetDisabled disables a tenant (its tokens are refused from then on; its effects are
+// untouched) or enables it again. Errors: ErrNotFound.
+func SetDisabled(ctx context.Context, db dbsqlc.DBTX, id string, disabled bool) (*Tenant, error) {
 	row, err := dbsqlc.New(db).TenantSetDisabled(ctx, dbsqlc.TenantSetDisabledParams{ID: id, Disabled: disabled})
 	if isNoRows(err) {
-		return nil, fmt.Errorf("%w: %s", ErrTenantNotFound, id)
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("api: disable tenant %s: %w", id, err)
@@ -115,14 +131,14 @@ type TokenOpts struct {
 }
 
 // CreateToken creates a bearer token for the tenant and returns it with its record. The token is
-// returned only here: the database keeps its SHA-256. Errors: ErrTenantNotFound.
+// returned only here: the database keeps its SHA-256. Errors: ErrNotFound.
 func CreateToken(ctx context.Context, db dbsqlc.DBTX, tenantID string, opts *TokenOpts) (string, *Token, error) {
 	if opts == nil {
 		opts = &TokenOpts{}
 	}
 	q := dbsqlc.New(db)
 	if _, err := q.TenantGet(ctx, tenantID); isNoRows(err) {
-		return "", nil, fmt.Errorf("%w: %s (create it first)", ErrTenantNotFound, tenantID)
+		return "", nil, fmt.Errorf("%w: %s (create it first)", ErrNotFound, tenantID)
 	} else if err != nil {
 		return "", nil, fmt.Errorf("api: read tenant %s: %w", tenantID, err)
 	}
