@@ -371,7 +371,7 @@ func waitAllConfirmed(t *testing.T, pool *pgxpool.Pool, n int, timeout time.Dura
 // place), the upstream's own counter never sees more than 5 at once, the cap is reached, and every
 // effect is confirmed.
 func TestConcurrencyCapAcrossReactors(t *testing.T) {
-	t.Parallel()
+	// Not parallel: timed at the upstream; scripts/test runs it alone (timedTests).
 	pool, client, u := limitHarness(t)
 	u.set(func(u *upstream) { u.delay = 100 * time.Millisecond })
 	startLimitedChildren(t, pool, u, 3, "CHILD_IN_FLIGHT_MARGIN=30s")
@@ -395,7 +395,7 @@ func TestConcurrencyCapAcrossReactors(t *testing.T) {
 // the upstream until the pause has passed (but the calls already under way), then every effect is
 // confirmed.
 func TestRetryAfterPausesEveryReactor(t *testing.T) {
-	t.Parallel()
+	// Not parallel: timed at the upstream; scripts/test runs it alone (timedTests).
 	pool, client, u := limitHarness(t)
 	u.set(func(u *upstream) { u.delay = 50 * time.Millisecond })
 	startLimitedChildren(t, pool, u, 3)
