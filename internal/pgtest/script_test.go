@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -53,7 +54,9 @@ exit 2`,
 	require.Contains(t, out, "cannot pull postgres:15-alpine: Error response from daemon: registry unreachable")
 	if localUp {
 		require.Contains(t, out, "FALLING BACK to the local Postgres")
-		require.Contains(t, out, "go test -race -count=1 -timeout 15m ./... TEST_DATABASE_URL="+LocalURL)
+		// Everything but the timed tests, then those alone (scripts/test's timedTests).
+		require.Regexp(t, `go test -race -count=1 -timeout 15m -skip \^\(Test\w+(\|Test\w+)*\)\$ \./\.\.\. TEST_DATABASE_URL=`+regexp.QuoteMeta(LocalURL), out)
+		require.Regexp(t, `go test -race -count=1 -timeout 15m -run \^\(Test\w+(\|Test\w+)*\)\$ \./effects/ TEST_DATABASE_URL=`+regexp.QuoteMeta(LocalURL), out)
 	} else {
 		require.Contains(t, out, "NO DATABASE")
 	}
