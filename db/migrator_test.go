@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/db"
-	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/postgres"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 func allVersions(t *testing.T) []int {
@@ -189,7 +190,7 @@ func TestEnsureDatabase(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, created, "an existing database is left alone")
 
-	url := pgtest.WithDatabase(existing.Config().ConnString(), existing.Config().ConnConfig.Database+"_ensured")
+	url := postgres.WithDatabase(existing.Config().ConnString(), existing.Config().ConnConfig.Database+"_ensured")
 	t.Cleanup(func() {
 		_, err := existing.Exec(context.Background(), `DROP DATABASE IF EXISTS `+pgx.Identifier{existing.Config().ConnConfig.Database + "_ensured"}.Sanitize()+` WITH (FORCE)`)
 		require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/db"
-	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // TestMigrationRetriesOnLockTimeout: a migration that needs a table the running code holds waits

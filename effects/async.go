@@ -15,6 +15,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Pending events (docs/design.md, async effects): a connector's upstream may accept an effect and finish it
@@ -162,7 +163,7 @@ func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, a attempt, corre
 		ID: row.ID, CorrelationID: correlationID, DeadlineAt: deadline, NewJobID: res.Job.ID,
 		LeaseToken: f.leaseToken, JobID: f.jobID,
 	})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return row, errFencedOut
 	}
 	if err != nil {
@@ -201,7 +202,7 @@ func (w *deadlineWorker) Timeout(job *river.Job[deadlineArgs]) time.Duration {
 func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs]) error {
 	c := w.client
 	row, err := c.queries.EffectGetByID(ctx, job.Args.EffectID)
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil
 	}
 	if err != nil {
@@ -412,7 +413,7 @@ func (c *Client) callbackTx(ctx context.Context, tx pgx.Tx, correlationID string
 	var job *dbsqlc.RiverJobGetForUpdateRow
 	if state := State(row.State); (state == StatePending || state == StateUnknown) && row.JobID != nil {
 		j, err := q.RiverJobGetForUpdate(ctx, *row.JobID)
-		if err != nil && !isNoRows(err) {
+		if err != nil && !postgres.NoRows(err) {
 			return nil, "", fmt.Errorf("effects: lock job of %s: %w", row.ID, err)
 		}
 		if err == nil {
@@ -518,7 +519,7 @@ func (c *Client) lockByCorrelation(ctx context.Context, tx pgx.Tx, effectID uuid
 	if effectID != uuid.Nil {
 		row, err := q.EffectGetByIDForUpdate(ctx, effectID)
 		switch {
-		case isNoRows(err):
+		case postgres.NoRows(err):
 			return row, fmt.Errorf("%w: no effect %s", ErrUnknownCorrelation, effectID)
 		case err != nil:
 			return row, fmt.Errorf("effects: look up effect %s: %w", effectID, err)
@@ -544,7 +545,7 @@ func (c *Client) lockByCorrelation(ctx context.Context, tx pgx.Tx, effectID uuid
 		return row, err
 	}
 	row, err = q.EffectGetByIDForUpdate(ctx, id)
-	if isNoRows(err) || (err == nil && deref(row.RunID) != run) {
+	if postgres.NoRows(err) || (err == nil && deref(row.RunID) != run) {
 		return row, fmt.Errorf("%w: %q", ErrUnknownCorrelation, correlationID)
 	}
 	if err != nil {

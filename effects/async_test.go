@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakejobs"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakejobs"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // asyncHarness adds to the harness a fake async upstream on 127.0.0.1 and a callback receiver (a
@@ -188,7 +188,7 @@ func TestAsyncDeadlinePrecedence(t *testing.T) {
 	t.Parallel()
 	h := &asyncHarness{harness: setup(t), up: fakejobs.New(t)}
 	h.callbackURL = "http://127.0.0.1:1/callbacks" // never called here
-	config := reckontest.FastConfig(h.registry)
+	config := testkit.FastConfig(h.registry)
 	config.AsyncTimeout = 4 * time.Hour
 	client, err := effects.NewClient(h.pool, config)
 	require.NoError(t, err)
@@ -390,7 +390,7 @@ func TestAsyncDeadlineSurvivesReactorRestart(t *testing.T) {
 	t.Parallel()
 	h := setupAsync(t)
 	startChild := func() *proctest.Process {
-		return reckontest.StartChild(t,
+		return testkit.StartChild(t,
 			childReactorEnv+"=1",
 			"DATABASE_URL="+h.pool.Config().ConnString(),
 			"BANK_URL="+h.bank.URL(),

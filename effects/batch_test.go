@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // enqueueMany records one effect per key of connector in one transaction (EnqueueManyTx).
@@ -225,7 +225,7 @@ func TestBatchJobUnknownConnector(t *testing.T) {
 	// A reactor with bank.other only.
 	partial := effects.NewRegistry()
 	require.NoError(t, partial.Register(fakebank.ConnectorOptions{Name: "bank.other", BaseURL: h.bank.URL(), StatusCheck: true}.Connector()))
-	reactor, err := effects.NewClient(h.pool, reckontest.FastConfig(partial))
+	reactor, err := effects.NewClient(h.pool, testkit.FastConfig(partial))
 	require.NoError(t, err)
 	require.NoError(t, reactor.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, reactor.Stop(context.Background())) })

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Signed callbacks (docs/async.md): every effect has a callback secret of its own, given to its
@@ -49,7 +51,7 @@ func (k *callbackKey) get(ctx context.Context, c *Client) ([]byte, error) {
 	defer k.mu.Unlock()
 	if k.key == nil {
 		key, err := c.queries.CallbackKeyGet(ctx)
-		if isNoRows(err) {
+		if postgres.NoRows(err) {
 			return nil, fmt.Errorf("%w: reckon_callback_keys has no key", ErrSchemaNotCurrent)
 		}
 		if err != nil {

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/fakejobs"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/fakejobs"
 )
 
 // childReactorEnv, when set, makes the test binary run as a reactor process instead of running
@@ -22,7 +22,7 @@ import (
 const childReactorEnv = "RECKON_TEST_CHILD_REACTOR"
 
 func runChildReactor() int {
-	return reckontest.RunReactor(func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Client, error) {
+	return testkit.RunReactor(func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Client, error) {
 		registry := effects.NewRegistry()
 		callTimeout := time.Second
 		if timeout, err := time.ParseDuration(os.Getenv("CHILD_CALL_TIMEOUT")); err == nil {
@@ -30,17 +30,17 @@ func runChildReactor() int {
 		}
 		registry.MustRegister(fakebank.ConnectorOptions{
 			BaseURL: os.Getenv("BANK_URL"), StatusCheck: true, Compensate: true, Checkpoints: true,
-			Timeout: callTimeout, Backoff: reckontest.FastBackoff,
+			Timeout: callTimeout, Backoff: testkit.FastBackoff,
 		}.Connector())
 		registry.MustRegister(holdingAsyncConnector(os.Getenv("BANK_URL"), callTimeout))
 		registerLimitedChild(registry)                       // limit_test.go
 		if jobsURL := os.Getenv("JOBS_URL"); jobsURL != "" { // async tests: the fake jobs upstream
 			registry.MustRegister(fakejobs.ConnectorOptions{
-				BaseURL: jobsURL, CallbackURL: os.Getenv("CALLBACK_URL"), Timeout: time.Second, Backoff: reckontest.FastBackoff,
+				BaseURL: jobsURL, CallbackURL: os.Getenv("CALLBACK_URL"), Timeout: time.Second, Backoff: testkit.FastBackoff,
 				StatusCheckLimit: 1000,
 			}.Connector())
 		}
-		config := reckontest.FastConfig(registry)
+		config := testkit.FastConfig(registry)
 		config.Logger = logger
 		config.InFlightMargin = time.Second
 		if margin, err := time.ParseDuration(os.Getenv("CHILD_IN_FLIGHT_MARGIN")); err == nil {

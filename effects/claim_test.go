@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // rowLocked reports whether a transaction holds the effect's row (FOR UPDATE NOWAIT fails).
@@ -121,7 +121,7 @@ func TestClaimSharesJobs(t *testing.T) {
 		require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, h.path(e.ID))
 	}
 	require.Equal(t, []int{16, 16, 8}, h.dispatchJobs(), "claimed in one transaction, DispatchBatch to a job")
-	count, sum, ok := reckontest.Histogram(t, h.metrics, "reckon_effect_claim_batch_size", nil)
+	count, sum, ok := testkit.Histogram(t, h.metrics, "reckon_effect_claim_batch_size", nil)
 	require.True(t, ok)
 	require.Equal(t, uint64(1), count)
 	require.Equal(t, 40.0, sum)
@@ -147,9 +147,9 @@ func TestSweeperLeavesUnclaimedEffects(t *testing.T) {
 	require.NoError(t, err)
 
 	// A reactor of another queue sweeps (sweeping covers every queue) but claims only its own.
-	config := reckontest.FastConfig(h.registry)
+	config := testkit.FastConfig(h.registry)
 	config.Queue = "elsewhere"
-	reckontest.Start(t, reckontest.NewClient(t, h.pool, config))
+	testkit.Start(t, testkit.NewClient(t, h.pool, config))
 	require.Eventually(t, func() bool { return h.state(lost.ID) != effects.StatePending }, 30*time.Second, 20*time.Millisecond,
 		"the effect whose job was lost is swept")
 	require.Equal(t, effects.StatePending, h.state(waiting.ID))
@@ -193,7 +193,7 @@ func TestClaimIntervalIsValidated(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	for _, interval := range []time.Duration{-time.Millisecond, time.Microsecond, 2 * time.Second} {
-		config := reckontest.FastConfig(h.registry)
+		config := testkit.FastConfig(h.registry)
 		config.ClaimInterval = interval
 		_, err := effects.NewClient(h.pool, config)
 		require.ErrorContains(t, err, "Config.ClaimInterval must be between 1ms and 1s", "%v", interval)

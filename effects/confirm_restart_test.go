@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestHeldEffectAcrossKillAndRestart is the done-when test of confirmation holds: a held effect is
@@ -40,7 +40,7 @@ func TestHeldEffectAcrossKillAndRestart(t *testing.T) {
 	}
 	startReactor := func() *proctest.Process {
 		t.Helper()
-		return reckontest.StartChild(t, childReactorEnv+"=1", "DATABASE_URL="+pg.URL(), "BANK_URL="+bank.URL())
+		return testkit.StartChild(t, childReactorEnv+"=1", "DATABASE_URL="+pg.URL(), "BANK_URL="+bank.URL())
 	}
 	requireHeld := func(client *effects.Client, id uuid.UUID) {
 		t.Helper()
@@ -55,12 +55,12 @@ func TestHeldEffectAcrossKillAndRestart(t *testing.T) {
 	// Before: a reactor, a held effect and one that is not.
 	before, err := pgxpool.New(ctx, pg.URL())
 	require.NoError(t, err)
-	enqueuer, err := effects.NewClient(before, reckontest.FastConfig(registry))
+	enqueuer, err := effects.NewClient(before, testkit.FastConfig(registry))
 	require.NoError(t, err)
 	first := startReactor()
 	held := enqueue(enqueuer, "held", true)
 	require.Equal(t, effects.ConfirmationAwaiting, held.Confirmation)
-	require.Equal(t, effects.StateConfirmed, reckontest.Wait(t, enqueuer, enqueue(enqueuer, "probe-1", false).ID, 30*time.Second).State)
+	require.Equal(t, effects.StateConfirmed, testkit.Wait(t, enqueuer, enqueue(enqueuer, "probe-1", false).ID, 30*time.Second).State)
 	requireHeld(enqueuer, held.ID)
 
 	first.Signal(t, syscall.SIGKILL)
@@ -76,25 +76,25 @@ func TestHeldEffectAcrossKillAndRestart(t *testing.T) {
 	after, err := pgxpool.New(ctx, pg.URL())
 	require.NoError(t, err)
 	t.Cleanup(after.Close)
-	client := reckontest.NewClient(t, after, reckontest.FastConfig(registry))
+	client := testkit.NewClient(t, after, testkit.FastConfig(registry))
 	requireHeld(client, held.ID)
 	second := startReactor()
-	require.Equal(t, effects.StateConfirmed, reckontest.Wait(t, client, enqueue(client, "probe-2", false).ID, 30*time.Second).State)
+	require.Equal(t, effects.StateConfirmed, testkit.Wait(t, client, enqueue(client, "probe-2", false).ID, 30*time.Second).State)
 	// Twice the child's in-flight margin (1s), many sweeps (100ms) and claim polls (50ms).
 	require.Never(t, func() bool { return bank.Count("held") > 0 }, 3*time.Second, 50*time.Millisecond, "called before its confirmation")
 	requireHeld(client, held.ID)
-	require.Equal(t, 1, reckontest.Count(t, after, `SELECT count(*) FROM reckon_effects WHERE id = $1 AND job_id IS NULL AND lease_token IS NULL`, held.ID))
+	require.Equal(t, 1, testkit.Count(t, after, `SELECT count(*) FROM reckon_effects WHERE id = $1 AND job_id IS NULL AND lease_token IS NULL`, held.ID))
 	require.Equal(t, 2, bank.Calls("/wires"), "the probes only")
 	require.Zero(t, bank.Calls("/wires/status"), "nothing was ever uncertain")
 
 	_, err = client.Confirm(ctx, held.ID, "alice", "the customer called back", nil)
 	require.NoError(t, err)
-	done := reckontest.Wait(t, client, held.ID, 30*time.Second)
+	done := testkit.Wait(t, client, held.ID, 30*time.Second)
 	require.Equal(t, effects.StateConfirmed, done.State, second.Stderr())
 	require.Equal(t, effects.ConfirmationConfirmed, done.Confirmation)
 	require.Equal(t, 1, bank.Count("held"), "called exactly once")
 	require.Equal(t, 3, bank.Calls("/wires"))
-	require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, reckontest.Path(t, client, held.ID))
+	require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, testkit.Path(t, client, held.ID))
 
 	second.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, second.Wait(t, 15*time.Second), second.Stderr())

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // wireHeld registers "bank.held": the bank's wire connector, every effect of which awaits a
@@ -120,7 +120,7 @@ func TestConfirmationFourEyes(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.client.Confirm(ctx, held.ID, "bob", "mine", nil)
 	require.ErrorIs(t, err, effects.ErrFourEyes)
-	elsewhere := reckontest.NewClient(t, h.pool, reckontest.FastConfig(h.registry)) // FourEyes off
+	elsewhere := testkit.NewClient(t, h.pool, testkit.FastConfig(h.registry)) // FourEyes off
 	_, err = elsewhere.Confirm(ctx, held.ID, "bob", "mine, from elsewhere", nil)
 	require.ErrorIs(t, err, effects.ErrFourEyes)
 	confirmed, err := h.client.Confirm(ctx, held.ID, "carol", "checked", nil)

@@ -10,16 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // startChild starts a reactor process (this test binary in child mode) on the harness's database
 // and bank, with env added to its environment, and returns once it runs.
 func (h *harness) startChild(env ...string) *proctest.Process {
 	h.t.Helper()
-	return reckontest.StartChild(h.t, append([]string{
+	return testkit.StartChild(h.t, append([]string{
 		childReactorEnv + "=1",
 		"DATABASE_URL=" + h.pool.Config().ConnString(),
 		"BANK_URL=" + h.bank.URL(),

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 type riverDriver = riverpgxv5.Driver
@@ -252,7 +253,7 @@ func (c *Client) waitAWhile(ctx context.Context, job *river.Job[dispatchArgs], r
 		_, err = dbsqlc.New(tx).EffectSetJob(ctx, dbsqlc.EffectSetJobParams{
 			ID: row.ID, State: dbsqlc.ReckonEffectStatePENDING, JobID: &job.ID, NewJobID: *newJob,
 		})
-		if isNoRows(err) {
+		if postgres.NoRows(err) {
 			return errFencedOut // someone else decided first; the new job is rolled back
 		}
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // EnqueueOpts adjusts an enqueue. Nil means the defaults.
@@ -194,7 +195,7 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 					return nil, err
 				}
 			}
-		case isNoRows(err):
+		case postgres.NoRows(err):
 			if effect, err = c.existingFor(ctx, tx, r); err != nil {
 				return nil, err
 			}
@@ -373,7 +374,7 @@ func (c *Client) deleteJobs(ctx context.Context, tx pgx.Tx, ids []int64) error {
 func (c *Client) existingFor(ctx context.Context, tx pgx.Tx, r *resolvedSpec) (*Effect, error) {
 	q := dbsqlc.New(tx)
 	row, err := q.EffectGetByIdempotencyKey(ctx, dbsqlc.EffectGetByIdempotencyKeyParams{TenantID: r.tenantID, IdempotencyKey: r.idempotencyKey})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, prunedKeyError(ctx, q, r.tenantID, r.idempotencyKey)
 	}
 	if err != nil {
@@ -402,7 +403,7 @@ func prunedKeyError(ctx context.Context, q *dbsqlc.Queries, tenantID, key string
 			IdempotencyKey: key, EffectID: tomb.EffectID, State: State(tomb.State),
 			SettledAt: tomb.SettledAt, PrunedAt: tomb.PrunedAt, ExpiresAt: tomb.ExpiresAt,
 		}
-	case isNoRows(err):
+	case postgres.NoRows(err):
 		return fmt.Errorf("effects: key %q was taken when the insert ran, but its effect has since been pruned and no tombstone keeps the key", key)
 	default:
 		return fmt.Errorf("effects: read tombstone of key %q: %w", key, err)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // Sentinel errors. Test with errors.Is.
@@ -162,7 +161,3 @@ func IsRetryable(err error) bool {
 	var r *RetryableError
 	return errors.As(err, &r)
 }
-
-// isNoRows reports whether a query found no row: the one place this package reads
-// pgx.ErrNoRows. What that means (not found, a duplicate key, fenced out) each caller says.
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

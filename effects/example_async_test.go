@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // An async effect: the upstream (here a goroutine standing in for a rendering service) accepts

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // atOnce runs fn n times at once and returns the effects it returned, failing on any error.
@@ -132,7 +132,7 @@ func TestDeduplicatedEnqueueRecordsNothing(t *testing.T) {
 			h := setup(t)
 			h.wire(fakebank.ConnectorOptions{StatusCheck: true, Compensate: true})
 			tc.run(t, h)
-			require.Equal(t, tc.effects, reckontest.RequireRecordedOnce(t, h.pool))
+			require.Equal(t, tc.effects, testkit.RequireRecordedOnce(t, h.pool))
 		})
 	}
 }

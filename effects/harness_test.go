@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) {
@@ -34,18 +34,18 @@ type harness struct {
 	metrics  *prometheus.Registry
 }
 
-// setup gives a test its own database, bank and client, configured by reckontest.FastConfig and
+// setup gives a test its own database, bank and client, configured by testkit.FastConfig and
 // then by configure. The connectors of the registry are registered by the caller through the returned
 // harness before start.
 func setup(t *testing.T, configure ...func(*effects.Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, pool: pgtest.NewDB(t), bank: fakebank.New(t), registry: effects.NewRegistry(), metrics: prometheus.NewRegistry()}
-	config := reckontest.FastConfig(h.registry)
+	config := testkit.FastConfig(h.registry)
 	config.Registerer = h.metrics
 	for _, fn := range configure {
 		fn(config)
 	}
-	h.client = reckontest.NewClient(t, h.pool, config)
+	h.client = testkit.NewClient(t, h.pool, config)
 	return h
 }
 
@@ -54,14 +54,14 @@ func (h *harness) wire(o fakebank.ConnectorOptions) {
 	h.t.Helper()
 	o.BaseURL = h.bank.URL()
 	if o.Backoff == nil {
-		o.Backoff = reckontest.FastBackoff
+		o.Backoff = testkit.FastBackoff
 	}
 	require.NoError(h.t, h.registry.Register(o.Connector()))
 }
 
 func (h *harness) start() {
 	h.t.Helper()
-	reckontest.Start(h.t, h.client)
+	testkit.Start(h.t, h.client)
 }
 
 func (h *harness) enqueue(connector, key string, amount int) *effects.Effect {
@@ -88,18 +88,18 @@ func (h *harness) enqueueWithJob(connector, key string, amount int) *effects.Eff
 // wait waits for the effect to settle (CONFIRMED, FAILED or STUCK).
 func (h *harness) wait(id uuid.UUID) *effects.Effect {
 	h.t.Helper()
-	return reckontest.Wait(h.t, h.client, id, 30*time.Second)
+	return testkit.Wait(h.t, h.client, id, 30*time.Second)
 }
 
 // path returns the effect's audit trail as "FROM>TO" steps, the insert as ">PENDING".
 func (h *harness) path(id uuid.UUID) []string {
 	h.t.Helper()
-	return reckontest.Path(h.t, h.client, id)
+	return testkit.Path(h.t, h.client, id)
 }
 
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
-	return reckontest.Count(h.t, h.pool, sql, args...)
+	return testkit.Count(h.t, h.pool, sql, args...)
 }
 
 func (h *harness) inTx(fn func(tx pgx.Tx) error) error {
@@ -109,5 +109,5 @@ func (h *harness) inTx(fn func(tx pgx.Tx) error) error {
 // metric returns the value of the counter or gauge name with exactly these labels (0 if absent).
 func (h *harness) metric(name string, labels map[string]string) float64 {
 	h.t.Helper()
-	return reckontest.Metric(h.t, h.metrics, name, labels)
+	return testkit.Metric(h.t, h.metrics, name, labels)
 }

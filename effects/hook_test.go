@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // hookRecorder is a SettleHook that writes what it is told into hook_log in the settling
@@ -191,7 +191,7 @@ func TestMissingSettleHookIsRefused(t *testing.T) {
 	require.Equal(t, 0, h.bank.Calls("/wires"))
 
 	// A reactor without the hook: another client on the same database, registry and bank.
-	reactor, err := effects.NewClient(h.pool, reckontest.FastConfig(h.registry))
+	reactor, err := effects.NewClient(h.pool, testkit.FastConfig(h.registry))
 	require.NoError(t, err)
 	require.NoError(t, reactor.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, reactor.Stop(context.Background())) })

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Do performs an effect inline, in the caller's goroutine, with the same guarantees as a reactor:
@@ -98,7 +99,7 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 	if err != nil { // nothing will be called: the grant's slot, if any, is free again
 		c.releaseCall(context.WithoutCancel(ctx), call, r.connector, g, nil)
 	}
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		var existing *Effect
 		err = c.withTx(ctx, func(tx pgx.Tx) error {
 			existing, err = c.existingFor(ctx, tx, r)

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // Config.JobRetention is the period of River's job cleaner: completed and cancelled jobs older
@@ -28,14 +28,14 @@ func TestJobRetention(t *testing.T) {
 	gone := []int64{insert("completed", 2*time.Hour), insert("cancelled", 2*time.Hour), insert("discarded", 8*24*time.Hour)}
 	kept := []int64{insert("completed", 30*time.Minute), insert("discarded", 2*24*time.Hour)}
 
-	config := reckontest.FastConfig(effects.NewRegistry())
+	config := testkit.FastConfig(effects.NewRegistry())
 	config.JobRetention = time.Hour
-	client := reckontest.NewClient(t, pool, config)
-	reckontest.Start(t, client)
+	client := testkit.NewClient(t, pool, config)
+	testkit.Start(t, client)
 	require.Eventually(t, func() bool {
-		return reckontest.Count(t, pool, `SELECT count(*) FROM river_job WHERE id = ANY($1)`, gone) == 0
+		return testkit.Count(t, pool, `SELECT count(*) FROM river_job WHERE id = ANY($1)`, gone) == 0
 	}, 20*time.Second, 50*time.Millisecond, "River's cleaner deleted the jobs past JobRetention")
-	require.Equal(t, len(kept), reckontest.Count(t, pool, `SELECT count(*) FROM river_job WHERE id = ANY($1)`, kept))
+	require.Equal(t, len(kept), testkit.Count(t, pool, `SELECT count(*) FROM river_job WHERE id = ANY($1)`, kept))
 
 	config.JobRetention = -time.Second
 	_, err := effects.NewClient(pool, config)

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // The promises of the limits (docs/design.md, "Limits"), checked at the upstream against reactor
@@ -33,7 +33,7 @@ func startLimitReactor(t *testing.T, pool *pgxpool.Pool, u *upstream, id string,
 	t.Helper()
 	env = append([]string{childReactorEnv + "=1", "DATABASE_URL=" + pool.Config().ConnString(), "LIMITED_URL=" + u.srv.URL,
 		limitedChildEnv + "=" + id, "CHILD_REACTOR_ID=" + id, "CHILD_RIVER_FETCH=default"}, env...)
-	return &limitReactor{id: id, proc: reckontest.StartChild(t, env...)}
+	return &limitReactor{id: id, proc: testkit.StartChild(t, env...)}
 }
 
 // sendTimes returns the times the reactors sent the calls of u, sorted.
@@ -250,7 +250,7 @@ func TestHeldBackSurvivesKill(t *testing.T) {
 	once := onceConnector(u.srv.URL, "test")
 	once.Timeout = time.Minute // the inline call waits for the upstream's gate
 	registry.MustRegister(once)
-	enqueuer := reckontest.NewClient(t, pool, reckontest.FastConfig(registry))
+	enqueuer := testkit.NewClient(t, pool, testkit.FastConfig(registry))
 	_, err := client.SetLimit(ctx, "limited.once", effects.Limit{MaxInFlight: 1}, "test", "one at a time")
 	require.NoError(t, err)
 	gate := make(chan struct{})
@@ -273,8 +273,8 @@ func TestHeldBackSurvivesKill(t *testing.T) {
 	require.NoError(t, err)
 	// It waits for the place in a worker of the reactor: its effect's job running there.
 	require.Eventually(t, func() bool {
-		return reckontest.Count(t, pool, `SELECT count(*) FROM reckon_limit_waiters`) == 1 &&
-			reckontest.Count(t, pool, `
+		return testkit.Count(t, pool, `SELECT count(*) FROM reckon_limit_waiters`) == 1 &&
+			testkit.Count(t, pool, `
 				SELECT count(*) FROM reckon_effects e JOIN river_job j ON j.id = e.job_id
 				WHERE e.connector = 'limited.once' AND e.state = 'PENDING' AND j.state = 'running'
 				  AND j.attempted_by[cardinality(j.attempted_by)] = 'kill-a'`) == 1
@@ -285,14 +285,14 @@ func TestHeldBackSurvivesKill(t *testing.T) {
 	close(gate)
 	require.NoError(t, <-inline)
 	require.Eventually(t, func() bool {
-		return reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effects WHERE connector = 'limited.once' AND state = 'CONFIRMED'`) == n
+		return testkit.Count(t, pool, `SELECT count(*) FROM reckon_effects WHERE connector = 'limited.once' AND state = 'CONFIRMED'`) == n
 	}, 40*time.Second, 50*time.Millisecond)
 	calls, maxInFlight := u.snapshot()
 	require.Len(t, calls, n, "each effect called once")
 	require.Equal(t, 1, maxInFlight, "in flight at the upstream")
-	require.Zero(t, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions WHERE to_state = 'UNKNOWN'`),
+	require.Zero(t, testkit.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions WHERE to_state = 'UNKNOWN'`),
 		"a held-back effect is not an interrupted attempt")
-	require.Greater(t, reckontest.Count(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch' AND attempt > 1`), 0,
+	require.Greater(t, testkit.Count(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch' AND attempt > 1`), 0,
 		"a job that waited in the killed reactor ran again")
 }
 
@@ -309,7 +309,7 @@ func TestCapFreedWhenReactorDies(t *testing.T) {
 	ctx := context.Background()
 	registry := effects.NewRegistry()
 	registry.MustRegister(onceConnector(u.srv.URL, "test"))
-	enqueuer := reckontest.NewClient(t, pool, reckontest.FastConfig(registry))
+	enqueuer := testkit.NewClient(t, pool, testkit.FastConfig(registry))
 	enqueue := func(key string) {
 		_, err := enqueuer.Enqueue(ctx, effects.Spec{Connector: "limited.once", IdempotencyKey: key, Args: map[string]string{"k": key}}, nil)
 		require.NoError(t, err)
@@ -325,7 +325,7 @@ func TestCapFreedWhenReactorDies(t *testing.T) {
 	enqueue("dies-next-1")
 	enqueue("dies-next-2")
 	require.Eventually(t, func() bool {
-		return reckontest.Count(t, pool, `SELECT count(*) FROM reckon_limit_waiters`) == 2
+		return testkit.Count(t, pool, `SELECT count(*) FROM reckon_limit_waiters`) == 2
 	}, 20*time.Second, 10*time.Millisecond, "the next effects wait for the place")
 
 	require.NoError(t, doomed.proc.Kill())
@@ -345,7 +345,7 @@ func TestCapFreedWhenReactorDies(t *testing.T) {
 	t.Logf("the head of the queue called %v after the kill", call.at.Sub(killed).Round(time.Millisecond))
 	require.Less(t, call.at.Sub(killed), 15*time.Second, "the place freed when the reactor was taken for dead")
 	require.Eventually(t, func() bool {
-		return reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effects WHERE connector = 'limited.once' AND state = 'CONFIRMED'`) == 2
+		return testkit.Count(t, pool, `SELECT count(*) FROM reckon_effects WHERE connector = 'limited.once' AND state = 'CONFIRMED'`) == 2
 	}, 30*time.Second, 50*time.Millisecond)
 	calls, maxInFlight := u.snapshot()
 	require.Len(t, calls, 3, "each effect called once: the interrupted one is not called again")

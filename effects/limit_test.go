@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // upstream is a fake upstream for the limits' tests: a real HTTP server on 127.0.0.1 that counts
@@ -124,7 +124,7 @@ func limitedConnector(url, reactor string, limit effects.Limit) effects.Connecto
 	client := &http.Client{}
 	return effects.Connector{
 		Name: "limited.call", Tags: []effects.Tag{effects.TagIdempotent}, Timeout: 5 * time.Second, MaxAttempts: 100,
-		Backoff: reckontest.FastBackoff, Limit: limit,
+		Backoff: testkit.FastBackoff, Limit: limit,
 		Dispatch: func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/call", bytes.NewReader(call.Args))
 			if err != nil {
@@ -291,7 +291,7 @@ func startLimitedChildren(t *testing.T, pool *pgxpool.Pool, u *upstream, n int, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reckontest.StartChild(t, append([]string{childReactorEnv + "=1", "DATABASE_URL=" + pool.Config().ConnString(),
+			testkit.StartChild(t, append([]string{childReactorEnv + "=1", "DATABASE_URL=" + pool.Config().ConnString(),
 				"LIMITED_URL=" + u.srv.URL, fmt.Sprintf("%s=reactor-%d", limitedChildEnv, i+1)}, env...)...)
 		}()
 	}
@@ -329,7 +329,7 @@ func limitHarness(t *testing.T) (*pgxpool.Pool, *effects.Client, *upstream) {
 	u := newUpstream(t)
 	registry := effects.NewRegistry()
 	registry.MustRegister(limitedConnector(u.srv.URL, "test", effects.Limit{}))
-	return pool, reckontest.NewClient(t, pool, reckontest.FastConfig(registry)), u
+	return pool, testkit.NewClient(t, pool, testkit.FastConfig(registry)), u
 }
 
 func countConfirmed(t *testing.T, pool *pgxpool.Pool) int {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/service"
 )
 
@@ -200,7 +201,7 @@ func (l *liveness) beatOnce(ctx context.Context) error {
 	defer cancel()
 	deadAt, err := dbsqlc.New(l.conn).ReactorHeartbeat(beatCtx, l.c.config.ID)
 	switch {
-	case isNoRows(err):
+	case postgres.NoRows(err):
 		// Forgotten (a day without a heartbeat): register again; nothing was taken over.
 		_, err = dbsqlc.New(l.conn).ReactorRegister(beatCtx, dbsqlc.ReactorRegisterParams{ID: l.c.config.ID, Queue: l.c.config.Queue})
 		return err

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // TestMetricsPrecreated: before any event, a client's first scrape already has, at 0, the series
@@ -30,7 +30,7 @@ func TestMetricsPrecreated(t *testing.T) {
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
 	h.start()
 
-	got := reckontest.Series(t, h.metrics)
+	got := testkit.Series(t, h.metrics)
 	for _, outcome := range []string{"confirmed", "failed", "retryable", "unknown"} {
 		key := fmt.Sprintf(`reckon_effect_dispatch_duration_seconds{connector="bank.wire",outcome=%q}`, outcome)
 		require.Contains(t, got, key)
@@ -85,7 +85,7 @@ func TestMetricsPrecreated(t *testing.T) {
 		Name: "mail.send", Tags: idempotentTags,
 		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return nil, nil },
 	}))
-	got = reckontest.Series(t, h.metrics)
+	got = testkit.Series(t, h.metrics)
 	require.Contains(t, got, `reckon_effect_dispatch_duration_seconds{connector="mail.send",outcome="unknown"}`)
 	require.Contains(t, got, `reckon_effect_fenced_writes_total{connector="mail.send"}`)
 	require.Contains(t, got, `reckon_effect_transitions_total{connector="mail.send",from="PENDING",policy="idempotent",to="CONFIRMED"}`)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // OperatorOpts adjusts an operator action (Resolve, Cancel and their Tx forms). Nil means the
@@ -209,7 +210,7 @@ func (c *Client) CompensateTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, acto
 		return nil, err
 	}
 	row, err := dbsqlc.New(tx).EffectGetByID(ctx, id)
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
@@ -261,12 +262,12 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 		CompensatesID: &row.ID, JobID: jobID, Owner: ptr(opts.Owner), TraceContext: c.tracing.carrierOf(ctx),
 		Actor: actor, Reason: "compensation: " + reason,
 	})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		if _, err := c.river.JobDeleteTx(ctx, tx, *jobID); err != nil {
 			return nil, err
 		}
 		existing, err := q.EffectGetByIdempotencyKey(ctx, dbsqlc.EffectGetByIdempotencyKeyParams{TenantID: row.TenantID, IdempotencyKey: key})
-		if isNoRows(err) { // a compensation of that key was pruned (ErrPruned)
+		if postgres.NoRows(err) { // a compensation of that key was pruned (ErrPruned)
 			return nil, prunedKeyError(ctx, q, row.TenantID, key)
 		}
 		if err != nil {
@@ -286,7 +287,7 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 // ErrNotFound.
 func (c *Client) lockEffect(ctx context.Context, tx pgx.Tx, id uuid.UUID, tenantID string) (dbsqlc.ReckonEffect, error) {
 	row, err := dbsqlc.New(tx).EffectGetByIDForUpdate(ctx, id)
-	if isNoRows(err) || (err == nil && tenantID != "" && row.TenantID != tenantID) {
+	if postgres.NoRows(err) || (err == nil && tenantID != "" && row.TenantID != tenantID) {
 		return dbsqlc.ReckonEffect{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return row, err

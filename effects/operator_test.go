@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // TestOperatorTxScopedToTenant: ResolveTx and CancelTx with OperatorOpts.TenantID treat another

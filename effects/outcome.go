@@ -11,6 +11,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // outcome is a classified connector answer.
@@ -116,7 +117,7 @@ func (c *Client) recordAttempt(ctx context.Context, tx pgx.Tx, a attempt, out ou
 		settled, err = dbsqlc.New(tx).EffectRetryLater(ctx, dbsqlc.EffectRetryLaterParams{
 			ID: row.ID, Error: jsonx.SafeText(t.errMsg), NewJobID: *retryJob, LeaseToken: f.leaseToken, JobID: f.jobID,
 		})
-		if isNoRows(err) {
+		if postgres.NoRows(err) {
 			return settled, 0, errFencedOut
 		}
 		return settled, retryIn, err

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // The upstream performs, then drops the connection: UNKNOWN, the status check finds it present,
@@ -142,7 +142,7 @@ func TestInconclusiveChecksAreCountedWhenRecorded(t *testing.T) {
 	var checks atomic.Int64
 	unlocked := make(chan error, 1)
 	require.NoError(t, h.registry.Register(effects.Connector{
-		Name: "foggy", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: reckontest.FastBackoff, StatusCheckLimit: limit,
+		Name: "foggy", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: testkit.FastBackoff, StatusCheckLimit: limit,
 		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
 			return nil, errors.New("connection reset by peer") // UNKNOWN
 		},

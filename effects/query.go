@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Get returns the effect with id, or ErrNotFound.
@@ -25,7 +26,7 @@ func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Effect, e
 
 func (c *Client) get(ctx context.Context, q *dbsqlc.Queries, id uuid.UUID) (*Effect, error) {
 	row, err := q.EffectGetByID(ctx, id)
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {

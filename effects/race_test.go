@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // TestTwoReactorsRace runs two reactors over the same 1,000 effects: no effect is ever in flight
@@ -31,7 +31,7 @@ func TestTwoReactorsRace(t *testing.T) {
 		overlaps  atomic.Int64
 		byReactor [2]atomic.Int64
 		clients   [2]*effects.Client
-		bankWire  = fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true, Backoff: reckontest.FastBackoff}.Connector()
+		bankWire  = fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true, Backoff: testkit.FastBackoff}.Connector()
 		ctx       = context.Background()
 	)
 	for i := range clients {
@@ -46,7 +46,7 @@ func TestTwoReactorsRace(t *testing.T) {
 			return bankWire.Dispatch(ctx, call)
 		}
 		require.NoError(t, registry.Register(connector))
-		config := reckontest.FastConfig(registry)
+		config := testkit.FastConfig(registry)
 		config.ID = fmt.Sprintf("racer-%d", i)
 		client, err := effects.NewClient(h.pool, config)
 		require.NoError(t, err)
@@ -124,7 +124,7 @@ func TestLateOutcomeIsFencedOut(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int64
 	require.NoError(t, h.registry.Register(effects.Connector{
-		Name: "stubborn", Tags: wireTags, Timeout: 500 * time.Millisecond, Backoff: reckontest.FastBackoff,
+		Name: "stubborn", Tags: wireTags, Timeout: 500 * time.Millisecond, Backoff: testkit.FastBackoff,
 		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
 			calls.Add(1)
 			<-release // ignores its context, as badly written clients do
@@ -170,7 +170,7 @@ func TestSweeperTakesOverLostWork(t *testing.T) {
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
 	release := make(chan struct{})
 	require.NoError(t, h.registry.Register(effects.Connector{
-		Name: "hanging", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: reckontest.FastBackoff,
+		Name: "hanging", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: testkit.FastBackoff,
 		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
 			<-release
 			return json.RawMessage(`{}`), nil
@@ -221,7 +221,7 @@ func TestFencedOutWriteLeavesNoJob(t *testing.T) {
 	h := setup(t)
 	release := make(chan struct{})
 	require.NoError(t, h.registry.Register(effects.Connector{
-		Name: "late-and-unsure", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: reckontest.FastBackoff,
+		Name: "late-and-unsure", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: testkit.FastBackoff,
 		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) {
 			<-release
 			return nil, errors.New("connection reset")

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // reconcileWorker resolves UNKNOWN effects (docs/design.md). With a status check: present →
@@ -142,7 +143,7 @@ func (w *reconcileWorker) reconcile(ctx context.Context, span trace.Span, job *r
 		if inconclusive != nil {
 			t.to = "" // decided by the count (withTx may run this function again)
 			n, err := dbsqlc.New(tx).EffectAddInconclusiveCheck(ctx, dbsqlc.EffectAddInconclusiveCheckParams{ID: row.ID, JobID: job.ID})
-			if isNoRows(err) {
+			if postgres.NoRows(err) {
 				return errFencedOut
 			}
 			if err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // A stopped client starts again at once, and works: Stop releases the reactor's liveness lock

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Runs group the effects one unit of work — an agent run, a workflow execution — enqueues, by
@@ -167,7 +168,7 @@ func (c *Client) StartRunTx(ctx context.Context, tx pgx.Tx, spec RunSpec) (*Run,
 func (c *Client) GetRun(ctx context.Context, id string, opts *RunOpts) (*Run, error) {
 	tenant := opts.tenantID()
 	row, err := c.queries.RunGet(ctx, dbsqlc.RunGetParams{TenantID: tenant, ID: id})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: %q", ErrRunNotFound, id)
 	}
 	if err != nil {
@@ -399,7 +400,7 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string, opts *
 		if _, err := q.EffectListPendingByRunForUpdate(ctx, pending); err != nil {
 			return fmt.Errorf("effects: effects of run %q: %w", id, err)
 		}
-		if _, err := q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: tenant, ID: id}); isNoRows(err) {
+		if _, err := q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: tenant, ID: id}); postgres.NoRows(err) {
 			return fmt.Errorf("%w: %q", ErrRunNotFound, id)
 		} else if err != nil {
 			return fmt.Errorf("effects: lock run %q: %w", id, err)
@@ -554,7 +555,7 @@ func (c *Client) runCancelledTx(ctx context.Context, tx pgx.Tx, row dbsqlc.Recko
 		return false, nil
 	}
 	run, err := dbsqlc.New(tx).RunGet(ctx, dbsqlc.RunGetParams{TenantID: row.TenantID, ID: *row.RunID})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return false, nil
 	}
 	if err != nil {

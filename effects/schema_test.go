@@ -10,9 +10,9 @@ import (
 
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // On a database nobody migrated, the client is built (NewClient does no I/O), but an enqueue and
@@ -24,7 +24,7 @@ func TestUnmigratedDatabaseSaysToMigrate(t *testing.T) {
 	bank := fakebank.New(t)
 	registry := effects.NewRegistry()
 	registry.MustRegister(fakebank.ConnectorOptions{BaseURL: bank.URL(), StatusCheck: true, Compensate: true, Timeout: time.Second}.Connector())
-	client, err := effects.NewClient(pool, reckontest.FastConfig(registry))
+	client, err := effects.NewClient(pool, testkit.FastConfig(registry))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
 	spec := effects.Spec{Connector: "bank.wire", IdempotencyKey: "fresh-1", Args: map[string]any{"account": "a", "amount": 1}}

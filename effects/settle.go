@@ -12,6 +12,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/txn"
 )
 
@@ -63,7 +64,7 @@ func (c *Client) settle(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, t tr
 		LeaseToken: t.fence.leaseToken,
 		JobID:      t.fence.jobID,
 	})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return row, errFencedOut
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // The shared statistics (docs/design.md, "Shared statistics"): the counts behind the gauges read
@@ -163,7 +164,7 @@ func (c *Client) computeStatsPart(ctx context.Context, part statsPart) (computed
 		_, err := q.StatsClaim(ctx, dbsqlc.StatsClaimParams{
 			Part: part.name, IntervalMs: c.config.StatsInterval.Milliseconds(), ComputedBy: c.config.ID,
 		})
-		if isNoRows(err) {
+		if postgres.NoRows(err) {
 			return nil // not due, or being computed by another client
 		}
 		if err != nil {

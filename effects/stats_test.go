@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // statsInterval is the shared statistics' interval in these tests.
@@ -26,11 +26,11 @@ const statsInterval = 300 * time.Millisecond
 func (h *harness) statsComputer(id string) (*effects.Client, *prometheus.Registry) {
 	h.t.Helper()
 	metrics := prometheus.NewRegistry()
-	client := reckontest.NewClient(h.t, h.pool, &effects.Config{
+	client := testkit.NewClient(h.t, h.pool, &effects.Config{
 		Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Registerer: metrics,
 		ID: id, Queue: "elsewhere", StatsInterval: statsInterval,
 	})
-	reckontest.Start(h.t, client)
+	testkit.Start(h.t, client)
 	return client, metrics
 }
 
@@ -92,7 +92,7 @@ func TestSharedStats(t *testing.T) {
 	enqueuer := effects.NewRegistry()
 	require.NoError(t, enqueuer.Register(effects.Connector{Name: "elsewhere.only", Tags: idempotentTags,
 		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return nil, nil }}))
-	other := reckontest.NewClient(t, h.pool, &effects.Config{Registry: enqueuer, Logger: slog.New(slog.DiscardHandler)})
+	other := testkit.NewClient(t, h.pool, &effects.Config{Registry: enqueuer, Logger: slog.New(slog.DiscardHandler)})
 	for _, key := range []string{"a", "b", "c"} {
 		_, err := other.Enqueue(context.Background(), effects.Spec{Connector: "elsewhere.only", IdempotencyKey: key}, nil)
 		require.NoError(t, err)
@@ -101,8 +101,8 @@ func TestSharedStats(t *testing.T) {
 	a, metricsA := h.statsComputer("reactor-a")
 	b, metricsB := h.statsComputer("reactor-b")
 	computations := func() float64 {
-		return reckontest.Metric(t, metricsA, "reckon_stats_computations_total", map[string]string{"part": "effects"}) +
-			reckontest.Metric(t, metricsB, "reckon_stats_computations_total", map[string]string{"part": "effects"})
+		return testkit.Metric(t, metricsA, "reckon_stats_computations_total", map[string]string{"part": "effects"}) +
+			testkit.Metric(t, metricsB, "reckon_stats_computations_total", map[string]string{"part": "effects"})
 	}
 	start, before := time.Now(), computations()
 
@@ -129,18 +129,18 @@ func TestSharedStats(t *testing.T) {
 
 	// Both report the same numbers, read from the stored row.
 	for _, m := range []prometheus.Gatherer{metricsA, metricsB} {
-		require.Equal(t, 3.0, reckontest.Metric(t, m, "reckon_effects", map[string]string{"state": "PENDING"}))
-		require.Positive(t, reckontest.Metric(t, m, "reckon_effects_oldest_pending_seconds", map[string]string{"connector": "elsewhere.only"}),
+		require.Equal(t, 3.0, testkit.Metric(t, m, "reckon_effects", map[string]string{"state": "PENDING"}))
+		require.Positive(t, testkit.Metric(t, m, "reckon_effects_oldest_pending_seconds", map[string]string{"connector": "elsewhere.only"}),
 			"a connector of none of them, with effects waiting")
-		age := reckontest.Metric(t, m, "reckon_stats_age_seconds", nil)
+		age := testkit.Metric(t, m, "reckon_stats_age_seconds", nil)
 		require.GreaterOrEqual(t, age, 0.0)
 		require.Less(t, age, 2*statsInterval.Seconds())
 		problems, err := testutil.GatherAndLint(m)
 		require.NoError(t, err)
 		require.Empty(t, problems)
 	}
-	require.Equal(t, reckontest.Metric(t, metricsA, "reckon_effects_oldest_pending_seconds", map[string]string{"connector": "elsewhere.only"}),
-		reckontest.Metric(t, metricsB, "reckon_effects_oldest_pending_seconds", map[string]string{"connector": "elsewhere.only"}))
+	require.Equal(t, testkit.Metric(t, metricsA, "reckon_effects_oldest_pending_seconds", map[string]string{"connector": "elsewhere.only"}),
+		testkit.Metric(t, metricsB, "reckon_effects_oldest_pending_seconds", map[string]string{"connector": "elsewhere.only"}))
 
 	// A computation that hangs holding the row: the others skip it, without waiting, and the
 	// numbers age.
@@ -151,7 +151,7 @@ func TestSharedStats(t *testing.T) {
 	held := computations()
 	time.Sleep(3 * statsInterval) // nothing to wait for: this is the time the others get to try
 	require.Equal(t, held, computations(), "no computation while the row is held")
-	require.Greater(t, reckontest.Metric(t, metricsA, "reckon_stats_age_seconds", nil), 2*statsInterval.Seconds(), "the numbers age")
+	require.Greater(t, testkit.Metric(t, metricsA, "reckon_stats_age_seconds", nil), 2*statsInterval.Seconds(), "the numbers age")
 	require.NoError(t, hung.Rollback(context.Background()))
 	require.Eventually(t, func() bool { return computations() > held }, 5*time.Second, 10*time.Millisecond)
 
@@ -163,7 +163,7 @@ func TestSharedStats(t *testing.T) {
 		stopped, survivor, survivorMetrics = b, "reactor-a", metricsA
 	}
 	require.NoError(t, stopped.Stop(context.Background()))
-	stoppedAt, survived := time.Now(), reckontest.Metric(t, survivorMetrics, "reckon_stats_computations_total", map[string]string{"part": "effects"})
+	stoppedAt, survived := time.Now(), testkit.Metric(t, survivorMetrics, "reckon_stats_computations_total", map[string]string{"part": "effects"})
 	require.Eventually(t, func() bool {
 		var by string
 		require.NoError(t, h.pool.QueryRow(context.Background(), `SELECT computed_by FROM reckon_stats WHERE part = 'effects'`).Scan(&by))
@@ -171,7 +171,7 @@ func TestSharedStats(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 	require.Less(t, time.Since(stoppedAt), 3*statsInterval, "within an interval or two")
 	watch(3 * statsInterval)
-	require.GreaterOrEqual(t, reckontest.Metric(t, survivorMetrics, "reckon_stats_computations_total", map[string]string{"part": "effects"}), survived+2,
+	require.GreaterOrEqual(t, testkit.Metric(t, survivorMetrics, "reckon_stats_computations_total", map[string]string{"part": "effects"}), survived+2,
 		"and goes on computing")
 }
 
@@ -230,15 +230,15 @@ func TestSettleLatency(t *testing.T) {
 	} {
 		labels := map[string]string{"connector": want.connector, "state": want.state}
 		require.Eventually(t, func() bool {
-			count, _, _ := reckontest.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", labels)
+			count, _, _ := testkit.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", labels)
 			return count == uint64(len(want.ids))
 		}, 10*time.Second, 10*time.Millisecond, "%v", labels)
-		_, sum, _ := reckontest.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", labels)
+		_, sum, _ := testkit.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", labels)
 		require.InDelta(t, latency(want.ids...), sum, 1e-6, "%v: updated_at − created_at", labels)
 	}
-	_, sum, _ := reckontest.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", map[string]string{"connector": "jobs.run", "state": "CONFIRMED"})
+	_, sum, _ := testkit.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", map[string]string{"connector": "jobs.run", "state": "CONFIRMED"})
 	require.GreaterOrEqual(t, sum, 0.3, "from the enqueue, not the dispatch: the wait for the callback included")
-	count, _, ok := reckontest.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", map[string]string{"connector": "jobs.run", "state": "FAILED"})
+	count, _, ok := testkit.Histogram(t, h.metrics, "reckon_effect_settle_latency_seconds", map[string]string{"connector": "jobs.run", "state": "FAILED"})
 	require.True(t, ok, "pre-created")
 	require.Zero(t, count)
 }
@@ -251,7 +251,7 @@ func TestStatsNotComputedYet(t *testing.T) {
 	h := setup(t, func(c *effects.Config) { c.StatsInterval = -1 })
 	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
 	h.start()
-	got := reckontest.Series(t, h.metrics)
+	got := testkit.Series(t, h.metrics)
 	require.True(t, math.IsInf(got[`reckon_stats_age_seconds{}`], 1), "never computed: %v", got[`reckon_stats_age_seconds{}`])
 	require.NotContains(t, got, `reckon_effects{state="STUCK"}`)
 	require.NotContains(t, got, `reckon_effects_oldest_pending_seconds{connector="bank.wire"}`)

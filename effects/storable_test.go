@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // A spec Postgres cannot store is refused before anything is written, and the caller's
@@ -63,7 +63,7 @@ func TestUnstorableAnswersAreOutcomes(t *testing.T) {
 	h := setup(t)
 	var checks atomic.Int32
 	h.registry.MustRegister(effects.Connector{
-		Name: "odd.upstream", Tags: []effects.Tag{effects.TagWrite}, Backoff: reckontest.FastBackoff,
+		Name: "odd.upstream", Tags: []effects.Tag{effects.TagWrite}, Backoff: testkit.FastBackoff,
 		Dispatch: func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
 			if call.IdempotencyKey == "garbled-error" {
 				return nil, effects.Permanent(errorString("refused: \x00\xff"))

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // noSweep keeps the sweeper out of a takeover test: with an in-flight margin of a minute, nothing
@@ -28,7 +28,7 @@ func noSweep(c *effects.Config) { c.InFlightMargin = time.Minute }
 // minute of in-flight margin and a bank connector whose calls time out after callTimeout.
 func (h *harness) startHolder(callTimeout time.Duration) *proctest.Process {
 	h.t.Helper()
-	return reckontest.StartChild(h.t,
+	return testkit.StartChild(h.t,
 		childReactorEnv+"=1",
 		"CHILD_IN_FLIGHT_MARGIN=1m",
 		"CHILD_CALL_TIMEOUT="+callTimeout.String(),
@@ -73,14 +73,14 @@ func TestTakeoverOfDispatchBatch(t *testing.T) {
 	}
 	h.start() // the live reactor
 
-	reckontest.KillAndAwaitTakeover(t, h.pool, holder, jobID, h.client.ID())
+	testkit.KillAndAwaitTakeover(t, h.pool, holder, jobID, h.client.ID())
 	done := h.wait(batch[0].ID)
 	require.Equal(t, effects.StateConfirmed, done.State)
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>CONFIRMED"}, h.path(batch[0].ID))
 	for i := range batch {
 		require.Equal(t, 1, h.bank.Count(fmt.Sprintf("%s-%d", prefix, i)), "wire %d performed exactly once", i)
 	}
-	reckontest.RequireNoRunningJobs(t, h.pool)
+	testkit.RequireNoRunningJobs(t, h.pool)
 	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
 }
 
@@ -107,12 +107,12 @@ func TestTakeoverOfReconcile(t *testing.T) {
 	require.Equal(t, effects.StateUnknown, h.state(effect.ID))
 	h.start()
 
-	reckontest.KillAndAwaitTakeover(t, h.pool, holder, h.jobOf(effect.ID), h.client.ID())
+	testkit.KillAndAwaitTakeover(t, h.pool, holder, h.jobOf(effect.ID), h.client.ID())
 	done := h.wait(effect.ID)
 	require.Equal(t, effects.StateConfirmed, done.State)
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
 	require.Equal(t, 1, h.bank.Count(key))
-	reckontest.RequireNoRunningJobs(t, h.pool)
+	testkit.RequireNoRunningJobs(t, h.pool)
 	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_reconcile"}))
 }
 
@@ -141,10 +141,10 @@ func TestNoTakeoverWhileTheHolderLives(t *testing.T) {
 	require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_reactors WHERE dead_at IS NOT NULL`))
 	require.Equal(t, 0.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
 
-	reckontest.KillAndAwaitTakeover(t, h.pool, holder, jobID, h.client.ID())
+	testkit.KillAndAwaitTakeover(t, h.pool, holder, jobID, h.client.ID())
 	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
 	require.Equal(t, 1, h.bank.Count(key))
-	reckontest.RequireNoRunningJobs(t, h.pool)
+	testkit.RequireNoRunningJobs(t, h.pool)
 }
 
 // Two processes cannot run as reactors under one id: the second Start fails and names the id.
@@ -152,7 +152,7 @@ func TestReactorIDInUse(t *testing.T) {
 	t.Parallel()
 	h := setup(t, func(c *effects.Config) { c.ID = "twin-" + uuid.NewString() })
 	h.start()
-	config := reckontest.FastConfig(h.registry)
+	config := testkit.FastConfig(h.registry)
 	config.ID = h.client.ID()
 	twin, err := effects.NewClient(h.pool, config)
 	require.NoError(t, err)
@@ -224,11 +224,11 @@ func TestTakeoverOfDeadline(t *testing.T) {
 		WHERE e.id = $1 AND j.kind = 'reckon_deadline' AND j.state = 'running'`, effect.ID))
 	h.start()
 
-	reckontest.KillAndAwaitTakeover(t, h.pool, holder, h.jobOf(effect.ID), h.client.ID())
+	testkit.KillAndAwaitTakeover(t, h.pool, holder, h.jobOf(effect.ID), h.client.ID())
 	done := h.wait(effect.ID)
 	require.Equal(t, effects.StateFailed, done.State)
 	require.Equal(t, "hard timeout: cancelled upstream", done.Error)
-	reckontest.RequireNoRunningJobs(t, h.pool)
+	testkit.RequireNoRunningJobs(t, h.pool)
 	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_deadline"}))
 }
 
@@ -260,18 +260,18 @@ func TestTakeoverOfSilentReactor(t *testing.T) {
 
 	started := time.Now()
 	h.start()
-	require.Eventually(t, func() bool { return conn.Ping(ctx) != nil }, reckontest.TakeoverBound, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return conn.Ping(ctx) != nil }, testkit.TakeoverBound, 20*time.Millisecond,
 		"the silent reactor's connection was not ended")
 	require.Eventually(t, func() bool {
 		return h.count(`SELECT count(*) FROM river_job WHERE id = $1 AND state = 'running' AND attempted_by[cardinality(attempted_by)] = $2`, jobID, silent) == 0
-	}, reckontest.TakeoverBound, 20*time.Millisecond)
+	}, testkit.TakeoverBound, 20*time.Millisecond)
 	t.Logf("taken over %v after the live reactor started", time.Since(started).Round(time.Millisecond))
 	done := h.wait(effect.ID)
 	require.Equal(t, effects.StateConfirmed, done.State)
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"}, h.path(effect.ID))
 	require.Equal(t, 1, h.bank.Count(key))
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_reactors WHERE id = $1 AND dead_at IS NOT NULL`, silent))
-	reckontest.RequireNoRunningJobs(t, h.pool)
+	testkit.RequireNoRunningJobs(t, h.pool)
 }
 
 // A live reactor loses its liveness connection and, before it gets its lock back, another reactor
@@ -287,7 +287,7 @@ func TestReactorTakenForDeadStops(t *testing.T) {
 	reached := h.bank.ArmKey("before-call", key)
 
 	// The reactor to be cut off beats only every 5s, so that the other one finds its lock free first.
-	config := reckontest.FastConfig(h.registry)
+	config := testkit.FastConfig(h.registry)
 	config.InFlightMargin = time.Minute
 	config.LivenessInterval = 5 * time.Second
 	cutOff, err := effects.NewClient(h.pool, config)
@@ -322,7 +322,7 @@ func TestReactorTakenForDeadStops(t *testing.T) {
 	done := h.wait(effect.ID)
 	require.Equal(t, effects.StateConfirmed, done.State)
 	require.Equal(t, 1, h.bank.Count(key), "sent exactly once")
-	reckontest.RequireNoRunningJobs(t, h.pool)
+	testkit.RequireNoRunningJobs(t, h.pool)
 }
 
 // A reactor restarted under a fixed id after its process died hands back the jobs its predecessor
@@ -375,7 +375,7 @@ func TestDeadLeaderIsReplacedInSeconds(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var now string
 		return h.pool.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&now) == nil && now == h.client.ID()
-	}, reckontest.TakeoverBound, 20*time.Millisecond, "the live reactor did not lead within %v of the leader's death", reckontest.TakeoverBound)
+	}, testkit.TakeoverBound, 20*time.Millisecond, "the live reactor did not lead within %v of the leader's death", testkit.TakeoverBound)
 	t.Logf("a live reactor leads %v after the leader's SIGKILL", time.Since(killed).Round(time.Millisecond))
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_reactors WHERE id = $1 AND dead_at IS NOT NULL`, leaderID))
 }

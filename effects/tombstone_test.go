@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // tombstone is a row of reckon_effect_tombstones, written the way retention writes one when it
@@ -243,7 +243,7 @@ func BenchmarkEnqueueTx(b *testing.B) {
 			pool := pgtest.NewDB(b)
 			registry := effects.NewRegistry()
 			registry.MustRegister(fakebank.ConnectorOptions{BaseURL: "http://127.0.0.1:1", StatusCheck: true}.Connector())
-			client := reckontest.NewClient(b, pool, reckontest.FastConfig(registry))
+			client := testkit.NewClient(b, pool, testkit.FastConfig(registry))
 			ctx := context.Background()
 			_, err := pool.Exec(ctx, `INSERT INTO reckon_effect_tombstones (tenant_id, idempotency_key, effect_id, state, settled_at, expires_at)
 				SELECT 'default', 'gone-' || i, gen_random_uuid(), 'CONFIRMED', now() - interval '40 days', now() + interval '1 day'

@@ -23,9 +23,9 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // traceUpstream is an HTTP connector's upstream on 127.0.0.1 (the httpconn wire protocol) that
@@ -68,7 +68,7 @@ func (u *traceUpstream) requireCalledIn(t *testing.T, path string, traceID trace
 	t.Helper()
 	requests := u.received(path)
 	require.Len(t, requests, 1)
-	gotTrace, gotSpan := reckontest.Traceparent(t, requests[0].Get("traceparent"))
+	gotTrace, gotSpan := testkit.Traceparent(t, requests[0].Get("traceparent"))
 	require.Equal(t, traceID, gotTrace, "the upstream is told the effect's trace")
 	require.Equal(t, span, gotSpan, "with the connector call as its parent")
 }
@@ -102,7 +102,7 @@ func (h *harness) connectUpstream(u *traceUpstream) {
 }
 
 // callerSpan starts a span of the caller's own, a root of a new trace.
-func callerSpan(tracer *reckontest.Tracer, name string) (context.Context, trace.Span) {
+func callerSpan(tracer *testkit.Tracer, name string) (context.Context, trace.Span) {
 	return tracer.Tracer("test").Start(context.Background(), name)
 }
 
@@ -140,7 +140,7 @@ func linksTo(s tracetest.SpanStub, sc trace.SpanContext) bool {
 // of the one before. The upstream receives a traceparent naming the connector call's span.
 func TestTraceFromEnqueueToUpstream(t *testing.T) {
 	t.Parallel()
-	tracer := reckontest.NewTracer(t)
+	tracer := testkit.NewTracer(t)
 	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
 	u := newTraceUpstream(t, nil)
 	h.connectUpstream(u)
@@ -153,26 +153,26 @@ func TestTraceFromEnqueueToUpstream(t *testing.T) {
 	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
 
 	callerStub := tracer.WaitSpan(t, "caller", nil)
-	enqueue := tracer.WaitSpan(t, "reckon.enqueue", reckontest.OfEffect(effect.ID))
+	enqueue := tracer.WaitSpan(t, "reckon.enqueue", testkit.OfEffect(effect.ID))
 	requireChild(t, callerStub, enqueue)
 	require.Equal(t, trace.SpanKindProducer, enqueue.SpanKind)
-	traceID, spanID := reckontest.Traceparent(t, h.storedTraceparent(effect.ID))
+	traceID, spanID := testkit.Traceparent(t, h.storedTraceparent(effect.ID))
 	require.Equal(t, enqueue.SpanContext.TraceID(), traceID, "the row keeps the enqueue's trace")
 	require.Equal(t, enqueue.SpanContext.SpanID(), spanID, "and its span")
 
 	work := tracer.WaitSpan(t, "river.work reckon_dispatch", nil)
 	requireChild(t, enqueue, work)
 	require.True(t, work.Parent.IsRemote(), "continued from the job's metadata")
-	require.Equal(t, "reckon_dispatch", reckontest.SpanAttr(work, "river.job.kind"))
-	require.Equal(t, "reckon", reckontest.SpanAttr(work, "river.queue"))
-	require.Equal(t, "1", reckontest.SpanAttr(work, "river.attempt"))
-	dispatch := tracer.WaitSpan(t, "reckon.dispatch", reckontest.OfEffect(effect.ID))
+	require.Equal(t, "reckon_dispatch", testkit.SpanAttr(work, "river.job.kind"))
+	require.Equal(t, "reckon", testkit.SpanAttr(work, "river.queue"))
+	require.Equal(t, "1", testkit.SpanAttr(work, "river.attempt"))
+	dispatch := tracer.WaitSpan(t, "reckon.dispatch", testkit.OfEffect(effect.ID))
 	requireChild(t, work, dispatch)
-	require.Equal(t, "confirmed", reckontest.SpanAttr(dispatch, "reckon.outcome"))
-	require.Equal(t, "up.wire", reckontest.SpanAttr(dispatch, "reckon.connector"))
-	require.Equal(t, "default", reckontest.SpanAttr(dispatch, "reckon.tenant"))
-	require.Equal(t, "1", reckontest.SpanAttr(dispatch, "reckon.attempt"))
-	call := tracer.WaitSpan(t, "reckon.connector.dispatch", reckontest.OfEffect(effect.ID))
+	require.Equal(t, "confirmed", testkit.SpanAttr(dispatch, "reckon.outcome"))
+	require.Equal(t, "up.wire", testkit.SpanAttr(dispatch, "reckon.connector"))
+	require.Equal(t, "default", testkit.SpanAttr(dispatch, "reckon.tenant"))
+	require.Equal(t, "1", testkit.SpanAttr(dispatch, "reckon.attempt"))
+	call := tracer.WaitSpan(t, "reckon.connector.dispatch", testkit.OfEffect(effect.ID))
 	requireChild(t, dispatch, call)
 	require.Equal(t, trace.SpanKindClient, call.SpanKind)
 
@@ -184,7 +184,7 @@ func TestTraceFromEnqueueToUpstream(t *testing.T) {
 // tracer of its own, in the enqueuing caller's trace.
 func TestTraceContinuesAcrossClients(t *testing.T) {
 	t.Parallel()
-	tracerA, tracerB := reckontest.NewTracer(t), reckontest.NewTracer(t)
+	tracerA, tracerB := testkit.NewTracer(t), testkit.NewTracer(t)
 	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracerA })
 	u := newTraceUpstream(t, nil)
 	h.connectUpstream(u)
@@ -193,21 +193,21 @@ func TestTraceContinuesAcrossClients(t *testing.T) {
 	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "restart-1"}, nil)
 	require.NoError(t, err)
 	caller.End()
-	enqueue := tracerA.WaitSpan(t, "reckon.enqueue", reckontest.OfEffect(effect.ID))
+	enqueue := tracerA.WaitSpan(t, "reckon.enqueue", testkit.OfEffect(effect.ID))
 	require.NoError(t, h.client.Stop(context.Background()))
 
-	config := reckontest.FastConfig(h.registry)
+	config := testkit.FastConfig(h.registry)
 	config.TracerProvider = tracerB
-	reactor := reckontest.NewClient(t, h.pool, config)
-	reckontest.Start(t, reactor)
-	require.Equal(t, effects.StateConfirmed, reckontest.Wait(t, reactor, effect.ID, 30*time.Second).State)
+	reactor := testkit.NewClient(t, h.pool, config)
+	testkit.Start(t, reactor)
+	require.Equal(t, effects.StateConfirmed, testkit.Wait(t, reactor, effect.ID, 30*time.Second).State)
 
 	work := tracerB.WaitSpan(t, "river.work reckon_dispatch", nil)
 	requireChild(t, enqueue, work)
-	dispatch := tracerB.WaitSpan(t, "reckon.dispatch", reckontest.OfEffect(effect.ID))
+	dispatch := tracerB.WaitSpan(t, "reckon.dispatch", testkit.OfEffect(effect.ID))
 	requireChild(t, work, dispatch)
 	require.Equal(t, enqueue.SpanContext.TraceID(), dispatch.SpanContext.TraceID())
-	traceID, _ := reckontest.Traceparent(t, u.received("/dispatch")[0].Get("traceparent"))
+	traceID, _ := testkit.Traceparent(t, u.received("/dispatch")[0].Get("traceparent"))
 	require.Equal(t, enqueue.SpanContext.TraceID(), traceID)
 	require.Empty(t, tracerA.Find("reckon.dispatch", nil), "the enqueuing client dispatched nothing")
 }
@@ -217,7 +217,7 @@ func TestTraceContinuesAcrossClients(t *testing.T) {
 // carries a traceparent of that trace.
 func TestTraceOfReconcile(t *testing.T) {
 	t.Parallel()
-	tracer := reckontest.NewTracer(t)
+	tracer := testkit.NewTracer(t)
 	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
 	u := newTraceUpstream(t, map[string]http.HandlerFunc{
 		"/dispatch": performThenDrop,
@@ -234,19 +234,19 @@ func TestTraceOfReconcile(t *testing.T) {
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>CONFIRMED"}, h.path(effect.ID))
 
 	traceID := tracer.WaitSpan(t, "caller", nil).SpanContext.TraceID()
-	dispatch := tracer.WaitSpan(t, "reckon.dispatch", reckontest.OfEffect(effect.ID))
+	dispatch := tracer.WaitSpan(t, "reckon.dispatch", testkit.OfEffect(effect.ID))
 	require.Equal(t, traceID, dispatch.SpanContext.TraceID())
-	require.Equal(t, "unknown", reckontest.SpanAttr(dispatch, "reckon.outcome"))
+	require.Equal(t, "unknown", testkit.SpanAttr(dispatch, "reckon.outcome"))
 	require.Equal(t, "Error", dispatch.Status.Code.String())
 	// The reconcile job was inserted under the dispatch's span: its job span continues it.
 	work := tracer.WaitSpan(t, "river.work reckon_reconcile", nil)
 	requireChild(t, dispatch, work)
-	reconcile := tracer.WaitSpan(t, "reckon.reconcile", reckontest.OfEffect(effect.ID))
+	reconcile := tracer.WaitSpan(t, "reckon.reconcile", testkit.OfEffect(effect.ID))
 	requireChild(t, work, reconcile)
-	require.Equal(t, "CONFIRMED", reckontest.SpanAttr(reconcile, "reckon.outcome"))
-	check := tracer.WaitSpan(t, "reckon.connector.status_check", reckontest.OfEffect(effect.ID))
+	require.Equal(t, "CONFIRMED", testkit.SpanAttr(reconcile, "reckon.outcome"))
+	check := tracer.WaitSpan(t, "reckon.connector.status_check", testkit.OfEffect(effect.ID))
 	requireChild(t, reconcile, check)
-	require.Equal(t, "present", reckontest.SpanAttr(check, "reckon.outcome"))
+	require.Equal(t, "present", testkit.SpanAttr(check, "reckon.outcome"))
 
 	u.requireCalledIn(t, "/status", traceID, check.SpanContext.SpanID())
 }
@@ -255,7 +255,7 @@ func TestTraceOfReconcile(t *testing.T) {
 // works without a span) is still in the effect's trace, linked to its job's span.
 func TestTraceOfSweptEffect(t *testing.T) {
 	t.Parallel()
-	tracer := reckontest.NewTracer(t)
+	tracer := testkit.NewTracer(t)
 	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
 	u := newTraceUpstream(t, map[string]http.HandlerFunc{
 		"/status": answerJSON(http.StatusOK, `{"status":"present","result":{"ok":true}}`),
@@ -278,10 +278,10 @@ func TestTraceOfSweptEffect(t *testing.T) {
 	traceID := tracer.WaitSpan(t, "caller", nil).SpanContext.TraceID()
 	work := tracer.WaitSpan(t, "river.work reckon_reconcile", nil)
 	require.NotEqual(t, traceID, work.SpanContext.TraceID(), "the sweeper's job starts a trace of its own")
-	reconcile := tracer.WaitSpan(t, "reckon.reconcile", reckontest.OfEffect(effect.ID))
+	reconcile := tracer.WaitSpan(t, "reckon.reconcile", testkit.OfEffect(effect.ID))
 	require.Equal(t, traceID, reconcile.SpanContext.TraceID(), "the reconciliation is in the effect's trace")
 	require.True(t, linksTo(reconcile, work.SpanContext), "linked to its job's span")
-	enqueue := tracer.WaitSpan(t, "reckon.enqueue", reckontest.OfEffect(effect.ID))
+	enqueue := tracer.WaitSpan(t, "reckon.enqueue", testkit.OfEffect(effect.ID))
 	require.Equal(t, enqueue.SpanContext.SpanID(), reconcile.Parent.SpanID(), "a child of the stored enqueue span")
 }
 
@@ -290,7 +290,7 @@ func TestTraceOfSweptEffect(t *testing.T) {
 // the upstream's compensate request continue it.
 func TestTraceOfCompensation(t *testing.T) {
 	t.Parallel()
-	tracer := reckontest.NewTracer(t)
+	tracer := testkit.NewTracer(t)
 	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
 	u := newTraceUpstream(t, nil)
 	h.connectUpstream(u)
@@ -311,18 +311,18 @@ func TestTraceOfCompensation(t *testing.T) {
 
 	opStub := tracer.WaitSpan(t, "operator", nil)
 	require.NotEqual(t, traceID, opStub.SpanContext.TraceID())
-	compensate := tracer.WaitSpan(t, "reckon.compensate", reckontest.OfEffect(original.ID))
+	compensate := tracer.WaitSpan(t, "reckon.compensate", testkit.OfEffect(original.ID))
 	require.Equal(t, traceID, compensate.SpanContext.TraceID(), "in the original's trace")
 	require.True(t, linksTo(compensate, opStub.SpanContext), "linked to the operator's span")
-	require.Equal(t, compensation.ID.String(), reckontest.SpanAttr(compensate, "reckon.compensation.id"))
-	gotTrace, gotSpan := reckontest.Traceparent(t, h.storedTraceparent(compensation.ID))
+	require.Equal(t, compensation.ID.String(), testkit.SpanAttr(compensate, "reckon.compensation.id"))
+	gotTrace, gotSpan := testkit.Traceparent(t, h.storedTraceparent(compensation.ID))
 	require.Equal(t, traceID, gotTrace)
 	require.Equal(t, compensate.SpanContext.SpanID(), gotSpan, "the compensation keeps the compensate span")
 
-	dispatch := tracer.WaitSpan(t, "reckon.dispatch", reckontest.OfEffect(compensation.ID))
+	dispatch := tracer.WaitSpan(t, "reckon.dispatch", testkit.OfEffect(compensation.ID))
 	require.Equal(t, traceID, dispatch.SpanContext.TraceID())
-	require.Equal(t, original.ID.String(), reckontest.SpanAttr(dispatch, "reckon.compensates.id"))
-	call := tracer.WaitSpan(t, "reckon.connector.compensate", reckontest.OfEffect(compensation.ID))
+	require.Equal(t, original.ID.String(), testkit.SpanAttr(dispatch, "reckon.compensates.id"))
+	call := tracer.WaitSpan(t, "reckon.connector.compensate", testkit.OfEffect(compensation.ID))
 	requireChild(t, dispatch, call)
 	u.requireCalledIn(t, "/compensate", traceID, call.SpanContext.SpanID())
 }
@@ -331,7 +331,7 @@ func TestTraceOfCompensation(t *testing.T) {
 // effect's trace, linked to the callback's.
 func TestTraceOfCallback(t *testing.T) {
 	t.Parallel()
-	tracer := reckontest.NewTracer(t)
+	tracer := testkit.NewTracer(t)
 	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
 	u := newTraceUpstream(t, map[string]http.HandlerFunc{"/dispatch": answerJSON(http.StatusAccepted, `{}`)})
 	h.connectUpstream(u)
@@ -348,8 +348,8 @@ func TestTraceOfCallback(t *testing.T) {
 		return accepted.CorrelationID != ""
 	}, 10*time.Second, 10*time.Millisecond, "the acceptance is recorded")
 	traceID := tracer.WaitSpan(t, "caller", nil).SpanContext.TraceID()
-	dispatch := tracer.WaitSpan(t, "reckon.dispatch", reckontest.OfEffect(effect.ID))
-	require.Equal(t, "accepted", reckontest.SpanAttr(dispatch, "reckon.outcome"))
+	dispatch := tracer.WaitSpan(t, "reckon.dispatch", testkit.OfEffect(effect.ID))
+	require.Equal(t, "accepted", testkit.SpanAttr(dispatch, "reckon.outcome"))
 	require.Equal(t, "Unset", dispatch.Status.Code.String(), "an acceptance is no failure")
 
 	cbCtx, request := callerSpan(tracer, "callback request")
@@ -362,10 +362,10 @@ func TestTraceOfCallback(t *testing.T) {
 	require.Equal(t, effects.StateConfirmed, settled.State)
 
 	requestStub := tracer.WaitSpan(t, "callback request", nil)
-	callback := tracer.WaitSpan(t, "reckon.callback", reckontest.OfEffect(effect.ID))
+	callback := tracer.WaitSpan(t, "reckon.callback", testkit.OfEffect(effect.ID))
 	require.Equal(t, traceID, callback.SpanContext.TraceID(), "in the effect's trace")
 	require.True(t, linksTo(callback, requestStub.SpanContext), "linked to the callback request's span")
-	require.Equal(t, "CONFIRMED", reckontest.SpanAttr(callback, "reckon.outcome"))
+	require.Equal(t, "CONFIRMED", testkit.SpanAttr(callback, "reckon.outcome"))
 }
 
 // countingMiddleware counts the jobs inserted and worked through River, by kind.
@@ -407,7 +407,7 @@ func (m *countingMiddleware) Work(ctx context.Context, job *rivertype.JobRow, do
 // inserted and worked, and the job's span. Validate refuses an entry that is nil or no middleware.
 func TestRiverMiddleware(t *testing.T) {
 	t.Parallel()
-	tracer := reckontest.NewTracer(t)
+	tracer := testkit.NewTracer(t)
 	counter := &countingMiddleware{}
 	h := setup(t, func(c *effects.Config) {
 		c.TracerProvider = tracer
@@ -424,7 +424,7 @@ func TestRiverMiddleware(t *testing.T) {
 	require.True(t, counter.sawSpan.Load(), "the user's middleware runs inside the job's span")
 
 	for _, bad := range [][]rivertype.Middleware{{nil}, {counter, &notMiddleware{}}} {
-		config := reckontest.FastConfig(h.registry)
+		config := testkit.FastConfig(h.registry)
 		config.RiverMiddleware = bad
 		_, err := effects.NewClient(h.pool, config)
 		require.ErrorContains(t, err, "Config.RiverMiddleware[")
@@ -466,7 +466,7 @@ func TestTracingOff(t *testing.T) {
 // job's span.
 func TestTraceOfBatch(t *testing.T) {
 	t.Parallel()
-	tracer := reckontest.NewTracer(t)
+	tracer := testkit.NewTracer(t)
 	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
 	h.connectUpstream(newTraceUpstream(t, nil))
 	h.start()
@@ -479,17 +479,17 @@ func TestTraceOfBatch(t *testing.T) {
 	require.NoError(t, err)
 	caller.End()
 	enqueue := tracer.WaitSpan(t, "reckon.enqueue", nil)
-	require.Equal(t, "3", reckontest.SpanAttr(enqueue, "reckon.effect.count"))
+	require.Equal(t, "3", testkit.SpanAttr(enqueue, "reckon.effect.count"))
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_dispatch'`), "one job for the batch")
 	for _, e := range batch[:2] {
-		_, spanID := reckontest.Traceparent(t, h.storedTraceparent(e.ID))
+		_, spanID := testkit.Traceparent(t, h.storedTraceparent(e.ID))
 		require.Equal(t, enqueue.SpanContext.SpanID(), spanID)
 		require.Equal(t, effects.StateConfirmed, h.wait(e.ID).State)
 	}
 	work := tracer.WaitSpan(t, "river.work reckon_dispatch", nil)
 	requireChild(t, enqueue, work)
 	for _, e := range batch[:2] {
-		requireChild(t, work, tracer.WaitSpan(t, "reckon.dispatch", reckontest.OfEffect(e.ID)))
+		requireChild(t, work, tracer.WaitSpan(t, "reckon.dispatch", testkit.OfEffect(e.ID)))
 	}
 }
 
@@ -503,13 +503,13 @@ func BenchmarkEnqueueTxTracing(b *testing.B) {
 			pool := pgtest.NewDB(b)
 			registry := effects.NewRegistry()
 			registry.MustRegister(fakebank.ConnectorOptions{BaseURL: "http://127.0.0.1:1", StatusCheck: true}.Connector())
-			config := reckontest.FastConfig(registry)
+			config := testkit.FastConfig(registry)
 			var tracer trace.Tracer = noop.NewTracerProvider().Tracer("test")
 			if on {
-				provider := reckontest.NewTracer(b)
+				provider := testkit.NewTracer(b)
 				config.TracerProvider, tracer = provider, provider.Tracer("test")
 			}
-			client := reckontest.NewClient(b, pool, config)
+			client := testkit.NewClient(b, pool, config)
 			n := 0
 			b.ReportAllocs()
 			for b.Loop() {

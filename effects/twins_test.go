@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // GetTx reads in the caller's transaction: it sees an effect enqueued there before the commit,

@@ -12,10 +12,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Subscription is a webhook subscription: the events matching Patterns (and, when Tenant is set,
@@ -251,7 +251,7 @@ func (s *Subscriptions) Resume(ctx context.Context, scope string, id uuid.UUID) 
 }
 
 func notFound(err error, id uuid.UUID) error {
-	if errors.Is(err, pgx.ErrNoRows) {
+	if postgres.NoRows(err) {
 		return fmt.Errorf("%w: %s", ErrSubscriptionNotFound, id)
 	}
 	return fmt.Errorf("events: subscription %s: %w", id, err)

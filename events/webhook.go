@@ -23,6 +23,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/service"
 	"github.com/reckonhq/reckon/internal/txn"
 )
@@ -216,7 +217,7 @@ func (w *Webhooks) dispatch(ctx context.Context, call effects.Call) (json.RawMes
 		return nil, effects.Permanent(fmt.Errorf("webhook delivery args: %w", err))
 	}
 	target, err := dbsqlc.New(w.pool).EventSubscriptionTarget(ctx, d.SubscriptionID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if postgres.NoRows(err) {
 		return nil, effects.Permanent(fmt.Errorf("subscription %s was deleted", d.SubscriptionID))
 	} else if err != nil {
 		return nil, effects.Retryable(fmt.Errorf("read subscription %s: %w", d.SubscriptionID, err))
@@ -292,7 +293,7 @@ func (w *Webhooks) deliverNext(ctx context.Context, id uuid.UUID) error {
 	return txn.Run(ctx, w.pool, w.config.Logger, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		sub, err := q.EventSubscriptionLockDue(ctx, id)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if postgres.NoRows(err) {
 			return nil // paused, deleted, delivering, or another deliverer has it
 		} else if err != nil {
 			return err

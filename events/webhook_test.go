@@ -17,8 +17,8 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/events"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // receiver is a webhook receiver on 127.0.0.1: it checks each delivery's signature and keeps the
@@ -122,15 +122,15 @@ func setupWebhooks(t *testing.T, reactors int, config *events.WebhookConfig) *we
 	for range reactors {
 		registry := effects.NewRegistry()
 		registry.MustRegister(effects.Connector{
-			Name: "mail.send", Tags: []effects.Tag{effects.TagIdempotent}, Backoff: reckontest.FastBackoff,
+			Name: "mail.send", Tags: []effects.Tag{effects.TagIdempotent}, Backoff: testkit.FastBackoff,
 			Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
 		})
 		webhooks, err := events.NewWebhooks(pool, config)
 		require.NoError(t, err)
-		cfg := reckontest.FastConfig(registry)
+		cfg := testkit.FastConfig(registry)
 		cfg.Plugins = []effects.Plugin{webhooks}
-		client := reckontest.NewClient(t, pool, cfg)
-		reckontest.Start(t, client)
+		client := testkit.NewClient(t, pool, cfg)
+		testkit.Start(t, client)
 		if f.client == nil {
 			f.client = client
 		}

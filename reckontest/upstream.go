@@ -16,7 +16,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/fakehttp"
+	"github.com/reckonhq/reckon/internal/testkit/fakehttp"
 )
 
 // Op is what a call to an Upstream asks for.

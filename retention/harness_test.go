@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -72,7 +72,7 @@ func (h *harness) exec(sql string, args ...any) {
 
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
-	return reckontest.Count(h.t, h.pool, sql, args...)
+	return testkit.Count(h.t, h.pool, sql, args...)
 }
 
 // exists reports whether the row of table with that id exists.

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/db"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -28,7 +28,7 @@ func TestBusy(t *testing.T) {
 	require.Nil(t, report)
 	require.True(t, h.exists("reckon_effects", id))
 	require.Zero(t, h.count(`SELECT count(*) FROM reckon_retention_runs`))
-	require.EqualValues(t, 1, reckontest.Metric(t, h.metrics, "reckon_retention_runs_total", map[string]string{"result": "busy"}))
+	require.EqualValues(t, 1, testkit.Metric(t, h.metrics, "reckon_retention_runs_total", map[string]string{"result": "busy"}))
 
 	_, err = holder.Exec(h.ctx, `SELECT pg_advisory_unlock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyRetention)
 	require.NoError(t, err)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -34,11 +34,11 @@ func TestMetrics(t *testing.T) {
 	h.effect(effect{settled: 40 * day})
 	_, err = r.Run(h.ctx, &retention.RunOpts{Actor: "test", DryRun: true})
 	require.NoError(t, err)
-	require.Zero(t, reckontest.Metric(t, h.metrics, "reckon_retention_runs_total", map[string]string{"result": "ok"}), "a dry run counts nowhere")
+	require.Zero(t, testkit.Metric(t, h.metrics, "reckon_retention_runs_total", map[string]string{"result": "ok"}), "a dry run counts nowhere")
 	h.run(r)
-	require.EqualValues(t, 2, reckontest.Metric(t, h.metrics, "reckon_retention_rows_pruned_total", map[string]string{"table": retention.TableEffects}))
-	require.EqualValues(t, 1, reckontest.Metric(t, h.metrics, "reckon_retention_runs_total", map[string]string{"result": "ok"}))
-	require.Positive(t, reckontest.Metric(t, h.metrics, "reckon_retention_last_success_timestamp_seconds", nil))
+	require.EqualValues(t, 2, testkit.Metric(t, h.metrics, "reckon_retention_rows_pruned_total", map[string]string{"table": retention.TableEffects}))
+	require.EqualValues(t, 1, testkit.Metric(t, h.metrics, "reckon_retention_runs_total", map[string]string{"result": "ok"}))
+	require.Positive(t, testkit.Metric(t, h.metrics, "reckon_retention_last_success_timestamp_seconds", nil))
 
 	_, err = retention.New(h.pool, &retention.Config{Registerer: h.metrics})
 	require.ErrorContains(t, err, "register metrics", "twice on one registry")

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -31,7 +31,7 @@ func TestPrunesWhatTheAPIMade(t *testing.T) {
 	h := setup(t)
 	registry := effects.NewRegistry()
 	require.NoError(t, registry.Register(wire()))
-	client := reckontest.NewClient(t, h.pool, reckontest.FastConfig(registry))
+	client := testkit.NewClient(t, h.pool, testkit.FastConfig(registry))
 	alone, err := client.Do(h.ctx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "alone", Args: map[string]any{"amount": 1}})
 	require.NoError(t, err)
 	require.Equal(t, effects.StateConfirmed, alone.State)
@@ -69,11 +69,11 @@ func TestInstall(t *testing.T) {
 	old := h.effect(effect{settled: 40 * day})
 	r := h.retention(0)
 	registry := effects.NewRegistry()
-	config := reckontest.FastConfig(registry)
+	config := testkit.FastConfig(registry)
 	config.ID = "reactor-1"
 	config.Plugins = []effects.Plugin{r}
-	client := reckontest.NewClient(t, h.pool, config)
-	reckontest.Start(t, client)
+	client := testkit.NewClient(t, h.pool, config)
+	testkit.Start(t, client)
 	require.Eventually(t, func() bool {
 		return h.count(`SELECT count(*) FROM reckon_retention_runs WHERE actor = 'retention:reactor-1' AND finished_at IS NOT NULL AND error IS NULL`) == 1
 	}, 20*time.Second, 50*time.Millisecond)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // advance is one move of a saga, inside the transaction that settles one of its effects (or an
@@ -36,7 +37,7 @@ type advance struct {
 func (c *Client) onSettle(ctx context.Context, tx pgx.Tx, e *effects.Effect) error {
 	q := dbsqlc.New(tx)
 	step, err := q.SagaStepGetByEffect(ctx, e.ID)
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return fmt.Errorf("saga: effect %s is owned by %q but belongs to no saga step", e.ID, Owner)
 	}
 	if err != nil {
@@ -70,7 +71,7 @@ func (c *Client) onSettle(ctx context.Context, tx pgx.Tx, e *effects.Effect) err
 func (c *Client) begin(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor string) (*advance, error) {
 	q := dbsqlc.New(tx)
 	row, err := q.SagaGetByIDForUpdate(ctx, id)
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {

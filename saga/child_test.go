@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -20,7 +20,7 @@ import (
 const childReactorEnv = "RECKON_TEST_SAGA_CHILD_REACTOR"
 
 func runChildReactor() int {
-	return reckontest.RunReactor(func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Client, error) {
+	return testkit.RunReactor(func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Client, error) {
 		registry := effects.NewRegistry()
 		callTimeout := time.Second
 		if timeout, err := time.ParseDuration(os.Getenv("CHILD_CALL_TIMEOUT")); err == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/txn"
 )
 
@@ -236,7 +237,7 @@ func (c *Client) StartTx(ctx context.Context, tx pgx.Tx, name string, input any,
 			}
 			s.Deduplicated = true
 			return s, nil
-		case !isNoRows(err):
+		case !postgres.NoRows(err):
 			return nil, fmt.Errorf("saga %s: read start key %q: %w", name, opts.Key, err)
 		}
 	}
@@ -303,7 +304,7 @@ func (c *Client) startInSavepoint(ctx context.Context, sp pgx.Tx, st start) (_ *
 	row, err := q.SagaInsert(ctx, dbsqlc.SagaInsertParams{
 		ID: id, TenantID: tenant, Name: name, StartKey: startKey, Input: data, StepCount: int32(len(def.Steps)),
 	})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: key %q was taken concurrently; start again", ErrStartKeyConflict, key)
 	}
 	if err != nil {
@@ -345,7 +346,7 @@ func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Saga, err
 
 func (c *Client) get(ctx context.Context, q *dbsqlc.Queries, id uuid.UUID) (*Saga, error) {
 	row, err := q.SagaGetByID(ctx, id)
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -19,7 +19,7 @@ import (
 // and bank, and returns once it runs.
 func (h *harness) startChild(env ...string) *proctest.Process {
 	h.t.Helper()
-	return reckontest.StartChild(h.t, append([]string{
+	return testkit.StartChild(h.t, append([]string{
 		childReactorEnv + "=1",
 		"DATABASE_URL=" + h.pool.Config().ConnString(),
 		"BANK_URL=" + h.bank.URL(),

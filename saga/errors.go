@@ -2,8 +2,6 @@ package saga
 
 import (
 	"errors"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Sentinel errors. Test with errors.Is.
@@ -24,7 +22,3 @@ var (
 	// effects.Client.Resolve (the saga then moves on by itself).
 	ErrResolveEffect = errors.New("saga: held by a STUCK effect: resolve the effect")
 )
-
-// isNoRows reports whether a query found no row: the one place this package reads
-// pgx.ErrNoRows. What that means — not found, nothing to advance — each caller says.
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -60,5 +60,5 @@ func TestDeduplicatedStartRecordsNothing(t *testing.T) {
 	require.Equal(t, 2, h.count(`SELECT count(*) FROM reckon_event_log WHERE type = 'saga.started'`))
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_sagas WHERE state = 'COMPENSATED'`))
 	effectsOfSteps := h.count(`SELECT count(*) + count(compensation_effect_id) FROM reckon_saga_steps`)
-	require.Equal(t, effectsOfSteps, reckontest.RequireRecordedOnce(t, h.pool), "one effect per step and compensation")
+	require.Equal(t, effectsOfSteps, testkit.RequireRecordedOnce(t, h.pool), "one effect per step and compensation")
 }

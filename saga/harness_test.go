@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -28,11 +28,11 @@ func TestMain(m *testing.M) {
 	pgtest.Main(m)
 }
 
-// effectsConfig is a reactor configuration for tests: reckontest.FastConfig with a margin of a
+// effectsConfig is a reactor configuration for tests: testkit.FastConfig with a margin of a
 // second before an attempt is presumed dead, and the shared statistics (reckon_sagas) computed
 // every statsInterval.
 func effectsConfig(registry *effects.Registry) *effects.Config {
-	config := reckontest.FastConfig(registry)
+	config := testkit.FastConfig(registry)
 	config.InFlightMargin = time.Second
 	config.StatsInterval = statsInterval
 	return config
@@ -71,7 +71,7 @@ func registerConnectors(registry *effects.Registry, bankURL string, checkpoints 
 	for _, name := range []string{"inventory.reserve", "card.charge", "shipping.ship"} {
 		registry.MustRegister(fakebank.ConnectorOptions{
 			Name: name, BaseURL: bankURL, StatusCheck: true, Compensate: true, Timeout: timeout,
-			Backoff: reckontest.FastBackoff, Checkpoints: checkpoints, CompensateCheckpoints: checkpoints,
+			Backoff: testkit.FastBackoff, Checkpoints: checkpoints, CompensateCheckpoints: checkpoints,
 		}.Connector())
 	}
 	registry.MustRegister(refundConnector(bankURL))
@@ -177,7 +177,7 @@ func (h *harness) newClientsWith(config *effects.Config, sagaConfig saga.Config,
 	sc, err := saga.NewClient(h.pool, &sagaConfig)
 	require.NoError(h.t, err)
 	config.Plugins = append(config.Plugins, sc)
-	ec := reckontest.NewClient(h.t, h.pool, config)
+	ec := testkit.NewClient(h.t, h.pool, config)
 	require.NoError(h.t, sc.Register(orderSaga(compensationAttempts)))
 	return ec, sc
 }
@@ -185,7 +185,7 @@ func (h *harness) newClientsWith(config *effects.Config, sagaConfig saga.Config,
 // start runs a reactor on ec until the test ends.
 func (h *harness) start(ec *effects.Client) {
 	h.t.Helper()
-	reckontest.Start(h.t, ec)
+	testkit.Start(h.t, ec)
 }
 
 // begin starts an order saga in a transaction and, before committing, lets prepare script the
@@ -215,7 +215,7 @@ func (h *harness) wait(id uuid.UUID) *saga.Saga {
 
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
-	return reckontest.Count(h.t, h.pool, sql, args...)
+	return testkit.Count(h.t, h.pool, sql, args...)
 }
 
 func (h *harness) effect(id uuid.UUID) *effects.Effect {
@@ -248,7 +248,7 @@ func (h *harness) ledgerNet() int64 {
 // metric returns the value of the counter or gauge name with exactly these labels (0 if absent).
 func (h *harness) metric(name string, labels map[string]string) float64 {
 	h.t.Helper()
-	return reckontest.Metric(h.t, h.metrics, name, labels)
+	return testkit.Metric(h.t, h.metrics, name, labels)
 }
 
 func mustJSON(t *testing.T, raw json.RawMessage) map[string]any {

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -22,7 +22,7 @@ func TestMetricsPrecreated(t *testing.T) {
 	h.start(h.effects)
 
 	states := []string{"RUNNING", "COMPLETED", "COMPENSATING", "COMPENSATED", "STUCK"}
-	got := reckontest.Series(t, h.metrics)
+	got := testkit.Series(t, h.metrics)
 	require.Equal(t, 1.0, got[`reckon_stats_computations_total{part="sagas"}`], "computed at Start")
 	require.Contains(t, got, `reckon_saga_started_total{name="order"}`)
 	for _, state := range states {
@@ -40,7 +40,7 @@ func TestMetricsPrecreated(t *testing.T) {
 	def := orderSaga(0)
 	def.Name = "refund"
 	require.NoError(t, h.sagas.Register(def))
-	got = reckontest.Series(t, h.metrics)
+	got = testkit.Series(t, h.metrics)
 	require.Contains(t, got, `reckon_saga_started_total{name="refund"}`)
 	require.Contains(t, got, `reckon_saga_transitions_total{name="refund",to="STUCK"}`)
 	require.Contains(t, got, `reckon_sagas{name="refund",state="STUCK"}`)

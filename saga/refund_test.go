@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // refundConnector reverses a bank wire through POST /wires/compensate with its own idempotency
@@ -20,7 +20,7 @@ func refundConnector(bankURL string) effects.Connector {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	return effects.Connector{
 		Name: "card.refund", Tags: []effects.Tag{effects.TagWrite, effects.TagIdempotent, effects.TagExternal},
-		Timeout: 300 * time.Millisecond, MaxAttempts: 2, Backoff: reckontest.FastBackoff,
+		Timeout: 300 * time.Millisecond, MaxAttempts: 2, Backoff: testkit.FastBackoff,
 		Dispatch: func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, bankURL+"/wires/compensate", bytes.NewReader(call.Args))
 			if err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -54,7 +54,7 @@ func setupRuns(t *testing.T, def saga.Definition) *runHarness {
 	add("flaky", func() (json.RawMessage, error) { return nil, effects.Retryable(errors.New("503: try later")) }, 5*time.Second)
 	sc, err := saga.NewClient(pool, &saga.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	config := reckontest.FastConfig(registry)
+	config := testkit.FastConfig(registry)
 	config.Workers, config.InFlightMargin, config.Plugins = 4, time.Second, []effects.Plugin{sc}
 	ec, err := effects.NewClient(pool, config)
 	require.NoError(t, err)

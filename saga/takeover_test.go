@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -41,7 +41,7 @@ func TestTakeoverOfSagaStep(t *testing.T) {
 	require.NoError(t, h.pool.QueryRow(context.Background(), `SELECT job_id FROM reckon_effects WHERE idempotency_key = $1`,
 		saga.StepKey(s.ID, 1)).Scan(&jobID))
 	killed := time.Now()
-	reckontest.KillAndAwaitTakeover(t, h.pool, holder, jobID, ec.ID())
+	testkit.KillAndAwaitTakeover(t, h.pool, holder, jobID, ec.ID())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -53,6 +53,6 @@ func TestTakeoverOfSagaStep(t *testing.T) {
 		require.Equal(t, 1, h.bank.Count(saga.StepKey(s.ID, i)), "step %d performed once", i)
 	}
 	require.Equal(t, int64(205), h.ledgerNet())
-	reckontest.RequireNoRunningJobs(t, h.pool)
+	testkit.RequireNoRunningJobs(t, h.pool)
 	require.Equal(t, 1.0, h.metric("reckon_reactor_jobs_taken_over_total", map[string]string{"kind": "reckon_dispatch"}))
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/txn"
 )
 
@@ -202,7 +203,7 @@ func (t *Turn) Artifact(ctx context.Context, name, inputFingerprint, dependencyF
 	err = txn.Once(ctx, t.lock.Conn(), func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
 		row, err := q.TurnArtifactGet(ctx, dbsqlc.TurnArtifactGetParams{TurnGroup: t.Group, Name: name})
-		if isNoRows(err) {
+		if postgres.NoRows(err) {
 			return nil
 		} else if err != nil {
 			return err
@@ -257,7 +258,7 @@ func (t *Turn) SaveArtifact(ctx context.Context, artifact Artifact) error {
 		q := dbsqlc.New(tx)
 		row, err := q.TurnArtifactGet(ctx, dbsqlc.TurnArtifactGetParams{TurnGroup: t.Group, Name: artifact.Name})
 		switch {
-		case isNoRows(err):
+		case postgres.NoRows(err):
 		case err != nil:
 			return err
 		case !t.reportedInvalid[artifact.Name] && row.TurnID != t.ID:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/turns"
 )
 

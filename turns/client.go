@@ -17,6 +17,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/service"
 	"github.com/reckonhq/reckon/internal/txn"
 )
@@ -299,7 +300,7 @@ func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, in Inbound) (*Message,
 		ID: uuid.Must(uuid.NewV7()), SessionKey: in.SessionKey, MessageID: messageID, Channel: session.Channel, Content: content,
 		SentAt: in.SentAt,
 	})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		existing, err := q.MessageGetByMessageID(ctx, dbsqlc.MessageGetByMessageIDParams{SessionKey: in.SessionKey, MessageID: messageID})
 		if err != nil {
 			return nil, fmt.Errorf("turns: submit to %q: read message %q: %w", in.SessionKey, messageID, err)
@@ -314,7 +315,7 @@ func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, in Inbound) (*Message,
 	policy := c.policy(session.Channel)
 	turn, err := q.TurnGetAccumulating(ctx, in.SessionKey)
 	switch {
-	case isNoRows(err):
+	case postgres.NoRows(err):
 		turn, err = q.TurnInsert(ctx, dbsqlc.TurnInsertParams{
 			ID: uuid.Must(uuid.NewV7()), SessionKey: in.SessionKey, TurnGroup: uuid.New(), Channel: session.Channel,
 			MessageIds: []uuid.UUID{row.ID}, FirstAt: row.ReceivedAt, LastAt: row.ReceivedAt,
@@ -369,7 +370,7 @@ func (c *Client) Submit(ctx context.Context, in Inbound) (*Message, error) {
 // Get returns a turn by id.
 func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Record, error) {
 	row, err := c.queries.TurnGet(ctx, id)
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	} else if err != nil {
 		return nil, fmt.Errorf("turns: get %s: %w", id, err)
@@ -381,7 +382,7 @@ func (c *Client) Get(ctx context.Context, id uuid.UUID) (*Record, error) {
 // commits.
 func (c *Client) GetTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Record, error) {
 	row, err := dbsqlc.New(tx).TurnGet(ctx, id)
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	} else if err != nil {
 		return nil, fmt.Errorf("turns: get %s: %w", id, err)

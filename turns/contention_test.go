@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -18,7 +18,7 @@ import (
 // harness's database, and returns once it is ready.
 func (h *harness) startChild(mode, session string, env ...string) *proctest.Process {
 	h.t.Helper()
-	return reckontest.StartChild(h.t, append([]string{
+	return testkit.StartChild(h.t, append([]string{
 		childEnv + "=" + mode,
 		"DATABASE_URL=" + h.pool.Config().ConnString(),
 		"SESSION=" + session,

@@ -2,8 +2,6 @@ package turns
 
 import (
 	"errors"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Sentinel errors. Test with errors.Is.
@@ -35,7 +33,3 @@ var (
 	// effects.Config.Plugins).
 	ErrNotAttached = errors.New("turns: client not installed in an effects client (effects.Config.Plugins)")
 )
-
-// isNoRows reports whether a query found no row: the one place this package reads
-// pgx.ErrNoRows. What that means — not found, a duplicate, nothing to do — each caller says.
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

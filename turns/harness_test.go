@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -75,7 +75,7 @@ func clients(pool *pgxpool.Pool, registry *effects.Registry, config turns.Config
 	if err != nil {
 		return nil, nil, err
 	}
-	effectsConfig := reckontest.FastConfig(registry)
+	effectsConfig := testkit.FastConfig(registry)
 	effectsConfig.Logger, effectsConfig.Workers = config.Logger, 10
 	effectsConfig.Plugins = append([]effects.Plugin{tc}, plugins...)
 	ec, err := effects.NewClient(pool, effectsConfig)
@@ -138,7 +138,7 @@ func (h *harness) submit(session, messageID string) *turns.Message {
 
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
-	return reckontest.Count(h.t, h.pool, sql, args...)
+	return testkit.Count(h.t, h.pool, sql, args...)
 }
 
 func (h *harness) turnsOf(session string) []*turns.Record {
@@ -163,7 +163,7 @@ func (h *harness) messageIDs(turnID uuid.UUID) []string {
 // metric returns the value of the counter or gauge name with exactly these labels (0 if absent).
 func (h *harness) metric(name string, labels map[string]string) float64 {
 	h.t.Helper()
-	return reckontest.Metric(h.t, h.metrics, name, labels)
+	return testkit.Metric(h.t, h.metrics, name, labels)
 }
 
 // refundSpec is a refund effect at journal position (decision, 0) of the turn.

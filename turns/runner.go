@@ -14,6 +14,7 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/txn"
 )
 
@@ -133,7 +134,7 @@ func (c *Client) open(ctx context.Context, lock *Lock, respectWindow bool) (dbsq
 		}
 		acc, err := q.TurnGetAccumulating(ctx, sessionKey)
 		hasAcc := err == nil
-		if err != nil && !isNoRows(err) {
+		if err != nil && !postgres.NoRows(err) {
 			return fmt.Errorf("read accumulating turn: %w", err)
 		}
 		orphans, err := q.TurnListInFlight(ctx, sessionKey)

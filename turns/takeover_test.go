@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -58,7 +58,7 @@ func TestTakeoverOfTurnJob(t *testing.T) {
 			holder.Wait(t, 10*time.Second)
 			require.Eventually(t, func() bool {
 				return h.count(`SELECT count(*) FROM reckon_reactors WHERE dead_at IS NOT NULL AND taken_over_by = $1`, h.ec.ID()) == 1
-			}, reckontest.TakeoverBound, 20*time.Millisecond, "the dead reactor's turn job was not taken over within %v", reckontest.TakeoverBound)
+			}, testkit.TakeoverBound, 20*time.Millisecond, "the dead reactor's turn job was not taken over within %v", testkit.TakeoverBound)
 			t.Logf("taken over %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
 
 			var done *turns.Record
@@ -70,7 +70,7 @@ func TestTakeoverOfTurnJob(t *testing.T) {
 					}
 				}
 				return false
-			}, reckontest.TakeoverBound+5*time.Second, 20*time.Millisecond, "the session's turn did not complete")
+			}, testkit.TakeoverBound+5*time.Second, 20*time.Millisecond, "the session's turn did not complete")
 			t.Logf("turn complete %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
 
 			got := h.messageIDs(done.ID)
@@ -85,7 +85,7 @@ func TestTakeoverOfTurnJob(t *testing.T) {
 			}
 			require.Equal(t, 1, h.count(`SELECT count(*) FROM app_notes`))
 			require.Eventually(t, func() bool { return h.bank.count(dead.Group.String()+"/d-0/bank.refund/0") == 1 }, 10*time.Second, 10*time.Millisecond)
-			reckontest.RequireNoRunningJobs(t, h.pool)
+			testkit.RequireNoRunningJobs(t, h.pool)
 			require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_turns WHERE session_key = $1 AND status = 'COMPLETE'`, session))
 			require.Equal(t, 0, h.count(`SELECT count(*) FROM reckon_turns WHERE session_key = $1 AND status IN ('ACCUMULATING', 'PROCESSING', 'COMMITTING')`, session))
 		})

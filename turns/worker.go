@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // turnArgs schedules the processing of one accumulating turn when its aggregation window closes.
@@ -86,7 +87,7 @@ func (w *turnWorker) Work(ctx context.Context, job *river.Job[turnArgs]) error {
 				return river.JobSnooze(due.DueAt.Sub(due.Now))
 			}
 		}
-	} else if isNoRows(err) {
+	} else if postgres.NoRows(err) {
 		return nil // absorbed into another turn
 	} else {
 		return err
@@ -117,7 +118,7 @@ func (w *turnWorker) Work(ctx context.Context, job *river.Job[turnArgs]) error {
 func (c *Client) retryUnfinished(ctx context.Context, next *uuid.UUID) (bool, error) {
 	for hops := 0; next != nil && hops < 1000; hops++ {
 		row, err := c.queries.TurnGet(ctx, *next)
-		if isNoRows(err) {
+		if postgres.NoRows(err) {
 			return false, nil
 		} else if err != nil {
 			return false, err

@@ -60,8 +60,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/reckonhq/reckon/cmd/internal/cli"
 	"github.com/reckonhq/reckon/db"
-	"github.com/reckonhq/reckon/internal/cli"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // scenarios in the order they run; allScenarios names them.
@@ -216,7 +217,7 @@ type bench struct {
 func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	b := &bench{o: o, out: out, admin: o.databaseURL, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	b.name = fmt.Sprintf("reckon_bench_%d", time.Now().Unix())
-	b.url = cli.WithDatabase(o.databaseURL, b.name)
+	b.url = postgres.WithDatabase(o.databaseURL, b.name)
 	b.progress("creating database %s", b.name)
 	if _, err := db.EnsureDatabase(ctx, b.url); err != nil {
 		return nil, err

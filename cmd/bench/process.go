@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/cli"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // runReactorProcess is `bench reactor`: a reactor process with the bench connectors, which
@@ -42,7 +42,7 @@ func runReactorProcess(ctx context.Context, args []string) int {
 			fmt.Printf("spans %d\n", counter.spans.Load())
 		}()
 	}
-	pool, err := cli.OpenPool(ctx, *databaseURL, 0)
+	pool, err := postgres.OpenPool(ctx, *databaseURL, 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -15,8 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/reckonhq/reckon/internal/cli"
-	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/cmd/internal/cli"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 type config struct {

@@ -23,7 +23,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/reckonhq/reckon/internal/cli"
+	"github.com/reckonhq/reckon/cmd/internal/cli"
 )
 
 func main() {

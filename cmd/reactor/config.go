@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/reckonhq/reckon/cmd/internal/cli"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/cli"
 	"github.com/reckonhq/reckon/turns/httpturn"
 )
 

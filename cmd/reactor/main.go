@@ -55,13 +55,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/reckonhq/reckon/cmd/internal/cli"
+	"github.com/reckonhq/reckon/cmd/internal/health"
+	"github.com/reckonhq/reckon/cmd/internal/telemetry"
+	"github.com/reckonhq/reckon/cmd/internal/version"
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/events"
-	"github.com/reckonhq/reckon/internal/cli"
-	"github.com/reckonhq/reckon/internal/health"
-	"github.com/reckonhq/reckon/internal/telemetry"
-	"github.com/reckonhq/reckon/internal/version"
 	"github.com/reckonhq/reckon/retention"
 )
 

@@ -20,10 +20,10 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -110,7 +110,7 @@ func (f *fixture) startReactor(extra ...string) *proctest.Process {
 
 func (f *fixture) wait(effect *effects.Effect) *effects.Effect {
 	f.t.Helper()
-	return reckontest.Wait(f.t, f.client, effect.ID, 60*time.Second)
+	return testkit.Wait(f.t, f.client, effect.ID, 60*time.Second)
 }
 
 // path is the states the effect went through, in order, its insert included.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestReactorRetentionConfig: a retention flag or variable out of range is refused with exit status
@@ -62,13 +62,13 @@ func TestReactorRunsRetention(t *testing.T) {
 	require.NotContains(t, metrics(idle), "reckon_retention_runs_total", "no retention job")
 	idle.Signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, idle.Wait(t, 30*time.Second))
-	require.Zero(t, reckontest.Count(t, f.pool, `SELECT count(*) FROM reckon_retention_runs`))
+	require.Zero(t, testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_retention_runs`))
 
 	p := f.startReactor("-id", "pruner", "-retention-interval", "1h", "-retention-batch", "7")
 	require.Eventually(t, func() bool {
-		return reckontest.Count(t, f.pool, `SELECT count(*) FROM reckon_retention_runs WHERE actor = 'retention:pruner' AND finished_at IS NOT NULL AND error IS NULL`) == 1
+		return testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_retention_runs WHERE actor = 'retention:pruner' AND finished_at IS NOT NULL AND error IS NULL`) == 1
 	}, 30*time.Second, 20*time.Millisecond, p.Stderr())
-	require.Zero(t, reckontest.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'old-%'`))
+	require.Zero(t, testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'old-%'`))
 	body := metrics(p)
 	require.Contains(t, body, `reckon_retention_rows_pruned_total{table="reckon_effects"} 30`)
 	require.Contains(t, body, `reckon_retention_runs_total{result="ok"} 1`)

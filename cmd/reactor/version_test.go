@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestVersion: `reactor version` and `reactor -version` print one line naming the Go version that

@@ -12,10 +12,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 type apiClient struct {
@@ -38,7 +38,7 @@ func (a apiAnswer) code() string {
 
 func (c apiClient) do(method, path, token, body string, headers ...string) apiAnswer {
 	c.t.Helper()
-	resp, raw := reckontest.Do(c.t, method, c.base+path, token, body, headers...)
+	resp, raw := testkit.Do(c.t, method, c.base+path, token, body, headers...)
 	answer := apiAnswer{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
 	require.NoError(c.t, json.Unmarshal(raw, &answer.body), "%s %s answered non-JSON: %s", method, path, raw)
 	return answer
@@ -57,7 +57,7 @@ func TestAPIThroughBinaries(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
 	ctx := context.Background()
-	count := func(sql string, args ...any) int { return reckontest.Count(t, pool, sql, args...) }
+	count := func(sql string, args ...any) int { return testkit.Count(t, pool, sql, args...) }
 
 	for _, tenant := range []string{"acme", "globex"} {
 		res := proctest.Run(t, env, server, "tenants", "create", tenant, "-name", strings.ToUpper(tenant))

@@ -13,14 +13,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/cmd/internal/cli"
+	"github.com/reckonhq/reckon/cmd/internal/health"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/events"
-	"github.com/reckonhq/reckon/internal/cli"
-	"github.com/reckonhq/reckon/internal/health"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // commonFlags are the flags of serve and of every command.
@@ -46,11 +47,11 @@ func (c *commonFlags) logger() (*slog.Logger, error) {
 	return logger, nil
 }
 
-// withPool opens a pool of -database-url (maxConns as for cli.OpenPool), checks that the database
+// withPool opens a pool of -database-url (maxConns as for postgres.OpenPool), checks that the database
 // has every migration this binary knows (else an error saying to run `server migrate up`), calls fn
 // with it and closes it.
 func (c *commonFlags) withPool(ctx context.Context, maxConns int, fn func(context.Context, *pgxpool.Pool) error) error {
-	pool, err := cli.OpenPool(ctx, c.databaseURL, maxConns)
+	pool, err := postgres.OpenPool(ctx, c.databaseURL, maxConns)
 	if err != nil {
 		return err
 	}

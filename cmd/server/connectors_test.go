@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestConnectorsCLI drives `server connectors put|list|delete` through the real binary: flags and
@@ -119,11 +119,11 @@ func TestConnectorsCLI(t *testing.T) {
 
 	// Every change made with the CLI is in the audit trail, by "cli:{OS user}"; a refused one
 	// (the second delete) is not.
-	require.Equal(t, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_definition_changes WHERE kind = 'connector'`),
-		reckontest.Count(t, pool, `SELECT count(*) FROM reckon_definition_changes WHERE kind = 'connector' AND actor LIKE 'cli%' AND token_id IS NULL`))
-	require.Equal(t, 1, reckontest.Count(t, pool,
+	require.Equal(t, testkit.Count(t, pool, `SELECT count(*) FROM reckon_definition_changes WHERE kind = 'connector'`),
+		testkit.Count(t, pool, `SELECT count(*) FROM reckon_definition_changes WHERE kind = 'connector' AND actor LIKE 'cli%' AND token_id IS NULL`))
+	require.Equal(t, 1, testkit.Count(t, pool,
 		`SELECT count(*) FROM reckon_definition_changes WHERE name = 'bank.refund' AND action = 'delete' AND definition IS NULL`))
-	require.Equal(t, 1, reckontest.Count(t, pool,
+	require.Equal(t, 1, testkit.Count(t, pool,
 		`SELECT count(*) FROM reckon_definition_changes WHERE name = 'bank.wire' AND action = 'create' AND definition->>'dispatch_url' <> ''`))
 	res = proctest.Run(t, env, server, "connectors", "frobnicate")
 	require.Equal(t, 2, res.ExitCode)

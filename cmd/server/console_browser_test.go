@@ -20,10 +20,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // consoleTab is one signed-in (or signing-in) browser tab on the console.
@@ -272,7 +272,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		return state
 	}
 	transitions := func(key string) int {
-		return reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions WHERE effect_id = $1`, ids[key])
+		return testkit.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions WHERE effect_id = $1`, ids[key])
 	}
 	require.Eventually(t, func() bool {
 		for _, w := range wires {

@@ -10,7 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestConsoleLimitsInBrowser drives a connector's limits in headless Chromium against the real

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // runEffectsCLI runs `server effects ARGS` in this process against pool's database.
@@ -114,7 +114,7 @@ func TestEffectsCLI(t *testing.T) {
 	code, out, errOut = runEffectsCLI(t, pool, "resolve", stuck[0].String(), "-to", "CONFIRMED", "-reason", "bank confirmed by phone", "-actor", "ann")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "resolved effect "+stuck[0].String()+" CONFIRMED")
-	require.Equal(t, 1, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions
+	require.Equal(t, 1, testkit.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions
 		WHERE effect_id = $1 AND actor = 'operator:ann' AND reason = 'bank confirmed by phone' AND to_state = 'CONFIRMED'`, stuck[0]))
 
 	// Bulk: the dry run lists and changes nothing; -yes resolves.
@@ -186,7 +186,7 @@ func TestEffectsCLIBadInput(t *testing.T) {
 		require.Contains(t, errOut, tc.want, fmt.Sprintf("%q", tc.args))
 	}
 	require.Equal(t, "STUCK", effectState(t, pool, uuid.MustParse(id)))
-	require.Equal(t, 0, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions WHERE actor LIKE 'operator:%'`))
+	require.Equal(t, 0, testkit.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions WHERE actor LIKE 'operator:%'`))
 }
 
 // TestEffectsCLIConfirmation: confirm and decline an effect awaiting its confirmation, recorded as

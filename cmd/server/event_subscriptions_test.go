@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/events"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestEventSubscriptionsCLI drives `server events subscriptions create|list|pause|resume|delete`

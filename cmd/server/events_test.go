@@ -18,7 +18,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/ssetest"
 	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // eventWait bounds the wait for one event: readers wait for every transaction older than the

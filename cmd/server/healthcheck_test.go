@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestHealthcheck: `server healthcheck URL` exits 0 on a 2xx answer and 1 on anything else — an

@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // The operator's kit (docs/operations.md, "Dashboards and alerts"), relative to this package.

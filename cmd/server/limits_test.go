@@ -12,9 +12,9 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestConnectorLimitCLI drives `server connectors limit show|set|clear|reset` through the real
@@ -28,7 +28,7 @@ func TestConnectorLimitCLI(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
 	ctx := context.Background()
-	client := reckontest.NewClient(t, pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+	client := testkit.NewClient(t, pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
 	run := func(wantExit int, args ...string) proctest.Result {
 		t.Helper()
 		res := proctest.Run(t, env, server, append([]string{"connectors", "limit"}, args...)...)

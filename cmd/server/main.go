@@ -48,6 +48,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/cmd/internal/cli"
+	"github.com/reckonhq/reckon/cmd/internal/health"
+	"github.com/reckonhq/reckon/cmd/internal/telemetry"
+	"github.com/reckonhq/reckon/cmd/internal/version"
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/console"
 	"github.com/reckonhq/reckon/cmd/server/internal/httpobs"
@@ -56,10 +60,6 @@ import (
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/events"
-	"github.com/reckonhq/reckon/internal/cli"
-	"github.com/reckonhq/reckon/internal/health"
-	"github.com/reckonhq/reckon/internal/telemetry"
-	"github.com/reckonhq/reckon/internal/version"
 	"github.com/reckonhq/reckon/saga"
 )
 

@@ -14,8 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/postgres"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -158,7 +159,7 @@ func TestMigrateCreatesDatabase(t *testing.T) {
 	server := proctest.Binary(t, "server")
 	existing := pgtest.NewEmptyDB(t)
 	name := existing.Config().ConnConfig.Database + "_created"
-	url := pgtest.WithDatabase(existing.Config().ConnString(), name)
+	url := postgres.WithDatabase(existing.Config().ConnString(), name)
 	t.Cleanup(func() {
 		_, err := existing.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 		require.NoError(t, err)

@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestRequestIDsAndMetrics drives the server binary: every answer (API, console, health) carries
@@ -29,14 +29,14 @@ func TestRequestIDsAndMetrics(t *testing.T) {
 	srv := proctest.Start(t, []string{"DATABASE_URL=" + pool.Config().ConnString()}, server, "-addr", "127.0.0.1:0")
 	base := "http://" + srv.Addr(t)
 
-	resp, _ := reckontest.Do(t, "GET", base+"/healthz", "", "", "X-Request-Id", "client-7")
+	resp, _ := testkit.Do(t, "GET", base+"/healthz", "", "", "X-Request-Id", "client-7")
 	require.Equal(t, "client-7", resp.Header.Get("X-Request-Id"))
-	resp, _ = reckontest.Do(t, "GET", base+"/console/sign-in", "", "", "X-Request-Id", "caf\xc3\xa9")
+	resp, _ = testkit.Do(t, "GET", base+"/console/sign-in", "", "", "X-Request-Id", "caf\xc3\xa9")
 	_, err := uuid.Parse(resp.Header.Get("X-Request-Id"))
 	require.NoError(t, err, "a non-ASCII id is replaced by a generated one")
 
 	for _, path := range []string{"/v1/effects/6b0f0a59-0000-4000-8000-000000000000", "/v1/nowhere", "/v1/effects/6b0f0a59-0000-4000-8000-000000000001"} {
-		resp, raw := reckontest.Do(t, "GET", base+path, "", "")
+		resp, raw := testkit.Do(t, "GET", base+path, "", "")
 		id := resp.Header.Get("X-Request-Id")
 		_, err := uuid.Parse(id)
 		require.NoError(t, err, "generated when the client sends none")
@@ -48,7 +48,7 @@ func TestRequestIDsAndMetrics(t *testing.T) {
 		require.NoError(t, json.Unmarshal(raw, &body), string(raw))
 		require.Equal(t, id, body.Error.RequestID, "the error body names the request: %s", raw)
 	}
-	reckontest.Do(t, "GET", base+"/no/such/page", "", "")
+	testkit.Do(t, "GET", base+"/no/such/page", "", "")
 
 	code, metrics := get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code)
@@ -86,7 +86,7 @@ func TestInternalErrorNamesRequest(t *testing.T) {
 
 	_, err := pool.Exec(t.Context(), `ALTER TABLE reckon_runs RENAME TO reckon_runs_elsewhere`)
 	require.NoError(t, err)
-	resp, raw := reckontest.Do(t, "GET", base+"/v1/runs/order-1", token, "", "X-Request-Id", "support-ticket-42")
+	resp, raw := testkit.Do(t, "GET", base+"/v1/runs/order-1", token, "", "X-Request-Id", "support-ticket-42")
 	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, string(raw))
 	require.Equal(t, "support-ticket-42", resp.Header.Get("X-Request-Id"))
 	var body struct {

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestOperatorsCLI drives `server operators` through the real binary: add prints the token alone
@@ -49,7 +49,7 @@ func TestOperatorsCLI(t *testing.T) {
 	require.Equal(t, 1, res.ExitCode, res.Stderr)
 	require.Empty(t, res.Stdout)
 	require.Contains(t, res.Stderr, "an operator with this name exists: bob")
-	require.Equal(t, 2, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_operators`))
+	require.Equal(t, 2, testkit.Count(t, pool, `SELECT count(*) FROM reckon_operators`))
 
 	res = proctest.Run(t, env, server, "operators", "list")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)

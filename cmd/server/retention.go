@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/reckonhq/reckon/internal/cli"
+	"github.com/reckonhq/reckon/cmd/internal/cli"
 	"github.com/reckonhq/reckon/retention"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/db"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -34,7 +34,7 @@ func TestRetentionCLI(t *testing.T) {
 	      SELECT gen_random_uuid(), 'acme', 'bank.wire', 'old-' || g, 'idempotent', 'test', 'seeded' FROM generate_series(1, 5) g`)
 	exec(`UPDATE reckon_effects SET state = 'CONFIRMED', transition_actor = 'test', transition_reason = 'settled'`)
 	exec(`UPDATE reckon_effects SET updated_at = now() - interval '40 days'`)
-	count := func() int { return reckontest.Count(t, pool, `SELECT count(*) FROM reckon_effects`) }
+	count := func() int { return testkit.Count(t, pool, `SELECT count(*) FROM reckon_effects`) }
 
 	res := proctest.Run(t, env, server, "retention", "status")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
@@ -73,7 +73,7 @@ func TestRetentionCLI(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &report))
 	require.EqualValues(t, 5, report.Removed[retention.TableEffects])
 	require.Zero(t, count())
-	require.Equal(t, 1, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_retention_runs WHERE actor LIKE 'cli:%' AND NOT dry_run AND finished_at IS NOT NULL`))
+	require.Equal(t, 1, testkit.Count(t, pool, `SELECT count(*) FROM reckon_retention_runs WHERE actor LIKE 'cli:%' AND NOT dry_run AND finished_at IS NOT NULL`))
 	res = proctest.Run(t, env, server, "retention", "status")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	require.Contains(t, res.Stdout, "5 rows, 0 partitions")
@@ -97,7 +97,7 @@ func TestRetentionCLI(t *testing.T) {
 	res = proctest.Run(t, env, server, "retention", "partitions", "-period", "day", "-premake", "240h")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	require.Contains(t, res.Stdout, "period month → day, premake 1488h0m0s → 240h0m0s")
-	require.Equal(t, 1, reckontest.Count(t, pool, `SELECT count(*) FROM reckon_audit_settings WHERE period = 'day' AND premake = interval '240 hours'`))
+	require.Equal(t, 1, testkit.Count(t, pool, `SELECT count(*) FROM reckon_audit_settings WHERE period = 'day' AND premake = interval '240 hours'`))
 }
 
 // TestRetentionCLIInput: bad input is refused with exit status 2, naming the flag, before the

@@ -19,11 +19,11 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/fakejobs"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/fakejobs"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
 )
@@ -287,9 +287,9 @@ func newOpsFixture(t *testing.T) *opsFixture {
 	require.NoError(t, err)
 	sagas, err := saga.NewClient(pool, &saga.Config{OnUnknownDefinition: sagadef.Load})
 	require.NoError(t, err)
-	config := reckontest.FastConfig(registry)
+	config := testkit.FastConfig(registry)
 	config.Plugins = []effects.Plugin{sagas}
-	client := reckontest.NewClient(t, pool, config)
+	client := testkit.NewClient(t, pool, config)
 	return &opsFixture{pool: pool, env: []string{"DATABASE_URL=" + pool.Config().ConnString()}, effects: client, sagas: sagas}
 }
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // turnEndpoint is a team's HTTP turn handler on 127.0.0.1: it records the turns it gets; the

@@ -14,9 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // Through the binaries and the HTTP API only: six sessions get bursts of messages while one of
@@ -107,7 +107,7 @@ func TestSessionsSurviveReactorKills(t *testing.T) {
 		time.Sleep(time.Until(roundStart.Add(4 * time.Second)))
 	}
 
-	count := func(sql string, args ...any) int { return reckontest.Count(t, pool, sql, args...) }
+	count := func(sql string, args ...any) int { return testkit.Count(t, pool, sql, args...) }
 	require.Eventually(t, func() bool {
 		return count(`SELECT count(*) FROM reckon_messages m JOIN reckon_turns t ON t.id = m.turn_id WHERE t.status = 'COMPLETE'`) == posted
 	}, 20*time.Second, 50*time.Millisecond, "every message in a COMPLETE turn")
@@ -115,7 +115,7 @@ func TestSessionsSurviveReactorKills(t *testing.T) {
 		posted, time.Since(lastKill).Round(time.Millisecond), handled,
 		count(`SELECT count(*) FROM reckon_reactors WHERE dead_at IS NOT NULL`), count(`SELECT coalesce(sum(jobs_taken_over), 0) FROM reckon_reactors`))
 	require.Equal(t, 0, count(`SELECT count(*) FROM reckon_turns WHERE status IN ('ACCUMULATING', 'PROCESSING', 'COMMITTING')`))
-	reckontest.RequireNoRunningJobs(t, pool)
+	testkit.RequireNoRunningJobs(t, pool)
 	mu.Lock()
 	require.Empty(t, overlaps, "two turns of a session at once")
 	mu.Unlock()

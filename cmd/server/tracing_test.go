@@ -15,11 +15,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/otlptest"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/proctest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/otlptest"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // tracedBank is the fake bank behind a server of its own that records the traceparent header of
@@ -85,7 +85,7 @@ func startTracedStack(t *testing.T, tracing []string) (*tracedStack, func(sql st
 		"status_check_limit":3,"backoff_initial_ms":20,"backoff_max_ms":200}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	require.Eventually(t, func() bool { return s.reactor.Logged("http connector added") }, 30*time.Second, 20*time.Millisecond)
-	return s, func(sql string, args ...any) int { return reckontest.Count(t, pool, sql, args...) }
+	return s, func(sql string, args ...any) int { return testkit.Count(t, pool, sql, args...) }
 }
 
 // enqueueTraced posts an effect of bank.wire with key inside a client span of the test process's

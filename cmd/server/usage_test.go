@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/proctest"
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestHelp: `server -h` and `server help` list every command; every command and every action has

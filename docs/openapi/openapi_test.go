@@ -9,7 +9,7 @@ import (
 
 	"github.com/reckonhq/reckon/docs/openapi"
 	"github.com/reckonhq/reckon/events"
-	"github.com/reckonhq/reckon/internal/openapitest"
+	"github.com/reckonhq/reckon/internal/testkit/openapitest"
 	"github.com/reckonhq/reckon/turns/httpturn"
 )
 

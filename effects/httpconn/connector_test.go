@@ -17,7 +17,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/openapitest"
+	"github.com/reckonhq/reckon/internal/testkit/openapitest"
 )
 
 // recorded is one request an upstream received.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/pgtest"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // An HTTP connector: the endpoint speaks the wire protocol, the definition is stored, Sync loads

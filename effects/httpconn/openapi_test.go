@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/reckonhq/reckon/docs/openapi"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/openapitest"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/openapitest"
 )
 
 // The connector wire protocol's OpenAPI document (docs/openapi/connector.json) is held to the
@@ -38,7 +38,7 @@ func webhookOf(r *http.Request) string {
 	return ""
 }
 
-// newBank serves a fake bank (internal/fakebank) whose exchanges are held to the connector
+// newBank serves a fake bank (internal/testkit/fakebank) whose exchanges are held to the connector
 // document, until the test ends.
 func newBank(t *testing.T) *fakebank.Bank {
 	t.Helper()

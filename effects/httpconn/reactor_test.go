@@ -10,9 +10,9 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // states returns the states an effect went through, in order, the insert included.
@@ -52,9 +52,9 @@ func TestReactorWithHTTPConnector(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"bank.wire"}, res.Added)
 
-	config := reckontest.FastConfig(registry)
+	config := testkit.FastConfig(registry)
 	config.Workers = 10
-	client := reckontest.NewClient(t, pool, config)
+	client := testkit.NewClient(t, pool, config)
 	require.NoError(t, client.Start(ctx))
 
 	cases := []struct {

@@ -2,14 +2,12 @@ package httpconn
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Put validates def (Definition.Validate) and stores it with its defaults applied, replacing the
@@ -58,7 +56,7 @@ func Put(ctx context.Context, db effects.DBTX, def Definition) (Definition, bool
 // Get returns the stored connector name, or ErrNotFound.
 func Get(ctx context.Context, db effects.DBTX, name string) (Definition, error) {
 	row, err := dbsqlc.New(db).ConnectorGet(ctx, name)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if postgres.NoRows(err) {
 		return Definition{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	if err != nil {
@@ -94,7 +92,7 @@ func Delete(ctx context.Context, db effects.DBTX, name string) error {
 	if unresolved > 0 {
 		return fmt.Errorf("%w: %q has %d PENDING or UNKNOWN effects; let them settle (or resolve them) first", ErrInUse, name, unresolved)
 	}
-	if _, err := queries.ConnectorDelete(ctx, name); errors.Is(err, pgx.ErrNoRows) {
+	if _, err := queries.ConnectorDelete(ctx, name); postgres.NoRows(err) {
 		return fmt.Errorf("%w: %q", ErrNotFound, name)
 	} else if err != nil {
 		return fmt.Errorf("httpconn: delete connector %q: %w", name, err)

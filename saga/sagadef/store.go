@@ -3,13 +3,11 @@ package sagadef
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Put validates def (Validate with registry; nil checks the form only) and stores it. It returns
@@ -33,7 +31,7 @@ func Put(ctx context.Context, db effects.DBTX, def Definition, registry *effects
 		stored, err := fromRow(row)
 		return stored, true, err
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if !postgres.NoRows(err) {
 		return Definition{}, false, fmt.Errorf("sagadef: store %q: %w", def.Name, err)
 	}
 	stored, err := Get(ctx, db, def.Name)
@@ -49,7 +47,7 @@ func Put(ctx context.Context, db effects.DBTX, def Definition, registry *effects
 // Get returns the stored definition of that name, or ErrNotFound.
 func Get(ctx context.Context, db effects.DBTX, name string) (Definition, error) {
 	row, err := dbsqlc.New(db).SagaDefinitionGet(ctx, name)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if postgres.NoRows(err) {
 		return Definition{}, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	if err != nil {

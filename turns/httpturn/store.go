@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Per-tenant turn handlers, stored in reckon_turn_handlers (migration 0009) and managed with
@@ -81,7 +81,7 @@ func Put(ctx context.Context, db effects.DBTX, tenant string, target Target) (St
 // Get returns the tenant's stored turn handler, or ErrNotFound.
 func Get(ctx context.Context, db effects.DBTX, tenant string) (Stored, error) {
 	row, err := dbsqlc.New(db).TurnHandlerGet(ctx, tenant)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if postgres.NoRows(err) {
 		return Stored{}, fmt.Errorf("%w: %q", ErrNotFound, tenant)
 	}
 	if err != nil {

@@ -17,8 +17,8 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // asyncEndpoints are the endpoints of an HTTP connector for a job that finishes later: dispatch
@@ -65,11 +65,11 @@ func (e *asyncEndpoints) cancelled(id uuid.UUID) int {
 func setupHTTPAsync(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, pool: pgtest.NewDB(t)}
-	h.client = reckontest.NewClient(t, h.pool, &effects.Config{
+	h.client = testkit.NewClient(t, h.pool, &effects.Config{
 		Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler), AsyncTimeout: 45 * time.Second,
 		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond,
 	})
-	reckontest.Start(t, h.client)
+	testkit.Start(t, h.client)
 	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client})
 	return h
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // TestAuditRecipes runs the recipes of docs/audit.md against effects in known states: each answers
@@ -112,7 +112,7 @@ SELECT at, coalesce(from_state::text, '(new)') AS from_state, to_state, actor, r
 FROM reckon_audit_transitions
 WHERE effect_id = $1
 ORDER BY id;`, foggy))
-	require.Equal(t, 3, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_audit_transitions t WHERE t.tenant_id = 'acme' AND t.idempotency_key = 'wire-2'`))
+	require.Equal(t, 3, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_audit_transitions t WHERE t.tenant_id = 'acme' AND t.idempotency_key = 'wire-2'`))
 
 	// The operator's decision shows up as such.
 	_, err := h.client.Resolve(ctx, foggy, effects.Resolution{To: effects.StateConfirmed, Actor: "alice", Reason: "bank statement"}, nil)

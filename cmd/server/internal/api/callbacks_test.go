@@ -13,19 +13,19 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakejobs"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakejobs"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // setupRunning is an API server whose effects client dispatches once the caller has registered
-// its connectors in the returned registry and started it (reckontest.Start), with a fake async
+// its connectors in the returned registry and started it (testkit.Start), with a fake async
 // upstream for those connectors to call.
 func setupRunning(t *testing.T) (*harness, *effects.Registry, *fakejobs.Upstream) {
 	t.Helper()
 	h := &harness{t: t, pool: pgtest.NewDB(t)}
 	registry := effects.NewRegistry()
-	h.client = reckontest.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
+	h.client = testkit.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
 		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond})
 	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client})
 	return h, registry, fakejobs.New(t)
@@ -39,7 +39,7 @@ func setupAsync(t *testing.T) (*harness, *fakejobs.Upstream) {
 	require.NoError(t, registry.Register(fakejobs.ConnectorOptions{
 		BaseURL: up.URL(), CallbackURL: "http://127.0.0.1:1/unused", AsyncTimeout: time.Hour, Timeout: 2 * time.Second,
 	}.Connector()))
-	reckontest.Start(t, h.client)
+	testkit.Start(t, h.client)
 	return h, up
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // TestConnectorsAndDispatch: a system token defines an HTTP connector over the API (an unsafe

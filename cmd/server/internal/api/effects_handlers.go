@@ -14,6 +14,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Field limits of requests.
@@ -380,7 +381,7 @@ func (s *Server) resolveEffect(ctx context.Context, tx pgx.Tx, call *Call) (int,
 	// Read through the request's transaction: it holds this request's connection, and asking the
 	// pool for a second one while holding it can deadlock a busy server.
 	row, err := dbsqlc.New(tx).EffectGetByID(ctx, id)
-	if isNoRows(err) || (err == nil && row.TenantID != call.Tenant()) {
+	if postgres.NoRows(err) || (err == nil && row.TenantID != call.Tenant()) {
 		// Another tenant's effect is indistinguishable from a missing one.
 		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no effect %s", id)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -156,7 +155,3 @@ func databaseUnavailable(err error) bool {
 func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
 }
-
-// isNoRows reports whether a query found no row: the one place this package reads
-// pgx.ErrNoRows. What that means (not found, a replayed idempotency key) each caller says.
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

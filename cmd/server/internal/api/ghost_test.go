@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // atOnce sends the same request n times at once and returns the answers.
@@ -59,7 +59,7 @@ func TestDeduplicatedEnqueueOverHTTPRecordsNothing(t *testing.T) {
 		require.Equal(t, map[string]int{"w-1": 0, "w-2": 1}[key], created, "key %s", key)
 	}
 
-	require.Equal(t, 2, reckontest.RequireRecordedOnce(t, h.pool))
+	require.Equal(t, 2, testkit.RequireRecordedOnce(t, h.pool))
 	shown := h.do("GET", "/v1/effects/"+first.effect(t).ID.String(), token, "")
 	require.Equal(t, http.StatusOK, shown.status)
 	require.Len(t, shown.effect(t).History, 1, "its history: the one insert")
@@ -91,9 +91,9 @@ func TestDeduplicatedSagaStartOverHTTPRecordsNothing(t *testing.T) {
 		require.Contains(t, []int{http.StatusCreated, http.StatusOK, http.StatusConflict}, a.status, "%s", a.body)
 	}
 
-	require.Equal(t, 2, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_sagas`))
-	require.Equal(t, 2, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_saga_transitions WHERE from_state IS NULL`))
-	require.Equal(t, 2, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_event_log WHERE type = 'saga.started'`))
-	require.Equal(t, 2, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_saga_steps WHERE idx = 0`))
-	require.GreaterOrEqual(t, reckontest.RequireRecordedOnce(t, h.pool), 2)
+	require.Equal(t, 2, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_sagas`))
+	require.Equal(t, 2, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_saga_transitions WHERE from_state IS NULL`))
+	require.Equal(t, 2, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_event_log WHERE type = 'saga.started'`))
+	require.Equal(t, 2, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_saga_steps WHERE idx = 0`))
+	require.GreaterOrEqual(t, testkit.RequireRecordedOnce(t, h.pool), 2)
 }

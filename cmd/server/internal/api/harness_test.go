@@ -17,10 +17,10 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/docs/openapi"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/openapitest"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
+	"github.com/reckonhq/reckon/internal/testkit/openapitest"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -41,7 +41,7 @@ func setup(t *testing.T, maxBody int64) *harness {
 	h := &harness{t: t, pool: pgtest.NewDB(t), bank: fakebank.New(t)}
 	registry := effects.NewRegistry()
 	require.NoError(t, registry.Register(fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true}.Connector()))
-	h.client = reckontest.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
+	h.client = testkit.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
 	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client, MaxBodyBytes: maxBody})
 	return h
 }
@@ -125,7 +125,7 @@ type effectBody struct {
 // do sends a request; headers are name, value pairs. A body is sent as application/json.
 func (h *harness) do(method, path, token, body string, headers ...string) response {
 	h.t.Helper()
-	resp, raw := reckontest.Do(h.t, method, h.url+path, token, body, headers...)
+	resp, raw := testkit.Do(h.t, method, h.url+path, token, body, headers...)
 	require.Equal(h.t, "application/json", resp.Header.Get("Content-Type"), "%s %s: %s", method, path, raw)
 	return response{status: resp.StatusCode, header: resp.Header, body: raw}
 }
@@ -153,7 +153,7 @@ func (h *harness) rows() map[string]int {
 		"pending":          `SELECT count(*) FROM reckon_effects WHERE state = 'PENDING'`,
 		"stuck":            `SELECT count(*) FROM reckon_effects WHERE state = 'STUCK'`,
 	} {
-		counts[name] = reckontest.Count(h.t, h.pool, sql)
+		counts[name] = testkit.Count(h.t, h.pool, sql)
 	}
 	return counts
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // Hostile input: text and JSON that Postgres cannot store. Every class goes to every field of
@@ -53,7 +53,7 @@ func tableRows(t *testing.T, h *harness) map[string]int {
 	require.Greater(t, len(tables), 10)
 	counts := map[string]int{}
 	for _, table := range tables {
-		counts[table] = reckontest.Count(t, h.pool, `SELECT count(*) FROM `+table)
+		counts[table] = testkit.Count(t, h.pool, `SELECT count(*) FROM `+table)
 	}
 	return counts
 }
@@ -250,5 +250,5 @@ func TestBodiesShareTheInFlightBudget(t *testing.T) {
 	code, err := send("big-3", 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, code)
-	require.Equal(t, 2, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'big-%'`))
+	require.Equal(t, 2, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'big-%'`))
 }

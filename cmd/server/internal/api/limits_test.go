@@ -12,7 +12,7 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // decodeOK decodes a 200 answer as T.
@@ -56,7 +56,7 @@ func TestLimits(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, r.status, "%s %s: %s", req.method, req.path, r.body)
 		require.Contains(t, string(r.body), "connector limits are shared by every tenant")
 	}
-	require.Zero(t, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_connector_limits`))
+	require.Zero(t, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_connector_limits`))
 
 	// Set: the defaults are filled in, the actor is the token's.
 	r = h.do("PUT", path, system, `{"rate":20,"max_in_flight":5,"break_after":5,"reason":"bank slow: INC-42"}`, "Idempotency-Key", "limit-1")
@@ -117,7 +117,7 @@ func TestLimits(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
 	r = h.do("DELETE", path, system, "")
 	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
-	require.Zero(t, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_connector_limits`))
+	require.Zero(t, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_connector_limits`))
 }
 
 // TestLimitStatesByTenant: a tenant's token sees the limit keys shared by every tenant and its
@@ -207,7 +207,7 @@ func TestLimitInputIsRefusedNamingTheField(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", method, r.body)
 		require.Equal(t, "invalid_parameter", r.errorCode(t))
 	}
-	require.Zero(t, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_connector_limits`))
+	require.Zero(t, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_connector_limits`))
 
 	// The bounds themselves are accepted.
 	r := h.do("PUT", path, system, `{"rate":1000000,"per_ms":3600000,"burst":1000000,"max_in_flight":1000000,"break_after":1000000,"break_for_ms":3600000,"reason":"`+strings.Repeat("x", 2000)+`"}`)

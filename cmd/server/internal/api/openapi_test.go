@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/docs/openapi"
-	"github.com/reckonhq/reckon/internal/openapitest"
+	"github.com/reckonhq/reckon/internal/testkit/openapitest"
 )
 
 // The API's OpenAPI document (docs/openapi/api.json) is held to the server three ways: it is a

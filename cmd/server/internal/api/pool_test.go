@@ -16,8 +16,8 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // setupPool is setup with the server (and its effects client) on a pool of only conns
@@ -33,7 +33,7 @@ func setupPool(t *testing.T, conns int32, slots int) *harness {
 	t.Cleanup(small.Close)
 	registry := effects.NewRegistry()
 	require.NoError(t, registry.Register(fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true}.Connector()))
-	client := reckontest.NewClient(t, small, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
+	client := testkit.NewClient(t, small, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
 	h.serve(&api.Config{Pool: small, Effects: client, MaxConcurrentRequests: slots})
 	return h
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/reckonhq/reckon/events"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
+	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/txn"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
@@ -579,7 +580,7 @@ func (s *Server) mutateOnce(w http.ResponseWriter, r *http.Request, call *Call, 
 				TenantID: call.Tenant(), Key: idem.key, Method: r.Method, Path: r.URL.Path, RequestSha256: idem.requestHash,
 				TtlSeconds: s.config.IdempotencyTTL.Seconds(),
 			})
-			if isNoRows(err) {
+			if postgres.NoRows(err) {
 				return errKeyTaken
 			}
 			if err != nil {
@@ -648,7 +649,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, call *Call, fn acti
 		case err == nil && stored.Status != nil:
 			s.replay(w, r, call, idem)
 			return
-		case err != nil && !isNoRows(err):
+		case err != nil && !postgres.NoRows(err):
 			s.writeError(w, r, fmt.Errorf("read idempotency key: %w", err))
 			return
 		}
@@ -688,7 +689,7 @@ func (s *Server) storeResponse(ctx context.Context, r *http.Request, call *Call,
 			TenantID: call.Tenant(), Key: idem.key, Method: r.Method, Path: r.URL.Path, RequestSha256: idem.requestHash,
 			TtlSeconds: s.config.IdempotencyTTL.Seconds(),
 		})
-		if isNoRows(err) {
+		if postgres.NoRows(err) {
 			stored = false
 			return nil
 		}
@@ -714,7 +715,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, call *Call, idem
 	stored, err := dbsqlc.New(s.pool).IdempotencyKeyGet(r.Context(), dbsqlc.IdempotencyKeyGetParams{
 		TenantID: call.Tenant(), Key: key, TtlSeconds: s.config.IdempotencyTTL.Seconds(),
 	})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		// The key's TTL ended between its claim and this read: it is free now.
 		apiErr := errorf(http.StatusServiceUnavailable, codeUnavailable,
 			"Idempotency-Key %q expired while this request ran; send it again", key)

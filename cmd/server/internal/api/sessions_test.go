@@ -13,8 +13,8 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -28,7 +28,7 @@ func setupSessions(t *testing.T) (*harness, *turns.Client) {
 		Logger:  slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
-	h.client = reckontest.NewClient(t, h.pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Plugins: []effects.Plugin{tc}})
+	h.client = testkit.NewClient(t, h.pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Plugins: []effects.Plugin{tc}})
 	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client, Turns: tc})
 	return h, tc
 }

@@ -16,8 +16,8 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/internal/fakejobs"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakejobs"
 )
 
 // setupSigned is setupRunning with connectors of an upstream that
@@ -49,7 +49,7 @@ func setupSigned(t *testing.T) (*harness, *fakejobs.Upstream) {
 	} {
 		require.NoError(t, registry.Register(c))
 	}
-	reckontest.Start(t, h.client)
+	testkit.Start(t, h.client)
 	return h, up
 }
 
@@ -90,7 +90,7 @@ func (h *harness) signed(correlationID, effectID, signature, body string, header
 func (h *harness) signedRows() map[string]int {
 	h.t.Helper()
 	rows := h.rows()
-	rows["signatures"] = reckontest.Count(h.t, h.pool, `SELECT count(*) FROM reckon_callback_signatures`)
+	rows["signatures"] = testkit.Count(h.t, h.pool, `SELECT count(*) FROM reckon_callback_signatures`)
 	return rows
 }
 
@@ -125,10 +125,10 @@ func TestSignedCallback(t *testing.T) {
 	got := h.do("GET", "/v1/effects/"+viaGo.ID.String(), acme, "")
 	require.Equal(t, "CONFIRMED", got.effect(t).State)
 	require.JSONEq(t, `{"rows":7}`, string(mustField(t, got.body, "result")))
-	require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, reckontest.Path(t, h.client, viaGo.ID))
+	require.Equal(t, []string{">PENDING", "PENDING>CONFIRMED"}, testkit.Path(t, h.client, viaGo.ID))
 	got = h.do("GET", "/v1/effects/"+viaHTTP.ID.String(), acme, "")
 	require.Equal(t, "FAILED", got.effect(t).State)
-	require.Equal(t, 2, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_callback_signatures`), "each signature used once")
+	require.Equal(t, 2, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_callback_signatures`), "each signature used once")
 }
 
 // TestSignedCallbackRefused: a signature that is wrong, made for another effect, over another

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // TestTenantAdminsStayInTheirTenant: tenant acme's admin token cannot read, replace or delete
@@ -41,7 +41,7 @@ func TestTenantAdminsStayInTheirTenant(t *testing.T) {
 			"saga_definitions":   `SELECT count(*) FROM reckon_saga_definitions`,
 			"definition_changes": `SELECT count(*) FROM reckon_definition_changes`,
 		} {
-			counts[name] = reckontest.Count(t, h.pool, sql)
+			counts[name] = testkit.Count(t, h.pool, sql)
 		}
 		return counts
 	}
@@ -140,7 +140,7 @@ func TestTenantAdminsStayInTheirTenant(t *testing.T) {
 		_, err := h.pool.Exec(ctx, sql)
 		require.ErrorContains(t, err, "reckon_definition_changes is append-only", sql)
 	}
-	require.Equal(t, len(changes), reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_definition_changes`))
+	require.Equal(t, len(changes), testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_definition_changes`))
 }
 
 // TestSystemTokenRefusedOnTenantRoutes: a system token has no tenant, so every tenant-scoped route
@@ -159,7 +159,7 @@ func TestSystemTokenRefusedOnTenantRoutes(t *testing.T) {
 			"messages": `SELECT count(*) FROM reckon_messages`,
 			"runs":     `SELECT count(*) FROM reckon_runs`,
 		} {
-			counts[name] = reckontest.Count(t, h.pool, sql)
+			counts[name] = testkit.Count(t, h.pool, sql)
 		}
 		return counts
 	}

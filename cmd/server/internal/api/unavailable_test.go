@@ -16,8 +16,8 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/fakebank"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // A server whose Postgres goes away answers 503 database_unavailable with Retry-After — through
@@ -41,7 +41,7 @@ func TestDatabaseGoneIs503(t *testing.T) {
 	t.Cleanup(pool.Close)
 	registry := effects.NewRegistry()
 	require.NoError(t, registry.Register(fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true}.Connector()))
-	client := reckontest.NewClient(t, pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
+	client := testkit.NewClient(t, pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
 	h.serve(&api.Config{Pool: pool, Effects: client})
 
 	effect := h.enqueue(acme, "before-the-outage", 10)

@@ -21,7 +21,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/turns"
 )
@@ -403,7 +403,7 @@ func TestViewerCannotAct(t *testing.T) {
 	require.Equal(t, "STUCK", h.state(e.ID))
 	require.Equal(t, "PENDING", h.state(pending.ID))
 	require.Equal(t, before, h.transitions())
-	require.Equal(t, 0, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_runs WHERE cancelled_at IS NOT NULL`))
+	require.Equal(t, 0, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_runs WHERE cancelled_at IS NOT NULL`))
 	require.Equal(t, http.StatusOK, b.get("/console/overview").status, "still signed in, not revoked")
 }
 
@@ -464,7 +464,7 @@ func TestScopedOperator(t *testing.T) {
 	require.Equal(t, http.StatusOK, p.status, p.body)
 	require.Equal(t, "STUCK", h.state(theirs.ID))
 	require.Equal(t, before, h.transitions())
-	require.Equal(t, 0, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_runs WHERE cancelled_at IS NOT NULL`))
+	require.Equal(t, 0, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_runs WHERE cancelled_at IS NOT NULL`))
 }
 
 // Bulk resolve: the preview lists the STUCK effects the filter matches; the confirmation resolves

@@ -22,8 +22,8 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/turns"
 )
@@ -65,7 +65,7 @@ func setup(t *testing.T) *harness {
 		Dispatch:           func(context.Context, effects.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
 		ConfirmationPrompt: "Wire {amount} to {to}?",
 	}))
-	h.effects = reckontest.NewClient(t, h.pool, &effects.Config{
+	h.effects = testkit.NewClient(t, h.pool, &effects.Config{
 		Registry: registry, Logger: logger, Plugins: []effects.Plugin{h.turns, h.sagas}, FourEyes: true,
 	})
 	h.operators = operator.NewStore(h.pool)
@@ -137,7 +137,7 @@ func (h *harness) state(id uuid.UUID) string {
 
 func (h *harness) transitions() int {
 	h.t.Helper()
-	return reckontest.Count(h.t, h.pool, `SELECT count(*) FROM reckon_effect_transitions`)
+	return testkit.Count(h.t, h.pool, `SELECT count(*) FROM reckon_effect_transitions`)
 }
 
 // browser is a cookie-keeping client of the console that does not follow redirects.

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // pause pauses connector's key of tenant ("" for the shared key) for a minute, as an upstream's
@@ -78,7 +78,7 @@ func TestConnectorLimits(t *testing.T) {
 	}
 	require.Equal(t, "", h.limitRow("bank.wire"), "nothing set by bad input")
 	require.Equal(t, http.StatusNotFound, op.post("/console/connectors/no.such/limit", url.Values{"rate": {"5"}, "reason": {"r"}}).status)
-	require.Equal(t, 0, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_connector_limits`))
+	require.Equal(t, 0, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_connector_limits`))
 
 	p = op.post(page+"/limit", url.Values{"rate": {"20"}, "per": {"1m"}, "max_in_flight": {"4"}, "per_tenant": {"on"},
 		"break_after": {"5"}, "break_for": {"45s"}, "reason": {"the bank asked us to slow down"}})
@@ -135,7 +135,7 @@ func TestConnectorLimitsScoped(t *testing.T) {
 		require.Contains(t, p.body, "shared by every tenant", action)
 	}
 	require.Equal(t, "", h.limitRow("bank.wire"))
-	require.Equal(t, 2, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_limit_state WHERE paused_until > now()`))
+	require.Equal(t, 2, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_limit_state WHERE paused_until > now()`))
 
 	root := h.signedIn("root", operator.RoleAdmin)
 	require.Contains(t, root.get(page).body, "tenant globex", "what acme's operator must not see is there")

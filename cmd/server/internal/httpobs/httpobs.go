@@ -101,7 +101,7 @@ const AttrRequestID = attribute.Key("reckon.request_id")
 // Opts configures Handler's tracing. Nil, or a zero field, takes the default.
 type Opts struct {
 	// TracerProvider makes each request's server span. Default: the global provider
-	// (otel.GetTracerProvider), which records nothing until tracing is set up (internal/telemetry).
+	// (otel.GetTracerProvider), which records nothing until tracing is set up (cmd/internal/telemetry).
 	TracerProvider trace.TracerProvider
 	// Propagator reads the trace context a client sends (traceparent). Default: the global
 	// propagator (otel.GetTextMapPropagator), which reads nothing until tracing is set up.

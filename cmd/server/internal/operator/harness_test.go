@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -40,7 +40,7 @@ func (h *harness) add(name string, role operator.Role, tenants []string) (string
 // count runs a count(*) query.
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
-	return reckontest.Count(h.t, h.pool, sql, args...)
+	return testkit.Count(h.t, h.pool, sql, args...)
 }
 
 // exec runs a statement.

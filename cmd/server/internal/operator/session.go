@@ -3,14 +3,12 @@ package operator
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/reckonhq/reckon/cmd/server/internal/secret"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // Session is a console session of an operator.
@@ -69,7 +67,7 @@ func (s *Store) Session(ctx context.Context, id string) (*Session, error) {
 		return nil, ErrUnauthorized
 	}
 	row, err := dbsqlc.New(s.pool).OperatorSessionGet(ctx, secret.Hash(id))
-	if errors.Is(err, pgx.ErrNoRows) {
+	if postgres.NoRows(err) {
 		return nil, ErrUnauthorized
 	}
 	if err != nil {

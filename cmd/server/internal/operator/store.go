@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/secret"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/txn"
 )
 
@@ -52,7 +52,7 @@ func (s *Store) Add(ctx context.Context, name string, role Role, tenants []strin
 		ID: uuid.Must(uuid.NewV7()), Name: name, Role: string(role), Tenants: tenants,
 		Prefix: token.Prefix, TokenSha256: token.SHA256,
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if postgres.NoRows(err) {
 		return "", nil, fmt.Errorf("%w: %s (revoke it first to give the name to someone else)", ErrExists, name)
 	}
 	if err != nil {
@@ -94,7 +94,7 @@ func (s *Store) Revoke(ctx context.Context, name string) (*Operator, error) {
 		op = operatorFromRow(row)
 		return nil
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: no operator named %q that is not revoked", ErrNotFound, name)
 	}
 	if err != nil {
@@ -110,7 +110,7 @@ func (s *Store) Authenticate(ctx context.Context, token string) (*Operator, erro
 		return nil, ErrUnauthorized
 	}
 	row, err := dbsqlc.New(s.pool).OperatorAuthenticate(ctx, secret.Hash(token))
-	if errors.Is(err, pgx.ErrNoRows) {
+	if postgres.NoRows(err) {
 		return nil, ErrUnauthorized
 	}
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // walk lists every page of f and returns the effects in order.
@@ -141,8 +141,8 @@ func TestResolveAndCancelInScope(t *testing.T) {
 	require.ErrorIs(t, err, ops.ErrNotFound)
 	_, err = h.ops.Evidence(ctx, acme, other.ID)
 	require.ErrorIs(t, err, ops.ErrNotFound)
-	require.Equal(t, 0, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_effect_transitions WHERE actor LIKE 'operator:%'`))
-	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>STUCK"}, reckontest.Path(t, h.effects, other.ID))
+	require.Equal(t, 0, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_effect_transitions WHERE actor LIKE 'operator:%'`))
+	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>STUCK"}, testkit.Path(t, h.effects, other.ID))
 
 	// In scope: done, with the actor and reason in the trail.
 	resolved, err := h.ops.Resolve(ctx, acme, stuck.ID, effects.StateFailed, "cli:ann", "never sent: bank says so")
@@ -161,5 +161,5 @@ func TestResolveAndCancelInScope(t *testing.T) {
 	require.Equal(t, effects.StateFailed, cancelled.State)
 	_, err = h.ops.Cancel(ctx, acme, pending.ID, "console:bob", "again")
 	require.ErrorIs(t, err, effects.ErrNotCancellable)
-	require.Equal(t, 1, reckontest.Count(t, h.pool, `SELECT count(*) FROM reckon_effect_transitions WHERE effect_id = $1 AND actor = 'operator:console:bob'`, pending.ID))
+	require.Equal(t, 1, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_effect_transitions WHERE effect_id = $1 AND actor = 'operator:console:bob'`, pending.ID))
 }

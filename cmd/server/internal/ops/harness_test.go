@@ -12,8 +12,8 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/pgtest"
-	"github.com/reckonhq/reckon/internal/reckontest"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/turns"
 )
@@ -74,9 +74,9 @@ func newHarness(t *testing.T) *harness {
 	}})
 	turnsClient, err := turns.NewClient(pool, &turns.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	config := reckontest.FastConfig(registry)
+	config := testkit.FastConfig(registry)
 	config.Plugins = []effects.Plugin{sagas, turnsClient}
-	client := reckontest.NewClient(t, pool, config)
+	client := testkit.NewClient(t, pool, config)
 	return &harness{pool: pool, registry: registry, effects: client, sagas: sagas, turns: turnsClient,
 		ops: ops.New(pool, client, sagas, turnsClient)}
 }

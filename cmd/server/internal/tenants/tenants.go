@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/secret"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/ident"
+	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // TokenPrefix starts every API token.
@@ -36,9 +36,6 @@ var (
 	// token whose tenant is disabled.
 	ErrInvalidToken = errors.New("api: invalid or revoked token")
 )
-
-// isNoRows reports whether a query found no row: the one place this package reads pgx.ErrNoRows.
-func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 // Tenant is a row of reckon_tenants.
 type Tenant struct {
@@ -86,7 +83,7 @@ func Create(ctx context.Context, db dbsqlc.DBTX, id, name string) (*Tenant, erro
 		return nil, err
 	}
 	row, err := dbsqlc.New(db).TenantInsert(ctx, dbsqlc.TenantInsertParams{ID: id, Name: name})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrExists, id)
 	}
 	if err != nil {
@@ -112,7 +109,7 @@ func List(ctx context.Context, db dbsqlc.DBTX) ([]*Tenant, error) {
 // untouched) or enables it again. Errors: ErrNotFound.
 func SetDisabled(ctx context.Context, db dbsqlc.DBTX, id string, disabled bool) (*Tenant, error) {
 	row, err := dbsqlc.New(db).TenantSetDisabled(ctx, dbsqlc.TenantSetDisabledParams{ID: id, Disabled: disabled})
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
@@ -137,7 +134,7 @@ func CreateToken(ctx context.Context, db dbsqlc.DBTX, tenantID string, opts *Tok
 		opts = &TokenOpts{}
 	}
 	q := dbsqlc.New(db)
-	if _, err := q.TenantGet(ctx, tenantID); isNoRows(err) {
+	if _, err := q.TenantGet(ctx, tenantID); postgres.NoRows(err) {
 		return "", nil, fmt.Errorf("%w: %s (create it first)", ErrNotFound, tenantID)
 	} else if err != nil {
 		return "", nil, fmt.Errorf("api: read tenant %s: %w", tenantID, err)
@@ -204,7 +201,7 @@ func tokensFromRows(rows []dbsqlc.ReckonApiToken) []*Token {
 // ErrTokenNotFound.
 func RevokeToken(ctx context.Context, db dbsqlc.DBTX, id uuid.UUID) (*Token, error) {
 	row, err := dbsqlc.New(db).APITokenRevoke(ctx, id)
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, fmt.Errorf("%w: %s", ErrTokenNotFound, id)
 	}
 	if err != nil {
@@ -220,7 +217,7 @@ func Authenticate(ctx context.Context, db dbsqlc.DBTX, value string) (*Token, er
 		return nil, ErrInvalidToken
 	}
 	row, err := dbsqlc.New(db).APITokenAuthenticate(ctx, secret.Hash(value))
-	if isNoRows(err) {
+	if postgres.NoRows(err) {
 		return nil, ErrInvalidToken
 	}
 	if err != nil {
