@@ -98,11 +98,13 @@ func (f *fixture) enqueue(connector, key string, amount int) *effects.Effect {
 	return effect
 }
 
-// startReactor starts the reactor binary with quick polling, sweeping and connector syncing.
+// startReactor starts the reactor binary with quick polling, sweeping and connector syncing. Its
+// in-flight margin is 10 s: with 2 s, a race-built reactor on CI's loaded machine ran calls past
+// their job's timeout (500 ms + margin) and swept its own live effects to UNKNOWN.
 func (f *fixture) startReactor(extra ...string) *proctest.Process {
 	f.t.Helper()
 	args := append([]string{"-addr", "127.0.0.1:0", "-connector-sync-interval", "200ms", "-fetch-poll-interval", "50ms",
-		"-fetch-cooldown", "10ms", "-sweep-interval", "200ms", "-in-flight-margin", "2s"}, extra...)
+		"-fetch-cooldown", "10ms", "-sweep-interval", "200ms", "-in-flight-margin", "10s"}, extra...)
 	p := proctest.Start(f.t, f.env, proctest.Binary(f.t, "reactor"), args...)
 	p.Addr(f.t)
 	return p
