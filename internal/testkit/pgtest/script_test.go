@@ -55,7 +55,7 @@ exit 2`,
 	if localUp {
 		require.Contains(t, out, "FALLING BACK to the local Postgres")
 		// Everything but the timed tests, then those alone (scripts/test's timedTests).
-		require.Regexp(t, `go test -race -count=1 -timeout 15m -skip \^\(Test\w+(\|Test\w+)*\)\$ \./\.\.\. TEST_DATABASE_URL=`+regexp.QuoteMeta(LocalURL), out)
+		require.Regexp(t, `go test -race -count=1 -p 1 -timeout 15m -skip \^\(Test\w+(\|Test\w+)*\)\$ \./\.\.\. TEST_DATABASE_URL=`+regexp.QuoteMeta(LocalURL), out)
 		require.Regexp(t, `go test -race -count=1 -timeout 15m -run \^\(Test\w+(\|Test\w+)*\)\$ \./effects/ TEST_DATABASE_URL=`+regexp.QuoteMeta(LocalURL), out)
 	} else {
 		require.Contains(t, out, "NO DATABASE")
