@@ -279,19 +279,15 @@ func (w *deadlineWorker) deadline(ctx context.Context, span trace.Span, job *riv
 	return nil
 }
 
-// cancelUpstream calls the connector's Cancel under its timeout.
-func (c *Client) cancelUpstream(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) (err error) {
-	call := callOf(row)
-	secret, err := c.CallbackSecret(ctx, row.ID)
+// cancelUpstream calls the connector's Cancel.
+func (c *Client) cancelUpstream(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) error {
+	call, err := c.signedCallOf(ctx, row)
 	if err != nil {
 		return err
 	}
-	call.CallbackSecret = secret
-	callCtx, span := c.startCallSpan(ctx, spanConnectorCancel, row)
-	defer func() { endSpan(span, err) }()
-	callCtx, cancel := context.WithTimeout(callCtx, connector.Timeout)
-	defer cancel()
-	_, err = safeCall(func() (struct{}, error) { return struct{}{}, connector.Cancel(callCtx, call) })
+	_, _, err = callConnector(ctx, c, spanConnectorCancel, row, connector, call,
+		func(ctx context.Context, call Call) (struct{}, error) { return struct{}{}, connector.Cancel(ctx, call) },
+		func(span trace.Span, _ struct{}, err error) { recordError(span, err) })
 	return err
 }
 

@@ -186,8 +186,7 @@ func (c *Client) dispatchRow(ctx context.Context, span trace.Span, job *river.Jo
 		return river.JobSnooze(c.limitSnooze(g.wait))
 	}
 
-	out, elapsed := c.callDispatch(ctx, row, connector)
-	c.metrics.dispatchSeconds.WithLabelValues(row.Connector, string(out.kind)).Observe(elapsed.Seconds())
+	out := c.callDispatch(ctx, row, connector)
 	setOutcome(span, string(out.kind), out.kind.failed(), out.err)
 
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
@@ -309,35 +308,31 @@ func (c *Client) recordInterrupted(ctx context.Context, job *river.Job[dispatchA
 	return nil
 }
 
-// callDispatch calls the connector — Dispatch, or Compensate for a compensation — under its
-// timeout, and classifies the answer.
-func (c *Client) callDispatch(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) (outcome, time.Duration) {
-	call := callOf(row)
-	secret, err := c.CallbackSecret(ctx, row.ID)
-	if err != nil {
-		return classify(nil, Retryable(err)), 0 // nothing was called
-	}
-	call.CallbackSecret = secret
-	name := spanConnectorDispatch
-	if row.CompensatesID != nil {
-		name = spanConnectorCompensate
-	}
-	callCtx, span := c.startCallSpan(ctx, name, row)
-	callCtx, cancel := context.WithTimeout(callCtx, connector.Timeout)
-	defer cancel()
-	start := time.Now()
-	var result json.RawMessage
-	if row.CompensatesID == nil {
-		result, err = safeCall(func() (json.RawMessage, error) { return connector.Dispatch(callCtx, call) })
+// callDispatch calls the connector — Dispatch, or Compensate for a compensation — classifies
+// the answer, and observes how long the call took.
+func (c *Client) callDispatch(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) outcome {
+	var out outcome
+	var elapsed time.Duration
+	if call, err := c.signedCallOf(ctx, row); err != nil {
+		out = classify(nil, Retryable(err)) // nothing was called
 	} else {
-		result, err = c.callCompensate(callCtx, row, connector, call)
+		name, fn := spanConnectorDispatch, connector.Dispatch
+		if row.CompensatesID != nil {
+			name = spanConnectorCompensate
+			fn = func(ctx context.Context, call Call) (json.RawMessage, error) {
+				return c.callCompensate(ctx, row, connector, call)
+			}
+		}
+		_, elapsed, _ = callConnector(ctx, c, name, row, connector, call, fn, func(span trace.Span, result json.RawMessage, err error) {
+			out = classify(result, err)
+			setOutcome(span, string(out.kind), out.kind.failed(), out.err)
+		})
 	}
-	out := classify(result, err)
-	setOutcome(span, string(out.kind), out.kind.failed(), out.err)
-	span.End()
-	return out, time.Since(start)
+	c.metrics.dispatchSeconds.WithLabelValues(row.Connector, string(out.kind)).Observe(elapsed.Seconds())
+	return out
 }
 
+// callCompensate calls the connector's Compensate with the effect that row compensates.
 func (c *Client) callCompensate(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector, call Call) (json.RawMessage, error) {
 	if connector.Compensate == nil {
 		return nil, fmt.Errorf("connector %q has no Compensate", connector.Name)
@@ -346,35 +341,10 @@ func (c *Client) callCompensate(ctx context.Context, row dbsqlc.ReckonEffect, co
 	if err != nil {
 		return nil, Retryable(fmt.Errorf("read the effect to compensate: %w", err))
 	}
-	return safeCall(func() (json.RawMessage, error) {
-		return connector.Compensate(ctx, call, Original{
-			EffectID: original.ID, IdempotencyKey: original.IdempotencyKey,
-			BusinessKey: deref(original.BusinessKey), Args: original.Args, Result: original.Result,
-		})
+	return connector.Compensate(ctx, call, Original{
+		EffectID: original.ID, IdempotencyKey: original.IdempotencyKey,
+		BusinessKey: deref(original.BusinessKey), Args: original.Args, Result: original.Result,
 	})
-}
-
-func callOf(row dbsqlc.ReckonEffect) Call {
-	return Call{
-		EffectID:       row.ID,
-		TenantID:       row.TenantID,
-		Connector:      row.Connector,
-		IdempotencyKey: row.IdempotencyKey,
-		BusinessKey:    deref(row.BusinessKey),
-		Args:           row.Args,
-		Attempt:        int(row.Attempts) + 1,
-		CorrelationID:  correlationIDOf(row),
-	}
-}
-
-// safeCall turns a panic in connector code into an error: its outcome is unknown.
-func safeCall[T any](fn func() (T, error)) (result T, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("connector panicked: %v", r)
-		}
-	}()
-	return fn()
 }
 
 // failure is err unless it is a snooze, which is no failure: the job runs again later.

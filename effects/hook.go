@@ -36,20 +36,11 @@ func (c *Client) runHook(ctx context.Context, tx pgx.Tx, e *Effect) error {
 	if hook == nil {
 		return fmt.Errorf("effects: %s of effect %s refused: %w %q in this process", e.State, e.ID, ErrNoSettleHook, e.Owner)
 	}
-	if err := safeHook(ctx, tx, e, hook); err != nil {
+	// A panicking hook is an error, which rolls the transition back like any other.
+	if _, err := recovered("hook", func() (struct{}, error) { return struct{}{}, hook(ctx, tx, e) }); err != nil {
 		return fmt.Errorf("effects: settle hook of %q for effect %s (%s): %w", e.Owner, e.ID, e.State, err)
 	}
 	return nil
-}
-
-// safeHook turns a panicking hook into an error, which rolls the transition back like any other.
-func safeHook(ctx context.Context, tx pgx.Tx, e *Effect, hook SettleHook) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("hook panicked: %v", r)
-		}
-	}()
-	return hook(ctx, tx, e)
 }
 
 // ownerUnhooked logs and reports whether a worker must leave an owned effect alone because its

@@ -111,8 +111,7 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 		return nil, fmt.Errorf("effects: record inline effect: %w", err)
 	}
 
-	out, elapsed := c.callDispatch(ctx, row, r.connector)
-	c.metrics.dispatchSeconds.WithLabelValues(row.Connector, string(out.kind)).Observe(elapsed.Seconds())
+	out := c.callDispatch(ctx, row, r.connector)
 
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()

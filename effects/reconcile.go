@@ -200,26 +200,30 @@ func (w *reconcileWorker) reconcile(ctx context.Context, span trace.Span, job *r
 	return nil
 }
 
-// checkStatus calls the connector's status check under its timeout. Errors and panics are
-// inconclusive.
+// checkStatus calls the connector's status check. Errors and panics are inconclusive, and so is
+// an answer that cannot be acted on.
 func (c *Client) checkStatus(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector) Status {
-	callCtx, span := c.startCallSpan(ctx, spanStatusCheck, row)
-	defer span.End()
-	callCtx, cancel := context.WithTimeout(callCtx, connector.Timeout)
-	defer cancel()
-	status, err := safeCall(func() (Status, error) { return connector.StatusCheck(callCtx, callOf(row)) })
-	if err != nil {
-		status = Inconclusive(err.Error())
-	}
-	defer func() { setOutcome(span, status.Kind.String(), status.Kind == StatusInconclusive, err) }()
-	if status.Kind == StatusDuplicate && status.Count < 2 {
-		status = Inconclusive(fmt.Sprintf("duplicate with count %d", status.Count))
-	}
-	if status.Kind == StatusPresent || status.Kind == StatusDuplicate {
+	var status Status
+	callConnector(ctx, c, spanStatusCheck, row, connector, callOf(row), connector.StatusCheck, func(span trace.Span, answer Status, err error) {
+		status = usableStatus(answer, err)
+		setOutcome(span, status.Kind.String(), status.Kind == StatusInconclusive, err)
+	})
+	c.metrics.statusChecks.WithLabelValues(row.Connector, status.Kind.String()).Inc()
+	return status
+}
+
+// usableStatus is a status check's answer, or Inconclusive when it failed or cannot be acted on:
+// a duplicate counted below two, or a result that cannot be stored.
+func usableStatus(status Status, err error) Status {
+	switch {
+	case err != nil:
+		return Inconclusive(err.Error())
+	case status.Kind == StatusDuplicate && status.Count < 2:
+		return Inconclusive(fmt.Sprintf("duplicate with count %d", status.Count))
+	case status.Kind == StatusPresent || status.Kind == StatusDuplicate:
 		if err := checkResult(status.Result); err != nil {
-			status = Inconclusive(fmt.Sprintf("%s, but its result cannot be stored: %v", status.Kind, err))
+			return Inconclusive(fmt.Sprintf("%s, but its result cannot be stored: %v", status.Kind, err))
 		}
 	}
-	c.metrics.statusChecks.WithLabelValues(row.Connector, status.Kind.String()).Inc()
 	return status
 }

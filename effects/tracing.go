@@ -195,11 +195,16 @@ func (k outcomeKind) failed() bool {
 
 // endSpan ends span with err, if any, as its error status.
 func endSpan(span trace.Span, err error) {
+	recordError(span, err)
+	span.End()
+}
+
+// recordError sets err, if any, as span's error status.
+func recordError(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	span.End()
 }
 
 // setOutcome records what became of the work a span covers: outcome as an attribute, and an error
