@@ -133,6 +133,16 @@ func deref[T any](p *T) T {
 	return *p
 }
 
+// nonZero is p, or nil when *p is the zero value: a nullable column that points into storage the
+// caller already has, where ptr would copy the value to the heap.
+func nonZero[T comparable](p *T) *T {
+	var zero T
+	if *p == zero {
+		return nil
+	}
+	return p
+}
+
 func ptr[T comparable](v T) *T {
 	var zero T
 	if v == zero {

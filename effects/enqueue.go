@@ -135,6 +135,10 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 			if resolved[j].connector.Name != res.connector.Name || !jsonx.Equal(resolved[j].args, res.args) {
 				return nil, fmt.Errorf("%w: key %q appears twice in the batch with different args", ErrIdempotencyConflict, res.idempotencyKey)
 			}
+			if r := resolved[j]; r.spec.AsyncTimeout == 0 && !r.spec.AsyncHardTimeout {
+				// The effect takes the async options of the first of its specs that has any.
+				r.spec.AsyncTimeout, r.spec.AsyncHardTimeout = res.spec.AsyncTimeout, res.spec.AsyncHardTimeout
+			}
 			continue
 		}
 		first[k] = i
@@ -171,20 +175,8 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		// effect is left for the claimers of the queue, which give it a dispatch job, shared with
 		// the effects other transactions enqueued meanwhile (claim.go) — once confirmed, if held.
 		r, h := resolved[unique[0]], holds[unique[0]]
-		params := dbsqlc.EffectInsertParams{
-			ID: ids[unique[0]], TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
-			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
-			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
-			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), Queue: &c.config.Queue,
-			Owner: ptr(r.spec.Owner), TraceContext: traceContext, Actor: actor, Reason: reason,
-		}
-		if h != nil {
-			awaiting := string(ConfirmationAwaiting)
-			params.Confirmation, params.ConfirmationPrompt, params.ConfirmationFourEyes = &awaiting, &h.prompt, &h.fourEyes
-			if h.ttlMS > 0 {
-				params.ConfirmationTtlMs = &h.ttlMS
-			}
-		}
+		params := effectInsert(ids[unique[0]], r, h)
+		params.Queue, params.TraceContext, params.Actor, params.Reason = &c.config.Queue, traceContext, actor, reason
 		row, err := dbsqlc.New(tx).EffectInsert(ctx, params)
 		var effect *Effect
 		switch {
@@ -206,7 +198,7 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		for i := range result {
 			result[i] = effect
 		}
-		return result, c.setAsyncOptionsTx(ctx, tx, resolved, result)
+		return result, nil
 	}
 	// Jobs for the effects not held; a held one gets none until it is confirmed and claimed.
 	var jobbedIDs []uuid.UUID
@@ -242,39 +234,14 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		}
 	}
 	for n, i := range unique {
-		r := resolved[i]
-		turnID := uuid.Nil
-		if r.spec.TurnID != nil {
-			turnID = *r.spec.TurnID
-		}
-		params.Ids = append(params.Ids, ids[i])
-		params.TenantIds = append(params.TenantIds, r.tenantID)
-		params.Connectors = append(params.Connectors, r.connector.Name)
-		params.Args = append(params.Args, r.args)
-		params.IdempotencyKeys = append(params.IdempotencyKeys, r.idempotencyKey)
-		params.BusinessKeys = append(params.BusinessKeys, r.businessKey)
-		params.Policies = append(params.Policies, string(PolicyOf(r.connector)))
-		params.Tags = append(params.Tags, strings.Join(tagStrings(r.connector.Tags), ","))
-		params.MaxAttempts = append(params.MaxAttempts, int32(r.maxAttempts))
-		params.TimeoutMs = append(params.TimeoutMs, timeoutMS(r.connector))
-		params.RunIds = append(params.RunIds, r.spec.RunID)
-		params.TurnIds = append(params.TurnIds, turnID)
-		params.TurnGroups = append(params.TurnGroups, r.spec.TurnGroup)
-		params.JobIds = append(params.JobIds, jobOfUnique(n))
-		params.Owners = append(params.Owners, r.spec.Owner)
-		if h := holds[i]; h != nil {
-			params.Queues = append(params.Queues, c.config.Queue)
-			params.Confirmations = append(params.Confirmations, string(ConfirmationAwaiting))
-			params.ConfirmationPrompts = append(params.ConfirmationPrompts, h.prompt)
-			params.ConfirmationTtlMs = append(params.ConfirmationTtlMs, h.ttlMS)
-			params.ConfirmationFourEyes = append(params.ConfirmationFourEyes, h.fourEyes)
+		e := effectInsert(ids[i], resolved[i], holds[i])
+		if holds[i] != nil { // left for the claimers of the queue once confirmed
+			e.Queue = &c.config.Queue
 		} else {
-			params.Queues = append(params.Queues, "")
-			params.Confirmations = append(params.Confirmations, "")
-			params.ConfirmationPrompts = append(params.ConfirmationPrompts, "")
-			params.ConfirmationTtlMs = append(params.ConfirmationTtlMs, 0)
-			params.ConfirmationFourEyes = append(params.ConfirmationFourEyes, false)
+			job := jobOfUnique(n)
+			e.JobID = &job
 		}
+		appendEffectInsert(&params, n, len(unique), e)
 	}
 	inserted, err := dbsqlc.New(tx).EffectInsertMany(ctx, params)
 	if err != nil {
@@ -313,7 +280,7 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	for i, r := range resolved {
 		result[i] = byKey[[2]string{r.tenantID, r.idempotencyKey}]
 	}
-	return result, c.setAsyncOptionsTx(ctx, tx, resolved, result)
+	return result, nil
 }
 
 // insertDispatchJobs inserts the dispatch jobs of the effects ids (timeouts their connectors'
@@ -411,3 +378,68 @@ func prunedKeyError(ctx context.Context, q *dbsqlc.Queries, tenantID, key string
 }
 
 func timeoutMS(c *Connector) int32 { return int32(c.Timeout / time.Millisecond) }
+
+// effectInsert is the insert of the new effect id as r, its resolved spec, makes it, held for
+// confirmation when h is not nil: every path that records an effect starts here and adds what it
+// owns — the job or lease that calls the effect, the queue of its claimers, what it compensates,
+// its trace context, actor and reason. Its nullable values point into r and h, which outlive the
+// insert, rather than at copies.
+func effectInsert(id uuid.UUID, r *resolvedSpec, h *hold) dbsqlc.EffectInsertParams {
+	e := dbsqlc.EffectInsertParams{
+		ID: id, TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
+		IdempotencyKey: r.idempotencyKey, BusinessKey: nonZero(&r.businessKey),
+		Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)), Tags: tagStrings(r.connector.Tags),
+		MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
+		RunID: nonZero(&r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: nonZero(&r.spec.TurnGroup),
+		Owner: nonZero(&r.spec.Owner), AsyncHardTimeout: r.spec.AsyncHardTimeout,
+	}
+	if r.spec.AsyncTimeout > 0 {
+		ms := int32(r.spec.AsyncTimeout / time.Millisecond)
+		e.AsyncTimeoutMs = &ms
+	}
+	if h != nil {
+		awaiting := string(ConfirmationAwaiting)
+		e.Confirmation, e.ConfirmationPrompt, e.ConfirmationFourEyes = &awaiting, &h.prompt, &h.fourEyes
+		e.ConfirmationTtlMs = nonZero(&h.ttlMS)
+	}
+	return e
+}
+
+// appendEffectInsert appends e, the n-th of count effects, to the columns of a multi-row insert.
+// The async options are sent only when an effect has them (NULL columns otherwise).
+func appendEffectInsert(m *dbsqlc.EffectInsertManyParams, n, count int, e dbsqlc.EffectInsertParams) {
+	m.Ids = append(m.Ids, e.ID)
+	m.TenantIds = append(m.TenantIds, e.TenantID)
+	m.Connectors = append(m.Connectors, e.Connector)
+	m.Args = append(m.Args, e.Args)
+	m.IdempotencyKeys = append(m.IdempotencyKeys, e.IdempotencyKey)
+	m.BusinessKeys = append(m.BusinessKeys, deref(e.BusinessKey))
+	m.Policies = append(m.Policies, string(e.Policy))
+	m.Tags = append(m.Tags, strings.Join(e.Tags, ","))
+	m.MaxAttempts = append(m.MaxAttempts, e.MaxAttempts)
+	m.TimeoutMs = append(m.TimeoutMs, e.TimeoutMs)
+	m.RunIds = append(m.RunIds, deref(e.RunID))
+	m.TurnIds = append(m.TurnIds, deref(e.TurnID))
+	m.TurnGroups = append(m.TurnGroups, deref(e.TurnGroup))
+	m.JobIds = append(m.JobIds, deref(e.JobID))
+	m.Owners = append(m.Owners, deref(e.Owner))
+	m.Queues = append(m.Queues, deref(e.Queue))
+	m.Confirmations = append(m.Confirmations, deref(e.Confirmation))
+	m.ConfirmationPrompts = append(m.ConfirmationPrompts, deref(e.ConfirmationPrompt))
+	m.ConfirmationTtlMs = append(m.ConfirmationTtlMs, deref(e.ConfirmationTtlMs))
+	m.ConfirmationFourEyes = append(m.ConfirmationFourEyes, deref(e.ConfirmationFourEyes))
+	if e.AsyncTimeoutMs != nil || e.AsyncHardTimeout {
+		if m.AsyncTimeoutMs == nil {
+			m.AsyncTimeoutMs, m.AsyncHardTimeouts = make([]int32, count), make([]bool, count)
+		}
+		m.AsyncTimeoutMs[n], m.AsyncHardTimeouts[n] = deref(e.AsyncTimeoutMs), e.AsyncHardTimeout
+	}
+}
+
+func tagStrings(tags []Tag) []string {
+	s := make([]string, len(tags))
+	for i, tag := range tags {
+		s[i] = string(tag)
+	}
+	return s
+}

@@ -75,25 +75,10 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 		if err := c.checkRunsTx(ctx, tx, []*resolvedSpec{r}); err != nil { // run guardrails (run.go)
 			return err
 		}
-		q := dbsqlc.New(tx)
-		row, err = q.EffectInsert(ctx, dbsqlc.EffectInsertParams{
-			ID: id, TenantID: r.tenantID, Connector: r.connector.Name, Args: r.args,
-			IdempotencyKey: r.idempotencyKey, BusinessKey: ptr(r.businessKey), Policy: dbsqlc.ReckonEffectPolicy(PolicyOf(r.connector)),
-			Tags: tagStrings(r.connector.Tags), MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
-			RunID: ptr(r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: ptr(r.spec.TurnGroup), Owner: ptr(r.spec.Owner),
-			LeaseOwner: &actor, LeaseToken: &token, LeaseExpiresAt: &expires, TraceContext: c.tracing.carrierOf(ctx),
-			Actor: actor, Reason: "inline attempt claimed",
-		})
-		if err != nil {
-			return err
-		}
-		if r.spec.AsyncTimeout == 0 && !r.spec.AsyncHardTimeout {
-			return nil
-		}
-		if err := c.setAsyncOptionsTx(ctx, tx, []*resolvedSpec{r}, []*Effect{effectFromRow(row)}); err != nil {
-			return err
-		}
-		row, err = q.EffectGetByID(ctx, row.ID) // with its async options, for the call
+		e := effectInsert(id, r, nil)
+		e.LeaseOwner, e.LeaseToken, e.LeaseExpiresAt = &actor, &token, &expires
+		e.TraceContext, e.Actor, e.Reason = c.tracing.carrierOf(ctx), actor, "inline attempt claimed"
+		row, err = dbsqlc.New(tx).EffectInsert(ctx, e)
 		return err
 	})
 	if err != nil { // nothing will be called: the grant's slot, if any, is free again
@@ -147,12 +132,4 @@ func (c *Client) enqueueHeldBack(ctx context.Context, spec Spec, plannedID uuid.
 	return c.Enqueue(ctx, spec, &EnqueueOpts{
 		Actor: "inline:" + c.config.ID, Reason: "enqueued: held back by the connector's limits",
 	})
-}
-
-func tagStrings(tags []Tag) []string {
-	s := make([]string, len(tags))
-	for i, tag := range tags {
-		s[i] = string(tag)
-	}
-	return s
 }

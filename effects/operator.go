@@ -254,14 +254,19 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 	if err != nil {
 		return nil, err
 	}
-	compensation, err := q.EffectInsert(ctx, dbsqlc.EffectInsertParams{
-		ID: id, TenantID: row.TenantID, Connector: row.Connector, Args: row.Args, IdempotencyKey: key,
-		BusinessKey: row.BusinessKey, Policy: dbsqlc.ReckonEffectPolicy(PolicyIdempotent),
-		Tags: []string{string(TagWrite), string(TagIdempotent)}, MaxAttempts: int32(connector.MaxAttempts),
-		TimeoutMs: row.TimeoutMs, RunID: row.RunID, TurnID: row.TurnID, TurnGroup: row.TurnGroup,
-		CompensatesID: &row.ID, JobID: jobID, Owner: ptr(opts.Owner), TraceContext: c.tracing.carrierOf(ctx),
-		Actor: actor, Reason: "compensation: " + reason,
-	})
+	// The compensation has the original's connector, args, business key, run and turn, and the
+	// timeout the original was called under; it is called through Compensate, as an idempotent
+	// write, under a key of its own.
+	e := effectInsert(id, &resolvedSpec{
+		connector: connector, tenantID: row.TenantID, args: row.Args, idempotencyKey: key,
+		businessKey: deref(row.BusinessKey), maxAttempts: connector.MaxAttempts,
+		spec: Spec{RunID: deref(row.RunID), TurnID: row.TurnID, TurnGroup: deref(row.TurnGroup), Owner: opts.Owner},
+	}, nil)
+	e.Policy, e.Tags = dbsqlc.ReckonEffectPolicy(PolicyIdempotent), []string{string(TagWrite), string(TagIdempotent)}
+	e.TimeoutMs = row.TimeoutMs
+	e.CompensatesID, e.JobID, e.TraceContext = &row.ID, jobID, c.tracing.carrierOf(ctx)
+	e.Actor, e.Reason = actor, "compensation: "+reason
+	compensation, err := q.EffectInsert(ctx, e)
 	if postgres.NoRows(err) {
 		if _, err := c.river.JobDeleteTx(ctx, tx, *jobID); err != nil {
 			return nil, err

@@ -244,29 +244,6 @@ func (c *Client) checkRunsTx(ctx context.Context, tx pgx.Tx, specs []*resolvedSp
 	return nil
 }
 
-// setAsyncOptionsTx stores the per-call async options of the effects just inserted.
-func (c *Client) setAsyncOptionsTx(ctx context.Context, tx pgx.Tx, specs []*resolvedSpec, effects []*Effect) error {
-	done := map[uuid.UUID]bool{}
-	for i, r := range specs {
-		e := effects[i]
-		if e == nil || e.Deduplicated || done[e.ID] || (r.spec.AsyncTimeout == 0 && !r.spec.AsyncHardTimeout) {
-			continue
-		}
-		done[e.ID] = true
-		var timeoutMS *int32
-		if r.spec.AsyncTimeout > 0 {
-			ms := int32(r.spec.AsyncTimeout / time.Millisecond)
-			timeoutMS = &ms
-		}
-		if err := dbsqlc.New(tx).EffectSetAsyncOptions(ctx, dbsqlc.EffectSetAsyncOptionsParams{
-			ID: e.ID, AsyncTimeoutMs: timeoutMS, AsyncHardTimeout: r.spec.AsyncHardTimeout,
-		}); err != nil {
-			return fmt.Errorf("effects: async options of %s: %w", e.ID, err)
-		}
-	}
-	return nil
-}
-
 // RunResult is what the completion gate returns: the run and its effects once none is PENDING or
 // UNKNOWN.
 type RunResult struct {

@@ -10,7 +10,7 @@ INSERT INTO reckon_effects (
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id, queue,
     confirmation, confirmation_prompt, confirmation_expires_at, confirmation_four_eyes,
     lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
-    transition_actor, transition_reason, transition_detail
+    async_timeout_ms, async_hard_timeout, transition_actor, transition_reason, transition_detail
 )
 SELECT
     @id, @tenant_id, @connector, @args, @idempotency_key, @business_key, @policy, @tags, @max_attempts,
@@ -19,7 +19,7 @@ SELECT
     now() + make_interval(0, 0, 0, 0, 0, 0, sqlc.narg(confirmation_ttl_ms)::bigint::float8 / 1000),
     coalesce(sqlc.narg(confirmation_four_eyes)::boolean, false),
     @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner), sqlc.narg(trace_context),
-    @actor::text, @reason::text, @detail
+    sqlc.narg(async_timeout_ms), @async_hard_timeout, @actor::text, @reason::text, @detail
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = @tenant_id AND t.idempotency_key = @idempotency_key AND t.expires_at > now()
@@ -30,12 +30,15 @@ RETURNING *;
 -- name: EffectInsertMany :many
 -- Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
 -- a live tombstone (as for EffectInsert), are skipped (and not returned). Array arguments are
--- parallel, and empty strings (a job id 0, a confirmation TTL 0) stand for NULL. trace_contexts may be NULL (no effect is traced: the
--- common case sends nothing): unnest runs the arrays in lockstep and pads a shorter one with NULLs.
+-- parallel, and empty strings (a job id 0, a confirmation TTL 0, an async timeout 0) stand for
+-- NULL. trace_contexts may be NULL (no effect is traced: the common case sends nothing), and so
+-- may async_timeout_ms and async_hard_timeouts (no effect has async options): unnest runs the
+-- arrays in lockstep and pads a shorter one with NULLs.
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, run_id, turn_id, turn_group, job_id, queue, confirmation, confirmation_prompt,
-    confirmation_expires_at, confirmation_four_eyes, owner, trace_context, transition_actor, transition_reason
+    confirmation_expires_at, confirmation_four_eyes, owner, trace_context, async_timeout_ms, async_hard_timeout,
+    transition_actor, transition_reason
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
@@ -44,7 +47,7 @@ SELECT
     nullif(u.confirmation, ''), nullif(u.confirmation_prompt, ''),
     CASE WHEN u.confirmation_ttl_ms > 0 THEN now() + make_interval(0, 0, 0, 0, 0, 0, u.confirmation_ttl_ms::float8 / 1000) END,
     coalesce(u.confirmation_four_eyes, false),
-    nullif(u.owner, ''), u.trace_context,
+    nullif(u.owner, ''), u.trace_context, nullif(u.async_timeout_ms, 0), coalesce(u.async_hard_timeout, false),
     sqlc.arg(actor)::text, sqlc.arg(reason)::text
 FROM (
     SELECT
@@ -68,6 +71,8 @@ FROM (
         unnest(sqlc.arg(confirmation_ttl_ms)::bigint[]) AS confirmation_ttl_ms,
         unnest(sqlc.arg(confirmation_four_eyes)::boolean[]) AS confirmation_four_eyes,
         unnest(sqlc.arg(owners)::text[]) AS owner,
+        unnest(sqlc.narg(async_timeout_ms)::integer[]) AS async_timeout_ms,
+        unnest(sqlc.narg(async_hard_timeouts)::boolean[]) AS async_hard_timeout,
         unnest(sqlc.narg(trace_contexts)::jsonb[]) AS trace_context
 ) AS u
 WHERE NOT EXISTS (
@@ -304,12 +309,6 @@ WHERE correlation_id = @correlation_id AND (@tenant_id::text = '' OR tenant_id =
 ORDER BY id
 LIMIT 2
 FOR UPDATE;
-
--- name: EffectSetAsyncOptions :exec
--- Stores a spec's per-call async options on a just-inserted effect.
-UPDATE reckon_effects
-SET async_timeout_ms = sqlc.narg(async_timeout_ms), async_hard_timeout = @async_hard_timeout
-WHERE id = @id;
 
 -- name: EffectListByRun :many
 -- The effects of a tenant's run, oldest first.

@@ -484,7 +484,7 @@ INSERT INTO reckon_effects (
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id, queue,
     confirmation, confirmation_prompt, confirmation_expires_at, confirmation_four_eyes,
     lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
-    transition_actor, transition_reason, transition_detail
+    async_timeout_ms, async_hard_timeout, transition_actor, transition_reason, transition_detail
 )
 SELECT
     $1, $2, $3, $4, $5, $6, $7, $8, $9,
@@ -493,7 +493,7 @@ SELECT
     now() + make_interval(0, 0, 0, 0, 0, 0, $20::bigint::float8 / 1000),
     coalesce($21::boolean, false),
     $22, $23, $24, $25, $26, $27,
-    $28::text, $29::text, $30
+    $28, $29, $30::text, $31::text, $32
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = $2 AND t.idempotency_key = $5 AND t.expires_at > now()
@@ -530,6 +530,8 @@ type EffectInsertParams struct {
 	Attempts             int32
 	Owner                *string
 	TraceContext         json.RawMessage
+	AsyncTimeoutMs       *int32
+	AsyncHardTimeout     bool
 	Actor                string
 	Reason               string
 	Detail               json.RawMessage
@@ -570,6 +572,8 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		arg.Attempts,
 		arg.Owner,
 		arg.TraceContext,
+		arg.AsyncTimeoutMs,
+		arg.AsyncHardTimeout,
 		arg.Actor,
 		arg.Reason,
 		arg.Detail,
@@ -627,7 +631,8 @@ const effectInsertMany = `-- name: EffectInsertMany :many
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, run_id, turn_id, turn_group, job_id, queue, confirmation, confirmation_prompt,
-    confirmation_expires_at, confirmation_four_eyes, owner, trace_context, transition_actor, transition_reason
+    confirmation_expires_at, confirmation_four_eyes, owner, trace_context, async_timeout_ms, async_hard_timeout,
+    transition_actor, transition_reason
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
@@ -636,7 +641,7 @@ SELECT
     nullif(u.confirmation, ''), nullif(u.confirmation_prompt, ''),
     CASE WHEN u.confirmation_ttl_ms > 0 THEN now() + make_interval(0, 0, 0, 0, 0, 0, u.confirmation_ttl_ms::float8 / 1000) END,
     coalesce(u.confirmation_four_eyes, false),
-    nullif(u.owner, ''), u.trace_context,
+    nullif(u.owner, ''), u.trace_context, nullif(u.async_timeout_ms, 0), coalesce(u.async_hard_timeout, false),
     $1::text, $2::text
 FROM (
     SELECT
@@ -660,7 +665,9 @@ FROM (
         unnest($20::bigint[]) AS confirmation_ttl_ms,
         unnest($21::boolean[]) AS confirmation_four_eyes,
         unnest($22::text[]) AS owner,
-        unnest($23::jsonb[]) AS trace_context
+        unnest($23::integer[]) AS async_timeout_ms,
+        unnest($24::boolean[]) AS async_hard_timeout,
+        unnest($25::jsonb[]) AS trace_context
 ) AS u
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
@@ -693,13 +700,17 @@ type EffectInsertManyParams struct {
 	ConfirmationTtlMs    []int64
 	ConfirmationFourEyes []bool
 	Owners               []string
+	AsyncTimeoutMs       []int32
+	AsyncHardTimeouts    []bool
 	TraceContexts        []json.RawMessage
 }
 
 // Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
 // a live tombstone (as for EffectInsert), are skipped (and not returned). Array arguments are
-// parallel, and empty strings (a job id 0, a confirmation TTL 0) stand for NULL. trace_contexts may be NULL (no effect is traced: the
-// common case sends nothing): unnest runs the arrays in lockstep and pads a shorter one with NULLs.
+// parallel, and empty strings (a job id 0, a confirmation TTL 0, an async timeout 0) stand for
+// NULL. trace_contexts may be NULL (no effect is traced: the common case sends nothing), and so
+// may async_timeout_ms and async_hard_timeouts (no effect has async options): unnest runs the
+// arrays in lockstep and pads a shorter one with NULLs.
 func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyParams) ([]ReckonEffect, error) {
 	rows, err := q.db.Query(ctx, effectInsertMany,
 		arg.Actor,
@@ -724,6 +735,8 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 		arg.ConfirmationTtlMs,
 		arg.ConfirmationFourEyes,
 		arg.Owners,
+		arg.AsyncTimeoutMs,
+		arg.AsyncHardTimeouts,
 		arg.TraceContexts,
 	)
 	if err != nil {
@@ -1455,24 +1468,6 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 		&i.InsertInputs,
 	)
 	return i, err
-}
-
-const effectSetAsyncOptions = `-- name: EffectSetAsyncOptions :exec
-UPDATE reckon_effects
-SET async_timeout_ms = $1, async_hard_timeout = $2
-WHERE id = $3
-`
-
-type EffectSetAsyncOptionsParams struct {
-	AsyncTimeoutMs   *int32
-	AsyncHardTimeout bool
-	ID               uuid.UUID
-}
-
-// Stores a spec's per-call async options on a just-inserted effect.
-func (q *Queries) EffectSetAsyncOptions(ctx context.Context, arg EffectSetAsyncOptionsParams) error {
-	_, err := q.db.Exec(ctx, effectSetAsyncOptions, arg.AsyncTimeoutMs, arg.AsyncHardTimeout, arg.ID)
-	return err
 }
 
 const effectSetCorrelationID = `-- name: EffectSetCorrelationID :one
