@@ -177,6 +177,42 @@ func TestEnqueueBatch(t *testing.T) {
 	require.ErrorContains(t, err, `unknown state "DONE"`)
 }
 
+// TestEnqueueStoresAsyncOptions checks that a spec's async options are stored with its effect, by
+// the single-row insert and by the batch one, where an effect named twice takes the options of
+// the first of its specs that has any.
+func TestEnqueueStoresAsyncOptions(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true}) // no reactor: the effects stay PENDING
+	ctx := context.Background()
+	spec := func(key string, timeout time.Duration, hard bool) effects.Spec {
+		return effects.Spec{Connector: "bank.wire", IdempotencyKey: key, Args: map[string]any{"account": "a", "amount": 1},
+			AsyncTimeout: timeout, AsyncHardTimeout: hard}
+	}
+	_, err := h.client.Enqueue(ctx, spec("one", time.Hour, true), nil)
+	require.NoError(t, err)
+	_, err = h.client.EnqueueMany(ctx, []effects.Spec{
+		spec("timeout", 2*time.Hour, false), spec("none", 0, false), spec("twice", 0, false), spec("twice", 0, true),
+	}, nil)
+	require.NoError(t, err)
+	_, err = h.client.EnqueueMany(ctx, []effects.Spec{spec("plain-1", 0, false), spec("plain-2", 0, false)}, nil)
+	require.NoError(t, err)
+
+	stored := map[string]string{}
+	rows, err := h.pool.Query(ctx, `SELECT idempotency_key, coalesce(async_timeout_ms::text, 'NULL') || ' ' || async_hard_timeout FROM reckon_effects`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var key, options string
+		require.NoError(t, rows.Scan(&key, &options))
+		stored[key] = options
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]string{
+		"one": "3600000 true", "timeout": "7200000 false", "none": "NULL false", "twice": "NULL true",
+		"plain-1": "NULL false", "plain-2": "NULL false",
+	}, stored)
+}
+
 func TestBadSpecsChangeNothing(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
