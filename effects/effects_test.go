@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
@@ -211,6 +212,8 @@ func TestEnqueueStoresAsyncOptions(t *testing.T) {
 		"one": "3600000 true", "timeout": "7200000 false", "none": "NULL false", "twice": "NULL true",
 		"plain-1": "NULL false", "plain-2": "NULL false",
 	}, stored)
+	// No turn is NULL, in a batch as alone (a batch once stored the nil uuid).
+	require.Zero(t, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_effects WHERE turn_id IS NOT NULL`))
 }
 
 func TestBadSpecsChangeNothing(t *testing.T) {

@@ -30,8 +30,9 @@ RETURNING *;
 -- name: EffectInsertMany :many
 -- Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
 -- a live tombstone (as for EffectInsert), are skipped (and not returned). Array arguments are
--- parallel, and empty strings (a job id 0, a confirmation TTL 0, an async timeout 0) stand for
--- NULL. trace_contexts may be NULL (no effect is traced: the common case sends nothing), and so
+-- parallel, and empty strings (a job id 0, a confirmation TTL 0, an async timeout 0, the nil turn
+-- id) stand for NULL. trace_contexts may be NULL (no effect is traced: the common case sends
+-- nothing), and so
 -- may async_timeout_ms and async_hard_timeouts (no effect has async options): unnest runs the
 -- arrays in lockstep and pads a shorter one with NULLs.
 INSERT INTO reckon_effects (
@@ -43,7 +44,7 @@ INSERT INTO reckon_effects (
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
     u.policy::reckon_effect_policy, string_to_array(nullif(u.tags, ''), ','), u.max_attempts, u.timeout_ms,
-    nullif(u.run_id, ''), u.turn_id, nullif(u.turn_group, ''), nullif(u.job_id, 0), nullif(u.queue, ''),
+    nullif(u.run_id, ''), nullif(u.turn_id, '00000000-0000-0000-0000-000000000000'), nullif(u.turn_group, ''), nullif(u.job_id, 0), nullif(u.queue, ''),
     nullif(u.confirmation, ''), nullif(u.confirmation_prompt, ''),
     CASE WHEN u.confirmation_ttl_ms > 0 THEN now() + make_interval(0, 0, 0, 0, 0, 0, u.confirmation_ttl_ms::float8 / 1000) END,
     coalesce(u.confirmation_four_eyes, false),
