@@ -294,8 +294,7 @@ func (c *Client) WaitRun(ctx context.Context, id string, opts *RunOpts) (*RunRes
 			unsubscribe()
 		}
 	}()
-	// A safety net in case a notification is lost (the listener reconnecting).
-	recheck := time.NewTicker(5 * time.Second)
+	recheck := time.NewTicker(waitRecheckEvery)
 	defer recheck.Stop()
 	run := dbsqlc.EffectListUnresolvedByRunParams{TenantID: opts.tenantID(), RunID: id}
 	for {

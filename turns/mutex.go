@@ -38,6 +38,13 @@ func scheduleLock(sessionKey string) postgres.AdvisoryLock {
 	return postgres.AdvisoryLock{Namespace: scheduleLockNamespace, Name: sessionKey}
 }
 
+// cleanupTimeout bounds a clean-up statement on a session's connection — the unlock, the close
+// of a connection that may hold the lock, a turn's status restored after a failed commit — run
+// even once the caller's context has ended: ample for a database that answers, and short enough
+// that one that does not holds the caller up for seconds only (closing the connection frees the
+// lock anyway).
+const cleanupTimeout = 5 * time.Second
+
 // Mutex is the session mutex: a session-level Postgres advisory lock per session key, held on a
 // dedicated connection of the pool. Only one Lock per session key exists at a time across every
 // process on the database. If the holder dies, its connection closes and Postgres frees the lock
@@ -199,7 +206,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	l.released = true
 	defer l.mutex.leave(l.sessionKey, true)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	unlocked, err := sessionLock(l.sessionKey).Unlock(ctx, l.conn)
 	if err != nil || !unlocked {
@@ -216,7 +223,7 @@ func (l *Lock) Release(ctx context.Context) error {
 // destroy closes a pooled connection instead of returning it to the pool.
 func destroy(conn *pgxpool.Conn) {
 	raw := conn.Hijack()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	_ = raw.Close(ctx)
 }

@@ -330,7 +330,7 @@ func (c *Client) commit(ctx context.Context, lock *Lock, ec *effects.Client, id 
 		return nil
 	})
 	if err != nil {
-		restoreCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		restoreCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		if _, restoreErr := dbsqlc.New(conn).TurnSetStatus(restoreCtx, dbsqlc.TurnSetStatusParams{
 			ID: id, Status: dbsqlc.ReckonTurnStatusPROCESSING, FromStatus: dbsqlc.ReckonTurnStatusCOMMITTING,
