@@ -35,7 +35,7 @@ type Client struct {
 	queries   *dbsqlc.Queries
 	registry  *Registry
 	logger    *slog.Logger
-	metrics   *Metrics
+	metrics   *metrics
 	tracing   *tracing
 	river     *river.Client[pgx.Tx]
 	notifier  *notifier

@@ -19,6 +19,11 @@ import (
 // and Reckon's other locks.
 const ReactorLockNamespace int32 = 0x52434b52 // "RCKR"
 
+// reactorLock is the liveness lock of the reactor with the given id.
+func reactorLock(id string) postgres.AdvisoryLock {
+	return postgres.AdvisoryLock{Namespace: ReactorLockNamespace, Name: id}
+}
+
 // forgetEvery is how often a started client deletes the registrations of reactors long gone.
 const forgetEvery = time.Hour
 
@@ -107,8 +112,8 @@ func (l *liveness) lock(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("effects: reactor %s: liveness connection: %w", l.c.config.ID, err)
 	}
-	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2))`, ReactorLockNamespace, l.c.config.ID).Scan(&locked); err != nil {
+	locked, err := reactorLock(l.c.config.ID).TryLock(ctx, conn)
+	if err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("effects: reactor %s: take liveness lock: %w", l.c.config.ID, err)
 	}
@@ -257,7 +262,7 @@ func (l *liveness) shutdown(ctx context.Context) {
 func (l *liveness) unlock() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, ReactorLockNamespace, l.c.config.ID); err != nil {
+	if _, err := reactorLock(l.c.config.ID).Unlock(ctx, l.conn); err != nil {
 		l.c.logger.WarnContext(ctx, "release the liveness lock", slog.String("error", err.Error()))
 	}
 }
@@ -330,7 +335,9 @@ func (l *liveness) takeOverIfDead(ctx context.Context, owner string) error {
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
 		taken, resigned = nil, 0
 		q := dbsqlc.New(tx)
-		free, err := q.ReactorTryLock(ctx, dbsqlc.ReactorTryLockParams{Namespace: ReactorLockNamespace, ID: owner})
+		// Free means the owner is gone (its process or its connection died), and it cannot come
+		// back before this transaction ends.
+		free, err := reactorLock(owner).TryLockTx(ctx, tx)
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 )
 
-// Metrics are the Prometheus collectors of a Client, registered on Config.Registerer:
+// metrics are the Prometheus collectors of a Client, registered on Config.Registerer:
 //
 //	reckon_effect_transitions_total{connector,policy,from,to}    transitions made by this process
 //	reckon_effect_settle_latency_seconds{connector,state}        enqueue to CONFIRMED or FAILED, settled by this process
@@ -43,7 +43,7 @@ import (
 //
 // The series operators alert on exist at 0 before their first event (see connectorCollector,
 // sweptReasons and precreatedJobKinds), so rate() over them works from the first scrape.
-type Metrics struct {
+type metrics struct {
 	transitions     *prometheus.CounterVec
 	settleSeconds   *prometheus.HistogramVec
 	dispatchSeconds *prometheus.HistogramVec
@@ -93,8 +93,8 @@ var (
 	precreatedJobKinds = []string{dispatchArgs{}.Kind(), reconcileArgs{}.Kind(), deadlineArgs{}.Kind()}
 )
 
-func newMetrics(registerer prometheus.Registerer, client *Client) (*Metrics, error) {
-	m := &Metrics{
+func newMetrics(registerer prometheus.Registerer, client *Client) (*metrics, error) {
+	m := &metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "reckon", Subsystem: "effect", Name: "transitions_total",
 			Help: "Effect state transitions made by this process.",
@@ -188,7 +188,7 @@ func newMetrics(registerer prometheus.Registerer, client *Client) (*Metrics, err
 // (precreatedSettled), the dispatch durations by outcome (precreatedOutcomes), fenced writes,
 // compensations, acceptances and, for a connector with a status check, its answers by status.
 type connectorCollector struct {
-	metrics  *Metrics
+	metrics  *metrics
 	registry *Registry
 }
 
@@ -290,7 +290,7 @@ func (t *throttleCollector) Collect(ch chan<- prometheus.Metric) {
 // the failure logged); the rest of the scrape is served.
 type statsCollector struct {
 	client  *Client
-	metrics *Metrics
+	metrics *metrics
 }
 
 var (

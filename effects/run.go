@@ -271,8 +271,7 @@ func (c *Client) WaitRun(ctx context.Context, id string, opts *RunOpts) (*RunRes
 			unsubscribe()
 		}
 	}()
-	// A safety net in case a notification is lost (the listener reconnecting).
-	recheck := time.NewTicker(5 * time.Second)
+	recheck := time.NewTicker(waitRecheckEvery)
 	defer recheck.Stop()
 	run := dbsqlc.EffectListUnresolvedByRunParams{TenantID: opts.tenantID(), RunID: id}
 	for {
@@ -356,104 +355,138 @@ func (c *Client) CancelRun(ctx context.Context, id, actor, reason string, opts *
 	if err := jsonx.CheckTexts("run id", id, "actor", actor, "reason", reason, "RunOpts.TenantID", opts.tenantID()); err != nil {
 		return nil, fmt.Errorf("effects: cancel run: %w", err)
 	}
-	tenant := opts.tenantID()
-	who := "caller:" + actor
-	why := "run cancelled by caller: " + reason
-	res := &RunCancellation{}
-	type awaiting struct {
-		row   dbsqlc.ReckonEffect
-		jobID int64
+	rc := &runCancel{
+		tenant: opts.tenantID(), id: id,
+		who: "caller:" + actor, reason: reason, why: "run cancelled by caller: " + reason,
+		res: &RunCancellation{},
 	}
-	var (
-		await  []awaiting
-		failed []dbsqlc.ReckonEffect
-	)
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		q := dbsqlc.New(tx)
-		// Lock order: the run's effects before the run, as a settling effect's transaction locks
-		// them (the effect, then — enqueueing a saga's next step — its run). The list is read
-		// again below, after the run is cancelled, for effects enqueued meanwhile.
-		pending := dbsqlc.EffectListPendingByRunForUpdateParams{TenantID: tenant, RunID: id}
-		if _, err := q.EffectListPendingByRunForUpdate(ctx, pending); err != nil {
-			return fmt.Errorf("effects: effects of run %q: %w", id, err)
-		}
-		if _, err := q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: tenant, ID: id}); postgres.NoRows(err) {
-			return fmt.Errorf("%w: %q", ErrRunNotFound, id)
-		} else if err != nil {
-			return fmt.Errorf("effects: lock run %q: %w", id, err)
-		}
-		if _, err := q.RunCancel(ctx, dbsqlc.RunCancelParams{TenantID: tenant, ID: id, Actor: who, Reason: reason}); err != nil {
-			return fmt.Errorf("effects: cancel run %q: %w", id, err)
-		}
-		rows, err := q.EffectListPendingByRunForUpdate(ctx, pending)
-		if err != nil {
-			return fmt.Errorf("effects: effects of run %q: %w", id, err)
-		}
-		for _, p := range rows {
-			row := p.ReckonEffect
-			// Not started: no attempt is running and its job has not run (a snoozed job returns
-			// to attempt 0). Such an effect was never attempted, or each attempt provably did
-			// not take effect (retryable failures; a status check found it absent).
-			// An unclaimed effect (no job yet) was never dispatched, whatever correlation id it
-			// was given, and no claimer takes it while this transaction holds its lock.
-			notStarted := row.JobID != nil && p.JobAttempt == 0 && waitingJob(dbsqlc.RiverJobState(p.JobState)) && row.LeaseToken == nil
-			switch {
-			case unclaimed(row) || notStarted && row.CorrelationID == nil:
-				if row.JobID != nil { // under the job's lock, it must still not have started
-					_, cancelled, err := c.cancelUnstartedJobTx(ctx, tx, *row.JobID)
-					if err != nil {
-						return fmt.Errorf("effects: cancel dispatch job of %s: %w", row.ID, err)
-					}
-					if !cancelled {
-						res.Left = append(res.Left, row.ID)
-						continue
-					}
-				}
-				if err := endHoldTx(ctx, tx, row, who, "cancelled: "+why); err != nil {
-					return err
-				}
-				settled, err := c.settle(ctx, tx, row.ID, transition{
-					from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
-					errMsg: "cancelled: " + why, actor: who, reason: "cancelled: " + why,
-				})
-				switch {
-				case err == nil:
-					failed = append(failed, settled)
-				case !errors.Is(err, errFencedOut): // fenced out: someone else decided; nothing written
-					return err
-				}
-			case notStarted && row.CorrelationID != nil:
-				await = append(await, awaiting{row: row, jobID: *row.JobID})
-			default:
-				res.Left = append(res.Left, row.ID)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := c.withTx(ctx, func(tx pgx.Tx) error { return c.cancelRunTx(ctx, tx, rc) }); err != nil {
 		return nil, err
 	}
-	for _, row := range failed {
-		res.Failed = append(res.Failed, row.ID)
+	for _, row := range rc.failed {
+		rc.res.Failed = append(rc.res.Failed, row.ID)
 		c.countSettlement(row.Connector, row.Policy, StatePending, StateFailed, row.CreatedAt, row.UpdatedAt)
 	}
 	// Effects awaiting a callback: ask the upstream to abandon them (outside any transaction),
 	// then record, fenced by the deadline job, what became of them.
-	for _, a := range await {
-		done, err := c.cancelAwaiting(ctx, a.row, a.jobID, who, why)
+	for _, a := range rc.await {
+		done, err := c.cancelAwaiting(ctx, a.row, a.jobID, rc.who, rc.why)
 		if err != nil {
 			return nil, err
 		}
 		if done {
-			res.Awaiting = append(res.Awaiting, a.row.ID)
+			rc.res.Awaiting = append(rc.res.Awaiting, a.row.ID)
 		} else {
-			res.Left = append(res.Left, a.row.ID)
+			rc.res.Left = append(rc.res.Left, a.row.ID)
 		}
 	}
-	if res.Run, err = c.GetRun(ctx, id, opts); err != nil {
+	var err error
+	if rc.res.Run, err = c.GetRun(ctx, id, opts); err != nil {
 		return nil, err
 	}
-	return res, nil
+	return rc.res, nil
+}
+
+// runCancel is one CancelRun: the run, who cancels it and why, and what becomes of its PENDING
+// effects.
+type runCancel struct {
+	tenant, id string
+	who        string // the audit trail's actor: "caller:" + the caller's actor
+	reason     string // the caller's reason, recorded on the run
+	why        string // the reason recorded on the run's effects
+	res        *RunCancellation
+	failed     []dbsqlc.ReckonEffect // settled FAILED in the transaction, counted once it committed
+	await      []awaitingCancel      // awaiting their callback: cancelled after the transaction
+}
+
+// awaitingCancel is an effect awaiting its callback that CancelRun cancels, fenced by its deadline
+// job.
+type awaitingCancel struct {
+	row   dbsqlc.ReckonEffect
+	jobID int64
+}
+
+// cancelRunTx cancels the run and, in the same transaction, fails the effects of it that have not
+// started, and sorts the others into those awaiting a callback and those left to finish.
+func (c *Client) cancelRunTx(ctx context.Context, tx pgx.Tx, rc *runCancel) error {
+	q := dbsqlc.New(tx)
+	// Lock order: the run's effects before the run, as a settling effect's transaction locks
+	// them (the effect, then — enqueueing a saga's next step — its run). The list is read
+	// again below, after the run is cancelled, for effects enqueued meanwhile.
+	pending := dbsqlc.EffectListPendingByRunForUpdateParams{TenantID: rc.tenant, RunID: rc.id}
+	if _, err := q.EffectListPendingByRunForUpdate(ctx, pending); err != nil {
+		return fmt.Errorf("effects: effects of run %q: %w", rc.id, err)
+	}
+	if _, err := q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: rc.tenant, ID: rc.id}); postgres.NoRows(err) {
+		return fmt.Errorf("%w: %q", ErrRunNotFound, rc.id)
+	} else if err != nil {
+		return fmt.Errorf("effects: lock run %q: %w", rc.id, err)
+	}
+	if _, err := q.RunCancel(ctx, dbsqlc.RunCancelParams{TenantID: rc.tenant, ID: rc.id, Actor: rc.who, Reason: rc.reason}); err != nil {
+		return fmt.Errorf("effects: cancel run %q: %w", rc.id, err)
+	}
+	rows, err := q.EffectListPendingByRunForUpdate(ctx, pending)
+	if err != nil {
+		return fmt.Errorf("effects: effects of run %q: %w", rc.id, err)
+	}
+	for _, p := range rows {
+		if err := c.cancelPendingTx(ctx, tx, rc, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cancelPendingTx handles one PENDING effect of a run being cancelled: one that has not started
+// and awaits no callback becomes FAILED; one not started that awaits its callback is cancelled
+// after the transaction; any other is left to finish.
+func (c *Client) cancelPendingTx(ctx context.Context, tx pgx.Tx, rc *runCancel, p dbsqlc.EffectListPendingByRunForUpdateRow) error {
+	row := p.ReckonEffect
+	// Not started: no attempt is running and its job has not run (a snoozed job returns
+	// to attempt 0). Such an effect was never attempted, or each attempt provably did
+	// not take effect (retryable failures; a status check found it absent).
+	// An unclaimed effect (no job yet) was never dispatched, whatever correlation id it
+	// was given, and no claimer takes it while this transaction holds its lock.
+	notStarted := row.JobID != nil && p.JobAttempt == 0 && waitingJob(dbsqlc.RiverJobState(p.JobState)) && row.LeaseToken == nil
+	switch {
+	case unclaimed(row) || notStarted && row.CorrelationID == nil:
+		return c.failUnstartedTx(ctx, tx, rc, row)
+	case notStarted && row.CorrelationID != nil:
+		rc.await = append(rc.await, awaitingCancel{row: row, jobID: *row.JobID})
+	default:
+		rc.res.Left = append(rc.res.Left, row.ID)
+	}
+	return nil
+}
+
+// failUnstartedTx cancels the dispatch job of an effect that has not started and settles the
+// effect FAILED. If the job started meanwhile, the effect is left to finish; if another settled
+// the effect first, nothing is written.
+func (c *Client) failUnstartedTx(ctx context.Context, tx pgx.Tx, rc *runCancel, row dbsqlc.ReckonEffect) error {
+	if row.JobID != nil { // under the job's lock, it must still not have started
+		_, cancelled, err := c.cancelUnstartedJobTx(ctx, tx, *row.JobID)
+		if err != nil {
+			return fmt.Errorf("effects: cancel dispatch job of %s: %w", row.ID, err)
+		}
+		if !cancelled {
+			rc.res.Left = append(rc.res.Left, row.ID)
+			return nil
+		}
+	}
+	if err := endHoldTx(ctx, tx, row, rc.who, "cancelled: "+rc.why); err != nil {
+		return err
+	}
+	settled, err := c.settle(ctx, tx, row.ID, transition{
+		from: StatePending, to: StateFailed, fence: fence{jobID: row.JobID},
+		errMsg: "cancelled: " + rc.why, actor: rc.who, reason: "cancelled: " + rc.why,
+	})
+	switch {
+	case err == nil:
+		rc.failed = append(rc.failed, settled)
+	case !errors.Is(err, errFencedOut): // fenced out: someone else decided; nothing written
+		return err
+	}
+	return nil
 }
 
 // cancelAwaiting records that the caller cancelled an effect awaiting its callback: its deadline

@@ -16,6 +16,12 @@ import (
 // effects that have just become CONFIRMED, FAILED or STUCK (migration 0002).
 const settledChannel = "reckon_effect_settled"
 
+// waitRecheckEvery is how often a waiter (Wait, WaitRun) reads again what it waits for without
+// a notification: a safety net for a notification lost while the listener reconnects, seldom
+// enough to cost the database little next to the notifications, often enough that such a waiter
+// is late by seconds, not stuck.
+const waitRecheckEvery = 5 * time.Second
+
 // Wait returns the effect once it is settled — CONFIRMED, FAILED or STUCK — or ctx's error. It
 // listens for the database's notification rather than polling; one connection serves all the
 // Waits of a Client (see Listen).
@@ -25,9 +31,7 @@ func (c *Client) Wait(ctx context.Context, id uuid.UUID) (*Effect, error) {
 		return nil, err
 	}
 	defer unsubscribe()
-	// A safety net in case a notification is lost (the listener reconnecting): look again now
-	// and then.
-	recheck := time.NewTicker(5 * time.Second)
+	recheck := time.NewTicker(waitRecheckEvery)
 	defer recheck.Stop()
 	for {
 		effect, err := c.Get(ctx, id)

@@ -293,7 +293,7 @@ func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, in Inbound) (*Message,
 		messageID = uuid.NewString()
 	}
 	q := dbsqlc.New(tx)
-	if err := q.TurnScheduleLock(ctx, dbsqlc.TurnScheduleLockParams{Namespace: scheduleLockNamespace, SessionKey: in.SessionKey}); err != nil {
+	if err := scheduleLock(in.SessionKey).LockTx(ctx, tx); err != nil {
 		return nil, fmt.Errorf("turns: submit to %q: lock session: %w", in.SessionKey, err)
 	}
 	row, err := q.MessageInsert(ctx, dbsqlc.MessageInsertParams{

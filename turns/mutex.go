@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/txn"
 )
 
@@ -24,6 +25,25 @@ const LockNamespace int32 = 0x52434b53 // "RCKS"
 // scheduleLockNamespace keys the transaction-scoped locks that serialize, per session, the
 // assignment of inbound messages to turns.
 const scheduleLockNamespace int32 = 0x52434b51 // "RCKQ"
+
+// sessionLock is the session mutex's lock of sessionKey, held for a connection's session.
+func sessionLock(sessionKey string) postgres.AdvisoryLock {
+	return postgres.AdvisoryLock{Namespace: LockNamespace, Name: sessionKey}
+}
+
+// scheduleLock is the lock of sessionKey that serializes, until the caller's transaction ends,
+// the statements that assign inbound messages to turns (submitting a message, opening,
+// superseding and absorbing turns).
+func scheduleLock(sessionKey string) postgres.AdvisoryLock {
+	return postgres.AdvisoryLock{Namespace: scheduleLockNamespace, Name: sessionKey}
+}
+
+// cleanupTimeout bounds a clean-up statement on a session's connection — the unlock, the close
+// of a connection that may hold the lock, a turn's status restored after a failed commit — run
+// even once the caller's context has ended: ample for a database that answers, and short enough
+// that one that does not holds the caller up for seconds only (closing the connection frees the
+// lock anyway).
+const cleanupTimeout = 5 * time.Second
 
 // Mutex is the session mutex: a session-level Postgres advisory lock per session key, held on a
 // dedicated connection of the pool. Only one Lock per session key exists at a time across every
@@ -150,8 +170,7 @@ func (m *Mutex) acquire(ctx context.Context, sessionKey string, timeout time.Dur
 		if _, err := tx.Exec(lockCtx, `SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(remaining.Milliseconds()+1, 10)); err != nil {
 			return err
 		}
-		_, err := tx.Exec(lockCtx, `SELECT pg_advisory_lock($1, hashtext($2))`, LockNamespace, sessionKey)
-		return err
+		return sessionLock(sessionKey).Lock(lockCtx, tx)
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -187,10 +206,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	l.released = true
 	defer l.mutex.leave(l.sessionKey, true)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	var unlocked bool
-	err := l.conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1, hashtext($2))`, LockNamespace, l.sessionKey).Scan(&unlocked)
+	unlocked, err := sessionLock(l.sessionKey).Unlock(ctx, l.conn)
 	if err != nil || !unlocked {
 		destroy(l.conn)
 		if err != nil {
@@ -205,7 +223,7 @@ func (l *Lock) Release(ctx context.Context) error {
 // destroy closes a pooled connection instead of returning it to the pool.
 func destroy(conn *pgxpool.Conn) {
 	raw := conn.Hijack()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	_ = raw.Close(ctx)
 }

@@ -129,7 +129,7 @@ func (c *Client) open(ctx context.Context, lock *Lock, respectWindow bool) (dbsq
 	nothing := false
 	err := txn.Once(ctx, lock.Conn(), func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
-		if err := q.TurnScheduleLock(ctx, dbsqlc.TurnScheduleLockParams{Namespace: scheduleLockNamespace, SessionKey: sessionKey}); err != nil {
+		if err := scheduleLock(sessionKey).LockTx(ctx, tx); err != nil {
 			return err
 		}
 		acc, err := q.TurnGetAccumulating(ctx, sessionKey)
@@ -245,7 +245,7 @@ func (c *Client) moveTurnTx(ctx context.Context, tx pgx.Tx, from, to dbsqlc.Reck
 // accumulating turn, which inherits its turn group.
 func (c *Client) supersedeTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, sessionKey, reason string) error {
 	q := dbsqlc.New(tx)
-	if err := q.TurnScheduleLock(ctx, dbsqlc.TurnScheduleLockParams{Namespace: scheduleLockNamespace, SessionKey: sessionKey}); err != nil {
+	if err := scheduleLock(sessionKey).LockTx(ctx, tx); err != nil {
 		return err
 	}
 	from, err := q.TurnGet(ctx, id)
@@ -330,7 +330,7 @@ func (c *Client) commit(ctx context.Context, lock *Lock, ec *effects.Client, id 
 		return nil
 	})
 	if err != nil {
-		restoreCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		restoreCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		if _, restoreErr := dbsqlc.New(conn).TurnSetStatus(restoreCtx, dbsqlc.TurnSetStatusParams{
 			ID: id, Status: dbsqlc.ReckonTurnStatusPROCESSING, FromStatus: dbsqlc.ReckonTurnStatusCOMMITTING,

@@ -293,7 +293,7 @@ func (t *Turn) decideLocked(ctx context.Context, point string) (Decision, error)
 // earlier ones a QUEUE decision left there; it is dropped when nothing is left in it.
 func (t *Turn) absorbTx(ctx context.Context, tx pgx.Tx, fresh []Message) error {
 	q := dbsqlc.New(tx)
-	if err := q.TurnScheduleLock(ctx, dbsqlc.TurnScheduleLockParams{Namespace: scheduleLockNamespace, SessionKey: t.SessionKey}); err != nil {
+	if err := scheduleLock(t.SessionKey).LockTx(ctx, tx); err != nil {
 		return err
 	}
 	acc, err := q.TurnGetAccumulating(ctx, t.SessionKey)

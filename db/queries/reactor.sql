@@ -32,12 +32,6 @@ WHERE r.id <> @self::text
   ) OR EXISTS (SELECT 1 FROM river_leader l WHERE l.leader_id = r.id))
 ORDER BY r.id;
 
--- name: ReactorTryLock :one
--- Takes the reactor's lock for the caller's transaction if nobody holds it: true means the reactor
--- is gone (its process or its connection died), and it cannot come back before the transaction
--- ends.
-SELECT pg_try_advisory_xact_lock(@namespace::integer, hashtext(@id::text))::boolean AS free;
-
 -- name: ReactorMarkDead :one
 -- Records that the caller found the reactor dead and took its jobs over. The first finder's time
 -- and name stay; the count adds up.

@@ -1,8 +1,3 @@
--- name: TurnScheduleLock :exec
--- Serializes, per session, the statements that assign inbound messages to turns (submitting a
--- message, opening, superseding and absorbing turns) until the transaction ends.
-SELECT pg_advisory_xact_lock(sqlc.arg(namespace)::integer, hashtext(sqlc.arg(session_key)::text));
-
 -- name: TurnInsert :one
 -- Opens a turn of the session with the next sequence number.
 INSERT INTO reckon_turns (

@@ -214,25 +214,6 @@ func (q *Queries) ReactorResignLeadership(ctx context.Context, leaderID string) 
 	return result.RowsAffected(), nil
 }
 
-const reactorTryLock = `-- name: ReactorTryLock :one
-SELECT pg_try_advisory_xact_lock($1::integer, hashtext($2::text))::boolean AS free
-`
-
-type ReactorTryLockParams struct {
-	Namespace int32
-	ID        string
-}
-
-// Takes the reactor's lock for the caller's transaction if nobody holds it: true means the reactor
-// is gone (its process or its connection died), and it cannot come back before the transaction
-// ends.
-func (q *Queries) ReactorTryLock(ctx context.Context, arg ReactorTryLockParams) (bool, error) {
-	row := q.db.QueryRow(ctx, reactorTryLock, arg.Namespace, arg.ID)
-	var free bool
-	err := row.Scan(&free)
-	return free, err
-}
-
 const reactorUnregister = `-- name: ReactorUnregister :exec
 DELETE FROM reckon_reactors WHERE id = $1
 `

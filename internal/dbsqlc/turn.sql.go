@@ -691,22 +691,6 @@ func (q *Queries) TurnRemoveMessages(ctx context.Context, arg TurnRemoveMessages
 	return i, err
 }
 
-const turnScheduleLock = `-- name: TurnScheduleLock :exec
-SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text))
-`
-
-type TurnScheduleLockParams struct {
-	Namespace  int32
-	SessionKey string
-}
-
-// Serializes, per session, the statements that assign inbound messages to turns (submitting a
-// message, opening, superseding and absorbing turns) until the transaction ends.
-func (q *Queries) TurnScheduleLock(ctx context.Context, arg TurnScheduleLockParams) error {
-	_, err := q.db.Exec(ctx, turnScheduleLock, arg.Namespace, arg.SessionKey)
-	return err
-}
-
 const turnSetBeatKey = `-- name: TurnSetBeatKey :exec
 UPDATE reckon_turns SET beat_key = $1 WHERE id = $2
 `

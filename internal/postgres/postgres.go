@@ -1,6 +1,7 @@
 // Package postgres holds what Reckon's packages share to talk to Postgres beyond transactions
 // (internal/txn): opening a pool (OpenPool), naming another database on the same server
-// (WithDatabase), and reading a query's "no rows" (NoRows).
+// (WithDatabase), reading a query's "no rows" (NoRows), and taking and freeing advisory locks
+// (AdvisoryLock).
 package postgres
 
 import (
