@@ -409,6 +409,8 @@ type awaitingCancel struct {
 // cancelRunTx cancels the run and, in the same transaction, fails the effects of it that have not
 // started, and sorts the others into those awaiting a callback and those left to finish.
 func (c *Client) cancelRunTx(ctx context.Context, tx pgx.Tx, rc *runCancel) error {
+	// withTx runs this again after a deadlock or lock timeout: what an aborted try sorted is gone.
+	rc.res.Left, rc.failed, rc.await = nil, nil, nil
 	q := dbsqlc.New(tx)
 	// Lock order: the run's effects before the run, as a settling effect's transaction locks
 	// them (the effect, then — enqueueing a saga's next step — its run). The list is read
