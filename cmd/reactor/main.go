@@ -56,6 +56,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reckonhq/reckon/cmd/internal/cli"
+	"github.com/reckonhq/reckon/cmd/internal/definitions"
 	"github.com/reckonhq/reckon/cmd/internal/health"
 	"github.com/reckonhq/reckon/cmd/internal/telemetry"
 	"github.com/reckonhq/reckon/cmd/internal/version"
@@ -63,6 +64,8 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/events"
 	"github.com/reckonhq/reckon/retention"
+	"github.com/reckonhq/reckon/saga"
+	"github.com/reckonhq/reckon/saga/sagadef"
 )
 
 func main() {
@@ -173,13 +176,6 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	// Go connectors are registered by services that embed the reactor (effects.Client in their
 	// own process); this one has the HTTP connectors stored in the database.
 	registry := effects.NewRegistry()
-	connectors, err := newConnectorSync(pool, registry, logger, metrics)
-	if err != nil {
-		return err
-	}
-	if err := connectors.sync(ctx); err != nil {
-		return fmt.Errorf("load HTTP connectors: %w", err)
-	}
 	effectsConfig := &effects.Config{
 		Registry:          registry,
 		Logger:            logger,
@@ -206,8 +202,19 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	sagas, err := newSagaSync(ctx, pool, logger, metrics) // sagas.go
+	// The saga client: its settle hook advances every saga whose step or compensation settles
+	// here, with the stored definitions loaded at start, every -connector-sync-interval and
+	// whenever a saga names one not loaded yet (in the settling transaction).
+	var sagaDefs sagadef.Syncer
+	sagas, err := saga.NewClient(pool, &saga.Config{Logger: logger, Registerer: metrics, OnUnknownDefinition: sagaDefs.Load})
 	if err != nil {
+		return err
+	}
+	stored, err := definitions.New(pool, registry, sagas, &sagaDefs, logger, metrics, "reactor")
+	if err != nil {
+		return err
+	}
+	if err := stored.Load(ctx); err != nil {
 		return err
 	}
 	// Webhook subscriptions, delivered as effects of the built-in connector reckon.webhook.
@@ -215,7 +222,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	if err != nil {
 		return err
 	}
-	effectsConfig.Plugins = []effects.Plugin{sessions, sagas.sagas, webhooks}
+	effectsConfig.Plugins = []effects.Plugin{sessions, sagas, webhooks}
 	if cfg.retention.Interval > 0 {
 		retentionConfig := cfg.retention.Config()
 		retentionConfig.Logger, retentionConfig.Registerer = logger, metrics
@@ -240,14 +247,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	syncDone := make(chan struct{})
 	go func() {
 		defer close(syncDone)
-		cli.Every(syncCtx, cfg.syncInterval, func(ctx context.Context) {
-			if err := connectors.sync(ctx); err != nil && ctx.Err() == nil {
-				logger.WarnContext(ctx, "http connectors: sync failed; keeping the ones loaded", slog.String("error", err.Error()))
-			}
-			if err := sagas.sync(ctx); err != nil && ctx.Err() == nil {
-				logger.WarnContext(ctx, "saga definitions: sync failed; keeping the ones loaded", slog.String("error", err.Error()))
-			}
-		})
+		stored.Run(syncCtx, cfg.syncInterval)
 	}()
 
 	// The reactor also stops when it was taken for dead (its database connection was lost for too

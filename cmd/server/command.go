@@ -22,6 +22,7 @@ import (
 	"github.com/reckonhq/reckon/events"
 	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/internal/postgres"
+	"github.com/reckonhq/reckon/saga/sagadef"
 )
 
 // commonFlags are the flags of serve and of every command.
@@ -168,12 +169,13 @@ func (c *command) withOps(ctx context.Context, pool *pgxpool.Pool, fn func(*ops.
 	if err != nil {
 		return err
 	}
-	sagas, err := newSagaClient(ctx, pool, logger, nil)
+	var sagaDefs sagadef.Syncer
+	sagas, err := newSagaClient(pool, logger, nil, &sagaDefs)
 	if err != nil {
 		return err
 	}
 	registry := effects.NewRegistry()
-	if _, err := httpconn.Sync(ctx, pool, registry); err != nil {
+	if _, err := new(httpconn.Syncer).Sync(ctx, pool, registry); err != nil {
 		return err
 	}
 	webhooks, err := events.NewWebhooks(pool, &events.WebhookConfig{Logger: logger})

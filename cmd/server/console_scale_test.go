@@ -25,6 +25,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/saga/sagadef"
 )
 
 // TestConsoleAtScale times the console's pages over HTTP (the console's handler as the server
@@ -186,11 +187,11 @@ func TestConsoleAtScale(t *testing.T) {
 // scaleConsole serves a console on pool, built as the server builds it, and returns its URL.
 func scaleConsole(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
 	sessions, err := newTurnsClient(pool, logger)
 	require.NoError(t, err)
-	sagas, err := newSagaClient(ctx, pool, logger, nil)
+	var sagaDefs sagadef.Syncer
+	sagas, err := newSagaClient(pool, logger, nil, &sagaDefs)
 	require.NoError(t, err)
 	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sessions, sagas}})
 	require.NoError(t, err)

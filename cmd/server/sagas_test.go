@@ -277,7 +277,7 @@ func newOpsFixture(t *testing.T) *opsFixture {
 	})
 	require.NoError(t, err)
 	registry := effects.NewRegistry()
-	_, err = httpconn.Sync(ctx, pool, registry)
+	_, err = new(httpconn.Syncer).Sync(ctx, pool, registry)
 	require.NoError(t, err)
 	def, err := sagadef.Parse([]byte(`{"name":"transfer","steps":[
 		{"name":"debit","connector":"bank.wire","undo":"connector"},
@@ -285,7 +285,8 @@ func newOpsFixture(t *testing.T) *opsFixture {
 	require.NoError(t, err)
 	_, _, err = sagadef.Put(ctx, pool, def, registry)
 	require.NoError(t, err)
-	sagas, err := saga.NewClient(pool, &saga.Config{OnUnknownDefinition: sagadef.Load})
+	var sagaDefs sagadef.Syncer
+	sagas, err := saga.NewClient(pool, &saga.Config{OnUnknownDefinition: sagaDefs.Load})
 	require.NoError(t, err)
 	config := testkit.FastConfig(registry)
 	config.Plugins = []effects.Plugin{sagas}

@@ -48,9 +48,10 @@ func setupSagas(t *testing.T, extra ...effects.Connector) *harness {
 	for _, c := range extra {
 		require.NoError(t, registry.Register(c))
 	}
-	_, err = httpconn.Sync(ctx, h.pool, registry)
+	_, err = new(httpconn.Syncer).Sync(ctx, h.pool, registry)
 	require.NoError(t, err)
-	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: sagadef.Load})
+	var sagaDefs sagadef.Syncer
+	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: sagaDefs.Load})
 	require.NoError(t, err)
 	h.client = testkit.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
 		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
