@@ -24,8 +24,6 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/console"
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
-	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/saga/sagadef"
 )
 
 // TestConsoleAtScale times the console's pages over HTTP (the console's handler as the server
@@ -188,14 +186,9 @@ func TestConsoleAtScale(t *testing.T) {
 func scaleConsole(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
-	sessions, err := newTurnsClient(pool, logger)
+	built, err := newEngine(pool, logger, nil, nil)
 	require.NoError(t, err)
-	var sagaDefs sagadef.Syncer
-	sagas, err := newSagaClient(pool, logger, nil, &sagaDefs)
-	require.NoError(t, err)
-	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sessions, sagas}})
-	require.NoError(t, err)
-	c, err := console.New(&console.Config{Ops: ops.New(pool, client, sagas, sessions), Operators: operator.NewStore(pool), Logger: logger})
+	c, err := console.New(&console.Config{Ops: ops.New(pool, built.Effects, built.Sagas, built.Turns), Operators: operator.NewStore(pool), Logger: logger})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	c.Register(mux)

@@ -57,9 +57,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/db"
-	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/events"
-	"github.com/reckonhq/reckon/saga/sagadef"
 )
 
 func main() {
@@ -163,35 +161,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer pool.Close()
 
 	metrics := health.NewRegistry()
-	sessions, err := newTurnsClient(pool, logger) // turns.go
+	logger.Info("confirmation holds of the effects the API enqueues", f.confirmation.LogAttrs()...)
+	built, err := newEngine(pool, logger, metrics, &f.confirmation) // engine.go
 	if err != nil {
 		return err
 	}
-	// The saga client counts the sagas started over HTTP (reckon_saga_started_total); the server
-	// computes no statistics, it reports the reactors' (reckon_sagas).
-	registry := effects.NewRegistry()
-	var sagaDefs sagadef.Syncer
-	sagas, err := newSagaClient(pool, logger, metrics, &sagaDefs)
-	if err != nil {
-		return err
-	}
-	stored, err := definitions.New(pool, registry, sagas, &sagaDefs, logger, metrics, "server")
-	if err != nil {
-		return err
-	}
-	// The webhook deliveries' settle hook, for operators who resolve a STUCK delivery here; the
-	// reactors deliver.
-	webhooks, err := events.NewWebhooks(pool, &events.WebhookConfig{Logger: logger})
-	if err != nil {
-		return err
-	}
-	effectsConfig := &effects.Config{Registry: registry, Logger: logger, Plugins: []effects.Plugin{sessions, sagas, webhooks}}
-	f.confirmation.Apply(effectsConfig)
-	logger.Info("f.confirmation holds of the effects the API enqueues", f.confirmation.LogAttrs()...)
-	client, err := effects.NewClient(pool, effectsConfig)
-	if err != nil {
-		return err
-	}
+	client, sagas, sessions, stored := built.Effects, built.Sagas, built.Turns, built.Definitions
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
 	// The event stream (GET /v1/events) is woken by the effects client's one LISTEN connection,
 	// and its streams end when SIGTERM starts the shutdown: they never end by themselves, so they

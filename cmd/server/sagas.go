@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
@@ -32,14 +30,6 @@ server sagas show ID [-o table|json]     steps, compensation order, history
 server sagas resolve ID -decision retry_compensation|mark_compensated -reason R [-actor A]
 server sagas define -f definition.json [-skip-connector-check]   (or -f - for stdin; docs/api.md)
 server sagas definitions [-json]`
-
-// newSagaClient is the server's saga client: on the effects client that enqueues (never started
-// here), with the stored definitions loaded by sagaDefs whenever a request names one it has not
-// loaded (and by the server's definitions.Loader at once when the schema is current, then every
-// interval). Its metrics go to metrics (nil: none).
-func newSagaClient(pool *pgxpool.Pool, logger *slog.Logger, metrics prometheus.Registerer, sagaDefs *sagadef.Syncer) (*saga.Client, error) {
-	return saga.NewClient(pool, &saga.Config{Logger: logger, Registerer: metrics, OnUnknownDefinition: sagaDefs.Load})
-}
 
 // runSagas lists, shows and resolves sagas of every tenant (package ops), and manages the saga
 // definitions stored in reckon_saga_definitions (package saga/sagadef): define (validated;
