@@ -237,7 +237,6 @@ func requireRefusedStarts(t *testing.T, h *harness, token string) {
 		require.Equal(t, code, r.errorCode(t), "%s: %s", body, r.body)
 	}
 	require.Equal(t, before, h.rows(), "refused starts write nothing")
-
 }
 
 // requireSagaPages: acme's two sagas (ids) list a page at a time and by state or definition,
