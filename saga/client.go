@@ -45,7 +45,7 @@ type Client struct {
 // DefinitionLoader is called, in the transaction at hand, when a saga names a definition the
 // client has not registered — a start (StartTx) or a reactor advancing a saga — before the name is
 // refused with ErrUnknownDefinition. It may Register it, e.g. from the definitions stored in the
-// database (sagadef.Load); the lookup is then tried again. Its error is returned (a database
+// database (a sagadef.Syncer's Load); the lookup is then tried again. Its error is returned (a database
 // error aborts tx).
 type DefinitionLoader func(ctx context.Context, tx pgx.Tx, c *Client, name string) error
 

@@ -79,6 +79,22 @@ func (b *bench) report() {
 	r := &b.results
 	river, peer := r.rate("river"), r.rate("peer")
 	r.Ratios = map[string]float64{}
+	b.reportTable(river, peer)
+	b.reportDetails()
+	b.reportScaling()
+	b.reportStorage()
+	b.reportRetention()
+	b.reportTracing()
+	b.reportEvents()
+	b.reportLimits()
+	b.checkTargets(river, peer)
+	b.reportTargets()
+}
+
+// reportTable prints the throughput of every scenario, and its ratio to River's (river) and to
+// the peer's (peer), which it records in the ratios.
+func (b *bench) reportTable(river, peer float64) {
+	r := &b.results
 	fmt.Fprintln(b.out)
 	tw := tabwriter.NewWriter(b.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tWHAT\tCOUNT\tSECONDS\tPER SECOND\t×RIVER\t×PEER")
@@ -96,7 +112,11 @@ func (b *bench) report() {
 		}
 	}
 	_ = tw.Flush()
-	for _, res := range r.Results {
+}
+
+// reportDetails prints the latencies and the memory of the scenarios that measured them.
+func (b *bench) reportDetails() {
+	for _, res := range b.results.Results {
 		if p99, ok := res.Extra["p99_ms"]; ok {
 			fmt.Fprintf(b.out, "%-12s %s: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms\n", res.Name, res.Label, res.Extra["p50_ms"], res.Extra["p95_ms"], p99)
 		}
@@ -104,6 +124,12 @@ func (b *bench) report() {
 			fmt.Fprintf(b.out, "%-12s %s: peak RSS %.1f MB, peak Go heap %.1f MB\n", res.Name, res.Label, rss, res.Extra["peak_heap_mb"])
 		}
 	}
+}
+
+// reportScaling prints how busy the CPUs were in the scale scenarios and how throughput grew with
+// reactor processes, which it records in the ratios.
+func (b *bench) reportScaling() {
+	r := &b.results
 	for _, k := range []string{"scale-1", "scale-2", "scale-4"} {
 		if busy, ok := r.extra(k, "cpu_busy_pct"); ok {
 			extra := r.get(k).Extra
@@ -119,70 +145,84 @@ func (b *bench) report() {
 			}
 		}
 	}
-	b.reportStorage()
-	b.reportRetention()
-	b.reportTracing()
-	b.reportEvents()
-	b.reportLimits()
+}
 
-	check := func(goal, measured string, value float64, met bool) {
-		r.Targets = append(r.Targets, target{Goal: goal, Measured: measured, Value: value, Met: met})
-	}
-	// Issue 19's targets: each a ratio to River's same workload, from the same run.
+// check records a target: its goal, what was measured, the value and whether it met the goal.
+func (r *results) check(goal, measured string, value float64, met bool) {
+	r.Targets = append(r.Targets, target{Goal: goal, Measured: measured, Value: value, Met: met})
+}
+
+// checkTargets checks issue 19's targets, each a ratio to River's same workload (river) or the
+// peer's (peer) from the same run, or a bound, for the scenarios that ran.
+func (b *bench) checkTargets(river, peer float64) {
+	r := &b.results
 	if full := r.rate("reckon-full"); full > 0 && peer > 0 {
-		check("full protocol ≥ 1.5 × peer", "reckon-full/peer", full/peer, full/peer >= 1.5)
+		r.check("full protocol ≥ 1.5 × peer", "reckon-full/peer", full/peer, full/peer >= 1.5)
 	}
 	for _, batch := range []struct{ name, goal string }{
 		{"reckon-full", "batch, full protocol ≥ 0.8 × River"},
 		{"reckon", "batch, idempotent no-op ≥ 0.8 × River"},
 	} {
 		if v := r.rate(batch.name); v > 0 && river > 0 {
-			check(batch.goal, batch.name+"/river", v/river, v/river >= 0.8)
+			r.check(batch.goal, batch.name+"/river", v/river, v/river >= 0.8)
 		}
 	}
 	if e, ri := r.rate("enqueue-reckon"), r.rate("enqueue-river"); e > 0 && ri > 0 {
 		r.Ratios["enqueue-reckon/enqueue-river"] = e / ri
-		check("EnqueueTx ≥ 0.9 × River InsertTx, one per tx", "enqueue-reckon/enqueue-river", e/ri, e/ri >= 0.9)
+		r.check("EnqueueTx ≥ 0.9 × River InsertTx, one per tx", "enqueue-reckon/enqueue-river", e/ri, e/ri >= 0.9)
 	}
 	if e, ri := r.rate(e2eReckon), r.rate(e2eRiver); e > 0 && ri > 0 {
 		r.Ratios[e2eReckon+"/"+e2eRiver] = e / ri
-		check("single-effect end to end ≥ 0.8 × River's", e2eReckon+"/"+e2eRiver, e/ri, e/ri >= 0.8)
+		r.check("single-effect end to end ≥ 0.8 × River's", e2eReckon+"/"+e2eRiver, e/ri, e/ri >= 0.8)
 	}
 	if p99, ok := r.extra("latency-50", "p99_ms"); ok {
-		check("p99 enqueue → CONFIRMED ≤ 25 ms at 50% load", "latency-50 p99 ms", p99, p99 <= 25)
+		r.check("p99 enqueue → CONFIRMED ≤ 25 ms at 50% load", "latency-50 p99 ms", p99, p99 <= 25)
 	}
 	for _, name := range []string{"limits-rate", "limits-cap"} {
 		if of, ok := r.extra(name, "of_limit"); ok {
-			check("limited connector ≥ 0.9 × its limit while work waits", name+" of limit", of, of >= 0.9)
+			r.check("limited connector ≥ 0.9 × its limit while work waits", name+" of limit", of, of >= 0.9)
 		}
 	}
 	if rss, ok := r.extra("memory", "peak_rss_mb"); ok {
-		check("reactor RSS ≤ 150 MB with the backlog", "memory peak RSS MB", rss, rss <= 150)
+		r.check("reactor RSS ≤ 150 MB with the backlog", "memory peak RSS MB", rss, rss <= 150)
 	}
-	if one, two := r.rate("scale-1"), r.rate("scale-2"); one > 0 && two > 0 {
-		// Growth is due only while there is room: with the CPUs saturated by one reactor process
-		// and its Postgres, a second process can only share them.
-		busy, _ := r.extra("scale-1", "cpu_busy_median_pct")
-		goal := "throughput grows from 1 to 2 reactor processes"
-		if busy >= saturatedPct {
-			goal = fmt.Sprintf("%s (CPUs %.0f%% busy at 1: saturated)", goal, busy)
-		}
-		check(goal, "scale-2/scale-1", two/one, two/one > 1 || busy >= saturatedPct)
+	r.checkScaling()
+}
+
+// checkScaling checks that throughput grows from 1 to 2 reactor processes. Growth is due only
+// while there is room: with the CPUs saturated by one reactor process and its Postgres, a second
+// process can only share them.
+func (r *results) checkScaling() {
+	one, two := r.rate("scale-1"), r.rate("scale-2")
+	if one <= 0 || two <= 0 {
+		return
 	}
-	if len(r.Targets) > 0 {
-		fmt.Fprintln(b.out, "\nTARGETS")
-		for _, t := range r.Targets {
-			mark := "MET   "
-			if !t.Met {
-				mark = "MISSED"
-			}
-			fmt.Fprintf(b.out, "  %s %-50s %s = %.2f\n", mark, t.Goal, t.Measured, t.Value)
+	busy, _ := r.extra("scale-1", "cpu_busy_median_pct")
+	goal := "throughput grows from 1 to 2 reactor processes"
+	if busy >= saturatedPct {
+		goal = fmt.Sprintf("%s (CPUs %.0f%% busy at 1: saturated)", goal, busy)
+	}
+	r.check(goal, "scale-2/scale-1", two/one, two/one > 1 || busy >= saturatedPct)
+}
+
+// reportTargets prints the targets checked, met or missed, and beside them the WAL written per
+// effect against River's per job, which has no target of its own (issue 19).
+func (b *bench) reportTargets() {
+	r := &b.results
+	if len(r.Targets) == 0 {
+		return
+	}
+	fmt.Fprintln(b.out, "\nTARGETS")
+	for _, t := range r.Targets {
+		mark := "MET   "
+		if !t.Met {
+			mark = "MISSED"
 		}
-		// Reported beside the targets, with no target of its own (issue 19).
-		if effect, ok := r.extra("storage-simple", "wal_bytes_per_unit"); ok {
-			if job, ok := r.extra("storage-river", "wal_bytes_per_unit"); ok && job > 0 {
-				fmt.Fprintf(b.out, "  REPORT %-50s %.0f bytes vs %.0f = %.2f\n", "WAL per effect beside River's per job", effect, job, effect/job)
-			}
+		fmt.Fprintf(b.out, "  %s %-50s %s = %.2f\n", mark, t.Goal, t.Measured, t.Value)
+	}
+	if effect, ok := r.extra("storage-simple", "wal_bytes_per_unit"); ok {
+		if job, ok := r.extra("storage-river", "wal_bytes_per_unit"); ok && job > 0 {
+			fmt.Fprintf(b.out, "  REPORT %-50s %.0f bytes vs %.0f = %.2f\n", "WAL per effect beside River's per job", effect, job, effect/job)
 		}
 	}
 }

@@ -61,7 +61,6 @@ import (
 	"github.com/reckonhq/reckon/cmd/internal/version"
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/events"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -142,93 +141,23 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// serve runs the reactor until ctx ends or it is taken for dead, then drains the work in flight
+// within -shutdown-timeout.
 func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
-	pool, migrator, err := cli.OpenDatabase(ctx, cfg.databaseURL, cfg.dbConns, logger)
+	pool, migrator, err := openCurrent(ctx, logger, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	status, err := migrator.Status(ctx)
-	if err != nil {
-		return err
-	}
-	if !status.Current() {
-		return errors.New("the database schema is not current: run `server migrate up` first")
-	}
-
-	// Partitions ahead, before any work: a lock timeout (a schema change in progress) is not worth
-	// failing the start for, the retention job makes them later and the default partition takes
-	// what no partition covers meanwhile.
-	created, err := retention.EnsurePartitions(ctx, pool, time.Now())
-	switch {
-	case errors.Is(err, retention.ErrLockTimeout):
-		logger.Warn("audit partitions: not made now; the retention job will", slog.String("error", err.Error()))
-	case err != nil:
-		return err
-	case created > 0:
-		logger.Info("audit partitions made ahead", slog.Int("created", created))
-	}
-
 	metrics := health.NewRegistry()
-	// Go connectors are registered by services that embed the reactor (effects.Client in their
-	// own process); this one has the HTTP connectors stored in the database.
-	registry := effects.NewRegistry()
-	connectors, err := newConnectorSync(pool, registry, logger, metrics)
+	built, err := newEngine(pool, cfg, logger, metrics) // engine.go
 	if err != nil {
 		return err
 	}
-	if err := connectors.sync(ctx); err != nil {
-		return fmt.Errorf("load HTTP connectors: %w", err)
-	}
-	effectsConfig := &effects.Config{
-		Registry:          registry,
-		Logger:            logger,
-		Registerer:        metrics,
-		ID:                cfg.id,
-		Queue:             cfg.queue,
-		Workers:           cfg.workers,
-		InFlightMargin:    cfg.inFlightMargin,
-		SweepInterval:     cfg.sweepInterval,
-		FetchPollInterval: cfg.fetchPoll,
-		FetchCooldown:     cfg.fetchCooldown,
-		ClaimInterval:     cfg.claimInterval,
-		LivenessInterval:  cfg.livenessInterval,
-		TakeoverGrace:     takeoverGrace(cfg.takeoverGrace),
-		HeartbeatTimeout:  cfg.heartbeatTimeout,
-		AsyncTimeout:      cfg.asyncTimeout,
-		StatsInterval:     cfg.statsInterval,
-		// A River job is only the vehicle of an effect: its row and transitions are the record.
-		JobRetention: min(24*time.Hour, cfg.retention.EffectRetention),
-	}
-	cfg.confirmation.Apply(effectsConfig)
-	logger.Info("confirmation holds of the effects this reactor enqueues", cfg.confirmation.LogAttrs()...)
-	sessions, err := newTurnsClient(pool, cfg, registry, logger, metrics) // turns.go
-	if err != nil {
+	if err := built.Definitions.Load(ctx); err != nil {
 		return err
 	}
-	sagas, err := newSagaSync(ctx, pool, logger, metrics) // sagas.go
-	if err != nil {
-		return err
-	}
-	// Webhook subscriptions, delivered as effects of the built-in connector reckon.webhook.
-	webhooks, err := events.NewWebhooks(pool, &events.WebhookConfig{Logger: logger, Registerer: metrics})
-	if err != nil {
-		return err
-	}
-	effectsConfig.Plugins = []effects.Plugin{sessions, sagas.sagas, webhooks}
-	if cfg.retention.Interval > 0 {
-		retentionConfig := cfg.retention.Config()
-		retentionConfig.Logger, retentionConfig.Registerer = logger, metrics
-		pruner, err := retention.New(pool, retentionConfig)
-		if err != nil {
-			return err
-		}
-		effectsConfig.Plugins = append(effectsConfig.Plugins, pruner)
-	}
-	client, err := effects.NewClient(pool, effectsConfig)
-	if err != nil {
-		return err
-	}
+	client := built.Effects
 	// Not ctx: River treats the cancellation of Start's context as a hard stop that cancels the
 	// jobs in flight at once. SIGTERM ends ctx; Stop below drains gracefully instead.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
@@ -240,18 +169,64 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	syncDone := make(chan struct{})
 	go func() {
 		defer close(syncDone)
-		cli.Every(syncCtx, cfg.syncInterval, func(ctx context.Context) {
-			if err := connectors.sync(ctx); err != nil && ctx.Err() == nil {
-				logger.WarnContext(ctx, "http connectors: sync failed; keeping the ones loaded", slog.String("error", err.Error()))
-			}
-			if err := sagas.sync(ctx); err != nil && ctx.Err() == nil {
-				logger.WarnContext(ctx, "saga definitions: sync failed; keeping the ones loaded", slog.String("error", err.Error()))
-			}
-		})
+		built.Definitions.Run(syncCtx, cfg.syncInterval)
 	}()
+	serveErr, fatal := serveUntilStopped(ctx, logger, cfg, pool, migrator, metrics, client)
+	logger.Info("reactor stopping: draining work in flight", slog.Duration("shutdown_timeout", cfg.shutdown))
+	stopSync()
+	<-syncDone
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdown)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		return errors.Join(serveErr, err)
+	}
+	if serveErr != nil {
+		return serveErr
+	}
+	return fatal // nil: effects.Client.Stop logged "reactor stopped"
+}
 
-	// The reactor also stops when it was taken for dead (its database connection was lost for too
-	// long and its jobs were handed to other reactors): it must be restarted.
+// openCurrent opens the database, refuses one whose schema is not current and makes the
+// partitions of the audit histories and the event log ahead.
+func openCurrent(ctx context.Context, logger *slog.Logger, cfg *config) (*pgxpool.Pool, *db.Migrator, error) {
+	pool, migrator, err := cli.OpenDatabase(ctx, cfg.databaseURL, cfg.dbConns, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	status, err := migrator.Status(ctx)
+	if err == nil && !status.Current() {
+		err = errors.New("the database schema is not current: run `server migrate up` first")
+	}
+	if err == nil {
+		err = ensurePartitions(ctx, logger, pool)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, migrator, nil
+}
+
+// ensurePartitions makes partitions ahead, before any work: a lock timeout (a schema change in
+// progress) is not worth failing the start for, the retention job makes them later and the
+// default partition takes what no partition covers meanwhile.
+func ensurePartitions(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool) error {
+	created, err := retention.EnsurePartitions(ctx, pool, time.Now())
+	switch {
+	case errors.Is(err, retention.ErrLockTimeout):
+		logger.Warn("audit partitions: not made now; the retention job will", slog.String("error", err.Error()))
+	case err != nil:
+		return err
+	case created > 0:
+		logger.Info("audit partitions made ahead", slog.Int("created", created))
+	}
+	return nil
+}
+
+// serveUntilStopped serves health and metrics until ctx ends or the reactor is taken for dead (its
+// database connection was lost for too long and its jobs were handed to other reactors: it must be
+// restarted). It returns the error of serving and the fatal error of client, if any.
+func serveUntilStopped(ctx context.Context, logger *slog.Logger, cfg *config, pool *pgxpool.Pool, migrator *db.Migrator, metrics *prometheus.Registry, client *effects.Client) (serveErr, fatal error) {
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	fatalCh := make(chan error, 1)
@@ -264,24 +239,9 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 		case <-serveCtx.Done():
 		}
 	}()
-	serveErr := serveHealth(serveCtx, logger, cfg, pool, migrator, metrics)
+	serveErr = serveHealth(serveCtx, logger, cfg, pool, migrator, metrics)
 	stopServing()
-	fatal := <-fatalCh
-	logger.Info("reactor stopping: draining work in flight", slog.Duration("shutdown_timeout", cfg.shutdown))
-	stopSync()
-	<-syncDone
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdown)
-	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
-		return errors.Join(serveErr, err)
-	}
-	if serveErr != nil {
-		return serveErr
-	}
-	if fatal != nil {
-		return fatal
-	}
-	return nil // effects.Client.Stop logged "reactor stopped"
+	return serveErr, <-fatalCh
 }
 
 // serveHealth serves /healthz, /readyz and /metrics until ctx ends.

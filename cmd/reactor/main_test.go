@@ -55,6 +55,7 @@ type fixture struct {
 	pool     *pgxpool.Pool
 	bank     *fakebank.Bank
 	registry *effects.Registry
+	synced   httpconn.Syncer // the HTTP connectors of registry
 	client   *effects.Client
 	env      []string
 }
@@ -75,7 +76,7 @@ func (f *fixture) put(def httpconn.Definition) {
 	f.t.Helper()
 	_, _, err := httpconn.Put(context.Background(), f.pool, def)
 	require.NoError(f.t, err)
-	_, err = httpconn.Sync(context.Background(), f.pool, f.registry)
+	_, err = f.synced.Sync(context.Background(), f.pool, f.registry)
 	require.NoError(f.t, err)
 }
 

@@ -5,31 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
-	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/effects/httpconn"
 )
-
-// syncConnectors loads the HTTP connectors into registry, so that enqueueing uses current
-// definitions (policy, timeout).
-func syncConnectors(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, registry *effects.Registry) {
-	result, err := httpconn.Sync(ctx, pool, registry)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		logger.Warn("sync HTTP connectors", slog.Any("error", err))
-	case result.Changed():
-		logger.Info("HTTP connectors synced", slog.Any("added", result.Added), slog.Any("updated", result.Updated), slog.Any("removed", result.Removed))
-	}
-	for name, err := range result.Skipped {
-		logger.Warn("HTTP connector skipped", slog.String("connector", name), slog.Any("error", err))
-	}
-}
 
 // tenantsUsage is the synopsis of `server tenants`.
 const tenantsUsage = `server tenants create ID [-name N]   create a tenant (then: server tokens create -tenant ID)

@@ -59,60 +59,8 @@ func TestAPIThroughBinaries(t *testing.T) {
 	ctx := context.Background()
 	count := func(sql string, args ...any) int { return testkit.Count(t, pool, sql, args...) }
 
-	for _, tenant := range []string{"acme", "globex"} {
-		res := proctest.Run(t, env, server, "tenants", "create", tenant, "-name", strings.ToUpper(tenant))
-		require.Equal(t, 0, res.ExitCode, res.Stderr)
-	}
-	res := proctest.Run(t, env, server, "tenants", "create", "acme")
-	require.Equal(t, 1, res.ExitCode)
-	require.Contains(t, res.Stderr, "tenant already exists")
-	res = proctest.Run(t, env, server, "tenants", "create", "bad tenant!")
-	require.Equal(t, 1, res.ExitCode)
-	res = proctest.Run(t, env, server, "tokens", "create", "-tenant", "nobody")
-	require.Equal(t, 1, res.ExitCode)
-	require.Contains(t, res.Stderr, "tenant not found")
-	res = proctest.Run(t, env, server, "tokens", "create")
-	require.Equal(t, 2, res.ExitCode, "-tenant or -system is required")
-
-	newToken := func(args ...string) (string, string) {
-		res := proctest.Run(t, env, server, append([]string{"tokens", "create"}, args...)...)
-		require.Equal(t, 0, res.ExitCode, res.Stderr)
-		token := strings.TrimSpace(res.Stdout)
-		require.Regexp(t, `^rk_[A-Za-z0-9_-]{43}$`, token)
-		require.Contains(t, res.Stderr, "printed on stdout and shown only now", "labeled, so that the id is not taken for the token")
-		id := regexp.MustCompile("`tokens revoke`: ([0-9a-f-]{36})").FindStringSubmatch(res.Stderr)
-		require.NotNil(t, id, res.Stderr)
-		return token, id[1]
-	}
-	admin, _ := newToken("-tenant", "acme", "-name", "ops", "-admin")
-	tokenA, _ := newToken("-tenant", "acme", "-name", "billing")
-	tokenB, _ := newToken("-tenant", "globex")
-	revoked, revokedID := newToken("-tenant", "acme", "-name", "leaked")
-	system, systemID := newToken("-system", "-name", "platform")
-	for _, args := range [][]string{
-		{"create", "-system", "-tenant", "acme"},
-		{"create", "-system", "-admin"},
-		{"list"},
-		{"list", "-system", "-tenant", "acme"},
-	} {
-		res := proctest.Run(t, env, server, append([]string{"tokens"}, args...)...)
-		require.Equal(t, 2, res.ExitCode, "%v: %s", args, res.Stderr)
-		require.Contains(t, res.Stderr, "-system", "%v: the message names the choice", args)
-	}
-	res = proctest.Run(t, env, server, "tokens", "list", "-system")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	require.Regexp(t, systemID+`\s+rk_\S+\s+platform\s+\S+\s+live \(system\)`, res.Stdout)
-	require.NotContains(t, res.Stdout, "leaked", "tenants' tokens are not system tokens")
-	res = proctest.Run(t, env, server, "tokens", "revoke", revokedID)
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	res = proctest.Run(t, env, server, "tokens", "list", "-tenant", "acme")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	require.Regexp(t, `leaked\s+\S+\s+revoked`, res.Stdout)
-	require.Regexp(t, `ops\s+\S+\s+live \(admin\)`, res.Stdout)
-	require.NotContains(t, res.Stdout, "platform", "a system token is no tenant's")
-	// Stored hashed: the SHA-256 is there, the token itself nowhere.
-	require.Equal(t, 1, count(`SELECT count(*) FROM reckon_api_tokens WHERE token_sha256 = sha256(convert_to($1, 'UTF8'))`, admin))
-	require.Zero(t, count(`SELECT count(*) FROM reckon_api_tokens t WHERE strpos(row_to_json(t)::text, $1) > 0`, admin))
+	tokens := createTokensCLI(t, env, server, count)
+	admin, tokenA, system, systemID := tokens.admin, tokens.a, tokens.system, tokens.systemID
 
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0", "-max-body-bytes", "4096")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
@@ -128,7 +76,7 @@ func TestAPIThroughBinaries(t *testing.T) {
 		WHERE kind = 'connector' AND name = 'bank.wire' AND action = 'create' AND actor = 'api:platform' AND token_id = $1`, systemID))
 	r = api.do("GET", "/v1/effects", system, "")
 	require.Equal(t, http.StatusForbidden, r.status, "a system token has no tenant: %s", r.raw)
-	res = proctest.Run(t, env, server, "tokens", "revoke", systemID)
+	res := proctest.Run(t, env, server, "tokens", "revoke", systemID)
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	require.Contains(t, res.Stdout, "revoked token "+systemID+": a system token")
 	r = api.do("DELETE", "/v1/connectors/bank.wire", system, "")
@@ -157,33 +105,10 @@ func TestAPIThroughBinaries(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	// Tenant B sees and changes nothing of A's; bad tokens and bodies change nothing either.
-	snapshot := func() [3]int {
-		return [3]int{count(`SELECT count(*) FROM reckon_effects`), count(`SELECT count(*) FROM reckon_effect_transitions`), count(`SELECT count(*) FROM reckon_idempotency_keys`)}
-	}
-	before := snapshot()
-	for _, effectID := range []string{id, stuckID} {
-		require.Equal(t, http.StatusNotFound, api.do("GET", "/v1/effects/"+effectID, tokenB, "").status)
-		require.Equal(t, http.StatusNotFound, api.do("POST", "/v1/effects/"+effectID+"/resolve", tokenB, `{"to":"CONFIRMED","reason":"x"}`).status)
-		require.Equal(t, http.StatusNotFound, api.do("POST", "/v1/effects/"+effectID+"/resolve", tokenB, `{"to":"FAILED","reason":"x"}`).status)
-		require.Equal(t, http.StatusNotFound, api.do("POST", "/v1/effects/"+effectID+"/cancel", tokenB, `{"reason":"x"}`).status)
-	}
-	list := api.do("GET", "/v1/effects?run=run-7", tokenB, "")
-	require.Equal(t, http.StatusOK, list.status)
-	require.Empty(t, list.body["effects"])
-	require.Equal(t, http.StatusUnauthorized, api.do("POST", "/v1/effects", revoked, strings.Replace(enqueue, "w-1", "w-9", 1)).status)
-	require.Equal(t, http.StatusUnauthorized, api.do("POST", "/v1/effects", "", strings.Replace(enqueue, "w-1", "w-9", 1)).status)
-	r = api.do("POST", "/v1/effects", tokenA, `{"connector":"bank.wire","idempotency_key":"w-9","args":{"pad":"`+strings.Repeat("x", 5000)+`"}}`, "Idempotency-Key", "big")
-	require.Equal(t, http.StatusRequestEntityTooLarge, r.status)
-	require.Equal(t, "body_too_large", r.code())
-	r = api.do("POST", "/v1/effects", tokenA, `{"connector":"bank.wire",`, "Idempotency-Key", "broken")
-	require.Equal(t, "invalid_json", r.code())
-	r = api.do("GET", "/v1/effects?state=STUCKISH", tokenA, "")
-	require.Equal(t, "invalid_state", r.code())
-	require.Equal(t, before, snapshot())
+	requireRefusalsChangeNothing(t, api, tokens, enqueue, count, id, stuckID)
 
 	// A's operator decisions.
-	list = api.do("GET", "/v1/effects?run=run-7", tokenA, "")
+	list := api.do("GET", "/v1/effects?run=run-7", tokenA, "")
 	require.Len(t, list.body["effects"], 1, "filtered by run")
 	list = api.do("GET", "/v1/effects?state=STUCK", tokenA, "")
 	require.Len(t, list.body["effects"], 1)
@@ -269,4 +194,102 @@ func TestAPIEndToEndWithReactor(t *testing.T) {
 	require.Equal(t, 1, bank.Count("w-fog"), "performed once; never blindly sent again")
 
 	stopBoth(t, srv, reactor)
+}
+
+// apiTokens are the tokens createTokensCLI printed: acme's admin, acme's (a), globex's (b),
+// acme's revoked one, and a system token with its id.
+type apiTokens struct {
+	admin, a, b, revoked, system, systemID string
+}
+
+// createTokensCLI creates the tenants acme and globex and their tokens with the CLI, which refuses
+// duplicates, bad names and conflicting flags, lists tokens with their kind, and stores them
+// hashed (count counts rows).
+func createTokensCLI(t *testing.T, env []string, server string, count func(sql string, args ...any) int) apiTokens {
+	t.Helper()
+	for _, tenant := range []string{"acme", "globex"} {
+		res := proctest.Run(t, env, server, "tenants", "create", tenant, "-name", strings.ToUpper(tenant))
+		require.Equal(t, 0, res.ExitCode, res.Stderr)
+	}
+	res := proctest.Run(t, env, server, "tenants", "create", "acme")
+	require.Equal(t, 1, res.ExitCode)
+	require.Contains(t, res.Stderr, "tenant already exists")
+	res = proctest.Run(t, env, server, "tenants", "create", "bad tenant!")
+	require.Equal(t, 1, res.ExitCode)
+	res = proctest.Run(t, env, server, "tokens", "create", "-tenant", "nobody")
+	require.Equal(t, 1, res.ExitCode)
+	require.Contains(t, res.Stderr, "tenant not found")
+	res = proctest.Run(t, env, server, "tokens", "create")
+	require.Equal(t, 2, res.ExitCode, "-tenant or -system is required")
+
+	newToken := func(args ...string) (string, string) {
+		res := proctest.Run(t, env, server, append([]string{"tokens", "create"}, args...)...)
+		require.Equal(t, 0, res.ExitCode, res.Stderr)
+		token := strings.TrimSpace(res.Stdout)
+		require.Regexp(t, `^rk_[A-Za-z0-9_-]{43}$`, token)
+		require.Contains(t, res.Stderr, "printed on stdout and shown only now", "labeled, so that the id is not taken for the token")
+		id := regexp.MustCompile("`tokens revoke`: ([0-9a-f-]{36})").FindStringSubmatch(res.Stderr)
+		require.NotNil(t, id, res.Stderr)
+		return token, id[1]
+	}
+	admin, _ := newToken("-tenant", "acme", "-name", "ops", "-admin")
+	tokenA, _ := newToken("-tenant", "acme", "-name", "billing")
+	tokenB, _ := newToken("-tenant", "globex")
+	revoked, revokedID := newToken("-tenant", "acme", "-name", "leaked")
+	system, systemID := newToken("-system", "-name", "platform")
+	for _, args := range [][]string{
+		{"create", "-system", "-tenant", "acme"},
+		{"create", "-system", "-admin"},
+		{"list"},
+		{"list", "-system", "-tenant", "acme"},
+	} {
+		res := proctest.Run(t, env, server, append([]string{"tokens"}, args...)...)
+		require.Equal(t, 2, res.ExitCode, "%v: %s", args, res.Stderr)
+		require.Contains(t, res.Stderr, "-system", "%v: the message names the choice", args)
+	}
+	res = proctest.Run(t, env, server, "tokens", "list", "-system")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Regexp(t, systemID+`\s+rk_\S+\s+platform\s+\S+\s+live \(system\)`, res.Stdout)
+	require.NotContains(t, res.Stdout, "leaked", "tenants' tokens are not system tokens")
+	res = proctest.Run(t, env, server, "tokens", "revoke", revokedID)
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	res = proctest.Run(t, env, server, "tokens", "list", "-tenant", "acme")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Regexp(t, `leaked\s+\S+\s+revoked`, res.Stdout)
+	require.Regexp(t, `ops\s+\S+\s+live \(admin\)`, res.Stdout)
+	require.NotContains(t, res.Stdout, "platform", "a system token is no tenant's")
+	// Stored hashed: the SHA-256 is there, the token itself nowhere.
+	require.Equal(t, 1, count(`SELECT count(*) FROM reckon_api_tokens WHERE token_sha256 = sha256(convert_to($1, 'UTF8'))`, admin))
+	require.Zero(t, count(`SELECT count(*) FROM reckon_api_tokens t WHERE strpos(row_to_json(t)::text, $1) > 0`, admin))
+	return apiTokens{admin: admin, a: tokenA, b: tokenB, revoked: revoked, system: system, systemID: systemID}
+}
+
+// requireRefusalsChangeNothing: tenant b sees and changes nothing of a's effects (ids); a revoked
+// or missing token, an oversized or broken body and a bad filter are refused and change nothing
+// either (count counts rows).
+func requireRefusalsChangeNothing(t *testing.T, api apiClient, tokens apiTokens, enqueue string, count func(sql string, args ...any) int, ids ...string) {
+	t.Helper()
+	snapshot := func() [3]int {
+		return [3]int{count(`SELECT count(*) FROM reckon_effects`), count(`SELECT count(*) FROM reckon_effect_transitions`), count(`SELECT count(*) FROM reckon_idempotency_keys`)}
+	}
+	before := snapshot()
+	for _, effectID := range ids {
+		require.Equal(t, http.StatusNotFound, api.do("GET", "/v1/effects/"+effectID, tokens.b, "").status)
+		require.Equal(t, http.StatusNotFound, api.do("POST", "/v1/effects/"+effectID+"/resolve", tokens.b, `{"to":"CONFIRMED","reason":"x"}`).status)
+		require.Equal(t, http.StatusNotFound, api.do("POST", "/v1/effects/"+effectID+"/resolve", tokens.b, `{"to":"FAILED","reason":"x"}`).status)
+		require.Equal(t, http.StatusNotFound, api.do("POST", "/v1/effects/"+effectID+"/cancel", tokens.b, `{"reason":"x"}`).status)
+	}
+	list := api.do("GET", "/v1/effects?run=run-7", tokens.b, "")
+	require.Equal(t, http.StatusOK, list.status)
+	require.Empty(t, list.body["effects"])
+	require.Equal(t, http.StatusUnauthorized, api.do("POST", "/v1/effects", tokens.revoked, strings.Replace(enqueue, "w-1", "w-9", 1)).status)
+	require.Equal(t, http.StatusUnauthorized, api.do("POST", "/v1/effects", "", strings.Replace(enqueue, "w-1", "w-9", 1)).status)
+	r := api.do("POST", "/v1/effects", tokens.a, `{"connector":"bank.wire","idempotency_key":"w-9","args":{"pad":"`+strings.Repeat("x", 5000)+`"}}`, "Idempotency-Key", "big")
+	require.Equal(t, http.StatusRequestEntityTooLarge, r.status)
+	require.Equal(t, "body_too_large", r.code())
+	r = api.do("POST", "/v1/effects", tokens.a, `{"connector":"bank.wire",`, "Idempotency-Key", "broken")
+	require.Equal(t, "invalid_json", r.code())
+	r = api.do("GET", "/v1/effects?state=STUCKISH", tokens.a, "")
+	require.Equal(t, "invalid_state", r.code())
+	require.Equal(t, before, snapshot())
 }

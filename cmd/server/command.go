@@ -17,9 +17,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/internal/health"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/db"
-	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
-	"github.com/reckonhq/reckon/events"
 	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/internal/postgres"
 )
@@ -164,28 +162,18 @@ func (c *command) withOps(ctx context.Context, pool *pgxpool.Pool, fn func(*ops.
 	if err != nil {
 		return err
 	}
-	sessions, err := newTurnsClient(pool, logger)
+	built, err := newEngine(pool, logger, nil, nil)
 	if err != nil {
 		return err
 	}
-	sagas, err := newSagaClient(ctx, pool, logger, nil)
-	if err != nil {
+	// Synced once, quietly (the CLI does not log what it loads), by a Syncer of its own: the
+	// engine's Loader never runs here.
+	if _, err := new(httpconn.Syncer).Sync(ctx, pool, built.Effects.Registry()); err != nil {
 		return err
 	}
-	registry := effects.NewRegistry()
-	if _, err := httpconn.Sync(ctx, pool, registry); err != nil {
-		return err
-	}
-	webhooks, err := events.NewWebhooks(pool, &events.WebhookConfig{Logger: logger})
-	if err != nil {
-		return err
-	}
-	client, err := effects.NewClient(pool, &effects.Config{Registry: registry, Logger: logger, Plugins: []effects.Plugin{sessions, sagas, webhooks}})
-	if err != nil {
-		return err
-	}
+	client := built.Effects
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
-	return c.opsError(fn(ops.New(pool, client, sagas, sessions)))
+	return c.opsError(fn(ops.New(pool, client, built.Sagas, built.Turns)))
 }
 
 // opsError makes an *ops.FieldError a usage mistake (exit status 2) naming the command's flag for

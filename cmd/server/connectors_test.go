@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects/httpconn"
@@ -59,39 +60,7 @@ func TestConnectorsCLI(t *testing.T) {
 	require.Equal(t, 7, def.MaxAttempts, "a flag overrides the file")
 	require.Equal(t, int64(1500), def.Timeout.Milliseconds())
 
-	// Async settings, from flags and from the file (flags win).
-	res = proctest.Run(t, env, server, "connectors", "put", "-name", "jobs.render", "-tags", "write,idempotent",
-		"-dispatch-url", "http://127.0.0.1:7000/render", "-async-timeout", "90s", "-hard-timeout",
-		"-cancel-url", "http://127.0.0.1:7000/render/cancel")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	def, err = httpconn.Get(ctx, pool, "jobs.render")
-	require.NoError(t, err)
-	require.Equal(t, 90*time.Second, def.AsyncTimeout)
-	require.True(t, def.HardTimeout)
-	require.Equal(t, "http://127.0.0.1:7000/render/cancel", def.CancelURL)
-	asyncFile := filepath.Join(t.TempDir(), "render.json")
-	require.NoError(t, os.WriteFile(asyncFile, []byte(`{"name":"jobs.render","tags":["write","idempotent"],
-		"dispatch_url":"http://127.0.0.1:7000/render","async_timeout_ms":120000,"cancel_url":"http://127.0.0.1:7000/c"}`), 0o600))
-	res = proctest.Run(t, env, server, "connectors", "put", "-f", asyncFile, "-async-timeout", "3m")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	def, err = httpconn.Get(ctx, pool, "jobs.render")
-	require.NoError(t, err)
-	require.Equal(t, 3*time.Minute, def.AsyncTimeout, "a flag overrides the file")
-	require.False(t, def.HardTimeout, "replaced: soft, as the file says")
-	require.Equal(t, "http://127.0.0.1:7000/c", def.CancelURL)
-	for _, args := range [][]string{{"-async-timeout", "169h"}, {"-async-timeout", "-1s"}, {"-cancel-url", "render/cancel"}} {
-		res = proctest.Run(t, env, server, append([]string{"connectors", "put", "-f", asyncFile}, args...)...)
-		require.Equal(t, 2, res.ExitCode, "%v", args)
-		require.Regexp(t, `async_timeout_ms|cancel_url`, res.Stderr)
-	}
-	require.NoError(t, os.WriteFile(asyncFile, []byte(`{"name":"jobs.render","dispatch_url":"http://127.0.0.1:7000/render","async_timeout_ms":0}`), 0o600))
-	res = proctest.Run(t, env, server, "connectors", "put", "-f", asyncFile)
-	require.Equal(t, 2, res.ExitCode)
-	require.Contains(t, res.Stderr, "async_timeout_ms 0 out of range")
-	def, err = httpconn.Get(ctx, pool, "jobs.render")
-	require.NoError(t, err)
-	require.Equal(t, 3*time.Minute, def.AsyncTimeout, "a refused definition changes nothing")
-	require.NoError(t, httpconn.Delete(ctx, pool, "jobs.render"))
+	requireAsyncConnectorCLI(t, pool, env, server)
 
 	require.NoError(t, os.WriteFile(file, []byte(`{"name":"x","dispatch_ur":"http://127.0.0.1/"}`), 0o600))
 	res = proctest.Run(t, env, server, "connectors", "put", "-f", file)
@@ -128,4 +97,43 @@ func TestConnectorsCLI(t *testing.T) {
 	res = proctest.Run(t, env, server, "connectors", "frobnicate")
 	require.Equal(t, 2, res.ExitCode)
 	require.Contains(t, res.Stderr, "unknown connectors action")
+}
+
+// requireAsyncConnectorCLI: `connectors put` stores a connector's async settings from flags and
+// from the file (flags win); out-of-range ones exit 2 and change nothing.
+func requireAsyncConnectorCLI(t *testing.T, pool *pgxpool.Pool, env []string, server string) {
+	t.Helper()
+	ctx := context.Background()
+	res := proctest.Run(t, env, server, "connectors", "put", "-name", "jobs.render", "-tags", "write,idempotent",
+		"-dispatch-url", "http://127.0.0.1:7000/render", "-async-timeout", "90s", "-hard-timeout",
+		"-cancel-url", "http://127.0.0.1:7000/render/cancel")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	def, err := httpconn.Get(ctx, pool, "jobs.render")
+	require.NoError(t, err)
+	require.Equal(t, 90*time.Second, def.AsyncTimeout)
+	require.True(t, def.HardTimeout)
+	require.Equal(t, "http://127.0.0.1:7000/render/cancel", def.CancelURL)
+	asyncFile := filepath.Join(t.TempDir(), "render.json")
+	require.NoError(t, os.WriteFile(asyncFile, []byte(`{"name":"jobs.render","tags":["write","idempotent"],
+		"dispatch_url":"http://127.0.0.1:7000/render","async_timeout_ms":120000,"cancel_url":"http://127.0.0.1:7000/c"}`), 0o600))
+	res = proctest.Run(t, env, server, "connectors", "put", "-f", asyncFile, "-async-timeout", "3m")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	def, err = httpconn.Get(ctx, pool, "jobs.render")
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Minute, def.AsyncTimeout, "a flag overrides the file")
+	require.False(t, def.HardTimeout, "replaced: soft, as the file says")
+	require.Equal(t, "http://127.0.0.1:7000/c", def.CancelURL)
+	for _, args := range [][]string{{"-async-timeout", "169h"}, {"-async-timeout", "-1s"}, {"-cancel-url", "render/cancel"}} {
+		res = proctest.Run(t, env, server, append([]string{"connectors", "put", "-f", asyncFile}, args...)...)
+		require.Equal(t, 2, res.ExitCode, "%v", args)
+		require.Regexp(t, `async_timeout_ms|cancel_url`, res.Stderr)
+	}
+	require.NoError(t, os.WriteFile(asyncFile, []byte(`{"name":"jobs.render","dispatch_url":"http://127.0.0.1:7000/render","async_timeout_ms":0}`), 0o600))
+	res = proctest.Run(t, env, server, "connectors", "put", "-f", asyncFile)
+	require.Equal(t, 2, res.ExitCode)
+	require.Contains(t, res.Stderr, "async_timeout_ms 0 out of range")
+	def, err = httpconn.Get(ctx, pool, "jobs.render")
+	require.NoError(t, err)
+	require.Equal(t, 3*time.Minute, def.AsyncTimeout, "a refused definition changes nothing")
+	require.NoError(t, httpconn.Delete(ctx, pool, "jobs.render"))
 }

@@ -210,7 +210,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	started := time.Now()
 	browser, shots, server, pool, env := consoleRig(t)
-	ctx := context.Background()
 	tokens := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
 		tokens[tenant] = tenantToken(t, env, server, tenant)
@@ -221,15 +220,64 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	base := "http://" + srv.Addr(t)
-	api := apiClient{t: t, base: base}
 	reactor := proctest.Start(t, env, proctest.Binary(t, "reactor"), "-addr", "127.0.0.1:0", "-connector-sync-interval", "200ms",
 		"-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms", "-sweep-interval", "200ms", "-in-flight-margin", "2s")
 	reactor.Addr(t)
+	w := seedConsoleWorld(t, pool, apiClient{t: t, base: base}, systemToken(t, env, server), tokens, reactor)
+	t.Logf("data ready after %v", time.Since(started).Round(time.Millisecond))
 
+	// An admin signs in and lands on the STUCK queue, with each wire's evidence.
+	admin := consoleTab{t: t, ctx: newTab(t, browser), base: base, shots: shots}
+	require.EqualValues(t, http.StatusOK, admin.visit("/console/"))
+	require.Equal(t, "/console/sign-in", admin.location(), "no session: the sign-in page")
+	admin.requireLabelled(`form[action="/console/sign-in"]`, 2) // the token and the button
+	screenshot(t, admin.ctx, shots, "sign-in")
+	admin.signIn(alice)
+	require.Equal(t, "/console/stuck", admin.location(), "the landing page is the STUCK queue while it is not empty")
+	screenshot(t, admin.ctx, shots, "stuck")
+	w.requireEvidenceCard(admin, w.ids["demo-mystery"])
+	w.resolveWithKeyboard(admin, w.ids["demo-mystery"])
+
+	// A POST without the CSRF token, or with another, is refused even for the admin.
+	fog := w.ids["demo-fog"]
+	before := w.transitions("demo-fog")
+	resolveFog := url.Values{"to": {"FAILED"}, "reason": {"no token"}}
+	require.Equal(t, http.StatusForbidden, postForm(t, base, admin.cookie(), "/console/effects/"+fog+"/resolve", resolveFog))
+	resolveFog.Set("csrf", "not-the-session-token")
+	require.Equal(t, http.StatusForbidden, postForm(t, base, admin.cookie(), "/console/effects/"+fog+"/resolve", resolveFog))
+	require.Equal(t, http.StatusForbidden, admin.fetchPost("/console/effects/"+fog+"/resolve", resolveFog))
+	require.Equal(t, "STUCK", w.stateOf("demo-fog"))
+	require.Equal(t, before, w.transitions("demo-fog"), "nothing recorded")
+
+	w.requireAdminPages(admin)
+	viewer := consoleTab{t: t, ctx: newTab(t, browser), base: base, shots: shots}
+	w.requireViewerCannotAct(viewer, victor, before)
+	scoped := consoleTab{t: t, ctx: newTab(t, browser), base: base, shots: shots}
+	w.requireScopedToGlobex(scoped, sam, before)
+
+	t.Logf("screenshots in %s; whole test %v", shots, time.Since(started).Round(time.Millisecond))
+	stopBoth(t, srv, reactor)
+}
+
+// consoleWorld is the data TestConsoleInBrowser's console shows: the fake bank's wires (effect ids
+// by idempotency key), a saga and a session.
+type consoleWorld struct {
+	t                  *testing.T
+	pool               *pgxpool.Pool
+	bank               *fakebank.Bank
+	ids                map[string]string
+	sagaID, sessionKey string
+}
+
+// seedConsoleWorld defines the demo's bank connector (cmd/demo, with shorter backoffs) and saga
+// over api with the system token, enqueues the tenants' wires — three of which end STUCK (the bank
+// moved the money, dropped the connection, and its status checks cannot say) — and starts a saga
+// and a session, then waits for the reactor to settle the wires.
+func seedConsoleWorld(t *testing.T, pool *pgxpool.Pool, api apiClient, system string, tokens map[string]string, reactor *proctest.Process) *consoleWorld {
+	t.Helper()
 	// The demo's bank and connector (cmd/demo), with shorter backoffs.
 	bank := fakebank.New(t)
 	bankURL := bank.URL() + fakebank.ReckonPrefix
-	system := systemToken(t, env, server)
 	r := api.do("POST", "/v1/connectors", system, `{"name":"demo.bank.wire","tags":["write","external","network"],
 		"dispatch_url":"`+bankURL+`/wires","status_url":"`+bankURL+`/wires/status","compensate_url":"`+bankURL+`/wires/compensate",
 		"timeout_ms":1000,"max_attempts":5,"status_check_limit":3,"backoff_initial_ms":20,"backoff_max_ms":200}`)
@@ -266,37 +314,38 @@ func TestConsoleInBrowser(t *testing.T) {
 	r = api.do("POST", "/v1/sessions/"+url.PathEscape(sessionKey)+"/messages", tokens["acme"], `{"message_id":"m1","content":{"text":"refund order 9"}}`)
 	require.Equal(t, http.StatusAccepted, r.status, r.raw)
 
-	stateOf := func(key string) string {
-		var state string
-		require.NoError(t, pool.QueryRow(ctx, `SELECT state::text FROM reckon_effects WHERE id = $1`, ids[key]).Scan(&state))
-		return state
-	}
-	transitions := func(key string) int {
-		return testkit.Count(t, pool, `SELECT count(*) FROM reckon_effect_transitions WHERE effect_id = $1`, ids[key])
-	}
+	world := &consoleWorld{t: t, pool: pool, bank: bank, ids: ids, sagaID: sagaID, sessionKey: sessionKey}
 	require.Eventually(t, func() bool {
 		for _, w := range wires {
-			if s := stateOf(w.key); s != "CONFIRMED" && s != "STUCK" {
+			if s := world.stateOf(w.key); s != "CONFIRMED" && s != "STUCK" {
 				return false
 			}
 		}
 		return true
 	}, 60*time.Second, 50*time.Millisecond)
 	for _, key := range []string{"demo-mystery", "demo-fog", "demo-globex-mystery"} {
-		require.Equal(t, "STUCK", stateOf(key), key)
+		require.Equal(t, "STUCK", world.stateOf(key), key)
 	}
-	t.Logf("data ready after %v", time.Since(started).Round(time.Millisecond))
+	return world
+}
 
-	// An admin signs in and lands on the STUCK queue, with each wire's evidence.
-	admin := consoleTab{t: t, ctx: newTab(t, browser), base: base, shots: shots}
-	require.EqualValues(t, http.StatusOK, admin.visit("/console/"))
-	require.Equal(t, "/console/sign-in", admin.location(), "no session: the sign-in page")
-	admin.requireLabelled(`form[action="/console/sign-in"]`, 2) // the token and the button
-	screenshot(t, admin.ctx, shots, "sign-in")
-	admin.signIn(alice)
-	require.Equal(t, "/console/stuck", admin.location(), "the landing page is the STUCK queue while it is not empty")
-	screenshot(t, admin.ctx, shots, "stuck")
-	mystery := ids["demo-mystery"]
+// stateOf is the state of the wire with idempotency key key.
+func (w *consoleWorld) stateOf(key string) string {
+	var state string
+	require.NoError(w.t, w.pool.QueryRow(context.Background(), `SELECT state::text FROM reckon_effects WHERE id = $1`, w.ids[key]).Scan(&state))
+	return state
+}
+
+// transitions counts the recorded transitions of the wire with idempotency key key.
+func (w *consoleWorld) transitions(key string) int {
+	return testkit.Count(w.t, w.pool, `SELECT count(*) FROM reckon_effect_transitions WHERE effect_id = $1`, w.ids[key])
+}
+
+// requireEvidenceCard: the STUCK queue's card of the effect mystery shows its evidence and every
+// transition's actor and reason.
+func (w *consoleWorld) requireEvidenceCard(admin consoleTab, mystery string) {
+	t := w.t
+	t.Helper()
 	card := admin.text(`article[aria-labelledby="h-` + mystery + `"]`)
 	for _, evidence := range []string{"demo.bank.wire", "acme", "demo-mystery", "invoice-102", "acc-demo-mystery", "300",
 		"Attempts", "PENDING", "UNKNOWN", "STUCK", "by "} {
@@ -304,7 +353,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	require.Equal(t, 3, admin.count(`article.evidence`), "the three STUCK wires, both tenants")
 	var history []struct{ Actor, Reason string }
-	rows, err := pool.Query(ctx, `SELECT actor, reason FROM reckon_effect_transitions WHERE effect_id = $1 ORDER BY id`, mystery)
+	rows, err := w.pool.Query(context.Background(), `SELECT actor, reason FROM reckon_effect_transitions WHERE effect_id = $1 ORDER BY id`, mystery)
 	require.NoError(t, err)
 	for rows.Next() {
 		var h struct{ Actor, Reason string }
@@ -319,8 +368,15 @@ func TestConsoleInBrowser(t *testing.T) {
 			require.Contains(t, card, h.Reason, "every transition's reason is on the card")
 		}
 	}
+}
 
-	// Open it, and resolve it with the keyboard only.
+// resolveWithKeyboard opens the effect mystery and resolves it CONFIRMED with a reason using the
+// keyboard only, on a form whose every control is labelled; the page and
+// reckon_effect_transitions then name operator:console:alice, and nothing went to the bank.
+func (w *consoleWorld) resolveWithKeyboard(admin consoleTab, mystery string) {
+	t := w.t
+	t.Helper()
+	shots := admin.shots
 	admin.run(chromedp.Click(`a[href="/console/effects/`+mystery+`"]`, chromedp.ByQuery), chromedp.WaitVisible(`#timeline-h`, chromedp.ByQuery))
 	require.Equal(t, "/console/effects/"+mystery, admin.location())
 	screenshot(t, admin.ctx, shots, "effect-before")
@@ -339,41 +395,24 @@ func TestConsoleInBrowser(t *testing.T) {
 	admin.run(chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(`p.notice`, chromedp.ByQuery))
 	require.Equal(t, "/console/effects/"+mystery, strings.SplitN(admin.location(), "?", 2)[0])
 	screenshot(t, admin.ctx, shots, "effect-after")
-	require.Equal(t, "CONFIRMED", stateOf("demo-mystery"))
+	require.Equal(t, "CONFIRMED", w.stateOf("demo-mystery"))
 	page := admin.text("main")
 	require.Contains(t, admin.text("p.lead"), "CONFIRMED")
 	require.Contains(t, page, "operator:console:alice")
 	require.Contains(t, page, reason)
 	require.Zero(t, admin.count(form), "a CONFIRMED effect has no resolve form")
 	var actor, recorded, to string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT actor, reason, to_state::text FROM reckon_effect_transitions
+	require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT actor, reason, to_state::text FROM reckon_effect_transitions
 		WHERE effect_id = $1 ORDER BY id DESC LIMIT 1`, mystery).Scan(&actor, &recorded, &to))
 	require.Equal(t, []string{"operator:console:alice", reason, "CONFIRMED"}, []string{actor, recorded, to})
-	require.Equal(t, 1, bank.Count("demo-mystery"), "resolving sends nothing to the bank")
+	require.Equal(t, 1, w.bank.Count("demo-mystery"), "resolving sends nothing to the bank")
+}
 
-	// A POST without the CSRF token, or with another, is refused even for the admin.
-	fog := ids["demo-fog"]
-	before := transitions("demo-fog")
-	post := func(cookie *http.Cookie, path string, form url.Values) int {
-		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(form.Encode()))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.AddCookie(cookie)
-		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := client.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	resolveFog := url.Values{"to": {"FAILED"}, "reason": {"no token"}}
-	require.Equal(t, http.StatusForbidden, post(admin.cookie(), "/console/effects/"+fog+"/resolve", resolveFog))
-	resolveFog.Set("csrf", "not-the-session-token")
-	require.Equal(t, http.StatusForbidden, post(admin.cookie(), "/console/effects/"+fog+"/resolve", resolveFog))
-	require.Equal(t, http.StatusForbidden, admin.fetchPost("/console/effects/"+fog+"/resolve", resolveFog))
-	require.Equal(t, "STUCK", stateOf("demo-fog"))
-	require.Equal(t, before, transitions("demo-fog"), "nothing recorded")
-
-	// Every other page, as the admin.
+// requireAdminPages: every other page, as the admin, shows what it is about.
+func (w *consoleWorld) requireAdminPages(admin consoleTab) {
+	t := w.t
+	t.Helper()
+	sagaID, sessionKey := w.sagaID, w.sessionKey
 	for _, p := range []struct{ path, shot, want string }{
 		{"/console/overview", "overview", "demo.bank.wire"},
 		{"/console/effects", "effects", "demo-plain"},
@@ -394,10 +433,16 @@ func TestConsoleInBrowser(t *testing.T) {
 			require.NotContains(t, admin.text("main"), "demo-globex", "the filter is by tenant")
 		}
 	}
+}
 
-	// A viewer sees the evidence but no form to act, and its forged posts change nothing.
-	viewer := consoleTab{t: t, ctx: newTab(t, browser), base: base, shots: shots}
-	viewer.signIn(victor)
+// requireViewerCannotAct: a viewer (signed in with token) sees the evidence but no form to act,
+// and its forged posts — from the page, and plain HTTP with its cookie and a valid CSRF token —
+// are 403 and record nothing (before: the fog wire's transitions).
+func (w *consoleWorld) requireViewerCannotAct(viewer consoleTab, token string, before int) {
+	t := w.t
+	t.Helper()
+	shots, base, fog := viewer.shots, viewer.base, w.ids["demo-fog"]
+	viewer.signIn(token)
 	require.Equal(t, "/console/stuck", viewer.location())
 	require.Equal(t, 2, viewer.count(`article.evidence`))
 	require.Zero(t, viewer.count(`form[action$="/resolve"]`), "no resolve form for a viewer")
@@ -412,15 +457,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	viewer.open("/console/effects/"+fog, "")
 	forged := url.Values{"csrf": {viewer.csrf()}, "to": {"CONFIRMED"}, "reason": {"forged by a viewer"}}
 	require.Equal(t, http.StatusForbidden, viewer.fetchPost("/console/effects/"+fog+"/resolve", forged))
-	require.Equal(t, http.StatusForbidden, post(viewer.cookie(), "/console/effects/"+fog+"/resolve", forged))
-	require.Equal(t, http.StatusForbidden, post(viewer.cookie(), "/console/bulk", url.Values{"csrf": forged["csrf"],
+	require.Equal(t, http.StatusForbidden, postForm(t, base, viewer.cookie(), "/console/effects/"+fog+"/resolve", forged))
+	require.Equal(t, http.StatusForbidden, postForm(t, base, viewer.cookie(), "/console/bulk", url.Values{"csrf": forged["csrf"],
 		"to": {"FAILED"}, "reason": {"forged"}, "id": {fog}}))
-	require.Equal(t, "STUCK", stateOf("demo-fog"))
-	require.Equal(t, before, transitions("demo-fog"), "nothing recorded")
+	require.Equal(t, "STUCK", w.stateOf("demo-fog"))
+	require.Equal(t, before, w.transitions("demo-fog"), "nothing recorded")
+}
 
-	// An operator scoped to globex never sees acme's effects.
-	scoped := consoleTab{t: t, ctx: newTab(t, browser), base: base, shots: shots}
-	scoped.signIn(sam)
+// requireScopedToGlobex: an operator scoped to globex (signed in with token) never sees acme's
+// effects, saga or run (404), and cannot resolve acme's wire (before: its transitions).
+func (w *consoleWorld) requireScopedToGlobex(scoped consoleTab, token string, before int) {
+	t := w.t
+	t.Helper()
+	base, ids, fog, sagaID := scoped.base, w.ids, w.ids["demo-fog"], w.sagaID
+	scoped.signIn(token)
 	require.Equal(t, "/console/stuck", scoped.location())
 	stuck := scoped.text("main")
 	require.Contains(t, stuck, "demo-globex-mystery")
@@ -436,11 +486,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.EqualValues(t, http.StatusNotFound, scoped.visit("/console/sagas/"+sagaID))
 	require.EqualValues(t, http.StatusNotFound, scoped.visit("/console/runs/acme/demo-run"))
 	scoped.open("/console/effects/"+ids["demo-globex-mystery"], "")
-	forged = url.Values{"csrf": {scoped.csrf()}, "to": {"CONFIRMED"}, "reason": {"not my tenant"}}
-	require.Equal(t, http.StatusNotFound, post(scoped.cookie(), "/console/effects/"+fog+"/resolve", forged))
-	require.Equal(t, "STUCK", stateOf("demo-fog"))
-	require.Equal(t, before, transitions("demo-fog"), "nothing recorded")
+	forged := url.Values{"csrf": {scoped.csrf()}, "to": {"CONFIRMED"}, "reason": {"not my tenant"}}
+	require.Equal(t, http.StatusNotFound, postForm(t, base, scoped.cookie(), "/console/effects/"+fog+"/resolve", forged))
+	require.Equal(t, "STUCK", w.stateOf("demo-fog"))
+	require.Equal(t, before, w.transitions("demo-fog"), "nothing recorded")
+}
 
-	t.Logf("screenshots in %s; whole test %v", shots, time.Since(started).Round(time.Millisecond))
-	stopBoth(t, srv, reactor)
+// postForm POSTs form to the console at base+path with cookie, as a plain HTTP client (no
+// redirects followed), and returns the status.
+func postForm(t *testing.T, base string, cookie *http.Cookie, path string, form url.Values) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(cookie)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/testkit/fakebank"
@@ -26,7 +27,6 @@ func TestConsoleConfirmationInBrowser(t *testing.T) {
 	t.Parallel()
 	started := time.Now()
 	browser, shots, server, pool, env := consoleRig(t)
-	ctx := context.Background()
 	acme := tenantToken(t, env, server, "acme")
 	alice := operatorToken(t, env, server, "alice", "-role", "operator")
 	bob := operatorToken(t, env, server, "bob", "-role", "operator")
@@ -56,33 +56,14 @@ func TestConsoleConfirmationInBrowser(t *testing.T) {
 		ids[w.key] = r.body["id"].(string)
 	}
 	refund, payout := ids["hold-refund"], ids["hold-payout"]
-	hold := func(id string) (state, confirmation, by, reason string) {
-		require.NoError(t, pool.QueryRow(ctx, `SELECT state::text, coalesce(confirmation, ''), coalesce(confirmation_by, ''),
-			coalesce(confirmation_reason, '') FROM reckon_effects WHERE id = $1`, id).Scan(&state, &confirmation, &by, &reason))
-		return state, confirmation, by, reason
-	}
+	hold := func(id string) (state, confirmation, by, reason string) { return confirmationHold(t, pool, id) }
 
 	// The overview counts them; the awaiting page lists them oldest first, with their prompts.
 	op := consoleTab{t: t, ctx: newTab(t, browser), base: base, shots: shots}
 	op.signIn(alice)
 	require.Equal(t, "/console/overview", op.location(), "nothing STUCK: the landing page is the overview")
 	screenshot(t, op.ctx, shots, "confirm-overview")
-	card := op.text(`a[href="/console/awaiting"].value`)
-	require.Equal(t, "2", card)
-	op.run(chromedp.Click(`nav a[href="/console/awaiting"]`, chromedp.ByQuery), chromedp.WaitVisible(`main table`, chromedp.ByQuery))
-	require.Equal(t, "/console/awaiting", op.location())
-	screenshot(t, op.ctx, shots, "confirm-awaiting")
-	require.Contains(t, op.text("main p"), "2 effects await their confirmation")
-	require.Equal(t, 2, op.count(`main tbody tr`))
-	var rows []string
-	op.run(chromedp.Evaluate(`[...document.querySelectorAll("main tbody tr")].map(tr => tr.innerText)`, &rows))
-	require.Contains(t, rows[0], refund[24:], "the oldest first")
-	require.Contains(t, rows[1], payout[24:])
-	for _, row := range rows {
-		require.Contains(t, row, "Confirm demo.bank.wire?")
-	}
-	require.Contains(t, rows[0], "never")
-	require.Regexp(t, `in 1h5\dm`, rows[1], "the payout's expiry")
+	requireAwaitingListed(t, op, refund, payout)
 	require.Zero(t, bank.Count("hold-refund")+bank.Count("hold-payout"), "held: the bank heard of neither")
 
 	// Bob opens the refund's page now, and decides later.
@@ -91,28 +72,8 @@ func TestConsoleConfirmationInBrowser(t *testing.T) {
 	other.open("/console/effects/"+refund, "")
 
 	// Alice opens it: the prompt, who enqueued it, its forms; she confirms it.
-	op.run(chromedp.Click(`a[href="/console/effects/`+refund+`"]`, chromedp.ByQuery), chromedp.WaitVisible(`#hold-h`, chromedp.ByQuery))
-	require.Equal(t, "/console/effects/"+refund, op.location())
-	screenshot(t, op.ctx, shots, "confirm-effect-before")
-	require.Equal(t, "Confirm demo.bank.wire?", op.text("p.prompt"))
-	hold1 := op.text(`section[aria-labelledby="hold-h"]`)
-	require.Contains(t, hold1, "awaiting confirmation")
-	require.Regexp(t, `Enqueued by\s+api:`, hold1, "the API's caller enqueued it")
-	require.Regexp(t, `Expires\s+never`, hold1)
-	confirm, decline := `form[action="/console/effects/`+refund+`/confirm"]`, `form[action="/console/effects/`+refund+`/decline"]`
-	op.requireLabelled(confirm, 2) // the reason and the button
-	op.requireLabelled(decline, 2)
-	require.Zero(t, op.count(`form[action$="/cancel"]`), "Decline, not Cancel, for an awaiting effect")
 	reason := "the customer confirmed on the phone"
-	op.run(chromedp.Focus("#confirm-reason", chromedp.ByQuery), chromedp.KeyEvent(reason),
-		chromedp.Click(confirm+" button", chromedp.ByQuery), chromedp.WaitVisible(`p.notice`, chromedp.ByQuery))
-	screenshot(t, op.ctx, shots, "confirm-effect-after")
-	require.Contains(t, op.text("p.notice"), "Confirmed")
-	decided := op.text(`section[aria-labelledby="hold-h"]`)
-	require.Contains(t, decided, "confirmed by a person")
-	require.Contains(t, decided, "operator:console:alice")
-	require.Contains(t, decided, reason)
-	require.Zero(t, op.count(confirm+", "+decline), "no forms once decided")
+	confirmOnPage(t, op, refund, reason)
 	state, confirmation, by, why := hold(refund)
 	require.Equal(t, []string{"CONFIRMED", "operator:console:alice", reason}, []string{confirmation, by, why}, state)
 	require.Eventually(t, func() bool { state, _, _, _ = hold(refund); return state == "CONFIRMED" }, 30*time.Second, 50*time.Millisecond)
@@ -154,4 +115,64 @@ func TestConsoleConfirmationInBrowser(t *testing.T) {
 
 	t.Logf("screenshots in %s; whole test %v", shots, time.Since(started).Round(time.Millisecond))
 	stopBoth(t, srv, reactor)
+}
+
+// confirmationHold reads the effect id's state and its confirmation: the decision, by whom, why.
+func confirmationHold(t *testing.T, pool *pgxpool.Pool, id string) (state, confirmation, by, reason string) {
+	t.Helper()
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT state::text, coalesce(confirmation, ''), coalesce(confirmation_by, ''),
+		coalesce(confirmation_reason, '') FROM reckon_effects WHERE id = $1`, id).Scan(&state, &confirmation, &by, &reason))
+	return state, confirmation, by, reason
+}
+
+// requireAwaitingListed: the overview (op's page) counts the two held wires, and the awaiting page
+// lists them oldest first (refund, then payout) with their prompts and expiries.
+func requireAwaitingListed(t *testing.T, op consoleTab, refund, payout string) {
+	t.Helper()
+	shots := op.shots
+	card := op.text(`a[href="/console/awaiting"].value`)
+	require.Equal(t, "2", card)
+	op.run(chromedp.Click(`nav a[href="/console/awaiting"]`, chromedp.ByQuery), chromedp.WaitVisible(`main table`, chromedp.ByQuery))
+	require.Equal(t, "/console/awaiting", op.location())
+	screenshot(t, op.ctx, shots, "confirm-awaiting")
+	require.Contains(t, op.text("main p"), "2 effects await their confirmation")
+	require.Equal(t, 2, op.count(`main tbody tr`))
+	var rows []string
+	op.run(chromedp.Evaluate(`[...document.querySelectorAll("main tbody tr")].map(tr => tr.innerText)`, &rows))
+	require.Contains(t, rows[0], refund[24:], "the oldest first")
+	require.Contains(t, rows[1], payout[24:])
+	for _, row := range rows {
+		require.Contains(t, row, "Confirm demo.bank.wire?")
+	}
+	require.Contains(t, rows[0], "never")
+	require.Regexp(t, `in 1h5\dm`, rows[1], "the payout's expiry")
+}
+
+// confirmOnPage: op opens the held effect refund from the awaiting page, sees its prompt, who
+// enqueued it and its labelled Confirm and Decline forms, and confirms it with reason; the page then
+// shows the decision and no form.
+func confirmOnPage(t *testing.T, op consoleTab, refund, reason string) {
+	t.Helper()
+	shots := op.shots
+	op.run(chromedp.Click(`a[href="/console/effects/`+refund+`"]`, chromedp.ByQuery), chromedp.WaitVisible(`#hold-h`, chromedp.ByQuery))
+	require.Equal(t, "/console/effects/"+refund, op.location())
+	screenshot(t, op.ctx, shots, "confirm-effect-before")
+	require.Equal(t, "Confirm demo.bank.wire?", op.text("p.prompt"))
+	hold1 := op.text(`section[aria-labelledby="hold-h"]`)
+	require.Contains(t, hold1, "awaiting confirmation")
+	require.Regexp(t, `Enqueued by\s+api:`, hold1, "the API's caller enqueued it")
+	require.Regexp(t, `Expires\s+never`, hold1)
+	confirm, decline := `form[action="/console/effects/`+refund+`/confirm"]`, `form[action="/console/effects/`+refund+`/decline"]`
+	op.requireLabelled(confirm, 2) // the reason and the button
+	op.requireLabelled(decline, 2)
+	require.Zero(t, op.count(`form[action$="/cancel"]`), "Decline, not Cancel, for an awaiting effect")
+	op.run(chromedp.Focus("#confirm-reason", chromedp.ByQuery), chromedp.KeyEvent(reason),
+		chromedp.Click(confirm+" button", chromedp.ByQuery), chromedp.WaitVisible(`p.notice`, chromedp.ByQuery))
+	screenshot(t, op.ctx, shots, "confirm-effect-after")
+	require.Contains(t, op.text("p.notice"), "Confirmed")
+	decided := op.text(`section[aria-labelledby="hold-h"]`)
+	require.Contains(t, decided, "confirmed by a person")
+	require.Contains(t, decided, "operator:console:alice")
+	require.Contains(t, decided, reason)
+	require.Zero(t, op.count(confirm+", "+decline), "no forms once decided")
 }

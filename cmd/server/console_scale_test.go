@@ -24,7 +24,6 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/console"
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
-	"github.com/reckonhq/reckon/effects"
 )
 
 // TestConsoleAtScale times the console's pages over HTTP (the console's handler as the server
@@ -61,39 +60,7 @@ func TestConsoleAtScale(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = store.Revoke(context.Background(), name) })
 
-	// What the pages look at: a STUCK effect, a tenant, and values to filter by.
-	var stuck, tenant, connector, businessKey, run string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text, tenant_id, connector FROM reckon_effects WHERE state = 'STUCK' LIMIT 1`).
-		Scan(&stuck, &tenant, &connector))
-	require.NoError(t, pool.QueryRow(ctx, `SELECT business_key FROM reckon_effects WHERE tenant_id = $1 AND business_key IS NOT NULL LIMIT 1`, tenant).
-		Scan(&businessKey))
-	require.NoError(t, pool.QueryRow(ctx, `SELECT run_id FROM reckon_effects WHERE tenant_id = $1 AND run_id IS NOT NULL LIMIT 1`, tenant).
-		Scan(&run))
-	week := time.Now().Add(-7 * 24 * time.Hour).UTC().Format(time.RFC3339)
-	pages := []struct{ name, path string }{
-		{"overview", "/console/overview"},
-		{"STUCK queue", "/console/stuck"},
-		{"awaiting confirmation", "/console/awaiting"},
-		{"effects", "/console/effects"},
-		{"effects, page 2", ""}, // the Next link of the first page
-		{"effects state=FAILED", "/console/effects?state=FAILED"},
-		{"effects tenant+state=PENDING", "/console/effects?tenant=" + tenant + "&state=PENDING"},
-		{"effects tenant+connector", "/console/effects?tenant=" + tenant + "&connector=" + connector},
-		{"effects connector", "/console/effects?connector=" + connector},
-		{"effects business_key", "/console/effects?tenant=" + tenant + "&business_key=" + url.QueryEscape(businessKey)},
-		{"effects run", "/console/effects?tenant=" + tenant + "&run=" + url.QueryEscape(run)},
-		{"effects created_after (7 days)", "/console/effects?created_after=" + url.QueryEscape(week)},
-		{"effect detail (STUCK)", "/console/effects/" + stuck},
-		{"bulk preview (STUCK → FAILED)", "/console/bulk?state=STUCK&to=FAILED"},
-		{"runs", "/console/runs"},
-		{"connectors", "/console/connectors"},
-	}
-	var runTenant, runID string // the loader's effects name runs that it does not record: a run if there is one
-	if err := pool.QueryRow(ctx, `SELECT tenant_id, id FROM reckon_runs LIMIT 1`).Scan(&runTenant, &runID); err == nil {
-		pages = append(pages, struct{ name, path string }{"run detail", "/console/runs/" + runTenant + "/" + url.PathEscape(runID)})
-	} else {
-		t.Logf("no run detail page: reckon_runs is empty (%v)", err)
-	}
+	pages := scalePages(t, pool)
 
 	timing := scaleConsole(t, pool)
 	cookie := scaleSignIn(t, timing, token)
@@ -115,29 +82,12 @@ func TestConsoleAtScale(t *testing.T) {
 	next := strings.Index(first, `rel="next"`)
 	require.Positive(t, next, "the first page of effects has a Next link")
 	href := first[strings.LastIndex(first[:next], `href="`)+len(`href="`):]
-	page2 := slices.IndexFunc(pages, func(p struct{ name, path string }) bool { return p.name == "effects, page 2" })
+	page2 := slices.IndexFunc(pages, func(p scalePage) bool { return p.name == "effects, page 2" })
 	pages[page2].path = strings.ReplaceAll(href[:strings.Index(href, `"`)], "&amp;", "&")
 
 	// Plans: a console on one connection that sends every statement's plan to the client.
-	var mu sync.Mutex
-	var plans []string
-	config, err := pgxpool.ParseConfig(big)
-	require.NoError(t, err)
-	config.MaxConns = 1
-	config.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		if strings.HasPrefix(n.Message, "duration:") {
-			mu.Lock()
-			plans = append(plans, n.Message)
-			mu.Unlock()
-		}
-	}
-	config.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		_, err := conn.Exec(ctx, `LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; SET client_min_messages = log`)
-		return err
-	}
-	explained, err := pgxpool.NewWithConfig(ctx, config)
-	require.NoError(t, err)
-	t.Cleanup(explained.Close)
+	var plans planRecorder
+	explained := explainingPool(t, big, &plans)
 	explaining := scaleConsole(t, explained)
 
 	var report []string
@@ -153,15 +103,12 @@ func TestConsoleAtScale(t *testing.T) {
 		slices.Sort(times)
 		median, p95 := times[len(times)/2], times[len(times)*95/100]
 
-		mu.Lock()
-		plans = nil
-		mu.Unlock()
+		plans.reset()
 		for range 7 {
 			get(explaining, page.path)
 		}
-		mu.Lock()
-		pagePlans := slices.Clone(plans[len(plans)*6/7:]) // the last fetch's, past the switch to generic plans
-		mu.Unlock()
+		all := plans.snapshot()
+		pagePlans := all[len(all)*6/7:] // the last fetch's, past the switch to generic plans
 		var scans []string
 		for _, plan := range pagePlans {
 			for _, line := range strings.Split(plan, "\n") {
@@ -186,15 +133,10 @@ func TestConsoleAtScale(t *testing.T) {
 // scaleConsole serves a console on pool, built as the server builds it, and returns its URL.
 func scaleConsole(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
-	sessions, err := newTurnsClient(pool, logger)
+	built, err := newEngine(pool, logger, nil, nil)
 	require.NoError(t, err)
-	sagas, err := newSagaClient(ctx, pool, logger, nil)
-	require.NoError(t, err)
-	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sessions, sagas}})
-	require.NoError(t, err)
-	c, err := console.New(&console.Config{Ops: ops.New(pool, client, sagas, sessions), Operators: operator.NewStore(pool), Logger: logger})
+	c, err := console.New(&console.Config{Ops: ops.New(pool, built.Effects, built.Sagas, built.Turns), Operators: operator.NewStore(pool), Logger: logger})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	c.Register(mux)
@@ -260,4 +202,95 @@ func scanSummary(plans []string) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, "; ")
+}
+
+// scalePage is a console page TestConsoleAtScale times: its name in the report and its path.
+type scalePage struct{ name, path string }
+
+// scalePages is the pages to time on pool's effects: a STUCK effect's, a tenant's, filtered by
+// values found there, and a run's if there is one. The path of "effects, page 2" is left for the
+// caller, from the first page's Next link.
+func scalePages(t *testing.T, pool *pgxpool.Pool) []scalePage {
+	t.Helper()
+	ctx := context.Background()
+	var stuck, tenant, connector, businessKey, run string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id::text, tenant_id, connector FROM reckon_effects WHERE state = 'STUCK' LIMIT 1`).
+		Scan(&stuck, &tenant, &connector))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT business_key FROM reckon_effects WHERE tenant_id = $1 AND business_key IS NOT NULL LIMIT 1`, tenant).
+		Scan(&businessKey))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT run_id FROM reckon_effects WHERE tenant_id = $1 AND run_id IS NOT NULL LIMIT 1`, tenant).
+		Scan(&run))
+	week := time.Now().Add(-7 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	pages := []scalePage{
+		{"overview", "/console/overview"},
+		{"STUCK queue", "/console/stuck"},
+		{"awaiting confirmation", "/console/awaiting"},
+		{"effects", "/console/effects"},
+		{"effects, page 2", ""}, // the Next link of the first page
+		{"effects state=FAILED", "/console/effects?state=FAILED"},
+		{"effects tenant+state=PENDING", "/console/effects?tenant=" + tenant + "&state=PENDING"},
+		{"effects tenant+connector", "/console/effects?tenant=" + tenant + "&connector=" + connector},
+		{"effects connector", "/console/effects?connector=" + connector},
+		{"effects business_key", "/console/effects?tenant=" + tenant + "&business_key=" + url.QueryEscape(businessKey)},
+		{"effects run", "/console/effects?tenant=" + tenant + "&run=" + url.QueryEscape(run)},
+		{"effects created_after (7 days)", "/console/effects?created_after=" + url.QueryEscape(week)},
+		{"effect detail (STUCK)", "/console/effects/" + stuck},
+		{"bulk preview (STUCK → FAILED)", "/console/bulk?state=STUCK&to=FAILED"},
+		{"runs", "/console/runs"},
+		{"connectors", "/console/connectors"},
+	}
+	var runTenant, runID string // the loader's effects name runs that it does not record: a run if there is one
+	if err := pool.QueryRow(ctx, `SELECT tenant_id, id FROM reckon_runs LIMIT 1`).Scan(&runTenant, &runID); err == nil {
+		pages = append(pages, scalePage{"run detail", "/console/runs/" + runTenant + "/" + url.PathEscape(runID)})
+	} else {
+		t.Logf("no run detail page: reckon_runs is empty (%v)", err)
+	}
+	return pages
+}
+
+// planRecorder collects the plans auto_explain sends a connection as notices.
+type planRecorder struct {
+	mu    sync.Mutex
+	plans []string
+}
+
+// onNotice is a pgconn.NoticeHandler that keeps the notices that are plans.
+func (r *planRecorder) onNotice(_ *pgconn.PgConn, n *pgconn.Notice) {
+	if strings.HasPrefix(n.Message, "duration:") {
+		r.mu.Lock()
+		r.plans = append(r.plans, n.Message)
+		r.mu.Unlock()
+	}
+}
+
+// reset forgets the plans collected so far.
+func (r *planRecorder) reset() {
+	r.mu.Lock()
+	r.plans = nil
+	r.mu.Unlock()
+}
+
+// snapshot is a copy of the plans collected since the last reset, oldest first.
+func (r *planRecorder) snapshot() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.plans)
+}
+
+// explainingPool opens a pool of one connection to the database at databaseURL whose every
+// statement's plan goes to plans (auto_explain); it is closed when the test ends.
+func explainingPool(t *testing.T, databaseURL string, plans *planRecorder) *pgxpool.Pool {
+	t.Helper()
+	config, err := pgxpool.ParseConfig(databaseURL)
+	require.NoError(t, err)
+	config.MaxConns = 1
+	config.ConnConfig.OnNotice = plans.onNotice
+	config.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, `LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; SET client_min_messages = log`)
+		return err
+	}
+	explained, err := pgxpool.NewWithConfig(context.Background(), config)
+	require.NoError(t, err)
+	t.Cleanup(explained.Close)
+	return explained
 }

@@ -58,30 +58,7 @@ func TestConnectorLimitCLI(t *testing.T) {
 	require.Equal(t, "bank slow: INC-42", settings[0].Reason)
 
 	// Bad arguments: exit 2 naming the flag (or NAME), nothing changed.
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"set", "bank.wire", "-rate", "-1"}, "-rate: "},
-		{[]string{"set", "bank.wire", "-rate", "1000001"}, "-rate: "},
-		{[]string{"set", "bank.wire", "-rate", "x"}, "invalid value \"x\" for flag -rate"},
-		{[]string{"set", "bank.wire", "-per", "2h"}, "-per: "},
-		{[]string{"set", "bank.wire", "-per", "-1s"}, "-per: "},
-		{[]string{"set", "bank.wire", "-burst", "-3"}, "-burst: "},
-		{[]string{"set", "bank.wire", "-max-in-flight", "2000000"}, "-max-in-flight: "},
-		{[]string{"set", "bank.wire", "-break-after", "-1"}, "-break-after: "},
-		{[]string{"set", "bank.wire", "-break-for", "500ms"}, "-break-for: "},
-		{[]string{"set", "bank.wire", "-reason", strings.Repeat("r", 2001)}, "-reason: limited to 2000 bytes"},
-		{[]string{"set", "bank.wire", "-reason", "caf\xe9"}, "-reason: not valid UTF-8"},
-		{[]string{"set", strings.Repeat("n", 201), "-rate", "1"}, "NAME: must be 1 to 200 bytes"},
-		{[]string{"set", "-rate", "1"}, "needs a connector NAME"},
-		{[]string{"clear"}, "needs a connector NAME"},
-		{[]string{"reset"}, "needs a connector NAME"},
-		{[]string{"reset", "a\xffb"}, "NAME: not valid UTF-8"},
-		{[]string{"set", "bank.wire", "extra"}, "unexpected argument \"extra\""},
-		{[]string{"show", "-o", "yaml"}, "-o \"yaml\": want table or json"},
-		{[]string{"frob", "bank.wire"}, "unknown connectors limit action \"frob\""},
-	} {
+	for _, tc := range limitCLIMistakes {
 		res := run(2, tc.args...)
 		require.Contains(t, res.Stderr, tc.want, "%q", tc.args)
 	}
@@ -124,4 +101,31 @@ func TestConnectorLimitCLI(t *testing.T) {
 	require.Contains(t, res.Stderr, "no operator's limit for connector bank.wire")
 	res = run(0, "show", "bank.wire")
 	require.Contains(t, res.Stdout, "has no operator's limit")
+}
+
+// limitCLIMistakes are bad arguments of `server connectors limit`, each with what the message must
+// say (the flag or NAME it names).
+var limitCLIMistakes = []struct {
+	args []string
+	want string
+}{
+	{[]string{"set", "bank.wire", "-rate", "-1"}, "-rate: "},
+	{[]string{"set", "bank.wire", "-rate", "1000001"}, "-rate: "},
+	{[]string{"set", "bank.wire", "-rate", "x"}, "invalid value \"x\" for flag -rate"},
+	{[]string{"set", "bank.wire", "-per", "2h"}, "-per: "},
+	{[]string{"set", "bank.wire", "-per", "-1s"}, "-per: "},
+	{[]string{"set", "bank.wire", "-burst", "-3"}, "-burst: "},
+	{[]string{"set", "bank.wire", "-max-in-flight", "2000000"}, "-max-in-flight: "},
+	{[]string{"set", "bank.wire", "-break-after", "-1"}, "-break-after: "},
+	{[]string{"set", "bank.wire", "-break-for", "500ms"}, "-break-for: "},
+	{[]string{"set", "bank.wire", "-reason", strings.Repeat("r", 2001)}, "-reason: limited to 2000 bytes"},
+	{[]string{"set", "bank.wire", "-reason", "caf\xe9"}, "-reason: not valid UTF-8"},
+	{[]string{"set", strings.Repeat("n", 201), "-rate", "1"}, "NAME: must be 1 to 200 bytes"},
+	{[]string{"set", "-rate", "1"}, "needs a connector NAME"},
+	{[]string{"clear"}, "needs a connector NAME"},
+	{[]string{"reset"}, "needs a connector NAME"},
+	{[]string{"reset", "a\xffb"}, "NAME: not valid UTF-8"},
+	{[]string{"set", "bank.wire", "extra"}, "unexpected argument \"extra\""},
+	{[]string{"show", "-o", "yaml"}, "-o \"yaml\": want table or json"},
+	{[]string{"frob", "bank.wire"}, "unknown connectors limit action \"frob\""},
 }

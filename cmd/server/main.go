@@ -46,9 +46,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/reckonhq/reckon/cmd/internal/cli"
+	"github.com/reckonhq/reckon/cmd/internal/definitions"
 	"github.com/reckonhq/reckon/cmd/internal/health"
 	"github.com/reckonhq/reckon/cmd/internal/telemetry"
 	"github.com/reckonhq/reckon/cmd/internal/version"
@@ -58,9 +57,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/db"
-	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/events"
-	"github.com/reckonhq/reckon/saga"
 )
 
 func main() {
@@ -164,29 +161,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer pool.Close()
 
 	metrics := health.NewRegistry()
-	sessions, err := newTurnsClient(pool, logger) // turns.go
+	logger.Info("confirmation holds of the effects the API enqueues", f.confirmation.LogAttrs()...)
+	built, err := newEngine(pool, logger, metrics, &f.confirmation) // engine.go
 	if err != nil {
 		return err
 	}
-	// The saga client counts the sagas started over HTTP (reckon_saga_started_total); the server
-	// computes no statistics, it reports the reactors' (reckon_sagas).
-	sagas, err := newSagaClient(ctx, pool, logger, metrics)
-	if err != nil {
-		return err
-	}
-	// The webhook deliveries' settle hook, for operators who resolve a STUCK delivery here; the
-	// reactors deliver.
-	webhooks, err := events.NewWebhooks(pool, &events.WebhookConfig{Logger: logger})
-	if err != nil {
-		return err
-	}
-	effectsConfig := &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sessions, sagas, webhooks}}
-	f.confirmation.Apply(effectsConfig)
-	logger.Info("f.confirmation holds of the effects the API enqueues", f.confirmation.LogAttrs()...)
-	client, err := effects.NewClient(pool, effectsConfig)
-	if err != nil {
-		return err
-	}
+	client, sagas, sessions, stored := built.Effects, built.Sagas, built.Turns, built.Definitions
 	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
 	// The event stream (GET /v1/events) is woken by the effects client's one LISTEN connection,
 	// and its streams end when SIGTERM starts the shutdown: they never end by themselves, so they
@@ -195,7 +175,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	apiServer, err := api.New(&api.Config{
 		Pool: pool, Effects: client, Sagas: sagas, Turns: sessions, Ops: operations, Logger: logger, MaxBodyBytes: f.maxBody,
 		MaxBodyBytesInFlight: f.bodiesInFlight, IdempotencyTTL: f.idempotencyTTL,
-		Events: events.New(pool, client), Stopping: ctx.Done(),
+		Events: events.New(pool, client), Stopping: ctx.Done(), RefreshConnectors: stored.Connectors, RefreshSagas: stored.Sagas,
 	})
 	if err != nil {
 		return err
@@ -218,7 +198,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	schema := health.NewSchemaGate(migrator, logger)
 	schema.Check(ctx)
 	go schema.Watch(ctx, time.Second)
-	go reloadDefinitions(ctx, schema, f.connectorSync, logger, pool, client.Registry(), sagas)
+	go reloadDefinitions(ctx, schema, f.connectorSync, logger, stored)
 	// Every request (API, console, health, metrics) gets an X-Request-Id and is counted by route.
 	// Every request is a server span too, continuing the client's traceparent (tracing on).
 	handler, err := httpobs.Handler(metrics, mux, schema.Guard(mux), nil)
@@ -233,22 +213,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// reloadDefinitions waits for the schema to be current, then reloads the HTTP connectors into
-// registry and then the saga definitions into sagas at once, then every interval
-// (-connector-sync-interval), until ctx ends. (Expired Idempotency-Key responses are the reactors'
-// retention's to delete; the API ignores them past -idempotency-ttl.)
-func reloadDefinitions(ctx context.Context, schema *health.SchemaGate, interval time.Duration, logger *slog.Logger, pool *pgxpool.Pool, registry *effects.Registry, sagas *saga.Client) {
+// reloadDefinitions waits for the schema to be current, then reloads the HTTP connectors and the
+// saga definitions at once, then every interval (-connector-sync-interval), until ctx ends; a
+// failed reload is logged and keeps what is loaded. (Expired Idempotency-Key responses are the
+// reactors' retention's to delete; the API ignores them past -idempotency-ttl.)
+func reloadDefinitions(ctx context.Context, schema *health.SchemaGate, interval time.Duration, logger *slog.Logger, stored *definitions.Loader) {
 	select {
 	case <-ctx.Done():
 		return
 	case <-schema.Current():
 	}
-	reload := func(ctx context.Context) {
-		syncConnectors(ctx, logger, pool, registry)
-		syncSagas(ctx, logger, pool, sagas)
+	if err := stored.Load(ctx); err != nil && ctx.Err() == nil {
+		logger.WarnContext(ctx, "stored definitions: load failed; keeping the ones loaded", slog.String("error", err.Error()))
 	}
-	reload(ctx)
-	cli.Every(ctx, interval, reload)
+	stored.Run(ctx, interval)
 }
 
 // serveFlags are the flags of `server` (serving the API, the console, health and metrics).

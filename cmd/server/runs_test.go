@@ -71,23 +71,7 @@ func TestRunsCLI(t *testing.T) {
 	require.False(t, detail.Run.Settled, "the API's shape: a PENDING effect keeps the run unsettled")
 	require.Empty(t, detail.Awaiting)
 
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"show", "run-1"}, "-tenant"},
-		{[]string{"show", "-tenant", "acme"}, "needs an ID"},
-		{[]string{"show", "-tenant", "not a tenant", "run-1"}, "-tenant"},
-		{[]string{"show", "-tenant", "acme", "run\xff"}, "run: not valid UTF-8"},
-		{[]string{"show", "-tenant", "acme", strings.Repeat("r", 201)}, "run: at most 200 bytes"},
-		{[]string{"show", "-tenant", "acme", "run-1", "-o", "yaml"}, "-o"},
-		{[]string{"show", "-tenant", "acme", "run-1", "extra"}, `unexpected argument "extra"`},
-		{[]string{"cancel", "-tenant", "acme", "run-1"}, "-reason"},
-		{[]string{"cancel", "-tenant", "acme", "run-1", "-reason", "a\xffb"}, "-reason"},
-		{[]string{"cancel", "-tenant", "acme", "run-1", "-reason", strings.Repeat("x", 1001)}, "-reason"},
-		{[]string{"cancel", "-tenant", "acme", "run-1", "-reason", "loop", "-actor", strings.Repeat("a", 201)}, "-actor"},
-		{[]string{"list"}, "unknown runs action"},
-	} {
+	for _, tc := range runsCLIMistakes {
 		res := proctest.Run(t, f.env, server, append([]string{"runs"}, tc.args...)...)
 		require.Equal(t, 2, res.ExitCode, "%v: %s", tc.args, res.Stderr)
 		require.Contains(t, res.Stderr, tc.want, "%v", tc.args)
@@ -125,4 +109,24 @@ func TestRunsCLI(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &cancellation), res.Stdout)
 	require.Equal(t, "caller:ann@example.com", cancellation.Run.CancelledBy)
 	require.Equal(t, []string{globex.ID.String()}, cancellation.Failed)
+}
+
+// runsCLIMistakes are bad arguments of `server runs`, each with what the message must say (the
+// flag or the run it names).
+var runsCLIMistakes = []struct {
+	args []string
+	want string
+}{
+	{[]string{"show", "run-1"}, "-tenant"},
+	{[]string{"show", "-tenant", "acme"}, "needs an ID"},
+	{[]string{"show", "-tenant", "not a tenant", "run-1"}, "-tenant"},
+	{[]string{"show", "-tenant", "acme", "run\xff"}, "run: not valid UTF-8"},
+	{[]string{"show", "-tenant", "acme", strings.Repeat("r", 201)}, "run: at most 200 bytes"},
+	{[]string{"show", "-tenant", "acme", "run-1", "-o", "yaml"}, "-o"},
+	{[]string{"show", "-tenant", "acme", "run-1", "extra"}, `unexpected argument "extra"`},
+	{[]string{"cancel", "-tenant", "acme", "run-1"}, "-reason"},
+	{[]string{"cancel", "-tenant", "acme", "run-1", "-reason", "a\xffb"}, "-reason"},
+	{[]string{"cancel", "-tenant", "acme", "run-1", "-reason", strings.Repeat("x", 1001)}, "-reason"},
+	{[]string{"cancel", "-tenant", "acme", "run-1", "-reason", "loop", "-actor", strings.Repeat("a", 201)}, "-actor"},
+	{[]string{"list"}, "unknown runs action"},
 }

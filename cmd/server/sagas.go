@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
@@ -32,32 +30,6 @@ server sagas show ID [-o table|json]     steps, compensation order, history
 server sagas resolve ID -decision retry_compensation|mark_compensated -reason R [-actor A]
 server sagas define -f definition.json [-skip-connector-check]   (or -f - for stdin; docs/api.md)
 server sagas definitions [-json]`
-
-// newSagaClient is the server's saga client: on the effects client that enqueues (never started
-// here), with the stored definitions loaded by syncSagas (at once when the schema is current, then
-// every interval) and whenever a request names one it has not loaded. Its metrics go to metrics
-// (nil: none).
-func newSagaClient(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, metrics prometheus.Registerer) (*saga.Client, error) {
-	sagas, err := saga.NewClient(pool, &saga.Config{Logger: logger, Registerer: metrics, OnUnknownDefinition: sagadef.Load})
-	if err != nil {
-		return nil, err
-	}
-	return sagas, nil
-}
-
-// syncSagas loads the saga definitions not loaded yet.
-func syncSagas(ctx context.Context, logger *slog.Logger, pool *pgxpool.Pool, sagas *saga.Client) {
-	result, err := sagadef.Sync(ctx, pool, sagas)
-	if err != nil && ctx.Err() == nil {
-		logger.Warn("sync saga definitions", slog.Any("error", err))
-	}
-	if len(result.Added) > 0 {
-		logger.Info("saga definitions loaded", slog.Any("added", result.Added))
-	}
-	for name, err := range result.Skipped {
-		logger.Warn("saga definition skipped", slog.String("definition", name), slog.Any("error", err))
-	}
-}
 
 // runSagas lists, shows and resolves sagas of every tenant (package ops), and manages the saga
 // definitions stored in reckon_saga_definitions (package saga/sagadef): define (validated;
@@ -88,7 +60,7 @@ func runSagas(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			var registry *effects.Registry
 			if !*skipCheck {
 				registry = effects.NewRegistry()
-				if _, err := httpconn.Sync(ctx, pool, registry); err != nil {
+				if _, err := new(httpconn.Syncer).Sync(ctx, pool, registry); err != nil {
 					return err
 				}
 			}

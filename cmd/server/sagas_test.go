@@ -277,7 +277,7 @@ func newOpsFixture(t *testing.T) *opsFixture {
 	})
 	require.NoError(t, err)
 	registry := effects.NewRegistry()
-	_, err = httpconn.Sync(ctx, pool, registry)
+	_, err = new(httpconn.Syncer).Sync(ctx, pool, registry)
 	require.NoError(t, err)
 	def, err := sagadef.Parse([]byte(`{"name":"transfer","steps":[
 		{"name":"debit","connector":"bank.wire","undo":"connector"},
@@ -285,7 +285,8 @@ func newOpsFixture(t *testing.T) *opsFixture {
 	require.NoError(t, err)
 	_, _, err = sagadef.Put(ctx, pool, def, registry)
 	require.NoError(t, err)
-	sagas, err := saga.NewClient(pool, &saga.Config{OnUnknownDefinition: sagadef.Load})
+	var sagaDefs sagadef.Syncer
+	sagas, err := saga.NewClient(pool, &saga.Config{OnUnknownDefinition: sagaDefs.Load})
 	require.NoError(t, err)
 	config := testkit.FastConfig(registry)
 	config.Plugins = []effects.Plugin{sagas}
@@ -314,6 +315,46 @@ func TestSagasCLI(t *testing.T) {
 	_, err = f.pool.Exec(ctx, `UPDATE reckon_sagas SET state = 'STUCK', stuck_reason = 'the bank refused the refund' WHERE id = $1`, stuck)
 	require.NoError(t, err)
 
+	requireSagaListCLI(t, f, server, ids)
+	requireSagaShowCLI(t, f, server, stuck)
+	requireSagaCLIMistakes(t, f, server, stuck)
+	s, err := f.sagas.Get(ctx, stuck)
+	require.NoError(t, err)
+	require.Equal(t, saga.StateStuck, s.State, "nothing changed")
+
+	res := proctest.Run(t, f.env, server, "sagas", "show", uuid.NewString())
+	require.Equal(t, 1, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stderr, "not found")
+	res = proctest.Run(t, f.env, server, "sagas", "resolve", ids[1].String(), "-decision", "mark_compensated", "-reason", "by hand")
+	require.Equal(t, 1, res.ExitCode, "a RUNNING saga: %s", res.Stderr)
+	require.Contains(t, res.Stderr, "not STUCK")
+
+	res = proctest.Run(t, f.env, server, "sagas", "resolve", stuck.String(), "-decision", "mark_compensated", "-reason", "refunded by hand")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stdout, "resolved (mark_compensated) by "+cliActor()+": now COMPENSATED")
+	history, err := f.sagas.History(ctx, stuck)
+	require.NoError(t, err)
+	require.Equal(t, "operator:"+cliActor(), history[len(history)-1].Actor)
+
+	// -actor names someone else; the second saga is held by nothing stuck: refused.
+	_, err = f.pool.Exec(ctx, `UPDATE reckon_saga_steps SET state = 'COMPENSATION_STUCK' WHERE saga_id = $1`, ids[2])
+	require.NoError(t, err)
+	_, err = f.pool.Exec(ctx, `UPDATE reckon_sagas SET state = 'STUCK' WHERE id = $1`, ids[2])
+	require.NoError(t, err)
+	res = proctest.Run(t, f.env, server, "sagas", "resolve", ids[2].String(), "-decision", "mark_compensated", "-reason", "done at the bank",
+		"-actor", "ann@example.com", "-o", "json")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stdout, `"state": "COMPENSATED"`)
+	history, err = f.sagas.History(ctx, ids[2])
+	require.NoError(t, err)
+	require.Equal(t, "operator:ann@example.com", history[len(history)-1].Actor)
+}
+
+// requireSagaListCLI: `sagas list` prints the sagas (ids, oldest first; the first STUCK) of every
+// tenant as a table, and as JSON in the API's shape, paged with the cursor it prints and filtered.
+func requireSagaListCLI(t *testing.T, f *opsFixture, server string, ids []uuid.UUID) {
+	t.Helper()
+	stuck := ids[0]
 	res := proctest.Run(t, f.env, server, "sagas", "list")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
@@ -354,8 +395,13 @@ func TestSagasCLI(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &p), res.Stdout)
 	require.Len(t, p.Sagas, 1)
 	require.Equal(t, "STUCK", p.Sagas[0].State)
+}
 
-	res = proctest.Run(t, f.env, server, "sagas", "show", stuck.String())
+// requireSagaShowCLI: `sagas show` prints the STUCK saga's steps, compensation order and history,
+// as a table and as JSON.
+func requireSagaShowCLI(t *testing.T, f *opsFixture, server string, stuck uuid.UUID) {
+	t.Helper()
+	res := proctest.Run(t, f.env, server, "sagas", "show", stuck.String())
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	require.Contains(t, res.Stdout, "saga "+stuck.String()+" (transfer) of tenant acme: STUCK")
 	require.Contains(t, res.Stdout, "stuck: the bank refused the refund")
@@ -375,8 +421,12 @@ func TestSagasCLI(t *testing.T) {
 	require.Equal(t, stuck, detail.Saga.ID)
 	require.Equal(t, []int{0}, detail.CompensationOrder)
 	require.Len(t, detail.Saga.History, 1)
+}
 
-	// Mistakes: exit 2 naming the flag (or the ID), before anything changes.
+// requireSagaCLIMistakes: bad flags and out-of-range values exit 2 naming the flag (or the ID)
+// before anything changes.
+func requireSagaCLIMistakes(t *testing.T, f *opsFixture, server string, stuck uuid.UUID) {
+	t.Helper()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -401,34 +451,4 @@ func TestSagasCLI(t *testing.T) {
 		require.Equal(t, 2, res.ExitCode, "%v: %s", tc.args, res.Stderr)
 		require.Contains(t, res.Stderr, tc.want, "%v", tc.args)
 	}
-	s, err := f.sagas.Get(ctx, stuck)
-	require.NoError(t, err)
-	require.Equal(t, saga.StateStuck, s.State, "nothing changed")
-
-	res = proctest.Run(t, f.env, server, "sagas", "show", uuid.NewString())
-	require.Equal(t, 1, res.ExitCode, res.Stderr)
-	require.Contains(t, res.Stderr, "not found")
-	res = proctest.Run(t, f.env, server, "sagas", "resolve", ids[1].String(), "-decision", "mark_compensated", "-reason", "by hand")
-	require.Equal(t, 1, res.ExitCode, "a RUNNING saga: %s", res.Stderr)
-	require.Contains(t, res.Stderr, "not STUCK")
-
-	res = proctest.Run(t, f.env, server, "sagas", "resolve", stuck.String(), "-decision", "mark_compensated", "-reason", "refunded by hand")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	require.Contains(t, res.Stdout, "resolved (mark_compensated) by "+cliActor()+": now COMPENSATED")
-	history, err := f.sagas.History(ctx, stuck)
-	require.NoError(t, err)
-	require.Equal(t, "operator:"+cliActor(), history[len(history)-1].Actor)
-
-	// -actor names someone else; the second saga is held by nothing stuck: refused.
-	_, err = f.pool.Exec(ctx, `UPDATE reckon_saga_steps SET state = 'COMPENSATION_STUCK' WHERE saga_id = $1`, ids[2])
-	require.NoError(t, err)
-	_, err = f.pool.Exec(ctx, `UPDATE reckon_sagas SET state = 'STUCK' WHERE id = $1`, ids[2])
-	require.NoError(t, err)
-	res = proctest.Run(t, f.env, server, "sagas", "resolve", ids[2].String(), "-decision", "mark_compensated", "-reason", "done at the bank",
-		"-actor", "ann@example.com", "-o", "json")
-	require.Equal(t, 0, res.ExitCode, res.Stderr)
-	require.Contains(t, res.Stdout, `"state": "COMPENSATED"`)
-	history, err = f.sagas.History(ctx, ids[2])
-	require.NoError(t, err)
-	require.Equal(t, "operator:ann@example.com", history[len(history)-1].Actor)
 }

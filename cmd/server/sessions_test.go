@@ -133,12 +133,7 @@ func TestSessionsEndToEnd(t *testing.T) {
 
 	// The window closes: the reactor hands the turn of m1 and m2 to the handler, which holds its
 	// answer while m3 arrives.
-	var first turnRequest
-	select {
-	case first = <-handler.arrived:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the turn never reached the handler:\n%s", reactor.Stderr())
-	}
+	first := handler.await(t, "the turn", reactor)
 	require.Equal(t, session, first.SessionKey)
 	require.Equal(t, turn1, first.TurnID)
 	require.Len(t, first.Messages, 2)
@@ -148,45 +143,14 @@ func TestSessionsEndToEnd(t *testing.T) {
 	require.NotEqual(t, turn1, turn2)
 	close(handler.release)
 
-	var second turnRequest
-	select {
-	case second = <-handler.arrived:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the superseding turn never reached the handler:\n%s", reactor.Stderr())
-	}
+	second := handler.await(t, "the superseding turn", reactor)
 	require.Equal(t, first.TurnGroup, second.TurnGroup, "the superseding turn inherits the turn group")
 	require.Len(t, second.Messages, 3)
 	require.Equal(t, []string{"m1", "m2", "m3"}, []string{second.Messages[0].MessageID, second.Messages[1].MessageID, second.Messages[2].MessageID})
 
-	type turnView struct {
-		ID           string `json:"id"`
-		Status       string `json:"status"`
-		StatusReason string `json:"status_reason"`
-		TurnGroup    string `json:"turn_group"`
-		Messages     []struct {
-			MessageID string `json:"message_id"`
-		} `json:"messages"`
-		Decisions []struct {
-			Action, Decider string
-		} `json:"decisions"`
-	}
-	listTurns := func(p, token string) []turnView {
-		req, err := http.NewRequest("GET", api.base+p+"/turns", nil)
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		var out struct {
-			Turns []turnView `json:"turns"`
-		}
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-		return out.Turns
-	}
 	var views []turnView
 	require.Eventually(t, func() bool {
-		views = listTurns(path, acme)
+		views = api.turns(path, acme)
 		return len(views) == 2 && views[1].Status == "COMPLETE"
 	}, 60*time.Second, 50*time.Millisecond)
 	require.Equal(t, "SUPERSEDED", views[0].Status)
@@ -197,30 +161,13 @@ func TestSessionsEndToEnd(t *testing.T) {
 	require.Equal(t, first.TurnGroup, views[1].TurnGroup)
 	require.Len(t, views[1].Messages, 3)
 
-	// The wire: enqueued once by the superseding turn at the group's position, performed once.
-	key := first.TurnGroup + "/d-0/bank.wire/0"
-	var effectID string
-	require.Eventually(t, func() bool {
-		list := api.do("GET", "/v1/effects?connector=bank.wire", acme, "")
-		effects, _ := list.body["effects"].([]any)
-		if len(effects) != 1 {
-			return false
-		}
-		e := effects[0].(map[string]any)
-		effectID, _ = e["id"].(string)
-		return e["state"] == "CONFIRMED" && e["idempotency_key"] == key
-	}, 60*time.Second, 50*time.Millisecond)
-	require.Equal(t, 1, bank.Count(key), "dispatched once")
-	r = api.do("POST", "/v1/effects", acme, `{"connector":"bank.wire","position":{"turn_group":"`+first.TurnGroup+`","decision":0,"call_index":0},"args":{"account":"a-1","amount":30}}`)
-	require.Equal(t, http.StatusOK, r.status, "the same journal position deduplicates: %s", r.raw)
-	require.Equal(t, effectID, r.body["id"])
-	require.Equal(t, 1, bank.Count(key), "still once")
+	requireWireOnce(t, api, bank, acme, first.TurnGroup)
 
 	// A handler's 4xx fails its turn for good, with the reason; its message stays recorded.
 	r = api.do("POST", "/v1/sessions/"+url.PathEscape(refused)+"/messages", acme, `{"message_id":"r1","content":{"order":404}}`)
 	require.Equal(t, http.StatusAccepted, r.status, r.raw)
 	require.Eventually(t, func() bool {
-		views = listTurns("/v1/sessions/"+url.PathEscape(refused), acme)
+		views = api.turns("/v1/sessions/"+url.PathEscape(refused), acme)
 		return len(views) == 1 && views[0].Status == "FAILED"
 	}, 60*time.Second, 50*time.Millisecond)
 	require.Contains(t, views[0].StatusReason, `answered 422: {"error":"no such order"}`)
@@ -231,7 +178,7 @@ func TestSessionsEndToEnd(t *testing.T) {
 	r = api.do("POST", other+"/messages", globex, `{"message_id":"m1"}`)
 	require.Equal(t, http.StatusAccepted, r.status, r.raw)
 	require.Equal(t, http.StatusForbidden, api.do("GET", other+"/turns", acme, "").status)
-	require.Len(t, listTurns(other, globex), 1)
+	require.Len(t, api.turns(other, globex), 1)
 
 	stopBoth(t, srv, reactor)
 }
@@ -285,4 +232,72 @@ func TestTurnsWaitWithoutTurnHandler(t *testing.T) {
 	handler.mu.Unlock()
 
 	stopBoth(t, srv, reactor)
+}
+
+// await returns the next turn the handler receives, failing the test (with the reactor's log) when
+// none does within a minute.
+func (e *turnEndpoint) await(t *testing.T, what string, reactor *proctest.Process) turnRequest {
+	t.Helper()
+	select {
+	case turn := <-e.arrived:
+		return turn
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s never reached the handler:\n%s", what, reactor.Stderr())
+		return turnRequest{}
+	}
+}
+
+// turnView is a turn as GET /v1/sessions/{key}/turns lists it.
+type turnView struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	StatusReason string `json:"status_reason"`
+	TurnGroup    string `json:"turn_group"`
+	Messages     []struct {
+		MessageID string `json:"message_id"`
+	} `json:"messages"`
+	Decisions []struct {
+		Action, Decider string
+	} `json:"decisions"`
+}
+
+// turns lists the turns of the session at path (/v1/sessions/{key}) with token.
+func (c apiClient) turns(path, token string) []turnView {
+	t := c.t
+	t.Helper()
+	req, err := http.NewRequest("GET", c.base+path+"/turns", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var out struct {
+		Turns []turnView `json:"turns"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out.Turns
+}
+
+// requireWireOnce: the wire is enqueued once by the superseding turn at the turn group's journal
+// position and performed once; enqueueing that position again deduplicates.
+func requireWireOnce(t *testing.T, api apiClient, bank *fakebank.Bank, token, turnGroup string) {
+	t.Helper()
+	key := turnGroup + "/d-0/bank.wire/0"
+	var effectID string
+	require.Eventually(t, func() bool {
+		list := api.do("GET", "/v1/effects?connector=bank.wire", token, "")
+		effects, _ := list.body["effects"].([]any)
+		if len(effects) != 1 {
+			return false
+		}
+		e := effects[0].(map[string]any)
+		effectID, _ = e["id"].(string)
+		return e["state"] == "CONFIRMED" && e["idempotency_key"] == key
+	}, 60*time.Second, 50*time.Millisecond)
+	require.Equal(t, 1, bank.Count(key), "dispatched once")
+	r := api.do("POST", "/v1/effects", token, `{"connector":"bank.wire","position":{"turn_group":"`+turnGroup+`","decision":0,"call_index":0},"args":{"account":"a-1","amount":30}}`)
+	require.Equal(t, http.StatusOK, r.status, "the same journal position deduplicates: %s", r.raw)
+	require.Equal(t, effectID, r.body["id"])
+	require.Equal(t, 1, bank.Count(key), "still once")
 }

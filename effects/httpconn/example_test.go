@@ -40,7 +40,8 @@ func Example() {
 	fmt.Println("stored, new:", created)
 
 	registry := effects.NewRegistry()
-	synced, err := httpconn.Sync(ctx, pool, registry)
+	var syncer httpconn.Syncer // one per registry, kept for later syncs
+	synced, err := syncer.Sync(ctx, pool, registry)
 	if err != nil {
 		panic(err)
 	}

@@ -48,7 +48,8 @@ func TestReactorWithHTTPConnector(t *testing.T) {
 	})
 	require.NoError(t, err)
 	registry := effects.NewRegistry()
-	res, err := httpconn.Sync(ctx, pool, registry)
+	var syncer httpconn.Syncer // the registry's, for its lifetime
+	res, err := syncer.Sync(ctx, pool, registry)
 	require.NoError(t, err)
 	require.Equal(t, []string{"bank.wire"}, res.Added)
 

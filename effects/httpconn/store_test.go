@@ -115,7 +115,8 @@ func TestDeleteInUse(t *testing.T) {
 	_, _, err := httpconn.Put(ctx, pool, definition("http://127.0.0.1:1"))
 	require.NoError(t, err)
 	registry := effects.NewRegistry()
-	_, err = httpconn.Sync(ctx, pool, registry)
+	var syncer httpconn.Syncer // the registry's, for its lifetime
+	_, err = syncer.Sync(ctx, pool, registry)
 	require.NoError(t, err)
 	client, err := effects.NewClient(pool, &effects.Config{Registry: registry})
 	require.NoError(t, err)

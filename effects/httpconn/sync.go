@@ -24,27 +24,29 @@ func (r SyncResult) Changed() bool {
 	return len(r.Added)+len(r.Updated)+len(r.Removed) > 0
 }
 
-// syncState remembers, per registry, the HTTP connectors Sync put there and their definitions.
-type syncState struct {
+// Syncer keeps the HTTP connectors of one registry in step with the ones stored in the database.
+// It remembers which connectors it registered and their definitions, so that it replaces or
+// unregisters only those. Use one Syncer per registry, for as long as the registry lives: a second
+// Syncer of the same registry would take the first one's connectors for the process's own. The zero
+// value is ready to use; a Syncer must not be copied after its first Sync.
+type Syncer struct {
 	mu     sync.Mutex
-	synced map[string]Definition
+	synced map[string]Definition // by name, the connectors this Syncer registered
 }
-
-var syncStates sync.Map // *effects.Registry → *syncState
 
 // Sync makes the HTTP connectors of registry match the ones stored in db: it registers new ones,
 // replaces changed ones (effects already enqueued keep their policy; their next call uses the new
 // definition) and unregisters deleted ones. It never touches a connector it did not register
 // itself: a stored connector whose name is taken by a Go connector is skipped and reported in
 // SyncResult.Skipped. Call it before starting a reactor and then periodically (cmd/reactor does);
-// concurrent calls on one registry are serialized. If the stored connectors cannot be read, the
-// registry is left as it was and the error returned. Calls use a shared HTTP client that follows
-// no redirects.
-func Sync(ctx context.Context, db effects.DBTX, registry *effects.Registry) (SyncResult, error) {
-	value, _ := syncStates.LoadOrStore(registry, &syncState{synced: map[string]Definition{}})
-	state := value.(*syncState)
-	state.mu.Lock()
-	defer state.mu.Unlock()
+// concurrent calls are serialized. If the stored connectors cannot be read, the registry is left
+// as it was and the error returned. Calls use a shared HTTP client that follows no redirects.
+func (s *Syncer) Sync(ctx context.Context, db effects.DBTX, registry *effects.Registry) (SyncResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.synced == nil {
+		s.synced = map[string]Definition{}
+	}
 
 	defs, err := List(ctx, db)
 	if err != nil {
@@ -54,7 +56,7 @@ func Sync(ctx context.Context, db effects.DBTX, registry *effects.Registry) (Syn
 	stored := make(map[string]bool, len(defs))
 	for _, def := range defs {
 		stored[def.Name] = true
-		previous, ours := state.synced[def.Name]
+		previous, ours := s.synced[def.Name]
 		if ours && sameDefinition(previous, def) {
 			continue
 		}
@@ -70,23 +72,24 @@ func Sync(ctx context.Context, db effects.DBTX, registry *effects.Registry) (Syn
 			skip(&result, def.Name, err)
 			continue
 		}
-		state.synced[def.Name] = def
+		s.synced[def.Name] = def
 		if ours {
 			result.Updated = append(result.Updated, def.Name)
 		} else {
 			result.Added = append(result.Added, def.Name)
 		}
 	}
-	for name := range state.synced {
+	for name := range s.synced {
 		if !stored[name] {
 			registry.Unregister(name)
-			delete(state.synced, name)
+			delete(s.synced, name)
 			result.Removed = append(result.Removed, name)
 		}
 	}
 	return result, nil
 }
 
+// skip records in result that the stored connector name was not registered, and why.
 func skip(result *SyncResult, name string, err error) {
 	if result.Skipped == nil {
 		result.Skipped = map[string]error{}

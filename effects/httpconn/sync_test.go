@@ -19,11 +19,12 @@ func TestSync(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewDB(t)
 	registry := effects.NewRegistry()
+	var syncer httpconn.Syncer // the registry's, for its lifetime
 	goConnector := effects.Connector{Name: "go.only", Tags: []effects.Tag{effects.TagRead},
 		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return nil, nil }}
 	require.NoError(t, registry.Register(goConnector))
 
-	res, err := httpconn.Sync(ctx, pool, registry)
+	res, err := syncer.Sync(ctx, pool, registry)
 	require.NoError(t, err)
 	require.False(t, res.Changed())
 
@@ -33,7 +34,7 @@ func TestSync(t *testing.T) {
 	_, _, err = httpconn.Put(ctx, pool, httpconn.Definition{Name: "go.only", Tags: []effects.Tag{effects.TagRead}, DispatchURL: "http://127.0.0.1:1/x"})
 	require.NoError(t, err)
 
-	res, err = httpconn.Sync(ctx, pool, registry)
+	res, err = syncer.Sync(ctx, pool, registry)
 	require.NoError(t, err)
 	require.Equal(t, []string{"bank.wire"}, res.Added)
 	require.Contains(t, res.Skipped, "go.only")
@@ -46,14 +47,14 @@ func TestSync(t *testing.T) {
 	require.Nil(t, goGot.StatusCheck)
 	require.Equal(t, 5, goGot.MaxAttempts) // untouched Go connector (its own defaults)
 
-	res, err = httpconn.Sync(ctx, pool, registry)
+	res, err = syncer.Sync(ctx, pool, registry)
 	require.NoError(t, err)
 	require.False(t, res.Changed(), "nothing changed in the store")
 
 	def.MaxAttempts, def.StatusURL = 2, ""
 	_, _, err = httpconn.Put(ctx, pool, def)
 	require.NoError(t, err)
-	res, err = httpconn.Sync(ctx, pool, registry)
+	res, err = syncer.Sync(ctx, pool, registry)
 	require.NoError(t, err)
 	require.Equal(t, []string{"bank.wire"}, res.Updated)
 	connector, _ = registry.Get("bank.wire")
@@ -62,7 +63,7 @@ func TestSync(t *testing.T) {
 
 	require.NoError(t, httpconn.Delete(ctx, pool, "bank.wire"))
 	require.NoError(t, httpconn.Delete(ctx, pool, "go.only"))
-	res, err = httpconn.Sync(ctx, pool, registry)
+	res, err = syncer.Sync(ctx, pool, registry)
 	require.NoError(t, err)
 	require.Equal(t, []string{"bank.wire"}, res.Removed)
 	_, ok = registry.Get("bank.wire")
@@ -77,14 +78,15 @@ func TestSyncDatabaseDown(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewDB(t)
 	registry := effects.NewRegistry()
+	var syncer httpconn.Syncer // the registry's, for its lifetime
 	_, _, err := httpconn.Put(ctx, pool, definition("http://127.0.0.1:1"))
 	require.NoError(t, err)
-	_, err = httpconn.Sync(ctx, pool, registry)
+	_, err = syncer.Sync(ctx, pool, registry)
 	require.NoError(t, err)
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = httpconn.Sync(cancelled, pool, registry)
+	_, err = syncer.Sync(cancelled, pool, registry)
 	require.Error(t, err)
 	_, ok := registry.Get("bank.wire")
 	require.True(t, ok)

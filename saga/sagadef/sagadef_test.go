@@ -238,7 +238,7 @@ func setupBank(t *testing.T) *bankHarness {
 	for _, name := range []string{"note", "undo.note"} {
 		require.NoError(t, h.registry.Register(h.rec.connector(name)))
 	}
-	_, err = httpconn.Sync(ctx, h.pool, h.registry)
+	_, err = new(httpconn.Syncer).Sync(ctx, h.pool, h.registry)
 	require.NoError(t, err)
 	return h
 }
@@ -247,7 +247,8 @@ func setupBank(t *testing.T) *bankHarness {
 // stored definitions installed (loaded when named), started when start is set.
 func (h *bankHarness) sagaClient(t *testing.T, start bool) *saga.Client {
 	t.Helper()
-	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: sagadef.Load})
+	var syncer sagadef.Syncer // the client's
+	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: syncer.Load})
 	require.NoError(t, err)
 	client := reckontest.NewClient(t, h.pool, &effects.Config{Registry: h.registry, Workers: 10, Plugins: []effects.Plugin{sagas}})
 	if start {
@@ -353,12 +354,13 @@ func TestSyncSkipsGoDefinitions(t *testing.T) {
 		_, _, err := sagadef.Put(ctx, h.pool, sagadef.Definition{Name: name, Steps: []sagadef.Step{{Name: "a", Connector: "note", Undo: sagadef.Undo{Kind: sagadef.UndoNone}}}}, h.registry)
 		require.NoError(t, err)
 	}
-	res, err := sagadef.Sync(ctx, h.pool, sagas)
+	var syncer sagadef.Syncer
+	res, err := syncer.Sync(ctx, h.pool, sagas)
 	require.NoError(t, err)
 	require.Equal(t, []string{"stored"}, res.Added)
 	require.Contains(t, res.Skipped, "go-owned")
 	require.ErrorContains(t, res.Skipped["go-owned"], "Go definitions take precedence")
-	res, err = sagadef.Sync(ctx, h.pool, sagas)
+	res, err = syncer.Sync(ctx, h.pool, sagas)
 	require.NoError(t, err)
 	require.Empty(t, res.Added, "registered once")
 }

@@ -21,30 +21,35 @@ type SyncResult struct {
 	Skipped map[string]error
 }
 
-type syncState struct {
+// Syncer registers the stored saga definitions with one saga client. It remembers which
+// definitions it registered, so that it registers each once and tells them from the ones other code
+// registered. Use one Syncer per client, for as long as the client lives; its Load is the client's
+// saga.Config.OnUnknownDefinition. The zero value is ready to use; a Syncer must not be copied after
+// its first Sync.
+type Syncer struct {
 	mu     sync.Mutex
-	synced map[string]bool
+	synced map[string]bool // the names of the definitions this Syncer registered
 }
-
-var syncStates sync.Map // *saga.Client → *syncState
 
 // Sync registers with client every stored definition it does not have yet. Definitions never
 // change and are never deleted, so a registered one stays as it is. A name already registered by
-// other code is skipped and reported. Concurrent calls on one client are serialized.
-func Sync(ctx context.Context, db effects.DBTX, client *saga.Client) (SyncResult, error) {
+// other code is skipped and reported. Concurrent calls are serialized. If the stored definitions
+// cannot be read, nothing is registered and the error returned.
+func (s *Syncer) Sync(ctx context.Context, db effects.DBTX, client *saga.Client) (SyncResult, error) {
 	// Read before taking the lock: a caller holding a connection (a settle hook's transaction)
 	// never waits for the lock while the holder waits for a connection.
 	defs, err := List(ctx, db)
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("sagadef: sync: %w", err)
 	}
-	value, _ := syncStates.LoadOrStore(client, &syncState{synced: map[string]bool{}})
-	state := value.(*syncState)
-	state.mu.Lock()
-	defer state.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.synced == nil {
+		s.synced = map[string]bool{}
+	}
 	var result SyncResult
 	for _, def := range defs {
-		if state.synced[def.Name] {
+		if s.synced[def.Name] {
 			continue
 		}
 		if client.Registered(def.Name) {
@@ -59,12 +64,13 @@ func Sync(ctx context.Context, db effects.DBTX, client *saga.Client) (SyncResult
 			skip(&result, def.Name, err)
 			continue
 		}
-		state.synced[def.Name] = true
+		s.synced[def.Name] = true
 		result.Added = append(result.Added, def.Name)
 	}
 	return result, nil
 }
 
+// skip records in result that the stored definition name was not registered, and why.
 func skip(result *SyncResult, name string, err error) {
 	if result.Skipped == nil {
 		result.Skipped = map[string]error{}
@@ -75,9 +81,9 @@ func skip(result *SyncResult, name string, err error) {
 // Load is a saga.DefinitionLoader (saga.Config.OnUnknownDefinition) that loads the stored
 // definitions whenever a saga names one the client has not registered: a Sync in the transaction
 // at hand. Call Sync at start and periodically too.
-func Load(ctx context.Context, tx pgx.Tx, client *saga.Client, _ string) error {
-	_, err := Sync(ctx, tx, client)
+func (s *Syncer) Load(ctx context.Context, tx pgx.Tx, client *saga.Client, _ string) error {
+	_, err := s.Sync(ctx, tx, client)
 	return err
 }
 
-var _ saga.DefinitionLoader = Load
+var _ saga.DefinitionLoader = (*Syncer)(nil).Load

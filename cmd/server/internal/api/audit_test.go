@@ -47,19 +47,7 @@ func TestAuditRecipes(t *testing.T) {
 	elsewhere := enqueue("globex", "bank.wire", "wire-1")
 	move(elsewhere, "reactor-2", "dispatched", "CONFIRMED")
 
-	ids := func(sql string, args ...any) []uuid.UUID {
-		rows, err := h.pool.Query(ctx, sql, args...)
-		require.NoError(t, err)
-		out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
-			values, err := row.Values()
-			if err != nil {
-				return uuid.Nil, err
-			}
-			return uuid.UUID(values[0].([16]byte)), nil
-		})
-		require.NoError(t, err)
-		return out
-	}
+	ids := func(sql string, args ...any) []uuid.UUID { return auditIDs(t, h, sql, args...) }
 
 	// What irreversible effects ran for a tenant today.
 	require.Equal(t, []uuid.UUID{wired}, ids(`
@@ -92,21 +80,8 @@ ORDER BY stuck_since;`).Scan(&stuckID, &stuckBy, &stuckReason))
 	require.Equal(t, "status check inconclusive 5 times", stuckReason)
 
 	// An effect's full history, by id and by key.
-	type step struct{ From, To, Actor string }
-	history := func(sql string, args ...any) []step {
-		rows, err := h.pool.Query(ctx, sql, args...)
-		require.NoError(t, err)
-		out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (step, error) {
-			var s step
-			var discard any
-			err := row.Scan(&discard, &s.From, &s.To, &s.Actor, &discard, &discard, &discard, &discard)
-			return s, err
-		})
-		require.NoError(t, err)
-		return out
-	}
-	want := []step{{"(new)", "PENDING", "enqueue"}, {"PENDING", "UNKNOWN", "reactor-1"}, {"UNKNOWN", "STUCK", "reactor-1"}}
-	require.Equal(t, want, history(`
+	want := []auditStep{{"(new)", "PENDING", "enqueue"}, {"PENDING", "UNKNOWN", "reactor-1"}, {"UNKNOWN", "STUCK", "reactor-1"}}
+	require.Equal(t, want, auditSteps(t, h, `
 SELECT at, coalesce(from_state::text, '(new)') AS from_state, to_state, actor, reason, attempt,
        observation, detail
 FROM reckon_audit_transitions
@@ -122,4 +97,39 @@ ORDER BY id;`, foggy))
 	require.NoError(t, h.pool.QueryRow(ctx, `SELECT settled_at IS NOT NULL FROM reckon_audit_effects WHERE id = $1`, foggy).Scan(&settled))
 	require.True(t, settled)
 	require.Empty(t, ids(`SELECT id FROM reckon_audit_stuck`))
+}
+
+// auditIDs runs an audit query whose first column is an effect's id, and returns the ids.
+func auditIDs(t *testing.T, h *harness, sql string, args ...any) []uuid.UUID {
+	t.Helper()
+	rows, err := h.pool.Query(context.Background(), sql, args...)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
+		values, err := row.Values()
+		if err != nil {
+			return uuid.Nil, err
+		}
+		return uuid.UUID(values[0].([16]byte)), nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// auditStep is a transition of an effect's history, as the history recipe lists it.
+type auditStep struct{ From, To, Actor string }
+
+// auditSteps runs the history recipe (at, from, to, actor, reason, attempt, observation, detail)
+// and returns its transitions.
+func auditSteps(t *testing.T, h *harness, sql string, args ...any) []auditStep {
+	t.Helper()
+	rows, err := h.pool.Query(context.Background(), sql, args...)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (auditStep, error) {
+		var s auditStep
+		var discard any
+		err := row.Scan(&discard, &s.From, &s.To, &s.Actor, &discard, &discard, &discard, &discard)
+		return s, err
+	})
+	require.NoError(t, err)
+	return out
 }

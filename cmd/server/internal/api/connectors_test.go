@@ -73,7 +73,7 @@ func TestConnectorsAndDispatch(t *testing.T) {
 
 	// A reactor dispatches what the API enqueued.
 	registry := effects.NewRegistry()
-	_, err = httpconn.Sync(ctx, h.pool, registry)
+	_, err = new(httpconn.Syncer).Sync(ctx, h.pool, registry)
 	require.NoError(t, err)
 	reactor, err := effects.NewClient(h.pool, &effects.Config{
 		Registry: registry, Logger: slog.New(slog.DiscardHandler), FetchCooldown: 5 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,

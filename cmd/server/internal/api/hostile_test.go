@@ -70,14 +70,10 @@ func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
 
 	// Each endpoint's body, with %s where a field's value goes: in a string for text fields, bare
 	// for documents.
-	type field struct {
-		method, path, token, body, name string
-		document                        bool
-	}
 	effectBody := func(rest string) string {
 		return `{"connector":"bank.wire","idempotency_key":"k-1","args":{"amount":1}` + rest + `}`
 	}
-	fields := []field{
+	fields := []hostileField{
 		{"POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"%s","args":{}}`, "idempotency_key", false},
 		{"POST", "/v1/effects", token, `{"connector":"%s","idempotency_key":"k","args":{}}`, "connector", false},
 		{"POST", "/v1/effects", token, effectBody(`,"business_key":"%s"`), "business_key", false},
@@ -104,66 +100,10 @@ func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
 		{"POST", "/v1/event-subscriptions", system, `{"url":"http://127.0.0.1:1/h","tenant":"%s"}`, "tenant", false},
 		{"POST", "/v1/event-subscriptions/" + pending.ID.String() + "/pause", token, `{"reason":"%s"}`, "reason", false},
 	}
-	for _, f := range fields {
-		values := map[string]string{}
-		for class, s := range badStrings {
-			if f.document {
-				values[class] = `"` + s + `"`
-			} else {
-				values[class] = s
-			}
-		}
-		if f.document {
-			for class, n := range badNumbers {
-				values[class] = n
-			}
-		}
-		for class, value := range values {
-			t.Run(f.method+" "+f.path+" "+f.name+" "+class, func(t *testing.T) {
-				r := h.do(f.method, f.path, f.token, strings.Replace(f.body, "%s", value, 1), "Idempotency-Key", "hostile-"+f.name+class)
-				require.Equal(t, http.StatusBadRequest, r.status, "%.300s", r.body)
-				require.Equal(t, "invalid_request", r.errorCode(t))
-				require.Contains(t, string(r.body), `field \"`+f.name+`\"`)
-			})
-		}
-	}
+	requireFieldsRefuseHostileValues(t, h, fields)
 
 	// Path values, query values and the Idempotency-Key header.
-	for _, tc := range []struct {
-		name, method, path string
-		headers            []string
-		code               string
-	}{
-		{"run id NUL", "GET", "/v1/runs/a%00b", nil, "invalid_parameter"},
-		{"run id FF", "GET", "/v1/runs/%FF", nil, "invalid_parameter"},
-		{"connector name overlong", "GET", "/v1/connectors/%C0%AF", nil, "invalid_parameter"},
-		{"connector delete surrogate", "DELETE", "/v1/connectors/%ED%A0%80", nil, "invalid_parameter"},
-		{"saga definition NUL", "GET", "/v1/saga-definitions/x%00", nil, "invalid_parameter"},
-		{"callback id NUL", "POST", "/v1/callbacks/a%00b", nil, "invalid_parameter"},
-		{"callback id FF", "POST", "/v1/callbacks/%FF", nil, "invalid_parameter"},
-		{"session key NUL", "GET", "/v1/sessions/acme%00:a:b:c/turns", nil, "invalid_parameter"},
-		{"session key FF", "POST", "/v1/sessions/acme:%FF:b:c/messages", nil, "invalid_parameter"},
-		{"turn handler FF", "PUT", "/v1/turn-handlers/%FF", nil, "invalid_parameter"},
-		{"turn handler delete NUL", "DELETE", "/v1/turn-handlers/a%00", nil, "invalid_parameter"},
-		{"limit NUL", "GET", "/v1/connectors/a%00/limit", nil, "invalid_parameter"},
-		{"limit set FF", "PUT", "/v1/connectors/%FF/limit", nil, "invalid_parameter"},
-		{"limit clear surrogate", "DELETE", "/v1/connectors/%ED%A0%80/limit", nil, "invalid_parameter"},
-		{"limit reset overlong", "POST", "/v1/connectors/%C0%AF/limit/reset", nil, "invalid_parameter"},
-		{"connector filter NUL", "GET", "/v1/effects?connector=%00", nil, "invalid_parameter"},
-		{"run filter FF", "GET", "/v1/effects?run=%FF", nil, "invalid_parameter"},
-		{"definition filter overlong", "GET", "/v1/sagas?definition=%C0%AF", nil, "invalid_parameter"},
-		{"bad query escape", "GET", "/v1/effects?run=%zz", nil, "invalid_parameter"},
-		{"event pattern NUL", "GET", "/v1/events?pattern=turn.%00", nil, "invalid_parameter"},
-		{"event pattern overlong", "GET", "/v1/events?pattern=%C0%AF", nil, "invalid_parameter"},
-		{"event after FF", "GET", "/v1/events?after=%FF", nil, "invalid_parameter"},
-		{"event tenant surrogate", "GET", "/v1/events?tenant=%ED%A0%80", nil, "invalid_parameter"},
-		{"latin-1 Last-Event-ID", "GET", "/v1/events", []string{"Last-Event-ID", "caf\xe9"}, "invalid_parameter"},
-		{"subscription id NUL", "GET", "/v1/event-subscriptions/a%00b", nil, "invalid_parameter"},
-		{"subscription pause FF", "POST", "/v1/event-subscriptions/%FF/pause", nil, "invalid_parameter"},
-		{"subscription limit", "GET", "/v1/event-subscriptions?limit=0", nil, "invalid_parameter"},
-		{"latin-1 Idempotency-Key", "POST", "/v1/effects", []string{"Idempotency-Key", "caf\xe9"}, "invalid_idempotency_key"},
-		{"Idempotency-Key with a control character", "POST", "/v1/effects", []string{"Idempotency-Key", "a\tb"}, "invalid_idempotency_key"},
-	} {
+	for _, tc := range hostileParameters {
 		t.Run(tc.name, func(t *testing.T) {
 			body := ""
 			if tc.method == "POST" || tc.method == "PUT" {
@@ -251,4 +191,78 @@ func TestBodiesShareTheInFlightBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, code)
 	require.Equal(t, 2, testkit.Count(t, h.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'big-%'`))
+}
+
+// hostileField is a field of an endpoint's body: the request, with %s where the field's value goes
+// (in a string for text fields, bare for documents), and the field's name in the error.
+type hostileField struct {
+	method, path, token, body, name string
+	document                        bool
+}
+
+// requireFieldsRefuseHostileValues: every bad string (and, in a document, every bad number) in
+// each field is refused with 400 invalid_request naming the field.
+func requireFieldsRefuseHostileValues(t *testing.T, h *harness, fields []hostileField) {
+	t.Helper()
+	for _, f := range fields {
+		values := map[string]string{}
+		for class, s := range badStrings {
+			if f.document {
+				values[class] = `"` + s + `"`
+			} else {
+				values[class] = s
+			}
+		}
+		if f.document {
+			for class, n := range badNumbers {
+				values[class] = n
+			}
+		}
+		for class, value := range values {
+			t.Run(f.method+" "+f.path+" "+f.name+" "+class, func(t *testing.T) {
+				r := h.do(f.method, f.path, f.token, strings.Replace(f.body, "%s", value, 1), "Idempotency-Key", "hostile-"+f.name+class)
+				require.Equal(t, http.StatusBadRequest, r.status, "%.300s", r.body)
+				require.Equal(t, "invalid_request", r.errorCode(t))
+				require.Contains(t, string(r.body), `field \"`+f.name+`\"`)
+			})
+		}
+	}
+}
+
+// hostileParameters are bad path values, query values and headers, each with the error code that
+// refuses it.
+var hostileParameters = []struct {
+	name, method, path string
+	headers            []string
+	code               string
+}{
+	{"run id NUL", "GET", "/v1/runs/a%00b", nil, "invalid_parameter"},
+	{"run id FF", "GET", "/v1/runs/%FF", nil, "invalid_parameter"},
+	{"connector name overlong", "GET", "/v1/connectors/%C0%AF", nil, "invalid_parameter"},
+	{"connector delete surrogate", "DELETE", "/v1/connectors/%ED%A0%80", nil, "invalid_parameter"},
+	{"saga definition NUL", "GET", "/v1/saga-definitions/x%00", nil, "invalid_parameter"},
+	{"callback id NUL", "POST", "/v1/callbacks/a%00b", nil, "invalid_parameter"},
+	{"callback id FF", "POST", "/v1/callbacks/%FF", nil, "invalid_parameter"},
+	{"session key NUL", "GET", "/v1/sessions/acme%00:a:b:c/turns", nil, "invalid_parameter"},
+	{"session key FF", "POST", "/v1/sessions/acme:%FF:b:c/messages", nil, "invalid_parameter"},
+	{"turn handler FF", "PUT", "/v1/turn-handlers/%FF", nil, "invalid_parameter"},
+	{"turn handler delete NUL", "DELETE", "/v1/turn-handlers/a%00", nil, "invalid_parameter"},
+	{"limit NUL", "GET", "/v1/connectors/a%00/limit", nil, "invalid_parameter"},
+	{"limit set FF", "PUT", "/v1/connectors/%FF/limit", nil, "invalid_parameter"},
+	{"limit clear surrogate", "DELETE", "/v1/connectors/%ED%A0%80/limit", nil, "invalid_parameter"},
+	{"limit reset overlong", "POST", "/v1/connectors/%C0%AF/limit/reset", nil, "invalid_parameter"},
+	{"connector filter NUL", "GET", "/v1/effects?connector=%00", nil, "invalid_parameter"},
+	{"run filter FF", "GET", "/v1/effects?run=%FF", nil, "invalid_parameter"},
+	{"definition filter overlong", "GET", "/v1/sagas?definition=%C0%AF", nil, "invalid_parameter"},
+	{"bad query escape", "GET", "/v1/effects?run=%zz", nil, "invalid_parameter"},
+	{"event pattern NUL", "GET", "/v1/events?pattern=turn.%00", nil, "invalid_parameter"},
+	{"event pattern overlong", "GET", "/v1/events?pattern=%C0%AF", nil, "invalid_parameter"},
+	{"event after FF", "GET", "/v1/events?after=%FF", nil, "invalid_parameter"},
+	{"event tenant surrogate", "GET", "/v1/events?tenant=%ED%A0%80", nil, "invalid_parameter"},
+	{"latin-1 Last-Event-ID", "GET", "/v1/events", []string{"Last-Event-ID", "caf\xe9"}, "invalid_parameter"},
+	{"subscription id NUL", "GET", "/v1/event-subscriptions/a%00b", nil, "invalid_parameter"},
+	{"subscription pause FF", "POST", "/v1/event-subscriptions/%FF/pause", nil, "invalid_parameter"},
+	{"subscription limit", "GET", "/v1/event-subscriptions?limit=0", nil, "invalid_parameter"},
+	{"latin-1 Idempotency-Key", "POST", "/v1/effects", []string{"Idempotency-Key", "caf\xe9"}, "invalid_idempotency_key"},
+	{"Idempotency-Key with a control character", "POST", "/v1/effects", []string{"Idempotency-Key", "a\tb"}, "invalid_idempotency_key"},
 }

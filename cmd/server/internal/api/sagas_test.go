@@ -48,9 +48,10 @@ func setupSagas(t *testing.T, extra ...effects.Connector) *harness {
 	for _, c := range extra {
 		require.NoError(t, registry.Register(c))
 	}
-	_, err = httpconn.Sync(ctx, h.pool, registry)
+	_, err = new(httpconn.Syncer).Sync(ctx, h.pool, registry)
 	require.NoError(t, err)
-	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: sagadef.Load})
+	var sagaDefs sagadef.Syncer
+	sagas, err := saga.NewClient(h.pool, &saga.Config{Logger: slog.New(slog.DiscardHandler), OnUnknownDefinition: sagaDefs.Load})
 	require.NoError(t, err)
 	h.client = testkit.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler),
 		FetchPollInterval: 50 * time.Millisecond, FetchCooldown: 10 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
@@ -161,19 +162,7 @@ func TestSagasAPI(t *testing.T) {
 		{"name":"refused","connector":"always.fails","undo":"none"}]}`)
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 
-	before := h.rows()
-	for body, code := range map[string]string{
-		`{"definition":"nope","input":{}}`:                   "unknown_saga_definition",
-		`{"input":{}}`:                                       "invalid_request",
-		`{"definition":"transfer","input":[1]}`:              "invalid_request",
-		`{"definition":"transfer","input":{},"extra":true}`:  "invalid_request",
-		`{"definition":"transfer","input":{"account":"a-1"`:  "invalid_json",
-		`{"definition":"transfer","start_key":7,"input":{}}`: "invalid_request",
-	} {
-		r := h.do("POST", "/v1/sagas", acme, body)
-		require.Equal(t, code, r.errorCode(t), "%s: %s", body, r.body)
-	}
-	require.Equal(t, before, h.rows(), "refused starts write nothing")
+	requireRefusedStarts(t, h, acme)
 
 	start := `{"definition":"transfer","input":{"account":"a-1","amount":30},"start_key":"order-1"}`
 	r = h.do("POST", "/v1/sagas", acme, start)
@@ -229,6 +218,31 @@ func TestSagasAPI(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/sagas/"+uuid.NewString(), acme, "").status)
 	require.Equal(t, "invalid_parameter", h.do("GET", "/v1/sagas/not-a-uuid", acme, "").errorCode(t))
 
+	requireSagaPages(t, h, acme, globex, ok.ID, doomed.ID)
+}
+
+// requireRefusedStarts: bad saga starts are refused with their error code and write nothing.
+func requireRefusedStarts(t *testing.T, h *harness, token string) {
+	t.Helper()
+	before := h.rows()
+	for body, code := range map[string]string{
+		`{"definition":"nope","input":{}}`:                   "unknown_saga_definition",
+		`{"input":{}}`:                                       "invalid_request",
+		`{"definition":"transfer","input":[1]}`:              "invalid_request",
+		`{"definition":"transfer","input":{},"extra":true}`:  "invalid_request",
+		`{"definition":"transfer","input":{"account":"a-1"`:  "invalid_json",
+		`{"definition":"transfer","start_key":7,"input":{}}`: "invalid_request",
+	} {
+		r := h.do("POST", "/v1/sagas", token, body)
+		require.Equal(t, code, r.errorCode(t), "%s: %s", body, r.body)
+	}
+	require.Equal(t, before, h.rows(), "refused starts write nothing")
+}
+
+// requireSagaPages: acme's two sagas (ids) list a page at a time and by state or definition,
+// globex sees its one, and bad parameters are refused.
+func requireSagaPages(t *testing.T, h *harness, acme, globex string, ids ...uuid.UUID) {
+	t.Helper()
 	type page struct {
 		Sagas      []sagaBody `json:"sagas"`
 		NextCursor string     `json:"next_cursor"`
@@ -245,7 +259,7 @@ func TestSagasAPI(t *testing.T) {
 	require.NotEmpty(t, first.NextCursor)
 	second := list(acme, "?limit=1&cursor="+first.NextCursor)
 	require.Len(t, second.Sagas, 1)
-	require.ElementsMatch(t, []uuid.UUID{ok.ID, doomed.ID}, []uuid.UUID{first.Sagas[0].ID, second.Sagas[0].ID})
+	require.ElementsMatch(t, ids, []uuid.UUID{first.Sagas[0].ID, second.Sagas[0].ID})
 	require.Len(t, list(acme, "?state=COMPENSATED").Sagas, 1)
 	require.Len(t, list(acme, "?definition=transfer").Sagas, 1)
 	require.Len(t, list(globex, "").Sagas, 1)

@@ -54,16 +54,17 @@ type Config struct {
 	Effects *effects.Client
 	// RefreshConnectors is called when a request names a connector the registry does not hold
 	// (another server may have just added it), before the request is refused, and after this
-	// server changed the HTTP connectors; never while the request holds a transaction. Default: httpconn.Sync of Pool into the Effects client's
-	// registry.
+	// server changed the HTTP connectors; never while the request holds a transaction. Default: a
+	// Sync of Pool into the Effects client's registry by an httpconn.Syncer of the server's own (a
+	// process that syncs that registry itself passes a Sync by its own Syncer here).
 	RefreshConnectors func(ctx context.Context) error
 	// Sagas starts and inspects sagas (POST/GET /v1/sagas). Its effects client must be Effects.
 	// Optional: without it the saga endpoints answer 501.
 	Sagas *saga.Client
 	// RefreshSagas is called when a request names a saga definition the Sagas client does not
 	// have, before the request is refused, and after this server stored a definition; never while
-	// the request holds a transaction. Default:
-	// sagadef.Sync of Pool into Sagas.
+	// the request holds a transaction. Default: a Sync of Pool into Sagas by a sagadef.Syncer of
+	// the server's own (a process that syncs Sagas itself passes a Sync by its own Syncer here).
 	RefreshSagas func(ctx context.Context) error
 	// Turns submits inbound messages (POST /v1/sessions/{key}/messages) and lists a session's turns;
 	// its effects client must be Effects. It needs no started River client: the reactors run the
@@ -172,15 +173,17 @@ func New(config *Config) (*Server, error) {
 	}
 	if cfg.RefreshSagas == nil && cfg.Sagas != nil {
 		pool, sagas := cfg.Pool, cfg.Sagas
+		syncer := new(sagadef.Syncer)
 		cfg.RefreshSagas = func(ctx context.Context) error {
-			_, err := sagadef.Sync(ctx, pool, sagas)
+			_, err := syncer.Sync(ctx, pool, sagas)
 			return err
 		}
 	}
 	if cfg.RefreshConnectors == nil {
 		pool, registry := cfg.Pool, cfg.Effects.Registry()
+		syncer := new(httpconn.Syncer)
 		cfg.RefreshConnectors = func(ctx context.Context) error {
-			_, err := httpconn.Sync(ctx, pool, registry)
+			_, err := syncer.Sync(ctx, pool, registry)
 			return err
 		}
 	}

@@ -132,20 +132,7 @@ func TestSessionsAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, first.Turn.ID, result.Turn.ID)
 
-	r = h.do("GET", path+"/turns", acme, "")
-	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	var list struct {
-		SessionKey string `json:"session_key"`
-		Turns      []struct {
-			ID       uuid.UUID `json:"id"`
-			Seq      int       `json:"seq"`
-			Status   string    `json:"status"`
-			Messages []struct {
-				MessageID string `json:"message_id"`
-			} `json:"messages"`
-		} `json:"turns"`
-	}
-	require.NoError(t, json.Unmarshal(r.body, &list))
+	list := listTurns(t, h, path, acme)
 	require.Equal(t, session, list.SessionKey)
 	require.Len(t, list.Turns, 1)
 	require.Equal(t, "COMPLETE", list.Turns[0].Status)
@@ -160,9 +147,7 @@ func TestSessionsAPI(t *testing.T) {
 	// Another tenant's sessions are its own.
 	other := "/v1/sessions/globex:agent-1:user-7:web"
 	require.Equal(t, http.StatusAccepted, h.do("POST", other+"/messages", globex, `{"message_id":"m1"}`).status)
-	r = h.do("GET", other+"/turns", globex, "")
-	require.Equal(t, http.StatusOK, r.status)
-	require.NoError(t, json.Unmarshal(r.body, &list))
+	list = listTurns(t, h, other, globex)
 	require.Len(t, list.Turns, 1)
 	require.Len(t, list.Turns[0].Messages, 1)
 	require.Equal(t, http.StatusForbidden, h.do("GET", other+"/turns", acme, "").status)
@@ -227,4 +212,27 @@ func TestTurnHandlersAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, h.do("DELETE", path, admin, "").status)
 	require.Equal(t, http.StatusNotFound, h.do("DELETE", path, admin, "").status)
 	require.Equal(t, http.StatusNotFound, h.do("GET", path, acme, "").status)
+}
+
+// turnsList is a session's turns as GET /v1/sessions/{key}/turns lists them.
+type turnsList struct {
+	SessionKey string `json:"session_key"`
+	Turns      []struct {
+		ID       uuid.UUID `json:"id"`
+		Seq      int       `json:"seq"`
+		Status   string    `json:"status"`
+		Messages []struct {
+			MessageID string `json:"message_id"`
+		} `json:"messages"`
+	} `json:"turns"`
+}
+
+// listTurns lists the turns of the session at path (/v1/sessions/{key}) with token.
+func listTurns(t *testing.T, h *harness, path, token string) turnsList {
+	t.Helper()
+	r := h.do("GET", path+"/turns", token, "")
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	var list turnsList
+	require.NoError(t, json.Unmarshal(r.body, &list))
+	return list
 }

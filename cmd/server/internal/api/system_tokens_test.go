@@ -60,19 +60,7 @@ func TestTenantAdminsStayInTheirTenant(t *testing.T) {
 		name := strings.TrimPrefix(tc.absent, "/v1/turn-handlers/")
 		require.Equal(t, strings.ReplaceAll(string(absent.body), name, "globex"), string(theirs.body), "%s: indistinguishable", tc.method)
 	}
-	// What every tenant shares needs a system token, whatever the tenant token.
-	for _, token := range []string{acmeAdmin, h.token("acme", false)} {
-		for _, req := range []struct{ method, path, body, what string }{
-			{"POST", "/v1/connectors", `{"name":"bank.wire","tags":["write","idempotent"],"dispatch_url":"https://evil.acme.example/"}`, "HTTP connectors"},
-			{"DELETE", "/v1/connectors/bank.wire", "", "HTTP connectors"},
-			{"POST", "/v1/saga-definitions", transferDef, "saga definitions"},
-		} {
-			r := h.do(req.method, req.path, token, req.body, "Idempotency-Key", "shared-"+req.method)
-			require.Equal(t, http.StatusForbidden, r.status, "%s %s: %s", req.method, req.path, r.body)
-			require.Equal(t, "forbidden", r.errorCode(t))
-			require.Contains(t, string(r.body), req.what+" are shared by every tenant: changing them needs a system token (server tokens create -system)")
-		}
-	}
+	requireSharedNeedSystemToken(t, h, acmeAdmin, h.token("acme", false))
 	require.Equal(t, before, state(), "nothing changed, nothing recorded")
 	r = h.do("GET", "/v1/connectors/bank.wire", acmeAdmin, "")
 	require.Equal(t, http.StatusOK, r.status, "reading stays open to every token")
@@ -103,25 +91,10 @@ func TestTenantAdminsStayInTheirTenant(t *testing.T) {
 	r = h.do("POST", "/v1/effects", h.token("acme", false), `{"connector":"bank.wire","idempotency_key":"w-1","args":{}}`, "Idempotency-Key", "probe-1")
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 
-	type change struct {
-		Kind, Name, Action, Actor string
-		TokenID                   uuid.UUID
-		Stored                    *string
-	}
-	rows, err := h.pool.Query(ctx, `SELECT kind, name, action, actor, token_id,
-		coalesce(definition->>'url', definition->>'dispatch_url', definition->>'name')
-		FROM reckon_definition_changes ORDER BY id`)
-	require.NoError(t, err)
-	var changes []change
-	for rows.Next() {
-		var c change
-		require.NoError(t, rows.Scan(&c.Kind, &c.Name, &c.Action, &c.Actor, &c.TokenID, &c.Stored))
-		changes = append(changes, c)
-	}
-	require.NoError(t, rows.Err())
+	changes := definitionChanges(t, h)
 	str := func(s string) *string { return &s }
 	systemID := tokenID(system)
-	require.Equal(t, []change{
+	require.Equal(t, []definitionChange{
 		{"turn_handler", "globex", "create", "api:globex-ops", tokenID(globexAdmin), str("https://bot.globex.example/turns")},
 		{"turn_handler", "acme", "create", "api:platform", systemID, str("https://bot.acme.example/turns")},
 		{"turn_handler", "globex", "delete", "api:platform", systemID, nil},
@@ -191,4 +164,47 @@ func TestSystemTokenRefusedOnTenantRoutes(t *testing.T) {
 	}
 	require.Equal(t, before, state(), "nothing changed")
 	require.Equal(t, "PENDING", h.state(effect.ID))
+}
+
+// requireSharedNeedSystemToken: what every tenant shares (HTTP connectors, saga definitions) needs
+// a system token, whatever the tenant token: each of tokens is refused with 403.
+func requireSharedNeedSystemToken(t *testing.T, h *harness, tokens ...string) {
+	t.Helper()
+	for _, token := range tokens {
+		for _, req := range []struct{ method, path, body, what string }{
+			{"POST", "/v1/connectors", `{"name":"bank.wire","tags":["write","idempotent"],"dispatch_url":"https://evil.acme.example/"}`, "HTTP connectors"},
+			{"DELETE", "/v1/connectors/bank.wire", "", "HTTP connectors"},
+			{"POST", "/v1/saga-definitions", transferDef, "saga definitions"},
+		} {
+			r := h.do(req.method, req.path, token, req.body, "Idempotency-Key", "shared-"+req.method)
+			require.Equal(t, http.StatusForbidden, r.status, "%s %s: %s", req.method, req.path, r.body)
+			require.Equal(t, "forbidden", r.errorCode(t))
+			require.Contains(t, string(r.body), req.what+" are shared by every tenant: changing them needs a system token (server tokens create -system)")
+		}
+	}
+}
+
+// definitionChange is a row of reckon_definition_changes: what changed, by whom, and the stored
+// definition's URL or name (nil: deleted).
+type definitionChange struct {
+	Kind, Name, Action, Actor string
+	TokenID                   uuid.UUID
+	Stored                    *string
+}
+
+// definitionChanges is reckon_definition_changes, oldest first.
+func definitionChanges(t *testing.T, h *harness) []definitionChange {
+	t.Helper()
+	rows, err := h.pool.Query(context.Background(), `SELECT kind, name, action, actor, token_id,
+		coalesce(definition->>'url', definition->>'dispatch_url', definition->>'name')
+		FROM reckon_definition_changes ORDER BY id`)
+	require.NoError(t, err)
+	var changes []definitionChange
+	for rows.Next() {
+		var c definitionChange
+		require.NoError(t, rows.Scan(&c.Kind, &c.Name, &c.Action, &c.Actor, &c.TokenID, &c.Stored))
+		changes = append(changes, c)
+	}
+	require.NoError(t, rows.Err())
+	return changes
 }

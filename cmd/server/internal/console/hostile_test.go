@@ -378,36 +378,7 @@ func TestHostileInput(t *testing.T) {
 		if method != http.MethodPost {
 			continue
 		}
-		// Its form too large, or not a urlencoded form: refused (the CSRF token is in it).
-		b := client(c)
-		form := clone(c.form)
-		form.Set("csrf", b.csrf)
-		if c.least == public {
-			form.Set("csrf", b.signInCSRF())
-		}
-		body := form.Encode()
-		for _, post := range []struct{ contentType, body string }{
-			{"application/x-www-form-urlencoded", body + "&pad=" + strings.Repeat("x", 1<<20)},
-			{"text/plain", body},
-			{"application/json", `{"csrf": "` + form.Get("csrf") + `", "reason": "json"}`},
-			{"multipart/form-data; boundary=x", body},
-			{"", body},
-			{"application/x-www-form-urlencoded; charset", body},
-			{"application/x-www-form-urlencoded", "%zz=%zz&" + body},
-		} {
-			req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(post.body))
-			if post.contentType != "" {
-				req.Header.Set("Content-Type", post.contentType)
-			}
-			for _, cookie := range b.client.Jar.Cookies(mustURL(t, h.server.URL+path)) {
-				req.AddCookie(cookie)
-			}
-			p := h.serve(req)
-			what := pattern + " " + post.contentType + " body of " + short(post.body)
-			requireSane(t, p, "", what)
-			assert.Contains(t, []int{http.StatusBadRequest, http.StatusForbidden, http.StatusRequestEntityTooLarge}, p.status, what)
-			assert.Equal(t, before, h.snapshot(), "%s changed something", what)
-		}
+		requireBadFormBodiesRefused(t, h, client(c), c, pattern, path, before)
 	}
 	require.Equal(t, before, h.snapshot())
 
@@ -715,4 +686,38 @@ func TestTamperedSessionCookie(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "/console/overview", nil)
 	req.Header.Set("Cookie", "reckon_console="+valid)
 	require.Equal(t, http.StatusOK, h.serve(req).status)
+}
+
+// requireBadFormBodiesRefused: a POST to path (route pattern, case c) by b whose form is too large,
+// or is not a urlencoded form, is refused (the CSRF token is in it) and changes nothing of before.
+func requireBadFormBodiesRefused(t *testing.T, h *harness, b *browser, c routeCase, pattern, path, before string) {
+	t.Helper()
+	form := clone(c.form)
+	form.Set("csrf", b.csrf)
+	if c.least == public {
+		form.Set("csrf", b.signInCSRF())
+	}
+	body := form.Encode()
+	for _, post := range []struct{ contentType, body string }{
+		{"application/x-www-form-urlencoded", body + "&pad=" + strings.Repeat("x", 1<<20)},
+		{"text/plain", body},
+		{"application/json", `{"csrf": "` + form.Get("csrf") + `", "reason": "json"}`},
+		{"multipart/form-data; boundary=x", body},
+		{"", body},
+		{"application/x-www-form-urlencoded; charset", body},
+		{"application/x-www-form-urlencoded", "%zz=%zz&" + body},
+	} {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(post.body))
+		if post.contentType != "" {
+			req.Header.Set("Content-Type", post.contentType)
+		}
+		for _, cookie := range b.client.Jar.Cookies(mustURL(t, h.server.URL+path)) {
+			req.AddCookie(cookie)
+		}
+		p := h.serve(req)
+		what := pattern + " " + post.contentType + " body of " + short(post.body)
+		requireSane(t, p, "", what)
+		assert.Contains(t, []int{http.StatusBadRequest, http.StatusForbidden, http.StatusRequestEntityTooLarge}, p.status, what)
+		assert.Equal(t, before, h.snapshot(), "%s changed something", what)
+	}
 }

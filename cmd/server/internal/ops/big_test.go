@@ -43,14 +43,7 @@ func TestBigDatabase(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	logger := slog.New(slog.DiscardHandler)
-	sagas, err := saga.NewClient(pool, &saga.Config{Logger: logger})
-	require.NoError(t, err)
-	turnsClient, err := turns.NewClient(pool, &turns.Config{Logger: logger})
-	require.NoError(t, err)
-	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sagas, turnsClient}})
-	require.NoError(t, err)
-	o := ops.New(pool, client, sagas, turnsClient)
+	o := bigOps(t, pool)
 
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_effects`).Scan(&n))
@@ -66,17 +59,7 @@ func TestBigDatabase(t *testing.T) {
 
 	measure := func(name string, limit time.Duration, read func() error) {
 		t.Helper()
-		var times []time.Duration
-		for range 12 {
-			start := time.Now()
-			require.NoError(t, read(), name)
-			times = append(times, time.Since(start))
-		}
-		slices.Sort(times)
-		t.Logf("%-45s median %7.1f ms  max %7.1f ms", name, ms(times[len(times)/2]), ms(times[len(times)-1]))
-		if limit > 0 {
-			require.Less(t, times[len(times)/2], limit, name)
-		}
+		measureRead(t, name, limit, read)
 	}
 	measure("overview", 200*time.Millisecond, func() error { _, err := o.Overview(ctx, ops.Scope{}); return err })
 	measure("overview, one tenant in scope", 200*time.Millisecond, func() error {
@@ -122,20 +105,7 @@ func TestBigDatabase(t *testing.T) {
 	}
 	measure("preview resolve, all STUCK", 0, func() error { _, _, err := o.PreviewResolve(ctx, ops.EffectFilter{}, 0); return err })
 
-	// The evidence of a STUCK page: histories from reckon_effect_transitions_effect_idx of each
-	// partition, compensations from reckon_effects_compensates_idx.
-	var page []string
-	for _, ev := range stuck {
-		page = append(page, ev.Effect.ID.String())
-	}
-	for sql, index := range map[string]string{
-		`SELECT * FROM reckon_effect_transitions WHERE effect_id = ANY ($1::uuid[]) ORDER BY effect_id, id`:                      "reckon_effect_transitions_effect_idx",
-		`SELECT * FROM reckon_effects WHERE compensates_id = ANY ($1::uuid[]) ORDER BY compensates_id, created_at DESC, id DESC`: "reckon_effects_compensates_idx",
-	} {
-		plan := explain(t, pool, sql, []any{page})
-		require.Contains(t, plan, index, sql)
-		require.NotRegexp(t, `Seq Scan on (reckon_effects|reckon_effect_transitions_p0) `, plan, sql)
-	}
+	requireEvidenceUsesIndexes(t, pool, stuck)
 
 	// Plans: no scan of reckon_effects in any of the reads above (auto_explain logs each
 	// statement's plan; here the statements are explained with the same parameters).
@@ -243,4 +213,53 @@ func explain(t *testing.T, pool *pgxpool.Pool, sql string, args []any) string {
 		fmt.Println(plan)
 	}
 	return plan
+}
+
+// bigOps is the operators' reads and actions on pool, built as the server builds them.
+func bigOps(t *testing.T, pool *pgxpool.Pool) *ops.Ops {
+	t.Helper()
+	logger := slog.New(slog.DiscardHandler)
+	sagas, err := saga.NewClient(pool, &saga.Config{Logger: logger})
+	require.NoError(t, err)
+	turnsClient, err := turns.NewClient(pool, &turns.Config{Logger: logger})
+	require.NoError(t, err)
+	client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger, Plugins: []effects.Plugin{sagas, turnsClient}})
+	require.NoError(t, err)
+	return ops.New(pool, client, sagas, turnsClient)
+}
+
+// measureRead runs read 12 times, logs its median and longest time under name and, when limit is
+// set, requires the median under it.
+func measureRead(t *testing.T, name string, limit time.Duration, read func() error) {
+	t.Helper()
+	var times []time.Duration
+	for range 12 {
+		start := time.Now()
+		require.NoError(t, read(), name)
+		times = append(times, time.Since(start))
+	}
+	slices.Sort(times)
+	t.Logf("%-45s median %7.1f ms  max %7.1f ms", name, ms(times[len(times)/2]), ms(times[len(times)-1]))
+	if limit > 0 {
+		require.Less(t, times[len(times)/2], limit, name)
+	}
+}
+
+// requireEvidenceUsesIndexes: the evidence of a STUCK page (stuck) reads histories from
+// reckon_effect_transitions_effect_idx of each partition and compensations from
+// reckon_effects_compensates_idx, never scanning either table.
+func requireEvidenceUsesIndexes(t *testing.T, pool *pgxpool.Pool, stuck []*ops.Evidence) {
+	t.Helper()
+	var page []string
+	for _, ev := range stuck {
+		page = append(page, ev.Effect.ID.String())
+	}
+	for sql, index := range map[string]string{
+		`SELECT * FROM reckon_effect_transitions WHERE effect_id = ANY ($1::uuid[]) ORDER BY effect_id, id`:                      "reckon_effect_transitions_effect_idx",
+		`SELECT * FROM reckon_effects WHERE compensates_id = ANY ($1::uuid[]) ORDER BY compensates_id, created_at DESC, id DESC`: "reckon_effects_compensates_idx",
+	} {
+		plan := explain(t, pool, sql, []any{page})
+		require.Contains(t, plan, index, sql)
+		require.NotRegexp(t, `Seq Scan on (reckon_effects|reckon_effect_transitions_p0) `, plan, sql)
+	}
 }
