@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/metric"
 )
 
 // metrics are the Prometheus collectors of a Client, registered on Config.Registerer:
@@ -95,70 +96,36 @@ var (
 
 func newMetrics(registerer prometheus.Registerer, client *Client) (*metrics, error) {
 	m := &metrics{
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "transitions_total",
-			Help: "Effect state transitions made by this process.",
-		}, []string{"connector", "policy", "from", "to"}),
-		settleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "settle_latency_seconds",
-			Help:    "Time from an effect's enqueue to its settlement (CONFIRMED or FAILED) by this process, on the database's clock.",
-			Buckets: settleBuckets,
-		}, []string{"connector", "state"}),
-		dispatchSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "dispatch_duration_seconds",
-			Help:    "Duration of connector dispatch calls, by classified outcome.",
-			Buckets: dispatchBuckets,
-		}, []string{"connector", "outcome"}),
-		statusChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "status_checks_total",
-			Help: "Status-check answers while reconciling UNKNOWN effects.",
-		}, []string{"connector", "status"}),
-		compensations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "compensations_total",
-			Help: "Compensation effects enqueued.",
-		}, []string{"connector"}),
-		fenced: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "fenced_writes_total",
-			Help: "Late outcomes refused because the effect had moved on (recorded in the audit trail only).",
-		}, []string{"connector"}),
-		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "swept_total",
-			Help: "Effects the sweeper took over because their attempt or job was gone.",
-		}, []string{"reason"}),
-		claimBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "claim_batch_size",
-			Help:    "Effects enqueued one at a time that this process claimed into dispatch jobs, per claim transaction that found any (_sum: effects claimed).",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
-		}),
-		limitWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "connector", Name: "limit_waits_total",
-			Help: "Calls held back (their effect snoozed, no attempt spent) by the connector's rate (rate), cap on calls in flight (in_flight), an upstream's Retry-After (paused), an open circuit (open), or this process's other callers of the key asking first for longer than the call could wait (busy).",
-		}, []string{"connector", "reason"}),
-		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "accepted_total",
-			Help: "Dispatches the upstream accepted, to finish by callback.",
-		}, []string{"connector"}),
-		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "callbacks_total",
-			Help: "Callbacks that resolved an effect, by the state they set.",
-		}, []string{"connector", "to"}),
-		deadlines: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "effect", Name: "deadlines_total",
-			Help: "Async deadlines that passed before the callback, by the state they set.",
-		}, []string{"connector", "to"}),
-		takenOver: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "reactor", Name: "jobs_taken_over_total",
-			Help: "Running River jobs of dead reactors that this process handed back to River, by job kind.",
-		}, []string{"kind"}),
-		takeoverSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "reckon", Subsystem: "reactor", Name: "takeover_seconds",
-			Help:    "Time from a dead reactor's last heartbeat (it died within a liveness interval after it) to the takeover of its jobs.",
-			Buckets: []float64{0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 30, 60, 300},
-		}),
-		statsComputations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "stats", Name: "computations_total",
-			Help: "Parts of the shared statistics this process computed for the whole fleet.",
-		}, []string{"part"}),
+		transitions: metric.CounterVec("reckon_effect_transitions_total",
+			"Effect state transitions made by this process.", "connector", "policy", "from", "to"),
+		settleSeconds: metric.HistogramVec("reckon_effect_settle_latency_seconds",
+			"Time from an effect's enqueue to its settlement (CONFIRMED or FAILED) by this process, on the database's clock.", settleBuckets, "connector", "state"),
+		dispatchSeconds: metric.HistogramVec("reckon_effect_dispatch_duration_seconds",
+			"Duration of connector dispatch calls, by classified outcome.", dispatchBuckets, "connector", "outcome"),
+		statusChecks: metric.CounterVec("reckon_effect_status_checks_total",
+			"Status-check answers while reconciling UNKNOWN effects.", "connector", "status"),
+		compensations: metric.CounterVec("reckon_effect_compensations_total",
+			"Compensation effects enqueued.", "connector"),
+		fenced: metric.CounterVec("reckon_effect_fenced_writes_total",
+			"Late outcomes refused because the effect had moved on (recorded in the audit trail only).", "connector"),
+		swept: metric.CounterVec("reckon_effect_swept_total",
+			"Effects the sweeper took over because their attempt or job was gone.", "reason"),
+		claimBatch: metric.Histogram("reckon_effect_claim_batch_size",
+			"Effects enqueued one at a time that this process claimed into dispatch jobs, per claim transaction that found any (_sum: effects claimed).", []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
+		limitWaits: metric.CounterVec("reckon_connector_limit_waits_total",
+			"Calls held back (their effect snoozed, no attempt spent) by the connector's rate (rate), cap on calls in flight (in_flight), an upstream's Retry-After (paused), an open circuit (open), or this process's other callers of the key asking first for longer than the call could wait (busy).", "connector", "reason"),
+		accepted: metric.CounterVec("reckon_effect_accepted_total",
+			"Dispatches the upstream accepted, to finish by callback.", "connector"),
+		callbacks: metric.CounterVec("reckon_effect_callbacks_total",
+			"Callbacks that resolved an effect, by the state they set.", "connector", "to"),
+		deadlines: metric.CounterVec("reckon_effect_deadlines_total",
+			"Async deadlines that passed before the callback, by the state they set.", "connector", "to"),
+		takenOver: metric.CounterVec("reckon_reactor_jobs_taken_over_total",
+			"Running River jobs of dead reactors that this process handed back to River, by job kind.", "kind"),
+		takeoverSeconds: metric.Histogram("reckon_reactor_takeover_seconds",
+			"Time from a dead reactor's last heartbeat (it died within a liveness interval after it) to the takeover of its jobs.", []float64{0.5, 1, 2, 3, 4, 5, 7.5, 10, 15, 30, 60, 300}),
+		statsComputations: metric.CounterVec("reckon_stats_computations_total",
+			"Parts of the shared statistics this process computed for the whole fleet.", "part"),
 	}
 	for _, reason := range sweptReasons {
 		m.swept.WithLabelValues(reason)
@@ -166,16 +133,11 @@ func newMetrics(registerer prometheus.Registerer, client *Client) (*metrics, err
 	for _, kind := range precreatedJobKinds {
 		m.takenOver.WithLabelValues(kind)
 	}
-	if registerer == nil {
-		return m, nil
-	}
 	perConnector := &connectorCollector{metrics: m, registry: client.registry}
 	shared := &statsCollector{client: client, metrics: m}
 	throttles := &throttleCollector{client: client}
-	for _, c := range []prometheus.Collector{perConnector, throttles, m.swept, m.claimBatch, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, shared} {
-		if err := registerer.Register(c); err != nil {
-			return nil, err
-		}
+	if err := metric.Register(registerer, perConnector, throttles, m.swept, m.claimBatch, m.callbacks, m.deadlines, m.takenOver, m.takeoverSeconds, shared); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/metric"
 	"github.com/reckonhq/reckon/internal/postgres"
 	"github.com/reckonhq/reckon/internal/service"
 	"github.com/reckonhq/reckon/internal/txn"
@@ -430,27 +431,14 @@ type webhookMetrics struct {
 
 func newWebhookMetrics(reg prometheus.Registerer) (*webhookMetrics, error) {
 	m := &webhookMetrics{
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "webhook", Name: "deliveries_total",
-			Help: "Webhook deliveries settled, by state: confirmed, FAILED or STUCK (which pause their subscription).",
-		}, []string{"state"}),
-		events: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "webhook", Name: "events_handed_total",
-			Help: "Events handed to webhook deliveries.",
-		}),
-		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "reckon", Subsystem: "webhook", Name: "lag_seconds",
-			Help:    "Age of the first event of a webhook delivery when it is handed to delivery.",
-			Buckets: prometheus.ExponentialBuckets(0.1, 2, 14),
-		}),
+		deliveries: metric.CounterVec("reckon_webhook_deliveries_total",
+			"Webhook deliveries settled, by state: confirmed, FAILED or STUCK (which pause their subscription).", "state"),
+		events: metric.Counter("reckon_webhook_events_handed_total", "Events handed to webhook deliveries."),
+		lag: metric.Histogram("reckon_webhook_lag_seconds",
+			"Age of the first event of a webhook delivery when it is handed to delivery.", prometheus.ExponentialBuckets(0.1, 2, 14)),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.deliveries, m.events, m.lag} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("events: register webhook metrics: %w", err)
-		}
+	if err := metric.Register(reg, m.deliveries, m.events, m.lag); err != nil {
+		return nil, fmt.Errorf("events: register webhook metrics: %w", err)
 	}
 	return m, nil
 }

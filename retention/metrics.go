@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reckonhq/reckon/internal/metric"
 )
 
 // metrics are the Prometheus collectors of a Retention, registered on Config.Registerer:
@@ -36,35 +38,20 @@ const (
 
 func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		rowsPruned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "retention", Name: "rows_pruned_total",
-			Help: "Rows deleted by retention runs, per table.",
-		}, []string{"table"}),
-		partitionsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "retention", Name: "partitions_dropped_total",
-			Help: "Partitions of the audit histories dropped past the audit retention, per history.",
-		}, []string{"table"}),
-		partitionsCreated: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "retention", Name: "partitions_created_total",
-			Help: "Partitions of the audit histories made ahead by retention runs.",
-		}),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "retention", Name: "runs_total",
-			Help: "Retention runs by result: ok, error, or busy (another run held the retention lock).",
-		}, []string{"result"}),
-		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "reckon", Subsystem: "retention", Name: "last_success_timestamp_seconds",
-			Help: "Unix time at which the last retention run that ended ok ended.",
-		}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "reckon", Subsystem: "retention", Name: "run_duration_seconds",
-			Help:    "Duration of retention runs.",
-			Buckets: []float64{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
-		}),
-		held: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "reckon", Subsystem: "retention", Name: "partitions_held",
-			Help: "Partitions past the audit retention that the last run kept because an effect or saga they tell of still exists.",
-		}),
+		rowsPruned: metric.CounterVec("reckon_retention_rows_pruned_total",
+			"Rows deleted by retention runs, per table.", "table"),
+		partitionsDropped: metric.CounterVec("reckon_retention_partitions_dropped_total",
+			"Partitions of the audit histories dropped past the audit retention, per history.", "table"),
+		partitionsCreated: metric.Counter("reckon_retention_partitions_created_total",
+			"Partitions of the audit histories made ahead by retention runs."),
+		runs: metric.CounterVec("reckon_retention_runs_total",
+			"Retention runs by result: ok, error, or busy (another run held the retention lock).", "result"),
+		lastSuccess: metric.Gauge("reckon_retention_last_success_timestamp_seconds",
+			"Unix time at which the last retention run that ended ok ended."),
+		duration: metric.Histogram("reckon_retention_run_duration_seconds",
+			"Duration of retention runs.", []float64{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600}),
+		held: metric.Gauge("reckon_retention_partitions_held",
+			"Partitions past the audit retention that the last run kept because an effect or saga they tell of still exists."),
 	}
 	for _, table := range prunedTables {
 		m.rowsPruned.WithLabelValues(table)
@@ -75,13 +62,8 @@ func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 	for _, result := range []string{resultOK, resultError, resultBusy} {
 		m.runs.WithLabelValues(result)
 	}
-	if registerer == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.rowsPruned, m.partitionsDropped, m.partitionsCreated, m.runs, m.lastSuccess, m.duration, m.held} {
-		if err := registerer.Register(c); err != nil {
-			return nil, fmt.Errorf("retention: register metrics: %w", err)
-		}
+	if err := metric.Register(registerer, m.rowsPruned, m.partitionsDropped, m.partitionsCreated, m.runs, m.lastSuccess, m.duration, m.held); err != nil {
+		return nil, fmt.Errorf("retention: register metrics: %w", err)
 	}
 	return m, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/metric"
 )
 
 // metrics are the Prometheus collectors of a Client, registered on Config.Registerer:
@@ -43,19 +44,11 @@ var states = []State{StateRunning, StateCompleted, StateCompensating, StateCompe
 
 func newMetrics(registerer prometheus.Registerer, client *Client) (*metrics, error) {
 	m := &metrics{
-		started: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "saga", Name: "started_total",
-			Help: "Sagas started by this process.",
-		}, []string{"name"}),
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "saga", Name: "transitions_total",
-			Help: "Saga state changes written by this process, by target state.",
-		}, []string{"name", "to"}),
+		started: metric.CounterVec("reckon_saga_started_total", "Sagas started by this process.", "name"),
+		transitions: metric.CounterVec("reckon_saga_transitions_total",
+			"Saga state changes written by this process, by target state.", "name", "to"),
 	}
-	if registerer == nil {
-		return m, nil
-	}
-	if err := registerer.Register(&sagaCollector{client: client, metrics: m}); err != nil {
+	if err := metric.Register(registerer, &sagaCollector{client: client, metrics: m}); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -2,6 +2,8 @@ package turns
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reckonhq/reckon/internal/metric"
 )
 
 // metrics are a Client's Prometheus collectors, registered on Config.Registerer:
@@ -21,27 +23,16 @@ type metrics struct {
 
 func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "turn", Name: "decisions_total",
-			Help: "Supersede decisions taken by turns, by action and decider.",
-		}, []string{"action", "decider"}),
-		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "turn", Name: "ended_total",
-			Help: "Turns ended by this process, by final status.",
-		}, []string{"status"}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "turn", Name: "attempt_failures_total",
-			Help: "Turn attempts whose handler or commit failed.",
-		}),
-		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "reckon", Subsystem: "turn", Name: "mutex_wait_seconds",
-			Help:    "Time to acquire the session mutex, by outcome.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 3, 12),
-		}, []string{"outcome"}),
-		artifacts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "reckon", Subsystem: "turn", Name: "artifacts_total",
-			Help: "Turn artifacts: lookups that reused a stored artifact, found it invalidated or found none (miss), and saves.",
-		}, []string{"result"}),
+		decisions: metric.CounterVec("reckon_turn_decisions_total",
+			"Supersede decisions taken by turns, by action and decider.", "action", "decider"),
+		ended: metric.CounterVec("reckon_turn_ended_total",
+			"Turns ended by this process, by final status.", "status"),
+		failures: metric.Counter("reckon_turn_attempt_failures_total",
+			"Turn attempts whose handler or commit failed."),
+		wait: metric.HistogramVec("reckon_turn_mutex_wait_seconds",
+			"Time to acquire the session mutex, by outcome.", prometheus.ExponentialBuckets(0.0005, 3, 12), "outcome"),
+		artifacts: metric.CounterVec("reckon_turn_artifacts_total",
+			"Turn artifacts: lookups that reused a stored artifact, found it invalidated or found none (miss), and saves.", "result"),
 	}
 	// Every series at 0 before its first event, so rate() and alerts on them work from the start.
 	for _, status := range []Status{StatusComplete, StatusSuperseded, StatusFailed} {
@@ -55,13 +46,8 @@ func newMetrics(registerer prometheus.Registerer) (*metrics, error) {
 	for _, result := range []string{"reused", "invalidated", "miss", "saved"} {
 		m.artifacts.WithLabelValues(result)
 	}
-	if registerer == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.decisions, m.ended, m.failures, m.wait, m.artifacts} {
-		if err := registerer.Register(c); err != nil {
-			return nil, err
-		}
+	if err := metric.Register(registerer, m.decisions, m.ended, m.failures, m.wait, m.artifacts); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
