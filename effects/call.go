@@ -2,12 +2,12 @@ package effects
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/recovery"
 )
 
 // callConnector is the one way into connector code: it calls fn (the connector's Dispatch,
@@ -22,7 +22,7 @@ func callConnector[T any](ctx context.Context, c *Client, name string, row dbsql
 	ctx, cancel := context.WithTimeout(ctx, connector.Timeout)
 	defer cancel()
 	start := time.Now()
-	result, err := recovered("connector", func() (T, error) { return fn(ctx, call) })
+	result, err := recovery.Call("connector", func() (T, error) { return fn(ctx, call) })
 	elapsed := time.Since(start)
 	end(span, result, err)
 	return result, elapsed, err
@@ -53,16 +53,4 @@ func (c *Client) signedCallOf(ctx context.Context, row dbsqlc.ReckonEffect) (Cal
 	}
 	call.CallbackSecret = secret
 	return call, nil
-}
-
-// recovered runs fn, user code (a connector, a settle hook), turning a panic in it into the error
-// "<what> panicked: <value>", as River fails a job whose Work panics: the user's code fails, not
-// the process.
-func recovered[T any](what string, fn func() (T, error)) (result T, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%s panicked: %v", what, r)
-		}
-	}()
-	return fn()
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/postgres"
+	"github.com/reckonhq/reckon/internal/recovery"
 )
 
 type riverDriver = riverpgxv5.Driver
@@ -60,12 +61,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { // as River does for Work: a panic fails the job (attempt > 1 next time)
-				if r := recover(); r != nil {
-					errs[i] = fmt.Errorf("effects: dispatch of effect %s panicked: %v", id, r)
-				}
-			}()
-			errs[i] = w.client.dispatch(ctx, job, id)
+			// As River does for Work: a panic fails the job (attempt > 1 next time).
+			errs[i] = recovery.Do("effects: dispatch of effect "+id.String(), func() error { return w.client.dispatch(ctx, job, id) })
 		}()
 	}
 	wg.Wait()

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/reckonhq/reckon/internal/recovery"
 )
 
 // SettleHook is told, inside the transaction that writes it, that an effect of its owner has
@@ -37,7 +39,7 @@ func (c *Client) runHook(ctx context.Context, tx pgx.Tx, e *Effect) error {
 		return fmt.Errorf("effects: %s of effect %s refused: %w %q in this process", e.State, e.ID, ErrNoSettleHook, e.Owner)
 	}
 	// A panicking hook is an error, which rolls the transition back like any other.
-	if _, err := recovered("hook", func() (struct{}, error) { return struct{}{}, hook(ctx, tx, e) }); err != nil {
+	if err := recovery.Do("hook", func() error { return hook(ctx, tx, e) }); err != nil {
 		return fmt.Errorf("effects: settle hook of %q for effect %s (%s): %w", e.Owner, e.ID, e.State, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/recovery"
 )
 
 // Definition is a named saga: ordered steps, each an effect with a way to undo it. Register it
@@ -171,13 +172,8 @@ func connectorSuffix(n int) string { return fmt.Sprintf("saga-%d", n) }
 
 // build calls a step's (or an undo's) builder, turning a panic into an error: the step fails
 // instead of the reactor's worker.
-func build(fn func(Input) (effects.Spec, error), in Input) (spec effects.Spec, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("step builder panicked: %v", r)
-		}
-	}()
-	return fn(in)
+func build(fn func(Input) (effects.Spec, error), in Input) (effects.Spec, error) {
+	return recovery.Call("step builder", func() (effects.Spec, error) { return fn(in) })
 }
 
 // checkSpec fills in what the saga owns in a spec built by a step, or refuses it.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,6 +14,7 @@ import (
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/internal/postgres"
+	"github.com/reckonhq/reckon/internal/recovery"
 	"github.com/reckonhq/reckon/internal/txn"
 )
 
@@ -94,7 +94,7 @@ func (c *Client) process(ctx context.Context, sessionKey string, respectWindow b
 	log := c.logger.With(slog.String("turn_id", row.ID.String()), slog.String("session_key", sessionKey))
 	log.DebugContext(ctx, "turn started", slog.Int("messages", len(messages)), slog.Int("attempt", int(row.Attempt)))
 
-	handlerErr := c.callHandler(ctx, turn)
+	handlerErr := c.callHandler(ctx, log, turn)
 	staged, superseded := turn.end()
 	if superseded {
 		ended, err := c.Get(ctx, row.ID)
@@ -286,14 +286,14 @@ func (c *Client) fail(ctx context.Context, lock *Lock, id uuid.UUID, handlerErr 
 	return &Result{Turn: ended}, fmt.Errorf("%w: turn %s: %w", ErrTurnFailed, id, handlerErr)
 }
 
-// callHandler runs the handler, turning a panic into an error.
-func (c *Client) callHandler(ctx context.Context, turn *Turn) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return c.config.Handler.HandleTurn(ctx, turn)
+// callHandler runs the handler. A panic in it is an error that is not permanent (the turn is
+// tried again); its stack goes to the log.
+func (c *Client) callHandler(ctx context.Context, log *slog.Logger, turn *Turn) error {
+	err := recovery.Do("handler", func() error { return c.config.Handler.HandleTurn(ctx, turn) })
+	if p, ok := errors.AsType[*recovery.Panic](err); ok {
+		log.ErrorContext(ctx, "turn handler panicked", slog.Any("panic", p.Value), slog.String("stack", string(p.Stack)))
+	}
+	return err
 }
 
 // commit is the turn's commit point: on the mutex's connection, one transaction runs the staged
