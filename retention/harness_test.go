@@ -66,6 +66,14 @@ func (h *harness) run(r *retention.Retention) *retention.Report {
 	return report
 }
 
+// requireRemoved requires report to count, for each table of want, the rows want gives.
+func requireRemoved(t *testing.T, report *retention.Report, want map[string]int64) {
+	t.Helper()
+	for table, n := range want {
+		require.Equal(t, n, report.Removed[table], table)
+	}
+}
+
 func (h *harness) exec(sql string, args ...any) {
 	h.t.Helper()
 	_, err := h.pool.Exec(h.ctx, sql, args...)

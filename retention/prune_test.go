@@ -42,9 +42,7 @@ func TestSagas(t *testing.T) {
 	}
 	require.Zero(t, h.count(`SELECT count(*) FROM reckon_saga_steps WHERE saga_id = $1`, completed))
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_saga_transitions WHERE saga_id = $1`, completed), "saga history stays")
-	require.EqualValues(t, 2, report.Removed[retention.TableSagas])
-	require.EqualValues(t, 2, report.Removed[retention.TableSagaSteps])
-	require.EqualValues(t, 2, report.Removed[retention.TableEffects])
+	requireRemoved(t, report, map[string]int64{retention.TableSagas: 2, retention.TableSagaSteps: 2, retention.TableEffects: 2})
 }
 
 // A turn group goes whole, with its messages and decisions, once every turn of it finished
@@ -102,10 +100,9 @@ func TestTurnGroups(t *testing.T) {
 	require.Equal(t, 1, groupTurns(superseded), "another group's turn was superseded by it")
 	require.Equal(t, 6, h.count(`SELECT count(*) FROM reckon_messages`), "the kept turns keep their messages")
 
-	require.EqualValues(t, 3, report.Removed[retention.TableTurns])
-	require.EqualValues(t, 3, report.Removed[retention.TableMessages])
-	require.EqualValues(t, 3, report.Removed[retention.TableTurnDecisions])
-	require.EqualValues(t, 1, report.Removed[retention.TableEffects])
+	requireRemoved(t, report, map[string]int64{
+		retention.TableTurns: 3, retention.TableMessages: 3, retention.TableTurnDecisions: 3, retention.TableEffects: 1,
+	})
 }
 
 // After every turn of a session is pruned the session goes on: the next turn is numbered from 1
@@ -174,8 +171,7 @@ func TestRuns(t *testing.T) {
 			require.True(t, h.exists("reckon_effects", id), "effect of run %s kept", run)
 		}
 	}
-	require.EqualValues(t, 2, report.Removed[retention.TableRuns])
-	require.EqualValues(t, 3, report.Removed[retention.TableEffects])
+	requireRemoved(t, report, map[string]int64{retention.TableRuns: 2, retention.TableEffects: 3})
 }
 
 // Settled effects (CONFIRMED, FAILED) past the effect retention go; recent ones and unsettled ones
