@@ -128,9 +128,7 @@ func TestDeduplicatedInsertRecordsNothing(t *testing.T) {
 func TestInsertInputsUntilFirstTransition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewDB(t)
-	q := dbsqlc.New(pool)
-	effect := insertEffect(t, q)
+	pool, q, effect := setupEffect(t)
 	require.Nil(t, effect.TransitionActor, "the insert consumes its inputs")
 	require.Nil(t, effect.TransitionReason)
 	require.JSONEq(t, `{"actor":"test","reason":"enqueue"}`, string(effect.InsertInputs))
