@@ -25,13 +25,8 @@ var histories = []string{"reckon_effect_transitions", "reckon_saga_transitions",
 // historyRows returns every row of table as text, in id order: what an upgrade must keep.
 func historyRows(t *testing.T, pool *pgxpool.Pool, table string) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(),
-		// xid (migration 0027, the event stream) is NULL on rows written before it: not compared.
-		fmt.Sprintf(`SELECT (to_jsonb(h) - 'xid')::text FROM %s h ORDER BY id`, pgx.Identifier{table}.Sanitize()))
-	require.NoError(t, err)
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	return out
+	// xid (migration 0027, the event stream) is NULL on rows written before it: not compared.
+	return queryAll[string](t, pool, fmt.Sprintf(`SELECT (to_jsonb(h) - 'xid')::text FROM %s h ORDER BY id`, pgx.Identifier{table}.Sanitize()))
 }
 
 func relkind(t *testing.T, pool *pgxpool.Pool, table string) string {
@@ -139,10 +134,7 @@ func requireAppendOnly(t *testing.T, pool *pgxpool.Pool) {
 	ctx := context.Background()
 	for _, parent := range histories {
 		before := historyRows(t, pool, parent)
-		rows, err := pool.Query(ctx, `SELECT partition FROM reckon_audit_partitions WHERE parent = $1`, parent)
-		require.NoError(t, err)
-		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
+		tables := queryAll[string](t, pool, `SELECT partition FROM reckon_audit_partitions WHERE parent = $1`, parent)
 		require.GreaterOrEqual(t, len(tables), 2, "the first partition and the ones made ahead")
 		tables = append(tables, parent, parent+"_default")
 		for _, table := range tables {

@@ -56,15 +56,10 @@ func insertConcurrently(t *testing.T, pool *pgxpool.Pool, key string, n int) []u
 func historyCount(t *testing.T, pool *pgxpool.Pool, ids []uuid.UUID) (history, events map[uuid.UUID]int) {
 	t.Helper()
 	count := func(sql string) map[uuid.UUID]int {
-		rows, err := pool.Query(context.Background(), sql, ids)
-		require.NoError(t, err)
 		out := map[uuid.UUID]int{}
-		for rows.Next() {
-			var id uuid.UUID
-			require.NoError(t, rows.Scan(&id))
+		for _, id := range queryAll[uuid.UUID](t, pool, sql, ids) {
 			out[id]++
 		}
-		require.NoError(t, rows.Err())
 		return out
 	}
 	return count(`SELECT effect_id FROM reckon_effect_transitions WHERE effect_id = ANY ($1)`),
@@ -73,11 +68,7 @@ func historyCount(t *testing.T, pool *pgxpool.Pool, ids []uuid.UUID) (history, e
 
 func effectIDs(t *testing.T, pool *pgxpool.Pool) []uuid.UUID {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT id FROM reckon_effects ORDER BY id`)
-	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	require.NoError(t, err)
-	return ids
+	return queryAll[uuid.UUID](t, pool, `SELECT id FROM reckon_effects ORDER BY id`)
 }
 
 // TestDeduplicatedInsertRecordsNothing: an insert that ON CONFLICT skips — one key inserted again
@@ -137,9 +128,7 @@ func TestDeduplicatedInsertRecordsNothing(t *testing.T) {
 func TestInsertInputsUntilFirstTransition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewDB(t)
-	q := dbsqlc.New(pool)
-	effect := insertEffect(t, q)
+	pool, q, effect := setupEffect(t)
 	require.Nil(t, effect.TransitionActor, "the insert consumes its inputs")
 	require.Nil(t, effect.TransitionReason)
 	require.JSONEq(t, `{"actor":"test","reason":"enqueue"}`, string(effect.InsertInputs))
@@ -293,12 +282,9 @@ func TestMigrateMarksGhosts(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Equal(t, before, historyRows(t, pool, "reckon_effect_transitions"), "no history row changed or removed")
-	rows, err := pool.Query(ctx, `SELECT g.effect_id FROM reckon_audit_ghosts g
+	marked := queryAll[uuid.UUID](t, pool, `SELECT g.effect_id FROM reckon_audit_ghosts g
 		JOIN reckon_effect_transitions t ON t.id = g.transition_id AND t.effect_id = g.effect_id AND t.at = g.at
 		WHERE g.marked_by = 'migration 0031_no_ghost_history' AND g.reason <> ''`)
-	require.NoError(t, err)
-	marked, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	require.NoError(t, err)
 	require.ElementsMatch(t, ghosts, marked, "exactly the ghosts are marked")
 
 	require.Empty(t, auditCheck(t, pool), "no unexplained history or event")

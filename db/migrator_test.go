@@ -30,16 +30,37 @@ func allVersions(t *testing.T) []int {
 	return versions
 }
 
+// newMigrator returns a migrator of pool configured by cfg, which NewMigrator must accept.
+func newMigrator(t *testing.T, pool *pgxpool.Pool, cfg *db.MigratorConfig) *db.Migrator {
+	t.Helper()
+	migrator, err := db.NewMigrator(pool, cfg)
+	require.NoError(t, err)
+	return migrator
+}
+
 // schemaObjects lists the tables and types Reckon and River own in the database.
+// separateMigrators returns n migrators of target's database configured by cfg, each with a pool
+// of its own, as separate processes would have.
+func separateMigrators(t *testing.T, target *pgxpool.Pool, n int, cfg *db.MigratorConfig) []*db.Migrator {
+	t.Helper()
+	migrators := make([]*db.Migrator, n)
+	for i := range migrators {
+		pool, err := pgxpool.New(context.Background(), target.Config().ConnString())
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		migrators[i] = newMigrator(t, pool, cfg)
+	}
+	return migrators
+}
+
 // migratedBefore returns a database of its own with every migration up, then down to the schema
 // before version, its migrator, and how many migrations it went down.
 func migratedBefore(t *testing.T, version int) (*pgxpool.Pool, *db.Migrator, int) {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewEmptyDB(t)
-	migrator, err := db.NewMigrator(pool, nil)
-	require.NoError(t, err)
-	_, err = migrator.Up(ctx)
+	migrator := newMigrator(t, pool, nil)
+	_, err := migrator.Up(ctx)
 	require.NoError(t, err)
 	newer := 0
 	for _, v := range allVersions(t) {
@@ -54,7 +75,7 @@ func migratedBefore(t *testing.T, version int) (*pgxpool.Pool, *db.Migrator, int
 
 func schemaObjects(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `
+	return queryAll[string](t, pool, `
 		SELECT 'table ' || tablename FROM pg_tables WHERE schemaname = 'public' AND (tablename LIKE 'reckon%' OR tablename LIKE 'river%')
 		UNION ALL
 		SELECT 'type ' || typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -63,10 +84,6 @@ func schemaObjects(t *testing.T, pool *pgxpool.Pool) []string {
 		SELECT 'function ' || proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 		WHERE n.nspname = 'public' AND (proname LIKE 'reckon%' OR proname LIKE 'river%')
 		ORDER BY 1`)
-	require.NoError(t, err)
-	objects, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	return objects
 }
 
 func TestMigrateUpDownUp(t *testing.T) {
@@ -74,8 +91,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewEmptyDB(t)
 	require.Empty(t, schemaObjects(t, pool))
-	migrator, err := db.NewMigrator(pool, nil)
-	require.NoError(t, err)
+	migrator := newMigrator(t, pool, nil)
 
 	status, err := migrator.Status(ctx)
 	require.NoError(t, err)
@@ -150,12 +166,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		results = make([]*db.Result, migrators)
 		errs    = make([]error, migrators)
 	)
-	for i := range migrators {
-		pool, err := pgxpool.New(ctx, target.Config().ConnString())
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		migrator, err := db.NewMigrator(pool, nil)
-		require.NoError(t, err)
+	for i, migrator := range separateMigrators(t, target, migrators, nil) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

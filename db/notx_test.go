@@ -132,19 +132,14 @@ func indexes(t *testing.T, pool *pgxpool.Pool, table string) map[string]bool {
 
 func recordedVersions(t *testing.T, pool *pgxpool.Pool) []int {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT version FROM reckon_schema_migrations ORDER BY version`)
-	require.NoError(t, err)
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	require.NoError(t, err)
-	return versions
+	return queryAll[int](t, pool, `SELECT version FROM reckon_schema_migrations ORDER BY version`)
 }
 
 func TestNoTransactionUpDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewEmptyDB(t)
-	migrator, err := db.NewMigrator(pool, nil)
-	require.NoError(t, err)
+	migrator := newMigrator(t, pool, nil)
 	db.SetMigrations(migrator, testMigrations())
 
 	result, err := migrator.Up(ctx)
@@ -172,11 +167,10 @@ func TestNoTransactionFailure(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewEmptyDB(t)
-	migrator, err := db.NewMigrator(pool, nil)
-	require.NoError(t, err)
+	migrator := newMigrator(t, pool, nil)
 	migrations := testMigrations()
 	db.SetMigrations(migrator, migrations[:1])
-	_, err = migrator.Up(ctx)
+	_, err := migrator.Up(ctx)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO notx (a, b) VALUES (1, 1), (1, 2)`)
 	require.NoError(t, err)
@@ -219,8 +213,7 @@ func TestRetentionIndexes(t *testing.T) {
 	}
 	check(true)
 
-	migrator, err := db.NewMigrator(pool, nil)
-	require.NoError(t, err)
+	migrator := newMigrator(t, pool, nil)
 	migrations, err := db.Migrations()
 	require.NoError(t, err)
 	i := slices.IndexFunc(migrations, func(m db.Migration) bool { return m.Version == 17 })
@@ -252,6 +245,18 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// holdMigrateLock takes the migration lock, as a migrating process would, on a connection of its
+// own that the test releases at its end, and returns that connection.
+func holdMigrateLock(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+	t.Helper()
+	holder, err := pool.Acquire(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(holder.Release)
+	_, err = holder.Exec(context.Background(), `SELECT pg_advisory_lock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
+	require.NoError(t, err)
+	return holder
+}
+
 // TestMigrateWaitersDoNotBlockConcurrentIndexes: migrators that wait for the lock while another
 // builds indexes concurrently do not hold it up. The test holds the migration lock until three
 // migrators (each with its own pool, as separate processes would have) all say they wait, then
@@ -262,11 +267,7 @@ func TestMigrateWaitersDoNotBlockConcurrentIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	target := pgtest.NewEmptyDB(t)
-	holder, err := target.Acquire(ctx)
-	require.NoError(t, err)
-	defer holder.Release()
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
-	require.NoError(t, err)
+	holder := holdMigrateLock(t, target)
 
 	const migrators = 3
 	var (
@@ -275,12 +276,7 @@ func TestMigrateWaitersDoNotBlockConcurrentIndexes(t *testing.T) {
 		results = make([]*db.Result, migrators)
 		errs    = make([]error, migrators)
 	)
-	for i := range migrators {
-		pool, err := pgxpool.New(ctx, target.Config().ConnString())
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		require.NoError(t, err)
+	for i, migrator := range separateMigrators(t, target, migrators, &db.MigratorConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))}) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -290,7 +286,7 @@ func TestMigrateWaitersDoNotBlockConcurrentIndexes(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Count(logs.String(), "waiting for another migrator") == migrators
 	}, 10*time.Second, 10*time.Millisecond, logs.String())
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
+	_, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
 	require.NoError(t, err)
 	wg.Wait()
 
@@ -322,17 +318,12 @@ func TestMigrateLockWaitEndsWithContext(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	target := pgtest.NewEmptyDB(t)
-	holder, err := target.Acquire(ctx)
-	require.NoError(t, err)
-	defer holder.Release()
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
-	require.NoError(t, err)
+	holder := holdMigrateLock(t, target)
 
-	migrator, err := db.NewMigrator(target, &db.MigratorConfig{Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
+	migrator := newMigrator(t, target, &db.MigratorConfig{Logger: slog.New(slog.DiscardHandler)})
 	waitCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
-	_, err = migrator.Up(waitCtx)
+	_, err := migrator.Up(waitCtx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "migrate: take advisory lock")
 	require.Empty(t, schemaObjects(t, target), "nothing migrated")

@@ -23,10 +23,9 @@ func TestMigrationRetriesOnLockTimeout(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewEmptyDB(t)
 	var logs syncBuffer
-	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{
+	migrator := newMigrator(t, pool, &db.MigratorConfig{
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), LockTimeout: 200 * time.Millisecond,
 	})
-	require.NoError(t, err)
 	migrations := []db.Migration{
 		{Version: 1, Name: "hot", Up: `CREATE TABLE hot (a int)`, Down: `DROP TABLE hot`},
 		{Version: 2, Name: "column", Up: `ALTER TABLE hot ADD COLUMN b int; ALTER TABLE hot ADD COLUMN c int`,
@@ -36,7 +35,7 @@ func TestMigrationRetriesOnLockTimeout(t *testing.T) {
 			Down: marker + "ALTER TABLE hot DROP COLUMN IF EXISTS d;\n"},
 	}
 	db.SetMigrations(migrator, migrations[:1])
-	_, err = migrator.Up(ctx)
+	_, err := migrator.Up(ctx)
 	require.NoError(t, err)
 	db.SetMigrations(migrator, migrations)
 
@@ -97,9 +96,8 @@ func TestMigrationRetriesOnLockTimeout(t *testing.T) {
 	require.Contains(t, logs.String(), "statement=1")
 
 	// A holder that never lets go: the migration gives up at MaxRetryWait, pending.
-	short, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: slog.New(slog.DiscardHandler),
+	short := newMigrator(t, pool, &db.MigratorConfig{Logger: slog.New(slog.DiscardHandler),
 		LockTimeout: 100 * time.Millisecond, MaxRetryWait: time.Second})
-	require.NoError(t, err)
 	db.SetMigrations(short, migrations)
 	_, err = short.Down(ctx, &db.DownOpts{Steps: 2})
 	require.NoError(t, err)
@@ -122,14 +120,13 @@ func TestMigrationLockTimeoutIsLocal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewEmptyDB(t)
-	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: slog.New(slog.DiscardHandler), LockTimeout: 1234 * time.Millisecond})
-	require.NoError(t, err)
+	migrator := newMigrator(t, pool, &db.MigratorConfig{Logger: slog.New(slog.DiscardHandler), LockTimeout: 1234 * time.Millisecond})
 	db.SetMigrations(migrator, []db.Migration{
 		{Version: 1, Name: "t", Up: `CREATE TABLE t (a int)`, Down: `DROP TABLE t`},
 		{Version: 2, Name: "notx", NoTransaction: true, Up: marker + "ALTER TABLE t ADD COLUMN IF NOT EXISTS b int;\n",
 			Down: marker + "ALTER TABLE t DROP COLUMN IF EXISTS b;\n"},
 	})
-	_, err = migrator.Up(ctx)
+	_, err := migrator.Up(ctx)
 	require.NoError(t, err)
 	conns := pool.AcquireAllIdle(ctx)
 	require.NotEmpty(t, conns)
@@ -166,8 +163,7 @@ func TestMigrationLockPhaseYieldsToWriters(t *testing.T) {
 			ctx := context.Background()
 			pool := pgtest.NewEmptyDB(t)
 			var logs syncBuffer
-			migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			require.NoError(t, err)
+			migrator := newMigrator(t, pool, &db.MigratorConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			db.SetMigrations(migrator, all[:before])
 			_, err = migrator.Up(ctx)
 			require.NoError(t, err)
@@ -213,14 +209,13 @@ func TestDispatchEventTriggerMoved(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewEmptyDB(t)
-	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
+	migrator := newMigrator(t, pool, &db.MigratorConfig{Logger: slog.New(slog.DiscardHandler)})
 	triggers := func() (n int) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger
 			WHERE tgname = 'reckon_dispatch_event' AND tgrelid = 'river_job'::regclass`).Scan(&n))
 		return n
 	}
-	_, err = migrator.Up(ctx)
+	_, err := migrator.Up(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, triggers())
 

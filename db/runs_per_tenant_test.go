@@ -25,9 +25,8 @@ func TestMigrateRunsPerTenant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewEmptyDB(t)
-	migrator, err := db.NewMigrator(pool, nil)
-	require.NoError(t, err)
-	_, err = migrator.Up(ctx)
+	migrator := newMigrator(t, pool, nil)
+	_, err := migrator.Up(ctx)
 	require.NoError(t, err)
 	// Back to the schema before 0013 (and whatever came after it and is still applied: a refused
 	// Down has rolled back the migrations after 0013 already).
@@ -102,6 +101,16 @@ func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
 	_, err := pool.Exec(context.Background(), sql, args...)
 	require.NoError(t, err)
+}
+
+// queryAll returns the first column of every row sql returns.
+func queryAll[T any](t *testing.T, pool *pgxpool.Pool, sql string, args ...any) []T {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql, args...)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[T])
+	require.NoError(t, err)
+	return out
 }
 
 func primaryKey(t *testing.T, pool *pgxpool.Pool, table string) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
@@ -67,6 +68,14 @@ func insertEffect(t *testing.T, q *dbsqlc.Queries) dbsqlc.ReckonEffect {
 	})
 	require.NoError(t, err)
 	return effect
+}
+
+// setupEffect gives a test a database of its own with one effect, inserted by insertEffect.
+func setupEffect(t *testing.T) (*pgxpool.Pool, *dbsqlc.Queries, dbsqlc.ReckonEffect) {
+	t.Helper()
+	pool := pgtest.NewDB(t)
+	q := dbsqlc.New(pool)
+	return pool, q, insertEffect(t, q)
 }
 
 func transition(ctx context.Context, q *dbsqlc.Queries, id uuid.UUID, from, to dbsqlc.ReckonEffectState, reason string) (dbsqlc.ReckonEffect, error) {
@@ -147,10 +156,7 @@ func TestStateMachineAllPairs(t *testing.T) {
 func TestStateMachineInsertIsAudited(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewDB(t)
-	q := dbsqlc.New(pool)
-
-	effect := insertEffect(t, q)
+	pool, q, effect := setupEffect(t)
 	audit := auditOf(t, q, effect.ID)
 	require.Len(t, audit, 1)
 	require.Nil(t, audit[0].FromState)
@@ -179,9 +185,7 @@ func TestStateMachineInsertIsAudited(t *testing.T) {
 func TestStateMachineNonTransitionUpdates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewDB(t)
-	q := dbsqlc.New(pool)
-	effect := insertEffect(t, q)
+	pool, q, effect := setupEffect(t)
 
 	// Taking a lease and counting an attempt is not a transition: allowed, not audited.
 	tag, err := pool.Exec(ctx, `UPDATE reckon_effects
@@ -222,9 +226,7 @@ func TestStateMachineUnknownTag(t *testing.T) {
 func TestAuditIsAppendOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewDB(t)
-	q := dbsqlc.New(pool)
-	effect := insertEffect(t, q)
+	pool, q, effect := setupEffect(t)
 	_, err := transition(ctx, q, effect.ID, pending, unknown, "timeout")
 	require.NoError(t, err)
 	before := auditOf(t, q, effect.ID)

@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -85,18 +86,10 @@ type WebhookConfig struct {
 }
 
 func (c *WebhookConfig) setDefaults() {
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Interval == 0 {
-		c.Interval = time.Second
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 100
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 30
-	}
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
+	c.Interval = cmp.Or(c.Interval, time.Second)
+	c.BatchSize = cmp.Or(c.BatchSize, 100)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, 30)
 	if c.Backoff == nil {
 		c.Backoff = func(attempt int) time.Duration {
 			if attempt > 5 {
@@ -105,9 +98,7 @@ func (c *WebhookConfig) setDefaults() {
 			return min(time.Duration(1<<max(attempt-1, 0))*time.Second, 30*time.Second)
 		}
 	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
+	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
 	if c.Client == nil {
 		c.Client = &http.Client{Timeout: c.Timeout}
 	}

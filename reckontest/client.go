@@ -2,6 +2,7 @@ package reckontest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -26,18 +27,10 @@ func FastConfig(config *effects.Config) *effects.Config {
 	if config != nil {
 		c = *config
 	}
-	if c.FetchCooldown == 0 {
-		c.FetchCooldown = 5 * time.Millisecond
-	}
-	if c.FetchPollInterval == 0 {
-		c.FetchPollInterval = 50 * time.Millisecond
-	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = 100 * time.Millisecond
-	}
-	if c.InFlightMargin == 0 {
-		c.InFlightMargin = 2 * time.Second
-	}
+	c.FetchCooldown = cmp.Or(c.FetchCooldown, 5*time.Millisecond)
+	c.FetchPollInterval = cmp.Or(c.FetchPollInterval, 50*time.Millisecond)
+	c.SweepInterval = cmp.Or(c.SweepInterval, 100*time.Millisecond)
+	c.InFlightMargin = cmp.Or(c.InFlightMargin, 2*time.Second)
 	return &c
 }
 

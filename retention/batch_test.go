@@ -26,8 +26,7 @@ func TestBatches(t *testing.T) {
 	batches := map[string]int{}
 	retention.SetAfterBatch(r, func(phase string) { batches[phase]++ })
 	report := h.run(r)
-	require.EqualValues(t, 10, report.Removed[retention.TableEffects])
-	require.EqualValues(t, 20, report.Removed[retention.TableTurns])
+	requireRemoved(t, report, map[string]int64{retention.TableEffects: 10, retention.TableTurns: 20})
 	require.Zero(t, h.count(`SELECT count(*) FROM reckon_effects`))
 	require.Zero(t, h.count(`SELECT count(*) FROM reckon_turns`))
 	require.Equal(t, 4, batches["effects"])

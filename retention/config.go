@@ -1,6 +1,7 @@
 package retention
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,24 +69,14 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.EffectRetention == 0 {
-		c.EffectRetention = DefaultEffectRetention
-	}
-	if c.IdempotencyTTL == 0 {
-		c.IdempotencyTTL = DefaultIdempotencyTTL
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	}
+	c.EffectRetention = cmp.Or(c.EffectRetention, DefaultEffectRetention)
+	c.IdempotencyTTL = cmp.Or(c.IdempotencyTTL, DefaultIdempotencyTTL)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.Interval = cmp.Or(c.Interval, DefaultInterval)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Validate reports what is wrong with the configuration, naming the field.

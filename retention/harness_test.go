@@ -1,6 +1,7 @@
 package retention_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/retention"
@@ -64,6 +66,14 @@ func (h *harness) run(r *retention.Retention) *retention.Report {
 	return report
 }
 
+// requireRemoved requires report to count, for each table of want, the rows want gives.
+func requireRemoved(t *testing.T, report *retention.Report, want map[string]int64) {
+	t.Helper()
+	for table, n := range want {
+		require.Equal(t, n, report.Removed[table], table)
+	}
+}
+
 func (h *harness) exec(sql string, args ...any) {
 	h.t.Helper()
 	_, err := h.pool.Exec(h.ctx, sql, args...)
@@ -73,6 +83,18 @@ func (h *harness) exec(sql string, args ...any) {
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
 	return testkit.Count(h.t, h.pool, sql, args...)
+}
+
+// holdLock takes the retention lock, as a running retention would, on a connection of its own
+// that the test releases at its end, and returns that connection.
+func (h *harness) holdLock() *pgxpool.Conn {
+	h.t.Helper()
+	holder, err := h.pool.Acquire(h.ctx)
+	require.NoError(h.t, err)
+	h.t.Cleanup(holder.Release)
+	_, err = holder.Exec(h.ctx, `SELECT pg_advisory_lock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyRetention)
+	require.NoError(h.t, err)
+	return holder
 }
 
 // exists reports whether the row of table with that id exists.
@@ -95,12 +117,8 @@ type effect struct {
 // actor and a reason, as the engine does) and ages it with an UPDATE that records nothing.
 func (h *harness) effect(e effect) uuid.UUID {
 	h.t.Helper()
-	if e.tenant == "" {
-		e.tenant = "default"
-	}
-	if e.state == "" {
-		e.state = "CONFIRMED"
-	}
+	e.tenant = cmp.Or(e.tenant, "default")
+	e.state = cmp.Or(e.state, "CONFIRMED")
 	id := uuid.New()
 	h.exec(`INSERT INTO reckon_effects (id, tenant_id, connector, idempotency_key, policy, run_id, turn_group, compensates_id,
 	            transition_actor, transition_reason)
@@ -143,12 +161,8 @@ type turn struct {
 // turn inserts a turn with one message and one decision.
 func (h *harness) turn(tr turn) uuid.UUID {
 	h.t.Helper()
-	if tr.session == "" {
-		tr.session = "default:agent:user:chat"
-	}
-	if tr.status == "" {
-		tr.status = "COMPLETE"
-	}
+	tr.session = cmp.Or(tr.session, "default:agent:user:chat")
+	tr.status = cmp.Or(tr.status, "COMPLETE")
 	id := uuid.New()
 	created := h.t0.Add(-tr.age)
 	var completed *time.Time

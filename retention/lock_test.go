@@ -16,11 +16,7 @@ func TestBusy(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	id := h.effect(effect{settled: 40 * day})
-	holder, err := h.pool.Acquire(h.ctx)
-	require.NoError(t, err)
-	defer holder.Release()
-	_, err = holder.Exec(h.ctx, `SELECT pg_advisory_lock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyRetention)
-	require.NoError(t, err)
+	holder := h.holdLock()
 
 	r := h.retention(0, func(c *retention.Config) { c.Registerer = h.metrics })
 	report, err := r.Run(h.ctx, &retention.RunOpts{Actor: "test"})

@@ -112,13 +112,9 @@ func isForeignKeyViolation(err error) bool {
 }
 
 func (r *Retention) pruneSagas(ctx context.Context, c cutoffs, report *Report) error {
-	return r.batches(ctx, "sagas", c, report, func(ctx context.Context, after time.Time) (batchResult, error) {
-		var row dbsqlc.RetentionSagaPruneRow
-		err := txn.Run(ctx, r.pool, r.logger, func(tx pgx.Tx) (err error) {
-			row, err = dbsqlc.New(tx).RetentionSagaPrune(ctx, dbsqlc.RetentionSagaPruneParams{
-				ScanBefore: c.scanBefore, After: after, Now: c.now, GlobalSeconds: c.globalSeconds, MaxRows: c.batch,
-			})
-			return err
+	return r.txBatches(ctx, "sagas", c, report, func(ctx context.Context, q *dbsqlc.Queries, after time.Time) (batchResult, error) {
+		row, err := q.RetentionSagaPrune(ctx, dbsqlc.RetentionSagaPruneParams{
+			ScanBefore: c.scanBefore, After: after, Now: c.now, GlobalSeconds: c.globalSeconds, MaxRows: c.batch,
 		})
 		return batchResult{
 			candidates: int(row.Candidates), after: row.LastAt,
@@ -131,72 +127,67 @@ func (r *Retention) pruneSagas(ctx context.Context, c cutoffs, report *Report) e
 // groups (skipping those another transaction holds) and deletes the groups that still qualify and
 // whose every turn it locked, with their messages and decisions, in one transaction.
 func (r *Retention) pruneTurns(ctx context.Context, c cutoffs, report *Report) error {
-	return r.batches(ctx, "turns", c, report, func(ctx context.Context, after time.Time) (batchResult, error) {
-		var result batchResult
-		err := txn.Run(ctx, r.pool, r.logger, func(tx pgx.Tx) error {
-			result = batchResult{after: after}
-			q := dbsqlc.New(tx)
-			candidates, err := q.RetentionTurnGroupCandidates(ctx, dbsqlc.RetentionTurnGroupCandidatesParams{
-				ScanBefore: c.scanBefore, After: after, Now: c.now, GlobalSeconds: c.globalSeconds, MaxRows: c.batch,
-			})
-			if err != nil || len(candidates) == 0 {
-				return err
-			}
-			result.candidates = len(candidates)
-			result.after = candidates[len(candidates)-1].CreatedAt
-			seen := make(map[uuid.UUID]bool, len(candidates))
-			groups := make([]uuid.UUID, 0, len(candidates))
-			for _, candidate := range candidates {
-				if !seen[candidate.TurnGroup] {
-					seen[candidate.TurnGroup] = true
-					groups = append(groups, candidate.TurnGroup)
-				}
-			}
-			locked, err := q.RetentionTurnLock(ctx, groups)
-			if err != nil {
-				return err
-			}
-			deleted, err := q.RetentionTurnGroupDelete(ctx, dbsqlc.RetentionTurnGroupDeleteParams{
-				Groups: groups, Locked: locked, Now: c.now, GlobalSeconds: c.globalSeconds,
-			})
-			if err != nil {
-				return err
-			}
-			result.removed = map[string]int64{TableTurns: deleted.Turns, TableMessages: deleted.Messages, TableTurnDecisions: deleted.Decisions}
-			return nil
+	return r.txBatches(ctx, "turns", c, report, func(ctx context.Context, q *dbsqlc.Queries, after time.Time) (batchResult, error) {
+		candidates, err := q.RetentionTurnGroupCandidates(ctx, dbsqlc.RetentionTurnGroupCandidatesParams{
+			ScanBefore: c.scanBefore, After: after, Now: c.now, GlobalSeconds: c.globalSeconds, MaxRows: c.batch,
 		})
-		return result, err
+		if err != nil || len(candidates) == 0 {
+			return batchResult{after: after}, err
+		}
+		result := batchResult{candidates: len(candidates), after: candidates[len(candidates)-1].CreatedAt}
+		seen := make(map[uuid.UUID]bool, len(candidates))
+		groups := make([]uuid.UUID, 0, len(candidates))
+		for _, candidate := range candidates {
+			if !seen[candidate.TurnGroup] {
+				seen[candidate.TurnGroup] = true
+				groups = append(groups, candidate.TurnGroup)
+			}
+		}
+		locked, err := q.RetentionTurnLock(ctx, groups)
+		if err != nil {
+			return result, err
+		}
+		deleted, err := q.RetentionTurnGroupDelete(ctx, dbsqlc.RetentionTurnGroupDeleteParams{
+			Groups: groups, Locked: locked, Now: c.now, GlobalSeconds: c.globalSeconds,
+		})
+		if err != nil {
+			return result, err
+		}
+		result.removed = map[string]int64{TableTurns: deleted.Turns, TableMessages: deleted.Messages, TableTurnDecisions: deleted.Decisions}
+		return result, nil
 	})
 }
 
 func (r *Retention) pruneRuns(ctx context.Context, c cutoffs, report *Report) error {
-	return r.batches(ctx, "runs", c, report, func(ctx context.Context, after time.Time) (batchResult, error) {
-		var row dbsqlc.RetentionRunPruneRow
-		err := txn.Run(ctx, r.pool, r.logger, func(tx pgx.Tx) (err error) {
-			row, err = dbsqlc.New(tx).RetentionRunPrune(ctx, dbsqlc.RetentionRunPruneParams{
-				ScanBefore: c.scanBefore, After: after, Now: c.now, GlobalSeconds: c.globalSeconds, MaxRows: c.batch,
-				DedupSeconds: c.dedupSeconds,
-			})
-			return err
+	return r.txBatches(ctx, "runs", c, report, func(ctx context.Context, q *dbsqlc.Queries, after time.Time) (batchResult, error) {
+		row, err := q.RetentionRunPrune(ctx, dbsqlc.RetentionRunPruneParams{
+			ScanBefore: c.scanBefore, After: after, Now: c.now, GlobalSeconds: c.globalSeconds, MaxRows: c.batch,
+			DedupSeconds: c.dedupSeconds,
 		})
-		return batchResult{
-			candidates: int(row.Candidates), after: row.LastAt,
-			removed: map[string]int64{TableRuns: row.Runs, TableEffects: row.Effects},
-		}, err
+		return batchResult{candidates: int(row.Candidates), after: row.LastAt, removed: map[string]int64{TableRuns: row.Runs, TableEffects: row.Effects}}, err
 	})
 }
 
 func (r *Retention) pruneEffects(ctx context.Context, c cutoffs, report *Report) error {
-	return r.batches(ctx, "effects", c, report, func(ctx context.Context, after time.Time) (batchResult, error) {
-		var row dbsqlc.RetentionEffectPruneRow
-		err := txn.Run(ctx, r.pool, r.logger, func(tx pgx.Tx) (err error) {
-			row, err = dbsqlc.New(tx).RetentionEffectPrune(ctx, dbsqlc.RetentionEffectPruneParams{
-				ScanBefore: c.scanBefore, After: after, Now: c.now, GlobalSeconds: c.globalSeconds, MaxRows: c.batch,
-				DedupSeconds: c.dedupSeconds,
-			})
-			return err
+	return r.txBatches(ctx, "effects", c, report, func(ctx context.Context, q *dbsqlc.Queries, after time.Time) (batchResult, error) {
+		row, err := q.RetentionEffectPrune(ctx, dbsqlc.RetentionEffectPruneParams{
+			ScanBefore: c.scanBefore, After: after, Now: c.now, GlobalSeconds: c.globalSeconds, MaxRows: c.batch,
+			DedupSeconds: c.dedupSeconds,
 		})
 		return batchResult{candidates: int(row.Candidates), after: row.LastAt, removed: map[string]int64{TableEffects: row.Effects}}, err
+	})
+}
+
+// txBatches is batches for a batch that runs in a transaction of its own, which a retried batch
+// begins again.
+func (r *Retention) txBatches(ctx context.Context, phase string, c cutoffs, report *Report, batch func(ctx context.Context, q *dbsqlc.Queries, after time.Time) (batchResult, error)) error {
+	return r.batches(ctx, phase, c, report, func(ctx context.Context, after time.Time) (batchResult, error) {
+		var result batchResult
+		err := txn.Run(ctx, r.pool, r.logger, func(tx pgx.Tx) (err error) {
+			result, err = batch(ctx, dbsqlc.New(tx), after)
+			return err
+		})
+		return result, err
 	})
 }
 

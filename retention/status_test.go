@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/retention"
 )
 
@@ -65,11 +64,7 @@ func TestStatus(t *testing.T) {
 	require.Equal(t, "boom", s.Runs[0].Error)
 	require.Equal(t, "interrupted", s.Runs[1].State)
 
-	holder, err := h.pool.Acquire(h.ctx)
-	require.NoError(t, err)
-	defer holder.Release()
-	_, err = holder.Exec(h.ctx, `SELECT pg_advisory_lock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyRetention)
-	require.NoError(t, err)
+	h.holdLock()
 	h.exec(`INSERT INTO reckon_retention_runs (actor, started_at) VALUES ('retention:live', $1)`, h.t0)
 	s, err = r.Status(h.ctx)
 	require.NoError(t, err)

@@ -2,6 +2,8 @@ package saga_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/saga"
 )
 
@@ -77,4 +80,54 @@ func TestConcurrentSagasOverTwoReactors(t *testing.T) {
 	require.Equal(t, 2, h.count(`SELECT count(DISTINCT actor) FROM reckon_effect_transitions WHERE actor LIKE 'reactor:%'`))
 	h.eventuallyMetric(float64(n-n/5), "reckon_sagas", map[string]string{"name": "order", "state": "COMPLETED"})
 	h.eventuallyMetric(float64(n/5), "reckon_sagas", map[string]string{"name": "order", "state": "COMPENSATED"})
+}
+
+// TestDeduplicatedStartRecordsNothing: a saga started again under its start key, one call after
+// the other and many at once, is one saga with one start in its history; once its steps have run
+// (and, for one of them, its compensations), every effect of it has one insert row and one event,
+// and no history or event tells of a saga or an effect that never existed.
+func TestDeduplicatedStartRecordsNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	ctx := context.Background()
+	opts := &saga.StartOpts{Key: "order-1"}
+	first, err := h.sagas.Start(ctx, "order", order{Account: "k", Amount: 3, ShipAmount: 7}, opts)
+	require.NoError(t, err)
+	again, err := h.sagas.Start(ctx, "order", order{Account: "k", Amount: 3, ShipAmount: 7}, opts)
+	require.NoError(t, err)
+	require.True(t, again.Deduplicated)
+	require.Equal(t, first.ID, again.ID)
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 12)
+	for i := range 12 {
+		// order-2 fails at its last step and is compensated: compensations are inserted too.
+		key, ship := []string{"order-1", "order-2"}[i%2], []int64{7, 0}[i%2]
+		wg.Go(func() {
+			<-start
+			_, err := h.sagas.Start(ctx, "order", order{Account: "k", Amount: 3, ShipAmount: ship}, &saga.StartOpts{Key: key})
+			if errors.Is(err, saga.ErrStartKeyConflict) {
+				err = nil // lost the race for a new key: told to start again
+			}
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+
+	h.start(h.effects)
+	require.Eventually(t, func() bool {
+		return h.count(`SELECT count(*) FROM reckon_sagas WHERE state IN ('COMPLETED', 'COMPENSATED')`) == 2
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, 2, h.count(`SELECT count(*) FROM reckon_sagas`))
+	require.Equal(t, 2, h.count(`SELECT count(*) FROM reckon_saga_transitions WHERE from_state IS NULL`))
+	require.Equal(t, 2, h.count(`SELECT count(*) FROM reckon_event_log WHERE type = 'saga.started'`))
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_sagas WHERE state = 'COMPENSATED'`))
+	effectsOfSteps := h.count(`SELECT count(*) + count(compensation_effect_id) FROM reckon_saga_steps`)
+	require.Equal(t, effectsOfSteps, testkit.RequireRecordedOnce(t, h.pool), "one effect per step and compensation")
 }

@@ -108,9 +108,7 @@ func TestArtifactReuseAcrossSupersede(t *testing.T) {
 			h := setup(t, turns.Config{Handler: p})
 			session := newSession("web")
 
-			first, err := runFirstTurn(t, h, p, session)
-			require.NoError(t, err)
-			require.Equal(t, turns.StatusSuperseded, first.Turn.Status)
+			first := runSupersededTurn(t, h, p, session)
 			require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_turn_artifacts WHERE turn_group = $1 AND turn_id = $2`, first.Turn.Group, first.Turn.ID),
 				"saved at once: the superseded turn committed nothing else")
 

@@ -74,10 +74,7 @@ func runChild(mode string) int {
 	case "hold":
 		tc, _, err := clients(pool, registry, turns.Config{
 			Handler: turns.HandlerFunc(func(ctx context.Context, turn *turns.Turn) error {
-				if err := turn.Stage(func(ctx context.Context, tx pgx.Tx) error {
-					_, err := tx.Exec(ctx, `INSERT INTO app_notes (turn_id, note) VALUES ($1, 'dead turn')`, turn.ID)
-					return err
-				}); err != nil {
+				if err := stageNote(turn, "dead turn"); err != nil {
 					return err
 				}
 				if err := turn.Enqueue(refundSpec(turn, 0, 100)); err != nil {
@@ -206,9 +203,6 @@ func probeHandler(pool *pgxpool.Pool) turns.HandlerFunc {
 		if _, err := pool.Exec(ctx, `UPDATE probe SET inflight = inflight - 1 WHERE session_key = $1`, turn.SessionKey); err != nil {
 			return err
 		}
-		return turn.Stage(func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `INSERT INTO app_notes (turn_id, note) VALUES ($1, 'processed')`, turn.ID)
-			return err
-		})
+		return stageNote(turn, "processed")
 	}
 }

@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,27 +98,13 @@ func (c *Config) setDefaults() {
 		policies[channel] = p.withDefaults()
 	}
 	c.Policies = policies
-	if c.AcquireTimeout == 0 {
-		c.AcquireTimeout = 10 * time.Second
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 5
-	}
-	if c.RecoverInterval == 0 {
-		c.RecoverInterval = 30 * time.Second
-	}
-	if c.NotReadyDelay == 0 {
-		c.NotReadyDelay = 30 * time.Second
-	}
-	if c.TurnTimeout == 0 {
-		c.TurnTimeout = 5 * time.Minute
-	}
-	if c.QueueWorkers == 0 {
-		c.QueueWorkers = 10
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.AcquireTimeout = cmp.Or(c.AcquireTimeout, 10*time.Second)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, 5)
+	c.RecoverInterval = cmp.Or(c.RecoverInterval, 30*time.Second)
+	c.NotReadyDelay = cmp.Or(c.NotReadyDelay, 30*time.Second)
+	c.TurnTimeout = cmp.Or(c.TurnTimeout, 5*time.Minute)
+	c.QueueWorkers = cmp.Or(c.QueueWorkers, 10)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Validate reports what is wrong with the configuration.

@@ -33,10 +33,7 @@ func TestFailingStagedMutationCommitsNothing(t *testing.T) {
 		if before, err = h.tc.Get(ctx, turn.ID); err != nil {
 			return err
 		}
-		if err := turn.Stage(func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `INSERT INTO app_notes (turn_id, note) VALUES ($1, 'staged')`, turn.ID)
-			return err
-		}); err != nil {
+		if err := stageNote(turn, "staged"); err != nil {
 			return err
 		}
 		if err := turn.Enqueue(refundSpec(turn, 0, 250)); err != nil {
@@ -260,4 +257,13 @@ func TestTurnRejectsBadStaging(t *testing.T) {
 	require.ErrorIs(t, err, turns.ErrTurnEnded)
 	_, err = kept.HasPendingMessages(ctx)
 	require.ErrorIs(t, err, turns.ErrTurnEnded)
+}
+
+// stageNote stages an app_notes row of turn: the handler's own write, committed with the turn or
+// not at all.
+func stageNote(turn *turns.Turn, note string) error {
+	return turn.Stage(func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO app_notes (turn_id, note) VALUES ($1, $2)`, turn.ID, note)
+		return err
+	})
 }

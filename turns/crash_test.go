@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/turns"
@@ -20,10 +19,7 @@ func TestKilledHolderFreesSessionAndLeavesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := setup(t, turns.Config{Handler: turns.HandlerFunc(func(ctx context.Context, turn *turns.Turn) error {
-		if err := turn.Stage(func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `INSERT INTO app_notes (turn_id, note) VALUES ($1, 'retried turn')`, turn.ID)
-			return err
-		}); err != nil {
+		if err := stageNote(turn, "retried turn"); err != nil {
 			return err
 		}
 		return turn.Enqueue(refundSpec(turn, 0, 100))

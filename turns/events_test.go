@@ -33,9 +33,7 @@ func TestSupersedeEvents(t *testing.T) {
 	}
 	h := setup(t, turns.Config{Handler: p})
 	session := newSession("web")
-	first, err := runFirstTurn(t, h, p, session)
-	require.NoError(t, err)
-	require.Equal(t, turns.StatusSuperseded, first.Turn.Status)
+	first := runSupersededTurn(t, h, p, session)
 	second, err := h.tc.RunTurn(ctx, session)
 	require.NoError(t, err)
 	require.Equal(t, turns.StatusComplete, second.Turn.Status)

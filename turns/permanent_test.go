@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
@@ -23,10 +22,7 @@ func TestPermanentHandlerErrorFailsTheTurn(t *testing.T) {
 	var calls atomic.Int32
 	h := setup(t, turns.Config{Handler: turns.HandlerFunc(func(ctx context.Context, turn *turns.Turn) error {
 		calls.Add(1)
-		if err := turn.Stage(func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `INSERT INTO app_notes (turn_id, note) VALUES ($1, 'staged')`, turn.ID)
-			return err
-		}); err != nil {
+		if err := stageNote(turn, "staged"); err != nil {
 			return err
 		}
 		if err := turn.Enqueue(refundSpec(turn, 0, 10)); err != nil {

@@ -90,6 +90,16 @@ func runFirstTurn(t *testing.T, h *harness, p *pausing, session string) (*turns.
 	return o.result, o.err
 }
 
+// runSupersededTurn is runFirstTurn for a first turn that the decider supersedes: it requires the
+// turn to end SUPERSEDED.
+func runSupersededTurn(t *testing.T, h *harness, p *pausing, session string) *turns.Result {
+	t.Helper()
+	first, err := runFirstTurn(t, h, p, session)
+	require.NoError(t, err)
+	require.Equal(t, turns.StatusSuperseded, first.Turn.Status)
+	return first
+}
+
 // A message that arrives before an irreversible effect makes the turn ask the default decider;
 // with nothing done yet it supersedes: nothing is committed, and the next turn takes both
 // messages in the same turn group. The decision is recorded and counted.
@@ -123,9 +133,7 @@ func TestSupersedeBeforeIrreversibleEffect(t *testing.T) {
 	h := setup(t, turns.Config{Handler: p})
 	session := newSession("web")
 
-	first, err := runFirstTurn(t, h, p, session)
-	require.NoError(t, err)
-	require.Equal(t, turns.StatusSuperseded, first.Turn.Status)
+	first := runSupersededTurn(t, h, p, session)
 	require.Equal(t, turns.ActionSupersede, decisionSeen.Action)
 	require.Len(t, decisionSeen.Messages, 1)
 	require.Equal(t, "m2", decisionSeen.Messages[0].MessageID)
@@ -254,9 +262,7 @@ func TestSupersedingTurnDeduplicatesJournalPosition(t *testing.T) {
 	})})
 	session := newSession("web")
 
-	first, err := runFirstTurn(t, h, p, session)
-	require.NoError(t, err)
-	require.Equal(t, turns.StatusSuperseded, first.Turn.Status)
+	first := runSupersededTurn(t, h, p, session)
 	require.Equal(t, int32(1), asked.Load())
 	require.Equal(t, first.Turn.Group.String()+"/d-0/bank.refund/0", key)
 	require.Equal(t, 1, h.bank.count(key))

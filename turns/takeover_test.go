@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/testkit"
@@ -26,10 +25,7 @@ func TestTakeoverOfTurnJob(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			h := setup(t, turns.Config{RecoverInterval: -1, Handler: turns.HandlerFunc(func(ctx context.Context, turn *turns.Turn) error {
-				if err := turn.Stage(func(ctx context.Context, tx pgx.Tx) error {
-					_, err := tx.Exec(ctx, `INSERT INTO app_notes (turn_id, note) VALUES ($1, 'handled')`, turn.ID)
-					return err
-				}); err != nil {
+				if err := stageNote(turn, "handled"); err != nil {
 					return err
 				}
 				return turn.Enqueue(refundSpec(turn, 0, 100))

@@ -45,15 +45,7 @@ func TestArtifactsOverHTTP(t *testing.T) {
 	session := newSession()
 	h.submit(session, "m1", nil)
 
-	type outcome struct {
-		result *turns.Result
-		err    error
-	}
-	first := make(chan outcome, 1)
-	go func() {
-		result, err := h.tc.RunTurn(ctx, session)
-		first <- outcome{result, err}
-	}()
+	first := h.runTurn(session)
 	req := <-e.arrived
 	require.Empty(t, req.Artifacts)
 	require.NotNil(t, req.Artifacts, "sent as [] when the group has none")

@@ -115,6 +115,23 @@ func (h *harness) submit(session, id string, at *time.Time) {
 	require.NoError(h.t, err)
 }
 
+// turnOutcome is what a RunTurn returned.
+type turnOutcome struct {
+	result *turns.Result
+	err    error
+}
+
+// runTurn runs session's turn in a goroutine of its own, and delivers what RunTurn returned once it
+// returns.
+func (h *harness) runTurn(session string) <-chan turnOutcome {
+	done := make(chan turnOutcome, 1)
+	go func() {
+		result, err := h.tc.RunTurn(context.Background(), session)
+		done <- turnOutcome{result, err}
+	}()
+	return done
+}
+
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
 	return testkit.Count(h.t, h.pool, sql, args...)
@@ -282,15 +299,7 @@ func TestMessageBeforeIrreversibleSupersedes(t *testing.T) {
 	session := newSession()
 	h.submit(session, "m1", nil)
 
-	type outcome struct {
-		result *turns.Result
-		err    error
-	}
-	first := make(chan outcome, 1)
-	go func() {
-		result, err := h.tc.RunTurn(ctx, session)
-		first <- outcome{result, err}
-	}()
+	first := h.runTurn(session)
 	<-e.arrived
 	h.submit(session, "m2", nil)
 	close(release)
