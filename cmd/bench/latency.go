@@ -118,9 +118,7 @@ func (b *bench) e2eRiverRate(ctx context.Context) (err error) {
 	if err := b.reset(ctx); err != nil {
 		return err
 	}
-	workers := river.NewWorkers()
-	river.AddWorker(workers, noopWorker{})
-	client, err := b.riverClient(ctx, workers, e2eRiverQueue)
+	client, err := b.riverClient(ctx, noopWorkers(), e2eRiverQueue)
 	if err != nil {
 		return err
 	}
