@@ -189,6 +189,15 @@ func benchRegistry() *effects.Registry {
 	return registry
 }
 
+// resetClient resets the database (reset) and returns a Reckon client of workers on it, not
+// started.
+func (b *bench) resetClient(ctx context.Context, workers int) (*effects.Client, error) {
+	if err := b.reset(ctx); err != nil {
+		return nil, err
+	}
+	return b.reckonClient(workers)
+}
+
 func (b *bench) reckonClient(workers int) (*effects.Client, error) {
 	return effects.NewClient(b.pool, &effects.Config{
 		Registry: benchRegistry(), Logger: b.logger, Workers: workers, DispatchBatch: b.o.dispatchBatch, ClaimInterval: b.o.claimInterval,
@@ -224,10 +233,7 @@ func (b *bench) reckon(ctx context.Context) error {
 		{"bench.idempotent", "reckon", "Reckon, idempotent no-op connector"},
 		{"bench.full", "reckon-full", "Reckon, full protocol (non-idempotent + status check)"},
 	} {
-		if err := b.reset(ctx); err != nil {
-			return err
-		}
-		client, err := b.reckonClient(b.o.workers)
+		client, err := b.resetClient(ctx, b.o.workers)
 		if err != nil {
 			return err
 		}
@@ -308,10 +314,7 @@ func (b *bench) waitDone(ctx context.Context, name, remaining, endSQL string) (t
 // enqueue compares single-effect transactions: C goroutines, each committing one EnqueueTx (or
 // one River InsertTx) per transaction, for the run's duration.
 func (b *bench) enqueue(ctx context.Context) error {
-	if err := b.reset(ctx); err != nil {
-		return err
-	}
-	client, err := b.reckonClient(1)
+	client, err := b.resetClient(ctx, 1)
 	if err != nil {
 		return err
 	}
