@@ -118,30 +118,6 @@ func (b *bench) setEvents(ctx context.Context, on bool) error {
 // reportEvents prints, for each result also run without the event stream, the ratio with/without
 // of its rate (and of its p99 latency, where it has one), and records them in the ratios.
 func (b *bench) reportEvents() {
-	r := &b.results
-	var lines []string
-	for _, off := range r.Results {
-		base, ok := strings.CutSuffix(off.Name, eventsOffSuffix)
-		on := r.get(base)
-		if !ok || on == nil {
-			continue
-		}
-		line := fmt.Sprintf("  %-22s", base)
-		if on.PerSecond > 0 && off.PerSecond > 0 {
-			r.Ratios[base+"/"+off.Name] = on.PerSecond / off.PerSecond
-			line += fmt.Sprintf(" throughput %.0f/s with events, %.0f/s without: %.3f", on.PerSecond, off.PerSecond, on.PerSecond/off.PerSecond)
-		}
-		if p99on, p99off := on.Extra["p99_ms"], off.Extra["p99_ms"]; p99on > 0 && p99off > 0 {
-			r.Ratios[base+"/"+off.Name+" p99"] = p99on / p99off
-			line += fmt.Sprintf("  p99 %.1f ms with, %.1f ms without: %.2f", p99on, p99off, p99on/p99off)
-		}
-		lines = append(lines, line)
-	}
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Fprintln(b.out, "\nEVENT STREAM written / not written, same run")
-	for _, line := range lines {
-		fmt.Fprintln(b.out, line)
-	}
+	b.reportRatios("EVENT STREAM written / not written, same run", eventsOffSuffix, false,
+		" throughput %.0f/s with events, %.0f/s without: %.3f", "  p99 %.1f ms with, %.1f ms without: %.2f")
 }

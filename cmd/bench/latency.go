@@ -29,10 +29,7 @@ func (b *bench) latency(ctx context.Context) error {
 		return err
 	}
 	for _, share := range []float64{0.01, 0.25, 0.50} {
-		if err := b.reset(ctx); err != nil {
-			return err
-		}
-		client, err := b.reckonClient(b.o.workers)
+		client, err := b.resetClient(ctx, b.o.workers)
 		if err != nil {
 			return err
 		}
@@ -118,9 +115,7 @@ func (b *bench) e2eRiverRate(ctx context.Context) (err error) {
 	if err := b.reset(ctx); err != nil {
 		return err
 	}
-	workers := river.NewWorkers()
-	river.AddWorker(workers, noopWorker{})
-	client, err := b.riverClient(ctx, workers, e2eRiverQueue)
+	client, err := b.riverClient(ctx, noopWorkers(), e2eRiverQueue)
 	if err != nil {
 		return err
 	}
@@ -145,10 +140,7 @@ func (b *bench) e2eRiverRate(ctx context.Context) (err error) {
 // on one machine they share the CPUs, and half of the sum of their separate maxima is not half
 // load.)
 func (b *bench) latencyMaxRate(ctx context.Context) (rate float64, err error) {
-	if err := b.reset(ctx); err != nil {
-		return 0, err
-	}
-	client, err := b.reckonClient(b.o.workers)
+	client, err := b.resetClient(ctx, b.o.workers)
 	if err != nil {
 		return 0, err
 	}

@@ -194,10 +194,7 @@ func stopReactors(procs []*reactorProcess) {
 // scale dispatches N full-protocol effects with 1, 2 and 4 reactor processes on the same queue.
 func (b *bench) scale(ctx context.Context) error {
 	for _, k := range []int{1, 2, 4} {
-		if err := b.reset(ctx); err != nil {
-			return err
-		}
-		client, err := b.reckonClient(1)
+		client, err := b.resetClient(ctx, 1)
 		if err != nil {
 			return err
 		}
@@ -247,10 +244,7 @@ func (b *bench) measureScale(ctx context.Context, k int, start time.Time) error 
 // memory starts one reactor process with memoryN effects waiting and records its peak RSS and Go
 // heap until they are all dispatched.
 func (b *bench) memory(ctx context.Context) error {
-	if err := b.reset(ctx); err != nil {
-		return err
-	}
-	client, err := b.reckonClient(1)
+	client, err := b.resetClient(ctx, 1)
 	if err != nil {
 		return err
 	}

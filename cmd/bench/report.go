@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -89,6 +90,45 @@ func (b *bench) report() {
 	b.reportLimits()
 	b.checkTargets(river, peer)
 	b.reportTargets()
+}
+
+// reportRatios prints under title, for each result also run the other way in the same run (the
+// result named with suffix; suffixedOn: that run is the one with the feature on), the ratio on/off
+// of its rate and of its p99 latency (where it has one), with rateFormat and p99Format given on,
+// off and their ratio, and records them in the ratios as "ON/OFF" and "ON/OFF p99". Without such
+// a result it prints nothing.
+func (b *bench) reportRatios(title, suffix string, suffixedOn bool, rateFormat, p99Format string) {
+	r := &b.results
+	var lines []string
+	for i := range r.Results {
+		suffixed := &r.Results[i]
+		base, ok := strings.CutSuffix(suffixed.Name, suffix)
+		other := r.get(base)
+		if !ok || other == nil {
+			continue
+		}
+		on, off := other, suffixed
+		if suffixedOn {
+			on, off = suffixed, other
+		}
+		line := fmt.Sprintf("  %-22s", base)
+		if on.PerSecond > 0 && off.PerSecond > 0 {
+			r.Ratios[on.Name+"/"+off.Name] = on.PerSecond / off.PerSecond
+			line += fmt.Sprintf(rateFormat, on.PerSecond, off.PerSecond, on.PerSecond/off.PerSecond)
+		}
+		if p99on, p99off := on.Extra["p99_ms"], off.Extra["p99_ms"]; p99on > 0 && p99off > 0 {
+			r.Ratios[on.Name+"/"+off.Name+" p99"] = p99on / p99off
+			line += fmt.Sprintf(p99Format, p99on, p99off, p99on/p99off)
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(b.out, "\n"+title)
+	for _, line := range lines {
+		fmt.Fprintln(b.out, line)
+	}
 }
 
 // reportTable prints the throughput of every scenario, and its ratio to River's (river) and to

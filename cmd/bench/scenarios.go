@@ -70,6 +70,24 @@ func (b *bench) riverClient(ctx context.Context, workers *river.Workers, queue s
 	return client, client.Start(ctx)
 }
 
+// workUntilDone starts a River client of workers on queue, waits until nothing of the scenario
+// name remains (waitDone) and stops the client; it returns the end waitDone read.
+func (b *bench) workUntilDone(ctx context.Context, workers *river.Workers, queue, name, remaining, endSQL string) (time.Time, error) {
+	client, err := b.riverClient(ctx, workers, queue)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer client.Stop(context.WithoutCancel(ctx))
+	return b.waitDone(ctx, name, remaining, endSQL)
+}
+
+// noopWorkers are the workers of the River scenarios' no-op jobs.
+func noopWorkers() *river.Workers {
+	workers := river.NewWorkers()
+	river.AddWorker(workers, noopWorker{})
+	return workers
+}
+
 // River settings shared by every client of the run, River's and Reckon's alike.
 const (
 	fetchCooldown     = 1 * time.Millisecond
@@ -80,8 +98,6 @@ func (b *bench) river(ctx context.Context) error {
 	if err := b.reset(ctx); err != nil {
 		return err
 	}
-	workers := river.NewWorkers()
-	river.AddWorker(workers, noopWorker{})
 	inserter, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Logger: b.logger})
 	if err != nil {
 		return err
@@ -100,12 +116,7 @@ func (b *bench) river(ctx context.Context) error {
 	if err := b.analyze(ctx); err != nil {
 		return err
 	}
-	client, err := b.riverClient(ctx, workers, "bench_river")
-	if err != nil {
-		return err
-	}
-	defer client.Stop(context.WithoutCancel(ctx))
-	end, err := b.waitDone(ctx, "river", `FROM river_job WHERE queue = 'bench_river' AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')`,
+	end, err := b.workUntilDone(ctx, noopWorkers(), "bench_river", "river", `FROM river_job WHERE queue = 'bench_river' AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')`,
 		`SELECT max(finalized_at) FROM river_job WHERE queue = 'bench_river'`)
 	if err != nil {
 		return err
@@ -154,12 +165,7 @@ func (b *bench) peer(ctx context.Context) error {
 	if err := b.analyze(ctx); err != nil {
 		return err
 	}
-	worker, err := b.riverClient(ctx, workers, "bench_peer")
-	if err != nil {
-		return err
-	}
-	defer worker.Stop(context.WithoutCancel(ctx))
-	end, err := b.waitDone(ctx, "peer", `FROM bench_peer WHERE state <> 'CONFIRMED'`, `SELECT max(updated_at) FROM bench_peer`)
+	end, err := b.workUntilDone(ctx, workers, "bench_peer", "peer", `FROM bench_peer WHERE state <> 'CONFIRMED'`, `SELECT max(updated_at) FROM bench_peer`)
 	if err != nil {
 		return err
 	}
@@ -181,6 +187,15 @@ func benchRegistry() *effects.Registry {
 		},
 	})
 	return registry
+}
+
+// resetClient resets the database (reset) and returns a Reckon client of workers on it, not
+// started.
+func (b *bench) resetClient(ctx context.Context, workers int) (*effects.Client, error) {
+	if err := b.reset(ctx); err != nil {
+		return nil, err
+	}
+	return b.reckonClient(workers)
 }
 
 func (b *bench) reckonClient(workers int) (*effects.Client, error) {
@@ -218,10 +233,7 @@ func (b *bench) reckon(ctx context.Context) error {
 		{"bench.idempotent", "reckon", "Reckon, idempotent no-op connector"},
 		{"bench.full", "reckon-full", "Reckon, full protocol (non-idempotent + status check)"},
 	} {
-		if err := b.reset(ctx); err != nil {
-			return err
-		}
-		client, err := b.reckonClient(b.o.workers)
+		client, err := b.resetClient(ctx, b.o.workers)
 		if err != nil {
 			return err
 		}
@@ -302,10 +314,7 @@ func (b *bench) waitDone(ctx context.Context, name, remaining, endSQL string) (t
 // enqueue compares single-effect transactions: C goroutines, each committing one EnqueueTx (or
 // one River InsertTx) per transaction, for the run's duration.
 func (b *bench) enqueue(ctx context.Context) error {
-	if err := b.reset(ctx); err != nil {
-		return err
-	}
-	client, err := b.reckonClient(1)
+	client, err := b.resetClient(ctx, 1)
 	if err != nil {
 		return err
 	}

@@ -333,9 +333,7 @@ func (b *bench) eachInTx(ctx context.Context, n int, fn func(ctx context.Context
 
 // storageRiver inserts n no-op River jobs one per transaction and works them to completion.
 func (b *bench) storageRiver(ctx context.Context, n int) (err error) {
-	workers := river.NewWorkers()
-	river.AddWorker(workers, noopWorker{})
-	client, err := b.riverClient(ctx, workers, storageQueue)
+	client, err := b.riverClient(ctx, noopWorkers(), storageQueue)
 	if err != nil {
 		return err
 	}

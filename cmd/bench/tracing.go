@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -104,30 +103,6 @@ func (b *bench) runScenarioTraced(ctx context.Context, scenario string) error {
 // reportTracing prints, for each result also run with tracing on, the ratio on/off of its rate
 // (and of its p99 latency, where it has one), and records them in the ratios.
 func (b *bench) reportTracing() {
-	r := &b.results
-	var lines []string
-	for _, on := range r.Results {
-		base, ok := strings.CutSuffix(on.Name, tracingSuffix)
-		off := r.get(base)
-		if !ok || off == nil {
-			continue
-		}
-		line := fmt.Sprintf("  %-22s", base)
-		if on.PerSecond > 0 && off.PerSecond > 0 {
-			r.Ratios[on.Name+"/"+base] = on.PerSecond / off.PerSecond
-			line += fmt.Sprintf(" throughput %.0f/s on, %.0f/s off: %.3f", on.PerSecond, off.PerSecond, on.PerSecond/off.PerSecond)
-		}
-		if p99on, p99off := on.Extra["p99_ms"], off.Extra["p99_ms"]; p99on > 0 && p99off > 0 {
-			r.Ratios[on.Name+"/"+base+" p99"] = p99on / p99off
-			line += fmt.Sprintf("  p99 %.1f ms on, %.1f ms off: %.2f", p99on, p99off, p99on/p99off)
-		}
-		lines = append(lines, line)
-	}
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Fprintln(b.out, "\nTRACING on (in-memory exporter) / off, same run")
-	for _, line := range lines {
-		fmt.Fprintln(b.out, line)
-	}
+	b.reportRatios("TRACING on (in-memory exporter) / off, same run", tracingSuffix, true,
+		" throughput %.0f/s on, %.0f/s off: %.3f", "  p99 %.1f ms on, %.1f ms off: %.2f")
 }

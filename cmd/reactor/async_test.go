@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,8 +54,7 @@ func TestReactorAsyncTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, effects.StatePending, e.State, "still awaiting its callback")
 
-	reactor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, reactor.Wait(t, 30*time.Second))
+	reactor.Stop(t)
 }
 
 // awaitSeconds waits until the effect was accepted upstream and returns how long it awaits its

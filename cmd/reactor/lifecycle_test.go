@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -45,18 +46,11 @@ func seedAged(t *testing.T, pool *pgxpool.Pool, prefix string, n int, state effe
 	require.NoError(t, tx.Commit(ctx))
 }
 
-func countRows(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
-}
-
 // halfHistories counts the effects whose audit trail does not start with their insert or does not
 // end in their state: what no reader may ever see.
 func halfHistories(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
-	return countRows(t, pool, `
+	return testkit.Count(t, pool, `
 		SELECT count(*) FROM reckon_effects e
 		WHERE NOT EXISTS (SELECT 1 FROM reckon_effect_transitions t WHERE t.effect_id = e.id AND t.from_state IS NULL)
 		   OR e.state IS DISTINCT FROM (SELECT t.to_state FROM reckon_effect_transitions t WHERE t.effect_id = e.id ORDER BY t.id DESC LIMIT 1)`)
@@ -105,25 +99,24 @@ func TestRetentionSurvivesSIGKILL(t *testing.T) {
 	cli.Env = append(os.Environ(), f.env...)
 	require.NoError(t, cli.Start())
 	require.Eventually(t, func() bool {
-		return countRows(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'aged-%'`) < aged-500
+		return testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'aged-%'`) < aged-500
 	}, 30*time.Second, 10*time.Millisecond)
 	require.NoError(t, cli.Process.Signal(syscall.SIGKILL))
 	_ = cli.Wait()
 	require.Zero(t, halfHistories(t, f.pool))
-	afterCLI := countRows(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'aged-%'`)
+	afterCLI := testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'aged-%'`)
 	require.Positive(t, afterCLI, "killed before it finished")
-	require.Equal(t, 1, countRows(t, f.pool, `SELECT count(*) FROM reckon_retention_runs WHERE finished_at IS NULL AND actor LIKE 'cli:%'`))
+	require.Equal(t, 1, testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_retention_runs WHERE finished_at IS NULL AND actor LIKE 'cli:%'`))
 
 	// The fleet turns its own retention on (every reactor of a deployment runs the same periodic
 	// jobs): the reactor running it is killed mid-run, the other finishes.
-	first.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, first.Wait(t, 30*time.Second), first.Stderr())
+	first.Stop(t)
 	second := f.startReactor(append([]string{"-id", "reactor-b", "-retention-interval", "1s"}, retentionFlags...)...)
 	third := f.startReactor(append([]string{"-id", "reactor-c", "-retention-interval", "1s"}, retentionFlags...)...)
 	var runner string
 	require.Eventually(t, func() bool {
 		err := f.pool.QueryRow(ctx, `SELECT actor FROM reckon_retention_runs WHERE finished_at IS NULL AND actor LIKE 'retention:%'`).Scan(&runner)
-		return err == nil && countRows(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'aged-%'`) < afterCLI-500
+		return err == nil && testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'aged-%'`) < afterCLI-500
 	}, 60*time.Second, 10*time.Millisecond)
 	killed, survivor := second, third
 	if runner == "retention:reactor-c" {
@@ -134,7 +127,7 @@ func TestRetentionSurvivesSIGKILL(t *testing.T) {
 	require.Zero(t, halfHistories(t, f.pool))
 
 	require.Eventually(t, func() bool {
-		return countRows(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'aged-%'`) == 0
+		return testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'aged-%'`) == 0
 	}, 120*time.Second, 100*time.Millisecond, "retention resumes on the survivor\n%s", survivor.Stderr())
 	close(stop)
 
@@ -148,18 +141,17 @@ func TestRetentionSurvivesSIGKILL(t *testing.T) {
 		require.Equal(t, effects.StateConfirmed, settled.State, effect.IdempotencyKey)
 		require.Equal(t, 1, f.bank.Count(effect.IdempotencyKey), "%s performed once", effect.IdempotencyKey)
 	}
-	require.Equal(t, 50, countRows(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'stuck-%' AND state = 'STUCK'`),
+	require.Equal(t, 50, testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'stuck-%' AND state = 'STUCK'`),
 		"unsettled effects are never pruned")
 	require.Zero(t, halfHistories(t, f.pool))
-	require.Equal(t, aged, countRows(t, f.pool, `SELECT count(DISTINCT t.effect_id) FROM reckon_effect_transitions t
+	require.Equal(t, aged, testkit.Count(t, f.pool, `SELECT count(DISTINCT t.effect_id) FROM reckon_effect_transitions t
 		WHERE t.reason = 'aged history' AND t.from_state IS NULL AND NOT EXISTS (SELECT 1 FROM reckon_effects e WHERE e.id = t.effect_id)`),
 		"the pruned effects' history stays in the audit trail")
 	names := map[*proctest.Process]string{second: "reactor-b", third: "reactor-c"}
 	// The survivor runs every second and may be in a run now: only the killed runs are counted.
-	require.Equal(t, 2, countRows(t, f.pool, `SELECT count(*) FROM reckon_retention_runs WHERE finished_at IS NULL AND (actor LIKE 'cli:%' OR actor = $1)`,
+	require.Equal(t, 2, testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_retention_runs WHERE finished_at IS NULL AND (actor LIKE 'cli:%' OR actor = $1)`,
 		"retention:"+names[killed]), "the killed runs stay unfinished")
-	require.Positive(t, countRows(t, f.pool, `SELECT count(*) FROM reckon_retention_runs WHERE finished_at IS NOT NULL AND error IS NULL AND actor = $1`,
+	require.Positive(t, testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_retention_runs WHERE finished_at IS NOT NULL AND error IS NULL AND actor = $1`,
 		"retention:"+names[survivor]))
-	survivor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, survivor.Wait(t, 30*time.Second), survivor.Stderr())
+	survivor.Stop(t)
 }

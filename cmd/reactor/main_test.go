@@ -111,6 +111,13 @@ func (f *fixture) startReactor(extra ...string) *proctest.Process {
 	return p
 }
 
+// scrape returns what the reactor serves on /metrics.
+func scrape(t *testing.T, p *proctest.Process) string {
+	t.Helper()
+	_, body := testkit.Do(t, http.MethodGet, "http://"+p.Addr(t)+"/metrics", "", "")
+	return string(body)
+}
+
 func (f *fixture) wait(effect *effects.Effect) *effects.Effect {
 	f.t.Helper()
 	return testkit.Wait(f.t, f.client, effect.ID, 60*time.Second)
@@ -207,8 +214,7 @@ func TestReactorHTTPConnectorOutcomes(t *testing.T) {
 	require.Equal(t, "PENDING → CONFIRMED", f.path(effect))
 	require.Equal(t, 1, f.bank.Count("refused-then-up"))
 
-	reactor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, reactor.Wait(t, 30*time.Second))
+	reactor.Stop(t)
 }
 
 // TestReactorSIGTERMUnderLoad stops a reactor with SIGTERM while it has calls in flight that do not
@@ -232,9 +238,8 @@ func TestReactorSIGTERMUnderLoad(t *testing.T) {
 		all = append(all, f.enqueue("bank.wire", key, i+1))
 	}
 	reactor := f.startReactor("-workers", "40", "-shutdown-timeout", "1s")
-	require.Eventually(t, func() bool { return countSettled(t, f.pool) >= n/2 }, 60*time.Second, 50*time.Millisecond)
-	reactor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, reactor.Wait(t, 30*time.Second), "a drained reactor exits 0")
+	require.Eventually(t, func() bool { return testkit.Count(t, f.pool, countSettled) >= n/2 }, 60*time.Second, 50*time.Millisecond)
+	reactor.Stop(t) // a drained reactor exits 0
 	require.True(t, reactor.Logged("reactor stopped"))
 	require.True(t, reactor.Logged("reactor: work in flight did not finish in time; cancelling it"),
 		"the held calls were still in flight at the shutdown deadline")
@@ -243,7 +248,7 @@ func TestReactorSIGTERMUnderLoad(t *testing.T) {
 		all = append(all, f.enqueue("bank.wire", fmt.Sprintf("load-%03d", i), i+1))
 	}
 	reactor = f.startReactor()
-	require.Eventually(t, func() bool { return countSettled(t, f.pool) == len(all) }, 90*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return testkit.Count(t, f.pool, countSettled) == len(all) }, 90*time.Second, 100*time.Millisecond,
 		"every effect settles after the restart")
 	interrupted := 0
 	for i, enqueued := range all {
@@ -258,57 +263,38 @@ func TestReactorSIGTERMUnderLoad(t *testing.T) {
 		require.Equal(t, int64(i+1), f.bank.Net(effect.IdempotencyKey))
 	}
 	require.Positive(t, interrupted, "some calls were cut by the shutdown and reconciled")
-	reactor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, reactor.Wait(t, 30*time.Second))
+	reactor.Stop(t)
 }
 
-func countSettled(t *testing.T, pool *pgxpool.Pool) int {
-	var settled int
-	err := pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM reckon_effects WHERE state IN ('CONFIRMED', 'FAILED', 'STUCK')`).Scan(&settled)
-	require.NoError(t, err)
-	return settled
-}
+// countSettled counts the effects in a final state.
+const countSettled = `SELECT count(*) FROM reckon_effects WHERE state IN ('CONFIRMED', 'FAILED', 'STUCK')`
 
 // TestReactorConfig: flags and environment configure the reactor; bad values are refused with
 // exit status 2 and a message naming them.
 func TestReactorConfig(t *testing.T) {
 	t.Parallel()
-	reactor := proctest.Binary(t, "reactor")
-	res := proctest.Run(t, []string{"RECKON_WORKERS=many"}, reactor)
-	require.Equal(t, 2, res.ExitCode)
-	require.Contains(t, res.Stderr, `RECKON_WORKERS="many": not an integer`)
-	res = proctest.Run(t, []string{"RECKON_SWEEP_INTERVAL=5"}, reactor)
-	require.Equal(t, 2, res.ExitCode)
-	require.Contains(t, res.Stderr, "RECKON_SWEEP_INTERVAL")
-	res = proctest.Run(t, nil, reactor, "-workers", "0")
-	require.Equal(t, 2, res.ExitCode)
-	require.Contains(t, res.Stderr, "-workers must be between 1 and 10000")
-	res = proctest.Run(t, nil, reactor, "-shutdown-timeout", "-1s")
-	require.Equal(t, 2, res.ExitCode)
-	res = proctest.Run(t, nil, reactor, "-fetch-poll-interval", "50ms")
-	require.Equal(t, 2, res.ExitCode)
-	require.Contains(t, res.Stderr, "must not be shorter than the fetch cooldown 100ms")
-	res = proctest.Run(t, nil, reactor, "extra")
-	require.Equal(t, 2, res.ExitCode)
-	require.Contains(t, res.Stderr, `unexpected argument "extra"`)
-	res = proctest.Run(t, []string{"RECKON_TURN_HANDLER_URL=bot.example/turns"}, reactor)
-	require.Equal(t, 2, res.ExitCode)
-	require.Contains(t, res.Stderr, "-turn-handler-url")
-	require.Contains(t, res.Stderr, "want an absolute http:// or https:// URL")
-	res = proctest.Run(t, nil, reactor, "-turn-handler-timeout", "0s")
-	require.Equal(t, 2, res.ExitCode)
-	require.Contains(t, res.Stderr, "-turn-handler-timeout and -turn-not-ready-delay must be positive")
+	requireRefused(t, []refused{
+		{env: []string{"RECKON_WORKERS=many"}, want: `RECKON_WORKERS="many": not an integer`},
+		{env: []string{"RECKON_SWEEP_INTERVAL=5"}, want: "RECKON_SWEEP_INTERVAL"},
+		{args: []string{"-workers", "0"}, want: "-workers must be between 1 and 10000"},
+		{args: []string{"-shutdown-timeout", "-1s"}, want: "-shutdown-timeout must be positive"},
+		{args: []string{"-fetch-poll-interval", "50ms"}, want: "must not be shorter than the fetch cooldown 100ms"},
+		{args: []string{"extra"}, want: `unexpected argument "extra"`},
+		{
+			env:  []string{"RECKON_TURN_HANDLER_URL=bot.example/turns"},
+			want: `-turn-handler-url: httpturn: handler URL "bot.example/turns": want an absolute http:// or https:// URL`,
+		},
+		{args: []string{"-turn-handler-timeout", "0s"}, want: "-turn-handler-timeout and -turn-not-ready-delay must be positive"},
+	})
 
 	// Environment values reach the reactor: its id appears in its logs.
 	f := setup(t)
 	env := append(f.env, "RECKON_REACTOR_ID=env-reactor-7", "RECKON_WORKERS=3")
-	p := proctest.Start(t, env, reactor, "-addr", "127.0.0.1:0")
+	p := proctest.Start(t, env, proctest.Binary(t, "reactor"), "-addr", "127.0.0.1:0")
 	p.Addr(t)
 	require.Eventually(t, func() bool { return strings.Contains(p.Stderr(), `"reactor_id":"env-reactor-7"`) }, 10*time.Second, 20*time.Millisecond)
 	require.Contains(t, p.Stderr(), `"workers":3`)
-	p.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, p.Wait(t, 30*time.Second))
+	p.Stop(t)
 }
 
 // TestReactorConfirmationConfig: -require-irreversible-confirmation, -confirmation-ttl and
@@ -332,16 +318,14 @@ func TestReactorConfirmationConfig(t *testing.T) {
 	p.Addr(t)
 	require.Eventually(t, func() bool { return strings.Contains(p.Stderr(), logged) }, 10*time.Second, 20*time.Millisecond)
 	require.Contains(t, p.Stderr(), logged+`,"require_irreversible_confirmation":false,"confirmation_ttl":"0s","four_eyes":false`, "off by default")
-	p.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, p.Wait(t, 30*time.Second))
+	p.Stop(t)
 
 	env := append(f.env, "RECKON_REQUIRE_IRREVERSIBLE_CONFIRMATION=true", "RECKON_CONFIRMATION_TTL=2h", "RECKON_FOUR_EYES=false")
 	p = proctest.Start(t, env, reactor, "-addr", "127.0.0.1:0", "-four-eyes") // the flag overrides its variable
 	p.Addr(t)
 	require.Eventually(t, func() bool { return strings.Contains(p.Stderr(), logged) }, 10*time.Second, 20*time.Millisecond)
 	require.Contains(t, p.Stderr(), logged+`,"require_irreversible_confirmation":true,"confirmation_ttl":"2h0m0s","four_eyes":true`)
-	p.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, p.Wait(t, 30*time.Second))
+	p.Stop(t)
 }
 
 // TestReactorDrainsOnSIGTERM: a call in flight when SIGTERM arrives is allowed to finish within the
@@ -401,7 +385,7 @@ func TestTwoReactors(t *testing.T) {
 		}
 		all = append(all, f.enqueue("bank.wire", key, 10))
 	}
-	require.Eventually(t, func() bool { return countSettled(t, f.pool) == n }, 90*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return testkit.Count(t, f.pool, countSettled) == n }, 90*time.Second, 100*time.Millisecond)
 	for _, enqueued := range all {
 		effect, err := f.client.Get(context.Background(), enqueued.ID)
 		require.NoError(t, err)
@@ -420,7 +404,6 @@ func TestTwoReactors(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Len(t, actors, 2, "both reactors confirmed effects: %v", actors)
 	for _, p := range []*proctest.Process{first, second} {
-		p.Signal(t, syscall.SIGTERM)
-		require.Equal(t, 0, p.Wait(t, 30*time.Second))
+		p.Stop(t)
 	}
 }

@@ -3,13 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,17 +25,9 @@ func TestMetricsAtStart(t *testing.T) {
 	f := setup(t)
 	f.put(f.bankWire("bank.wire", 5*time.Second))
 	p := f.startReactor("-retention-interval", "0")
-	scrape := func() string {
-		resp, err := http.Get("http://" + p.Addr(t) + "/metrics")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return string(body)
-	}
 	var body string
 	require.Eventually(t, func() bool {
-		body = scrape()
+		body = scrape(t, p)
 		return strings.Contains(body, "\nreckon_reactor_http_connectors 1\n")
 	}, 30*time.Second, 20*time.Millisecond, p.Stderr())
 
@@ -98,8 +87,7 @@ func TestMetricsAtStart(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &out, &out
 		require.NoError(t, cmd.Run(), "promtool check metrics:\n%s", out.String())
 	}
-	p.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, p.Wait(t, 30*time.Second))
+	p.Stop(t)
 }
 
 // TestClaimIntervalConfig: -claim-interval and RECKON_CLAIM_INTERVAL out of range (1ms to 1s) or
@@ -137,6 +125,5 @@ func TestStatsIntervalConfig(t *testing.T) {
 		require.NoError(t, f.pool.QueryRow(context.Background(), `SELECT computed_at FROM reckon_stats WHERE part = 'effects'`).Scan(&at))
 		return at.Sub(first) >= 200*time.Millisecond
 	}, 10*time.Second, 20*time.Millisecond, "computed again an interval later")
-	p.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, p.Wait(t, 30*time.Second))
+	p.Stop(t)
 }

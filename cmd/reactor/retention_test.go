@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestReactorRetentionConfig: a retention flag or variable out of range is refused with exit status
@@ -48,20 +44,11 @@ func TestReactorRunsRetention(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.pool.Exec(ctx, `UPDATE reckon_audit_settings SET premake = interval '150 days'`)
 	require.NoError(t, err, "partitions are due further ahead")
-	metrics := func(p *proctest.Process) string {
-		resp, err := http.Get("http://" + p.Addr(t) + "/metrics")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return string(body)
-	}
 
 	idle := f.startReactor("-id", "idle", "-retention-interval", "0")
 	require.True(t, idle.Logged("audit partitions made ahead"), idle.Stderr())
-	require.NotContains(t, metrics(idle), "reckon_retention_runs_total", "no retention job")
-	idle.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, idle.Wait(t, 30*time.Second))
+	require.NotContains(t, scrape(t, idle), "reckon_retention_runs_total", "no retention job")
+	idle.Stop(t)
 	require.Zero(t, testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_retention_runs`))
 
 	p := f.startReactor("-id", "pruner", "-retention-interval", "1h", "-retention-batch", "7")
@@ -69,9 +56,8 @@ func TestReactorRunsRetention(t *testing.T) {
 		return testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_retention_runs WHERE actor = 'retention:pruner' AND finished_at IS NOT NULL AND error IS NULL`) == 1
 	}, 30*time.Second, 20*time.Millisecond, p.Stderr())
 	require.Zero(t, testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key LIKE 'old-%'`))
-	body := metrics(p)
+	body := scrape(t, p)
 	require.Contains(t, body, `reckon_retention_rows_pruned_total{table="reckon_effects"} 30`)
 	require.Contains(t, body, `reckon_retention_runs_total{result="ok"} 1`)
-	p.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, p.Wait(t, 30*time.Second))
+	p.Stop(t)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +33,5 @@ func TestReactorReloadsSagaDefinitions(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(reactor.Stderr(), `"msg":"saga definition added","definition":"payout"`)
 	}, 10*time.Second, 20*time.Millisecond, "a definition stored while the reactor runs is loaded at the next sync")
-	reactor.Signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, reactor.Wait(t, 30*time.Second))
+	reactor.Stop(t)
 }

@@ -150,13 +150,8 @@ func (c *checker) object(depth int) error {
 		c.skipSpace()
 		c.pos++ // :
 		c.skipSpace()
-		if err := c.value(depth); err != nil {
+		if err := c.element(depth); err != nil {
 			return err
-		}
-		c.path = c.path[:len(c.path)-1]
-		c.skipSpace()
-		if c.doc[c.pos] == ',' {
-			c.pos++
 		}
 	}
 }
@@ -170,15 +165,24 @@ func (c *checker) array(depth int) error {
 			return nil
 		}
 		c.path = append(c.path, "["+strconv.Itoa(i)+"]")
-		if err := c.value(depth); err != nil {
+		if err := c.element(depth); err != nil {
 			return err
 		}
-		c.path = c.path[:len(c.path)-1]
-		c.skipSpace()
-		if c.doc[c.pos] == ',' {
-			c.pos++
-		}
 	}
+}
+
+// element checks the value of an object member or array element, whose segment ends the path,
+// then leaves it and steps over the comma that may follow.
+func (c *checker) element(depth int) error {
+	if err := c.value(depth); err != nil {
+		return err
+	}
+	c.path = c.path[:len(c.path)-1]
+	c.skipSpace()
+	if c.doc[c.pos] == ',' {
+		c.pos++
+	}
+	return nil
 }
 
 // segment is a path segment for an object key: ".key" when the key reads well in a path, else

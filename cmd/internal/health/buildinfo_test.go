@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/cmd/internal/health"
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // TestBuildInfo: every registry from NewRegistry has reckon_build_info = 1 with this binary's Go
@@ -15,27 +16,15 @@ import (
 func TestBuildInfo(t *testing.T) {
 	t.Parallel()
 	registry := health.NewRegistry()
-	families, err := registry.Gather()
+	moduleVersion, revision, goVersion := health.Version()
+	require.NotEmpty(t, moduleVersion)
+	require.NotEmpty(t, revision)
+	require.Equal(t, runtime.Version(), goVersion)
+	labels := map[string]string{"version": moduleVersion, "revision": revision, "goversion": goVersion}
+	require.Equal(t, 1.0, testkit.Metric(t, registry, "reckon_build_info", labels), "reckon_build_info with exactly these labels")
+	count, err := testutil.GatherAndCount(registry, "reckon_build_info")
 	require.NoError(t, err)
-	var found bool
-	for _, family := range families {
-		if family.GetName() != "reckon_build_info" {
-			continue
-		}
-		found = true
-		require.Len(t, family.GetMetric(), 1)
-		metric := family.GetMetric()[0]
-		require.Equal(t, 1.0, metric.GetGauge().GetValue())
-		labels := map[string]string{}
-		for _, pair := range metric.GetLabel() {
-			labels[pair.GetName()] = pair.GetValue()
-		}
-		require.Equal(t, runtime.Version(), labels["goversion"])
-		require.NotEmpty(t, labels["version"])
-		require.NotEmpty(t, labels["revision"])
-		require.Len(t, labels, 3)
-	}
-	require.True(t, found, "reckon_build_info missing")
+	require.Equal(t, 1, count, "one series")
 	problems, err := testutil.GatherAndLint(registry, "reckon_build_info")
 	require.NoError(t, err)
 	require.Empty(t, problems)

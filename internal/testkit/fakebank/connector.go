@@ -1,18 +1,15 @@
 package fakebank
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"syscall"
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/testkit/fakehttp"
 )
 
 // ConnectorOptions describes a Go connector that moves money through a Bank at BaseURL. Its args
@@ -133,41 +130,23 @@ func (o ConnectorOptions) Connector() effects.Connector {
 // 2xx → result; 4xx (but 408, 425, 429) → Permanent; 429 and 503 → Retryable (not performed);
 // connection refused → Retryable; anything else → an ordinary error (UNKNOWN).
 func postJSON(ctx context.Context, client *http.Client, url, idempotencyKey string, body []byte) (json.RawMessage, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	code, raw, err := fakehttp.Post(ctx, client, url, map[string]string{"Idempotency-Key": idempotencyKey}, body)
 	if err != nil {
-		return nil, effects.Permanent(err)
-	}
-	// Without GetBody net/http never replays the request on its own: a POST to a bank must not be
-	// sent twice behind our back.
-	req.GetBody = nil
-	req.Header.Set("Content-Type", "application/json")
-	if idempotencyKey != "" {
-		req.Header.Set("Idempotency-Key", idempotencyKey)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		if isConnRefused(err) {
-			return nil, effects.Retryable(err)
-		}
 		return nil, err
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read response: %w", err)
-	}
+	status := fmt.Sprintf("%d %s", code, http.StatusText(code))
 	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+	case code >= 200 && code < 300:
 		if !json.Valid(raw) {
 			return nil, fmt.Errorf("truncated or invalid JSON response (%d bytes)", len(raw))
 		}
 		return raw, nil
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
-		return nil, effects.Retryable(fmt.Errorf("%s: %s", resp.Status, raw))
-	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooEarly:
-		return nil, effects.Permanent(fmt.Errorf("%s: %s", resp.Status, raw))
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		return nil, effects.Retryable(fmt.Errorf("%s: %s", status, raw))
+	case code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooEarly:
+		return nil, effects.Permanent(fmt.Errorf("%s: %s", status, raw))
 	default:
-		return nil, fmt.Errorf("%s: %s", resp.Status, raw)
+		return nil, fmt.Errorf("%s: %s", status, raw)
 	}
 }
 
@@ -182,6 +161,3 @@ func checkpoint(ctx context.Context, client *http.Client, base, name, key string
 	}
 	return resp.Body.Close()
 }
-
-// isConnRefused: nothing reached the upstream, so nothing was performed.
-func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }

@@ -23,6 +23,15 @@ func freshClient(timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 }
 
+// getStatus sends a GET to u with c and returns the answer's status.
+func getStatus(t *testing.T, c *http.Client, u string) int {
+	t.Helper()
+	resp, err := c.Get(u)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 type reply struct {
 	status int
 	header http.Header
@@ -383,10 +392,7 @@ func TestArmHoldsUntilClientGoesAway(t *testing.T) {
 	}
 
 	// Armed once only: the next request passes.
-	resp, err := freshClient(5 * time.Second).Get(checkpointURL(b, "after-commit", "k2"))
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+	assert.Equal(t, http.StatusNoContent, getStatus(t, freshClient(5*time.Second), checkpointURL(b, "after-commit", "k2")))
 	assert.Equal(t, 2, b.Calls("/checkpoint"))
 }
 
@@ -395,10 +401,7 @@ func TestUnarmedCheckpoint(t *testing.T) {
 	b := New(t)
 	b.Arm("other")
 
-	resp, err := freshClient(5 * time.Second).Get(checkpointURL(b, "before-send", "k"))
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+	assert.Equal(t, http.StatusNoContent, getStatus(t, freshClient(5*time.Second), checkpointURL(b, "before-send", "k")))
 }
 
 func TestBadRequests(t *testing.T) {
@@ -431,15 +434,9 @@ func TestBadRequests(t *testing.T) {
 		assert.NotEmpty(t, r.body["error"], "%s %q", tc.path, tc.body)
 	}
 
-	resp, err := c.Get(b.URL() + "/checkpoint")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Equal(t, http.StatusBadRequest, getStatus(t, c, b.URL()+"/checkpoint"))
 
-	resp, err = c.Get(b.URL() + "/wires")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	assert.Equal(t, http.StatusMethodNotAllowed, getStatus(t, c, b.URL()+"/wires"))
 
 	r, err := post(t.Context(), c, b.URL()+"/nope", "", `{}`)
 	require.NoError(t, err)
@@ -525,10 +522,7 @@ func TestArmKeyHoldsOnlyThatKey(t *testing.T) {
 	hit := b.ArmKey("after-call", "k2")
 
 	// Another key passes.
-	resp, err := freshClient(5 * time.Second).Get(checkpointURL(b, "after-call", "k1"))
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+	assert.Equal(t, http.StatusNoContent, getStatus(t, freshClient(5*time.Second), checkpointURL(b, "after-call", "k1")))
 	select {
 	case key := <-hit:
 		t.Fatalf("checkpoint reported for %q", key)
@@ -536,7 +530,7 @@ func TestArmKeyHoldsOnlyThatKey(t *testing.T) {
 	}
 
 	// The armed key is held until the client gives up.
-	_, err = freshClient(200 * time.Millisecond).Get(checkpointURL(b, "after-call", "k2"))
+	_, err := freshClient(200 * time.Millisecond).Get(checkpointURL(b, "after-call", "k2"))
 	require.Error(t, err)
 	select {
 	case key := <-hit:
@@ -546,8 +540,5 @@ func TestArmKeyHoldsOnlyThatKey(t *testing.T) {
 	}
 
 	// Armed once only.
-	resp, err = freshClient(5 * time.Second).Get(checkpointURL(b, "after-call", "k2"))
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+	assert.Equal(t, http.StatusNoContent, getStatus(t, freshClient(5*time.Second), checkpointURL(b, "after-call", "k2")))
 }

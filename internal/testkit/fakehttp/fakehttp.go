@@ -1,6 +1,7 @@
 // Package fakehttp holds what the fake upstreams share — package reckontest's Upstream and
 // internal/testkit/fakebank, internal/testkit/fakejobs: answering JSON, reading a bounded JSON body, and the two
-// ways of not answering (dropping the connection, holding the request).
+// ways of not answering (dropping the connection, holding the request); and what the Go connectors
+// of the fakes share to call them (Post).
 package fakehttp
 
 import (

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"syscall"
 	"time"
 
 	"github.com/reckonhq/reckon/effects"
@@ -111,35 +110,13 @@ func (o ConnectorOptions) Connector() effects.Connector {
 	return c
 }
 
-// post sends body to u with the headers whose values are not empty.
+// post sends body as JSON to u with the headers whose values are not empty (fakehttp.Post).
 func post(ctx context.Context, client *http.Client, u string, headers map[string]string, body any) (int, []byte, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return 0, nil, effects.Permanent(err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(raw))
-	if err != nil {
-		return 0, nil, effects.Permanent(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for name, value := range headers {
-		if value != "" {
-			req.Header.Set(name, value)
-		}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return 0, nil, effects.Retryable(err)
-		}
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, nil, err
-	}
-	return resp.StatusCode, data, nil
+	return fakehttp.Post(ctx, client, u, headers, raw)
 }
 
 // CallbackHandler is an HTTP handler for POST {prefix}/{correlation_id} with {"result":…} or

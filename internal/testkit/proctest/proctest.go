@@ -163,6 +163,16 @@ func (p *Process) Signal(tb testing.TB, sig syscall.Signal) {
 	}
 }
 
+// Stop sends SIGTERM and requires the process to exit with status 0 within 30 seconds: a graceful
+// stop. A failure shows what the process logged.
+func (p *Process) Stop(tb testing.TB) {
+	tb.Helper()
+	p.Signal(tb, syscall.SIGTERM)
+	if code := p.Wait(tb, 30*time.Second); code != 0 {
+		tb.Fatalf("proctest: exit status %d after SIGTERM, want 0\n%s", code, p.Stderr())
+	}
+}
+
 // Kill sends SIGKILL to the process and waits for it to be gone. Unlike Signal it may be called
 // from any goroutine.
 func (p *Process) Kill() error {
@@ -202,10 +212,59 @@ func (p *Process) exitErr() error {
 	return p.err
 }
 
-// RequireVersionLine checks what `BINARY version` printed: one line "reckon BINARY VERSION (commit
+// RequireVersionCommand checks the version command both binaries promise, run with a database
+// that cannot be reached and refused, a setting the binary would refuse to serve with (e.g.
+// "RECKON_WORKERS=many"): `BINARY version`, `BINARY -version` and `BINARY FLAGS... -version` exit
+// 0 with the version line on stdout and nothing on stderr; `BINARY version -o json` prints an
+// object named "reckon BINARY" with a version and the Go version that built this test; `version -o
+// yaml` and `version extra` exit 2, print nothing on stdout and say why on stderr.
+func RequireVersionCommand(tb testing.TB, binary, refused string, flags ...string) {
+	tb.Helper()
+	bin := Binary(tb, binary)
+	env := []string{"DATABASE_URL=postgres://postgres@127.0.0.1:1/none?connect_timeout=1", refused}
+
+	for _, args := range [][]string{{"version"}, {"-version"}, append(flags, "-version")} {
+		res := Run(tb, env, bin, args...)
+		if res.ExitCode != 0 || res.Stderr != "" {
+			tb.Fatalf("%s %v: exit status %d, want 0 and nothing on stderr: %s", binary, args, res.ExitCode, res.Stderr)
+		}
+		requireVersionLine(tb, binary, res.Stdout)
+	}
+
+	res := Run(tb, env, bin, "version", "-o", "json")
+	if res.ExitCode != 0 {
+		tb.Fatalf("%s version -o json: exit status %d: %s", binary, res.ExitCode, res.Stderr)
+	}
+	var info struct {
+		Name      string `json:"name"`
+		Version   string `json:"version"`
+		GoVersion string `json:"go_version"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &info); err != nil {
+		tb.Fatalf("%s version -o json: %v: %s", binary, err, res.Stdout)
+	}
+	if info.Name != "reckon "+binary || info.Version == "" || info.GoVersion != runtime.Version() {
+		tb.Fatalf("%s version -o json: %+v, want name %q, a version and Go %s", binary, info, "reckon "+binary, runtime.Version())
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"version", "-o", "yaml"}, `-o "yaml": want text or json`},
+		{[]string{"version", "extra"}, `unexpected argument "extra"`},
+	} {
+		res := Run(tb, env, bin, c.args...)
+		if res.ExitCode != 2 || res.Stdout != "" || !strings.HasPrefix(res.Stderr, binary+": ") || !strings.Contains(res.Stderr, c.want) {
+			tb.Fatalf("%s %v: exit status %d, stdout %q, stderr %q; want 2, nothing and %q after %q", binary, c.args, res.ExitCode, res.Stdout, res.Stderr, c.want, binary+": ")
+		}
+	}
+}
+
+// requireVersionLine checks what `BINARY version` printed: one line "reckon BINARY VERSION (commit
 // C, TIME, GOVERSION OS/ARCH)", or, for a build that recorded no commit, VERSION "(devel)" without
 // commit and time; GOVERSION is the Go that built this test.
-func RequireVersionLine(tb testing.TB, binary, stdout string) {
+func requireVersionLine(tb testing.TB, binary, stdout string) {
 	tb.Helper()
 	if strings.Count(stdout, "\n") != 1 || !strings.HasPrefix(stdout, "reckon "+binary+" ") ||
 		!strings.HasSuffix(stdout, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+")\n") {
