@@ -100,13 +100,16 @@ func (r response) errorCode(t *testing.T) string {
 	return body.Error.Code
 }
 
-// effect decodes an effect answer.
-func (r response) effect(t *testing.T) effectBody {
+// decode decodes a JSON answer as T.
+func decode[T any](t *testing.T, r response) T {
 	t.Helper()
-	var e effectBody
-	require.NoError(t, json.Unmarshal(r.body, &e), "%s", r.body)
-	return e
+	var v T
+	require.NoError(t, json.Unmarshal(r.body, &v), "%s", r.body)
+	return v
 }
+
+// effect decodes an effect answer.
+func (r response) effect(t *testing.T) effectBody { return decode[effectBody](t, r) }
 
 type effectBody struct {
 	ID             uuid.UUID `json:"id"`
