@@ -53,11 +53,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			}
 			tw := newTable(stdout, "ID\tNAME\tCREATED\tSTATUS")
 			for _, t := range tenants {
-				status := "enabled"
-				if t.DisabledAt != nil {
-					status = "disabled " + t.DisabledAt.UTC().Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), status)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Name, t.CreatedAt.UTC().Format(time.RFC3339), statusColumn("enabled", "disabled", t.DisabledAt))
 			}
 			return tw.Flush()
 		case "disable", "enable":
@@ -150,10 +146,7 @@ func runTokens(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			tw := newTable(stdout, "ID\tPREFIX\tNAME\tCREATED\tSTATUS")
 			for _, t := range tokens {
-				status := "live"
-				if t.RevokedAt != nil {
-					status = "revoked " + t.RevokedAt.UTC().Format(time.RFC3339)
-				}
+				status := statusColumn("live", "revoked", t.RevokedAt)
 				switch {
 				case t.System:
 					status += " (system)"

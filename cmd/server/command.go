@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -119,6 +120,14 @@ func newTable(w io.Writer, header string) *tabwriter.Writer {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, header)
 	return tw
+}
+
+// statusColumn is a table's STATUS: current while ended is nil, else what ended it and when.
+func statusColumn(current, ended string, at *time.Time) string {
+	if at == nil {
+		return current
+	}
+	return ended + " " + at.UTC().Format(time.RFC3339)
 }
 
 // printJSON prints v to w as indented JSON (the -json form of a list).

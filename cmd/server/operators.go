@@ -87,10 +87,7 @@ func runOperators(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 			tw := newTable(stdout, "NAME\tROLE\tTENANTS\tPREFIX\tCREATED\tSTATUS")
 			for _, op := range operators {
-				status := "live"
-				if op.RevokedAt != nil {
-					status = "revoked " + op.RevokedAt.UTC().Format(time.RFC3339)
-				}
+				status := statusColumn("live", "revoked", op.RevokedAt)
 				tenants := "all"
 				if op.Tenants != nil {
 					tenants = strings.Join(op.Tenants, ",")

@@ -375,3 +375,85 @@ func TestPurgeIdempotencyKeys(t *testing.T) {
 	require.Empty(t, r.header.Get("Idempotent-Replayed"))
 	require.Equal(t, 1, h.rows()["effects"])
 }
+
+// TestIdempotencyKeyExpiresAtItsTTL: a stored response is replayed while its key is younger than
+// the TTL (24h by default); once older — its row not purged yet — the key is free: the request runs
+// again (the effect deduplicates), its new response is stored and replayed in turn, and a
+// different request may now use the key.
+func TestIdempotencyKeyExpiresAtItsTTL(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	ctx := context.Background()
+	token := h.token("acme", false)
+	body := `{"connector":"bank.wire","idempotency_key":"w-1","args":{"amount":1}}`
+	other := `{"connector":"bank.wire","idempotency_key":"w-2","args":{"amount":2}}`
+	age := func(by string) {
+		t.Helper()
+		_, err := h.pool.Exec(ctx, `UPDATE reckon_idempotency_keys SET created_at = created_at - $1::interval WHERE key = 'k'`, by)
+		require.NoError(t, err)
+	}
+
+	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k").status)
+	age("23 hours")
+	r := h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k")
+	require.Equal(t, http.StatusCreated, r.status)
+	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"), "younger than the TTL: replayed")
+	require.Equal(t, http.StatusUnprocessableEntity, h.do("POST", "/v1/effects", token, other, "Idempotency-Key", "k").status)
+
+	age("2 hours")
+	r = h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k")
+	require.Equal(t, http.StatusOK, r.status, "past the TTL: run again, and the effect deduplicates")
+	require.Empty(t, r.header.Get("Idempotent-Replayed"))
+	r = h.do("POST", "/v1/effects", token, body, "Idempotency-Key", "k")
+	require.Equal(t, http.StatusOK, r.status)
+	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"), "the new response is the one replayed")
+
+	age("25 hours")
+	r = h.do("POST", "/v1/effects", token, other, "Idempotency-Key", "k")
+	require.Equal(t, http.StatusCreated, r.status, "an expired key may carry another request")
+	require.Empty(t, r.header.Get("Idempotent-Replayed"))
+	require.Equal(t, 2, h.rows()["effects"])
+	var keys int
+	require.NoError(t, h.pool.QueryRow(ctx, `SELECT count(*) FROM reckon_idempotency_keys`).Scan(&keys))
+	require.Equal(t, 1, keys, "one row per key, claimed afresh")
+}
+
+// TestEnqueueOfPrunedKey: POST /v1/effects with the idempotency key of an effect that retention
+// pruned, while its tombstone keeps the key, is 409 effect_pruned naming the effect, its final
+// state and when it was pruned, and writes nothing (not even the stored answer of an
+// Idempotency-Key header). The key is the tenant's only: another tenant enqueues it, and once the
+// window has ended the tenant does too.
+func TestEnqueueOfPrunedKey(t *testing.T) {
+	t.Parallel()
+	h := setup(t, 0)
+	ctx := context.Background()
+	acme, initech := h.token("acme", false), h.token("initech", false)
+	effectID := uuid.New()
+	prunedAt := time.Date(2026, 10, 2, 3, 4, 5, 0, time.UTC)
+	_, err := h.pool.Exec(ctx, `INSERT INTO reckon_effect_tombstones
+		(tenant_id, idempotency_key, effect_id, state, settled_at, pruned_at, expires_at)
+		VALUES ('acme', 'w-1', $1, 'CONFIRMED', $2, $3, now() + interval '1 day'), ('acme', 'w-2', $4, 'FAILED', $2, $3, now() - interval '1 second')`,
+		effectID, prunedAt.Add(-30*24*time.Hour), prunedAt, uuid.New())
+	require.NoError(t, err)
+	before := h.rows()
+
+	body := `{"connector":"bank.wire","idempotency_key":"w-1","args":{"account":"a-1","amount":10}}`
+	r := h.do("POST", "/v1/effects", acme, body, "Idempotency-Key", "req-1")
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	require.Equal(t, "effect_pruned", r.errorCode(t))
+	var answer struct{ Error struct{ Message string } }
+	require.NoError(t, json.Unmarshal(r.body, &answer))
+	require.Contains(t, answer.Error.Message, effectID.String())
+	require.Contains(t, answer.Error.Message, "CONFIRMED")
+	require.Contains(t, answer.Error.Message, "pruned at 2026-10-02T03:04:05Z")
+	require.Contains(t, answer.Error.Message, "nothing was enqueued")
+	require.Equal(t, before, h.rows())
+
+	// Another tenant's key of the same name is free.
+	other := h.enqueue(initech, "w-1", 10)
+	require.Equal(t, "initech", other.TenantID)
+	// An expired tombstone keeps nothing: the key is enqueued anew.
+	renewed := h.enqueue(acme, "w-2", 10)
+	require.Equal(t, "w-2", renewed.IdempotencyKey)
+	require.Equal(t, before["effects"]+2, h.rows()["effects"])
+}

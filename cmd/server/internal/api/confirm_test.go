@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -22,10 +21,7 @@ type confirmationBody struct {
 }
 
 func (r response) confirmation(t *testing.T) confirmationBody {
-	t.Helper()
-	var c confirmationBody
-	require.NoError(t, json.Unmarshal(r.body, &c), "%s", r.body)
-	return c
+	return decode[confirmationBody](t, r)
 }
 
 // An effect asked for with require_confirmation awaits POST /confirm or /decline, each answered with

@@ -132,10 +132,8 @@ func (s *Server) pauseSubscription(ctx context.Context, tx pgx.Tx, call *Call) (
 		return 0, nil, err
 	}
 	var req pauseRequest
-	if len(strings.TrimSpace(string(call.Body))) > 0 {
-		if err := call.Decode(&req); err != nil {
-			return 0, nil, err
-		}
+	if err := call.decodeOptional(&req); err != nil {
+		return 0, nil, err
 	}
 	if req.Reason == "" {
 		req.Reason = "paused by " + call.Actor("")
@@ -153,10 +151,8 @@ func (s *Server) resumeSubscription(ctx context.Context, tx pgx.Tx, call *Call) 
 	if err != nil {
 		return 0, nil, err
 	}
-	if len(strings.TrimSpace(string(call.Body))) > 0 {
-		if err := call.Decode(&struct{}{}); err != nil {
-			return 0, nil, err
-		}
+	if err := call.decodeOptional(&struct{}{}); err != nil {
+		return 0, nil, err
 	}
 	sub, err := events.NewSubscriptions(tx).Resume(ctx, call.Tenant(), id)
 	if err != nil {

@@ -16,27 +16,21 @@ func TestWebhookSubscriptionRoutes(t *testing.T) {
 	t.Parallel()
 	h := setup(t, 0)
 	acme, globex, system := h.token("acme", false), h.token("globex", false), h.systemToken()
-	decode := func(r response) events.Subscription {
-		t.Helper()
-		var sub events.Subscription
-		require.NoError(t, json.Unmarshal(r.body, &sub), "%s", r.body)
-		return sub
-	}
 
 	r := h.do("POST", "/v1/event-subscriptions", acme, `{"url":"https://hooks.example.com/reckon","patterns":["turn.*","tool.executed"]}`)
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	mine := decode(r)
+	mine := decode[events.Subscription](t, r)
 	require.Equal(t, "acme", mine.Tenant)
 	require.Equal(t, events.SubscriptionActive, mine.State)
 	require.Len(t, mine.Secret, 64, "a generated secret, shown once")
 	r = h.do("POST", "/v1/event-subscriptions", system, `{"url":"http://127.0.0.1:9/all","secret":"0123456789abcdef"}`)
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	all := decode(r)
+	all := decode[events.Subscription](t, r)
 	require.Empty(t, all.Tenant)
 
 	r = h.do("GET", "/v1/event-subscriptions/"+mine.ID.String(), acme, "")
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	require.Empty(t, decode(r).Secret, "the secret is never shown again")
+	require.Empty(t, decode[events.Subscription](t, r).Secret, "the secret is never shown again")
 	for _, path := range []string{"", "/pause", "/resume"} {
 		method := "POST"
 		if path == "" {
@@ -58,10 +52,10 @@ func TestWebhookSubscriptionRoutes(t *testing.T) {
 
 	r = h.do("POST", "/v1/event-subscriptions/"+mine.ID.String()+"/pause", acme, `{"reason":"maintenance"}`)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	require.Equal(t, "maintenance", decode(r).PausedReason)
+	require.Equal(t, "maintenance", decode[events.Subscription](t, r).PausedReason)
 	r = h.do("POST", "/v1/event-subscriptions/"+mine.ID.String()+"/resume", acme, "")
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	require.Equal(t, events.SubscriptionActive, decode(r).State)
+	require.Equal(t, events.SubscriptionActive, decode[events.Subscription](t, r).State)
 
 	for _, tc := range []struct{ token, body, field string }{
 		{acme, `{"url":"ftp://example.com/"}`, "url"},

@@ -39,11 +39,17 @@ type harness struct {
 func setup(t *testing.T, maxBody int64) *harness {
 	t.Helper()
 	h := &harness{t: t, pool: pgtest.NewDB(t), bank: fakebank.New(t)}
-	registry := effects.NewRegistry()
-	require.NoError(t, registry.Register(fakebank.ConnectorOptions{BaseURL: h.bank.URL(), StatusCheck: true}.Connector()))
-	h.client = testkit.NewClient(t, h.pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
+	h.client = bankClient(t, h.pool, h.bank)
 	h.server = h.serve(&api.Config{Pool: h.pool, Effects: h.client, MaxBodyBytes: maxBody})
 	return h
+}
+
+// bankClient is a never-started effects client on pool with bank's Go connector "bank.wire".
+func bankClient(t *testing.T, pool *pgxpool.Pool, bank *fakebank.Bank) *effects.Client {
+	t.Helper()
+	registry := effects.NewRegistry()
+	require.NoError(t, registry.Register(fakebank.ConnectorOptions{BaseURL: bank.URL(), StatusCheck: true}.Connector()))
+	return testkit.NewClient(t, pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
 }
 
 // serve serves the API of config (with a logger that discards) on a test HTTP server, which h.url
@@ -100,13 +106,16 @@ func (r response) errorCode(t *testing.T) string {
 	return body.Error.Code
 }
 
-// effect decodes an effect answer.
-func (r response) effect(t *testing.T) effectBody {
+// decode decodes a JSON answer as T.
+func decode[T any](t *testing.T, r response) T {
 	t.Helper()
-	var e effectBody
-	require.NoError(t, json.Unmarshal(r.body, &e), "%s", r.body)
-	return e
+	var v T
+	require.NoError(t, json.Unmarshal(r.body, &v), "%s", r.body)
+	return v
 }
+
+// effect decodes an effect answer.
+func (r response) effect(t *testing.T) effectBody { return decode[effectBody](t, r) }
 
 type effectBody struct {
 	ID             uuid.UUID `json:"id"`

@@ -19,9 +19,7 @@ import (
 func decodeOK[T any](t *testing.T, r response) T {
 	t.Helper()
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	var out T
-	require.NoError(t, json.Unmarshal(r.body, &out), "%s", r.body)
-	return out
+	return decode[T](t, r)
 }
 
 // pause pauses connector's shared limit key for 30 s the way an upstream's Retry-After does.

@@ -24,12 +24,20 @@ func TestEnqueueRunRefusals(t *testing.T) {
 	wire := func(key, run string) string {
 		return `{"connector":"bank.wire","idempotency_key":"` + key + `","run_id":"` + run + `","args":{"account":"a-1","amount":1}}`
 	}
-	message := func(r response) string {
-		var body struct {
+	// refused requires that token's enqueue of body is 409 with code, a message that mentions
+	// mentions, and nothing written.
+	refused := func(token, body, code, mentions string) {
+		t.Helper()
+		before := h.rows()
+		r := h.do("POST", "/v1/effects", token, body)
+		require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+		require.Equal(t, code, r.errorCode(t))
+		var answer struct {
 			Error struct{ Code, Message string }
 		}
-		require.NoError(t, json.Unmarshal(r.body, &body))
-		return body.Error.Message
+		require.NoError(t, json.Unmarshal(r.body, &answer))
+		require.Contains(t, answer.Error.Message, mentions)
+		require.Equal(t, before, h.rows())
 	}
 
 	r := h.do("POST", "/v1/effects", acme, wire("k1", "run-1"))
@@ -61,12 +69,7 @@ func TestEnqueueRunRefusals(t *testing.T) {
 	require.NoError(t, err)
 	r = h.do("POST", "/v1/effects", acme, wire("c1", "capped"))
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	before := h.rows()
-	r = h.do("POST", "/v1/effects", acme, wire("c2", "capped"))
-	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
-	require.Equal(t, "run_halted", r.errorCode(t))
-	require.Contains(t, message(r), "steps")
-	require.Equal(t, before, h.rows())
+	refused(acme, wire("c2", "capped"), "run_halted", "steps")
 	// Its replay is not a new step.
 	r = h.do("POST", "/v1/effects", acme, wire("c1", "capped"))
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
@@ -77,12 +80,7 @@ func TestEnqueueRunRefusals(t *testing.T) {
 	// A cancelled run.
 	_, err = h.client.CancelRun(ctx, "run-1", "test", "customer withdrew", &effects.RunOpts{TenantID: "acme"})
 	require.NoError(t, err)
-	before = h.rows()
-	r = h.do("POST", "/v1/effects", acme, wire("k3", "run-1"))
-	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
-	require.Equal(t, "run_cancelled", r.errorCode(t))
-	require.Contains(t, message(r), "customer withdrew")
-	require.Equal(t, before, h.rows())
+	refused(acme, wire("k3", "run-1"), "run_cancelled", "customer withdrew")
 	// globex's run-1 is neither cancelled nor touched.
 	r = h.do("POST", "/v1/effects", globex, wire("k4", "run-1"))
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)

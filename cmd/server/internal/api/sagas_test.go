@@ -78,12 +78,7 @@ type sagaBody struct {
 	History []struct{ To string } `json:"history"`
 }
 
-func (r response) saga(t *testing.T) sagaBody {
-	t.Helper()
-	var s sagaBody
-	require.NoError(t, json.Unmarshal(r.body, &s), "%s", r.body)
-	return s
-}
+func (r response) saga(t *testing.T) sagaBody { return decode[sagaBody](t, r) }
 
 // awaitSaga polls GET /v1/sagas/{id} until the saga is settled.
 func (h *harness) awaitSaga(token string, id uuid.UUID) sagaBody {

@@ -314,6 +314,15 @@ func (c *Call) Decode(v any) error {
 	return nil
 }
 
+// decodeOptional is Decode for a body that may be left out: an empty body, or only white space,
+// leaves v as it is.
+func (c *Call) decodeOptional(v any) error {
+	if len(bytes.TrimSpace(c.Body)) == 0 {
+		return nil
+	}
+	return c.Decode(v)
+}
+
 // queryFunc answers a request that changes nothing (GET): a status and a body to encode as JSON,
 // or an error.
 type queryFunc func(ctx context.Context, call *Call) (int, any, error)

@@ -49,12 +49,7 @@ type messageAnswer struct {
 	Deduplicated bool `json:"deduplicated"`
 }
 
-func (r response) message(t *testing.T) messageAnswer {
-	t.Helper()
-	var m messageAnswer
-	require.NoError(t, json.Unmarshal(r.body, &m), "%s", r.body)
-	return m
-}
+func (r response) message(t *testing.T) messageAnswer { return decode[messageAnswer](t, r) }
 
 // TestSessionsAPI: messages posted within the window join one accumulating turn (202); a repeated
 // message id is 200 and records nothing; the turns list shows status, messages and decisions;

@@ -46,12 +46,7 @@ func TestSignIn(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var signInCookie *http.Cookie
-	for _, c := range resp.Cookies() {
-		if c.Name == "reckon_console_sign_in" {
-			signInCookie = c
-		}
-	}
+	signInCookie := cookieNamed(resp, "reckon_console_sign_in")
 	require.NotNil(t, signInCookie)
 	require.True(t, signInCookie.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, signInCookie.SameSite)
@@ -88,12 +83,7 @@ func TestSignIn(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	var session *http.Cookie
-	for _, c := range resp.Cookies() {
-		if c.Name == "reckon_console" {
-			session = c
-		}
-	}
+	session := cookieNamed(resp, "reckon_console")
 	require.NotNil(t, session)
 	require.True(t, session.HttpOnly)
 	require.False(t, session.Secure, "plain HTTP")
@@ -191,15 +181,11 @@ func TestSecureCookiesBehindProxy(t *testing.T) {
 	}
 	cookie := func(resp *http.Response, name string) *http.Cookie {
 		t.Helper()
-		for _, c := range resp.Cookies() {
-			if c.Name == name {
-				require.True(t, c.Secure, "%s is Secure over plain HTTP", name)
-				require.True(t, c.HttpOnly, name)
-				return c
-			}
-		}
-		t.Fatalf("no %s cookie in %v", name, resp.Header.Values("Set-Cookie"))
-		return nil
+		c := cookieNamed(resp, name)
+		require.NotNil(t, c, "no %s cookie in %v", name, resp.Header.Values("Set-Cookie"))
+		require.True(t, c.Secure, "%s is Secure over plain HTTP", name)
+		require.True(t, c.HttpOnly, name)
+		return c
 	}
 
 	resp, body := send(http.MethodGet, "/console/sign-in", nil)

@@ -140,6 +140,16 @@ func (h *harness) transitions() int {
 	return testkit.Count(h.t, h.pool, `SELECT count(*) FROM reckon_effect_transitions`)
 }
 
+// cookieNamed is the cookie named name that resp sets, or nil.
+func cookieNamed(resp *http.Response, name string) *http.Cookie {
+	for _, c := range resp.Cookies() {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
 // browser is a cookie-keeping client of the console that does not follow redirects.
 type browser struct {
 	h      *harness

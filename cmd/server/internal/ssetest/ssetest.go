@@ -110,19 +110,32 @@ func (s *Stream) read() {
 // passes.
 func (s *Stream) Next(tb testing.TB, timeout time.Duration) (Event, bool) {
 	tb.Helper()
+	return s.next(timeout, func(ev Event) bool { return ev.Comment == "" })
+}
+
+// Comment waits for the next comment line, events skipped, and returns its text; false when the
+// stream ends first or timeout passes.
+func (s *Stream) Comment(tb testing.TB, timeout time.Duration) (string, bool) {
+	tb.Helper()
+	ev, ok := s.next(timeout, func(ev Event) bool { return ev.Comment != "" })
+	return ev.Comment, ok
+}
+
+// next waits for the next line that want accepts, skipping the others; false when the stream
+// ends first or timeout passes. The lines read before the stream ended are still looked at.
+func (s *Stream) next(timeout time.Duration, want func(Event) bool) (Event, bool) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
 		select {
 		case ev := <-s.events:
-			if ev.Comment != "" {
-				continue
+			if want(ev) {
+				return ev, true
 			}
-			return ev, true
 		case <-s.done:
 			select {
 			case ev := <-s.events:
-				if ev.Comment == "" {
+				if want(ev) {
 					return ev, true
 				}
 				continue
@@ -131,26 +144,6 @@ func (s *Stream) Next(tb testing.TB, timeout time.Duration) (Event, bool) {
 			return Event{}, false
 		case <-timer.C:
 			return Event{}, false
-		}
-	}
-}
-
-// Comment waits for the next comment line, events skipped, and returns its text; false when the
-// stream ends first or timeout passes.
-func (s *Stream) Comment(tb testing.TB, timeout time.Duration) (string, bool) {
-	tb.Helper()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		select {
-		case ev := <-s.events:
-			if ev.Comment != "" {
-				return ev.Comment, true
-			}
-		case <-s.done:
-			return "", false
-		case <-timer.C:
-			return "", false
 		}
 	}
 }
