@@ -28,8 +28,7 @@ func (h *harness) wireHeld() {
 // setupHeld is a harness with the bank's wire connector and "bank.held", and a started reactor.
 func setupHeld(t *testing.T) *harness {
 	t.Helper()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.wireHeld()
 	h.start()
 	return h

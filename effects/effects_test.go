@@ -56,8 +56,7 @@ func TestHappyPath(t *testing.T) {
 
 func TestEnqueueDeduplicatesAndDetectsConflicts(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 
 	first := h.enqueue("bank.wire", "k-1", 100)
@@ -85,8 +84,7 @@ func TestEnqueueDeduplicatesAndDetectsConflicts(t *testing.T) {
 
 func TestEnqueueRollbackLeavesNothing(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.start()
 	_, err := h.pool.Exec(context.Background(), `CREATE TABLE orders (id text PRIMARY KEY)`)
 	require.NoError(t, err)
@@ -125,8 +123,7 @@ func TestEnqueueRollbackLeavesNothing(t *testing.T) {
 
 func TestEnqueueBatch(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.start()
 	ctx := context.Background()
 	existing := h.enqueue("bank.wire", "batch-0", 1)
@@ -183,8 +180,7 @@ func TestEnqueueBatch(t *testing.T) {
 // the first of its specs that has any.
 func TestEnqueueStoresAsyncOptions(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true}) // no reactor: the effects stay PENDING
+	h := setupWired(t) // no reactor: the effects stay PENDING
 	ctx := context.Background()
 	spec := func(key string, timeout time.Duration, hard bool) effects.Spec {
 		return effects.Spec{Connector: "bank.wire", IdempotencyKey: key, Args: map[string]any{"account": "a", "amount": 1},
@@ -218,8 +214,7 @@ func TestEnqueueStoresAsyncOptions(t *testing.T) {
 
 func TestBadSpecsChangeNothing(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		spec effects.Spec

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
-	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // TestOperatorTxScopedToTenant: ResolveTx and CancelTx with OperatorOpts.TenantID treat another
@@ -17,8 +16,7 @@ import (
 // does exists only once its transaction commits.
 func TestOperatorTxScopedToTenant(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	later := &effects.EnqueueOpts{ScheduledAt: time.Now().Add(time.Hour)}
 	pending, err := h.client.Enqueue(ctx, effects.Spec{TenantID: "acme", Connector: "bank.wire", IdempotencyKey: "k-1",

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // A stopped client starts again at once, and works: Stop releases the reactor's liveness lock
@@ -14,8 +12,7 @@ import (
 // a Start right after would find still holding the id.
 func TestRestartAtOnce(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	for i := range 30 {
 		require.NoError(t, h.client.Start(ctx), "start %d", i)

@@ -17,8 +17,7 @@ import (
 // which Get does not, and an unknown id is ErrNotFound with the transaction still usable.
 func TestGetTxSeesTheTransaction(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
 		e, err := h.client.EnqueueTx(ctx, tx, effects.Spec{Connector: "bank.wire", IdempotencyKey: "k-1",
@@ -40,8 +39,7 @@ func TestGetTxSeesTheTransaction(t *testing.T) {
 // EnqueueMany records every effect of the batch in one transaction, or none of them.
 func TestEnqueueManyAllOrNothing(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	spec := func(connector, key string) effects.Spec {
 		return effects.Spec{Connector: connector, IdempotencyKey: key, Args: map[string]any{"account": "a", "amount": 1}}
@@ -61,8 +59,7 @@ func TestEnqueueManyAllOrNothing(t *testing.T) {
 // ErrNotFound and is not touched.
 func TestResolveAndCancelScopedToTenant(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	later := &effects.EnqueueOpts{ScheduledAt: time.Now().Add(time.Hour)}
 	enqueue := func(key string) *effects.Effect {
