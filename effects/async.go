@@ -211,13 +211,7 @@ func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs])
 	if State(row.State) != StatePending || row.JobID == nil || *row.JobID != job.ID {
 		return nil // resolved by its callback, cancelled, or handed on: the timer is a no-op
 	}
-	ctx, span := c.startEffectSpan(ctx, spanDeadline, row)
-	if span.IsRecording() {
-		span.SetAttributes(attrJobID.Int64(job.ID), attrJobAttempt.Int(job.Attempt))
-	}
-	err = w.deadline(ctx, span, job, row)
-	endSpan(span, failure(err))
-	return err
+	return workInEffectSpan(ctx, c, spanDeadline, job, row, w.deadline)
 }
 
 // deadline moves row, an accepted effect whose deadline passed, on; span is the deadline's.

@@ -120,13 +120,7 @@ func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], eff
 	}
 	// The effect's span, in the trace its enqueue stored (linked to a batch job's span when that
 	// is another trace).
-	ctx, span := c.startEffectSpan(ctx, spanDispatch, row)
-	if span.IsRecording() {
-		span.SetAttributes(attrJobID.Int64(job.ID), attrJobAttempt.Int(job.Attempt))
-	}
-	err = c.dispatchRow(ctx, span, job, row)
-	endSpan(span, failure(err))
-	return err
+	return workInEffectSpan(ctx, c, spanDispatch, job, row, c.dispatchRow)
 }
 
 // dispatchRow runs the dispatch protocol for row, an effect of job, PENDING and still the job's;

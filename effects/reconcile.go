@@ -68,13 +68,7 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 	if State(row.State) != StateUnknown || row.JobID == nil || *row.JobID != job.ID {
 		return nil
 	}
-	ctx, span := c.startEffectSpan(ctx, spanReconcile, row)
-	if span.IsRecording() {
-		span.SetAttributes(attrJobID.Int64(job.ID), attrJobAttempt.Int(job.Attempt))
-	}
-	err = w.reconcile(ctx, span, job, row)
-	endSpan(span, failure(err))
-	return err
+	return workInEffectSpan(ctx, c, spanReconcile, job, row, w.reconcile)
 }
 
 // reconcile resolves row, an UNKNOWN effect of job; span is the reconciliation's.
