@@ -432,3 +432,15 @@ func (c *Client) Fatal() <-chan error { return c.fatal }
 func (c *Client) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return txn.Run(ctx, c.pool, c.logger, fn)
 }
+
+// inTx is withTx for fn with a result: a method that is its Tx pair in a transaction of its own
+// returns inTx(ctx, c, …).
+func inTx[T any](ctx context.Context, c *Client, fn func(tx pgx.Tx) (T, error)) (T, error) {
+	var result T
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		result, err = fn(tx)
+		return err
+	})
+	return result, err
+}

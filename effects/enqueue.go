@@ -60,24 +60,12 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec, opts *Enqu
 
 // Enqueue is EnqueueTx in a transaction of its own.
 func (c *Client) Enqueue(ctx context.Context, spec Spec, opts *EnqueueOpts) (*Effect, error) {
-	var effect *Effect
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		effect, err = c.EnqueueTx(ctx, tx, spec, opts)
-		return err
-	})
-	return effect, err
+	return inTx(ctx, c, func(tx pgx.Tx) (*Effect, error) { return c.EnqueueTx(ctx, tx, spec, opts) })
 }
 
 // EnqueueMany is EnqueueManyTx in a transaction of its own: every effect is recorded, or none.
 func (c *Client) EnqueueMany(ctx context.Context, specs []Spec, opts *EnqueueOpts) ([]*Effect, error) {
-	var effects []*Effect
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		effects, err = c.EnqueueManyTx(ctx, tx, specs, opts)
-		return err
-	})
-	return effects, err
+	return inTx(ctx, c, func(tx pgx.Tx) ([]*Effect, error) { return c.EnqueueManyTx(ctx, tx, specs, opts) })
 }
 
 // EnqueueManyTx is EnqueueTx for many effects at once, with one insert of the effects and one of
