@@ -92,6 +92,17 @@ func performThenDrop(w http.ResponseWriter, r *http.Request) {
 
 // connectUpstream registers "up.wire", an HTTP connector (not retry safe, with a status check and a
 // compensation) calling u.
+// setupTraced is setup with a tracer and an upstream serving handlers (newTraceUpstream)
+// connected as up.wire.
+func setupTraced(t *testing.T, handlers map[string]http.HandlerFunc) (*harness, *testkit.Tracer, *traceUpstream) {
+	t.Helper()
+	tracer := testkit.NewTracer(t)
+	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
+	u := newTraceUpstream(t, handlers)
+	h.connectUpstream(u)
+	return h, tracer, u
+}
+
 func (h *harness) connectUpstream(u *traceUpstream) {
 	h.t.Helper()
 	def := httpconn.Definition{
@@ -140,10 +151,7 @@ func linksTo(s tracetest.SpanStub, sc trace.SpanContext) bool {
 // of the one before. The upstream receives a traceparent naming the connector call's span.
 func TestTraceFromEnqueueToUpstream(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	u := newTraceUpstream(t, nil)
-	h.connectUpstream(u)
+	h, tracer, u := setupTraced(t, nil)
 	h.start()
 
 	ctx, caller := callerSpan(tracer, "caller")
@@ -217,13 +225,10 @@ func TestTraceContinuesAcrossClients(t *testing.T) {
 // carries a traceparent of that trace.
 func TestTraceOfReconcile(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	u := newTraceUpstream(t, map[string]http.HandlerFunc{
+	h, tracer, u := setupTraced(t, map[string]http.HandlerFunc{
 		"/dispatch": performThenDrop,
 		"/status":   answerJSON(http.StatusOK, `{"status":"present","result":{"ok":true}}`),
 	})
-	h.connectUpstream(u)
 	h.start()
 
 	ctx, caller := callerSpan(tracer, "caller")
@@ -255,12 +260,9 @@ func TestTraceOfReconcile(t *testing.T) {
 // works without a span) is still in the effect's trace, linked to its job's span.
 func TestTraceOfSweptEffect(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	u := newTraceUpstream(t, map[string]http.HandlerFunc{
+	h, tracer, _ := setupTraced(t, map[string]http.HandlerFunc{
 		"/status": answerJSON(http.StatusOK, `{"status":"present","result":{"ok":true}}`),
 	})
-	h.connectUpstream(u)
 
 	ctx, caller := callerSpan(tracer, "caller")
 	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "swept-1"},
@@ -290,10 +292,7 @@ func TestTraceOfSweptEffect(t *testing.T) {
 // the upstream's compensate request continue it.
 func TestTraceOfCompensation(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	u := newTraceUpstream(t, nil)
-	h.connectUpstream(u)
+	h, tracer, u := setupTraced(t, nil)
 	h.start()
 
 	ctx, caller := callerSpan(tracer, "caller")
@@ -331,10 +330,7 @@ func TestTraceOfCompensation(t *testing.T) {
 // effect's trace, linked to the callback's.
 func TestTraceOfCallback(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	u := newTraceUpstream(t, map[string]http.HandlerFunc{"/dispatch": answerJSON(http.StatusAccepted, `{}`)})
-	h.connectUpstream(u)
+	h, tracer, _ := setupTraced(t, map[string]http.HandlerFunc{"/dispatch": answerJSON(http.StatusAccepted, `{}`)})
 	h.start()
 
 	ctx, caller := callerSpan(tracer, "caller")
@@ -466,9 +462,7 @@ func TestTracingOff(t *testing.T) {
 // job's span.
 func TestTraceOfBatch(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	h.connectUpstream(newTraceUpstream(t, nil))
+	h, tracer, _ := setupTraced(t, nil)
 	h.start()
 
 	ctx, caller := callerSpan(tracer, "caller")
