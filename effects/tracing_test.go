@@ -117,6 +117,16 @@ func callerSpan(tracer *testkit.Tracer, name string) (context.Context, trace.Spa
 	return tracer.Tracer("test").Start(context.Background(), name)
 }
 
+// enqueueTraced enqueues spec in a span of the caller's, "caller", which ends after the enqueue.
+func (h *harness) enqueueTraced(tracer *testkit.Tracer, spec effects.Spec, opts *effects.EnqueueOpts) *effects.Effect {
+	h.t.Helper()
+	ctx, caller := callerSpan(tracer, "caller")
+	defer caller.End()
+	effect, err := h.client.Enqueue(ctx, spec, opts)
+	require.NoError(h.t, err)
+	return effect
+}
+
 // storedTraceparent returns the traceparent stored on the effect's row ("" for NULL).
 func (h *harness) storedTraceparent(id uuid.UUID) string {
 	h.t.Helper()
@@ -154,10 +164,7 @@ func TestTraceFromEnqueueToUpstream(t *testing.T) {
 	h, tracer, u := setupTraced(t, nil)
 	h.start()
 
-	ctx, caller := callerSpan(tracer, "caller")
-	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "traced-1", Args: map[string]any{"amount": 1}}, nil)
-	require.NoError(t, err)
-	caller.End()
+	effect := h.enqueueTraced(tracer, effects.Spec{Connector: "up.wire", IdempotencyKey: "traced-1", Args: map[string]any{"amount": 1}}, nil)
 	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
 
 	callerStub := tracer.WaitSpan(t, "caller", nil)
@@ -231,10 +238,7 @@ func TestTraceOfReconcile(t *testing.T) {
 	})
 	h.start()
 
-	ctx, caller := callerSpan(tracer, "caller")
-	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "unknown-1"}, nil)
-	require.NoError(t, err)
-	caller.End()
+	effect := h.enqueueTraced(tracer, effects.Spec{Connector: "up.wire", IdempotencyKey: "unknown-1"}, nil)
 	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>CONFIRMED"}, h.path(effect.ID))
 
@@ -264,13 +268,10 @@ func TestTraceOfSweptEffect(t *testing.T) {
 		"/status": answerJSON(http.StatusOK, `{"status":"present","result":{"ok":true}}`),
 	})
 
-	ctx, caller := callerSpan(tracer, "caller")
-	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "swept-1"},
+	effect := h.enqueueTraced(tracer, effects.Spec{Connector: "up.wire", IdempotencyKey: "swept-1"},
 		&effects.EnqueueOpts{ScheduledAt: time.Now()}) // its job at once, to lose
-	require.NoError(t, err)
-	caller.End()
 	// The job is lost: the sweeper makes the effect UNKNOWN and hands it to a reconcile job.
-	_, err = h.pool.Exec(context.Background(), `DELETE FROM river_job WHERE kind = 'reckon_dispatch'`)
+	_, err := h.pool.Exec(context.Background(), `DELETE FROM river_job WHERE kind = 'reckon_dispatch'`)
 	require.NoError(t, err)
 	_, err = h.pool.Exec(context.Background(), `UPDATE reckon_effects SET updated_at = now() - interval '1 hour' WHERE id = $1`, effect.ID)
 	require.NoError(t, err)
@@ -295,10 +296,7 @@ func TestTraceOfCompensation(t *testing.T) {
 	h, tracer, u := setupTraced(t, nil)
 	h.start()
 
-	ctx, caller := callerSpan(tracer, "caller")
-	original, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "comp-1"}, nil)
-	require.NoError(t, err)
-	caller.End()
+	original := h.enqueueTraced(tracer, effects.Spec{Connector: "up.wire", IdempotencyKey: "comp-1"}, nil)
 	require.Equal(t, effects.StateConfirmed, h.wait(original.ID).State)
 	traceID := tracer.WaitSpan(t, "caller", nil).SpanContext.TraceID()
 
@@ -333,12 +331,10 @@ func TestTraceOfCallback(t *testing.T) {
 	h, tracer, _ := setupTraced(t, map[string]http.HandlerFunc{"/dispatch": answerJSON(http.StatusAccepted, `{}`)})
 	h.start()
 
-	ctx, caller := callerSpan(tracer, "caller")
-	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "async-1"}, nil)
-	require.NoError(t, err)
-	caller.End()
+	effect := h.enqueueTraced(tracer, effects.Spec{Connector: "up.wire", IdempotencyKey: "async-1"}, nil)
 	var accepted *effects.Effect
 	require.Eventually(t, func() bool {
+		var err error
 		accepted, err = h.client.Get(context.Background(), effect.ID)
 		require.NoError(t, err)
 		return accepted.CorrelationID != ""
@@ -351,6 +347,7 @@ func TestTraceOfCallback(t *testing.T) {
 	cbCtx, request := callerSpan(tracer, "callback request")
 	var settled *effects.Effect
 	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
+		var err error
 		settled, err = h.client.CallbackTx(cbCtx, tx, accepted.CorrelationID, json.RawMessage(`{"done":true}`), "", nil)
 		return err
 	}))
