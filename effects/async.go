@@ -120,7 +120,8 @@ type deadlineArgs struct {
 	TimeoutMS int32     `json:"timeout_ms"`
 }
 
-func (deadlineArgs) Kind() string { return "reckon_deadline" }
+func (deadlineArgs) Kind() string       { return "reckon_deadline" }
+func (a deadlineArgs) timeoutMS() int32 { return a.TimeoutMS }
 
 // recordAccepted records, in tx and fenced by f, that the upstream accepted the effect: it stays
 // PENDING, handed to a deadline job scheduled at its deadline, with an observation in the audit
@@ -190,14 +191,7 @@ func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, a attempt, corre
 // outcome is unknown (UNKNOWN, reconciled; a late callback still resolves it), unless the timeout
 // is hard and the connector's Cancel gets the upstream to abandon the operation (FAILED). A
 // callback, a cancelled run or anything else that moved the effect on makes it a no-op.
-type deadlineWorker struct {
-	river.WorkerDefaults[deadlineArgs]
-	client *Client
-}
-
-func (w *deadlineWorker) Timeout(job *river.Job[deadlineArgs]) time.Duration {
-	return time.Duration(job.Args.TimeoutMS)*time.Millisecond + w.client.config.InFlightMargin
-}
+type deadlineWorker struct{ effectWorker[deadlineArgs] }
 
 func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs]) error {
 	c := w.client

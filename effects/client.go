@@ -293,9 +293,9 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 
 	host := &PluginHost{client: c, workers: river.NewWorkers(), queues: map[string]river.QueueConfig{cfg.Queue: {MaxWorkers: cfg.Workers}}}
 	for _, err := range []error{
-		AddWorker(host, &dispatchWorker{client: c}),
-		AddWorker(host, &reconcileWorker{client: c}),
-		AddWorker(host, &deadlineWorker{client: c}),
+		AddWorker(host, &dispatchWorker{effectWorker[dispatchArgs]{client: c}}),
+		AddWorker(host, &reconcileWorker{effectWorker[reconcileArgs]{client: c}}),
+		AddWorker(host, &deadlineWorker{effectWorker[deadlineArgs]{client: c}}),
 	} {
 		if err != nil {
 			return nil, err

@@ -36,14 +36,7 @@ const unknownConnectorSnooze = 30 * time.Second
 // last. A run with attempt > 1 means an earlier run of this job was interrupted after its claim —
 // perhaps after calling the upstream — so a non-idempotent effect becomes UNKNOWN instead of being
 // called again.
-type dispatchWorker struct {
-	river.WorkerDefaults[dispatchArgs]
-	client *Client
-}
-
-func (w *dispatchWorker) Timeout(job *river.Job[dispatchArgs]) time.Duration {
-	return time.Duration(job.Args.TimeoutMS)*time.Millisecond + w.client.config.InFlightMargin
-}
+type dispatchWorker struct{ effectWorker[dispatchArgs] }
 
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	if !job.Args.shared() {

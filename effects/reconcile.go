@@ -27,14 +27,7 @@ import (
 // added to in the transaction that records each one, never with the job's attempt: a run whose
 // answer was not recorded — its reactor died and the job was handed back, or the write failed —
 // asked nothing as far as the effect is concerned.
-type reconcileWorker struct {
-	river.WorkerDefaults[reconcileArgs]
-	client *Client
-}
-
-func (w *reconcileWorker) Timeout(job *river.Job[reconcileArgs]) time.Duration {
-	return time.Duration(job.Args.TimeoutMS)*time.Millisecond + w.client.config.InFlightMargin
-}
+type reconcileWorker struct{ effectWorker[reconcileArgs] }
 
 // NextRetry spaces the status checks of an inconclusive effect by the connector's backoff, retry n
 // coming after the n-th inconclusive answer.
