@@ -120,7 +120,8 @@ type deadlineArgs struct {
 	TimeoutMS int32     `json:"timeout_ms"`
 }
 
-func (deadlineArgs) Kind() string { return "reckon_deadline" }
+func (deadlineArgs) Kind() string       { return "reckon_deadline" }
+func (a deadlineArgs) timeoutMS() int32 { return a.TimeoutMS }
 
 // recordAccepted records, in tx and fenced by f, that the upstream accepted the effect: it stays
 // PENDING, handed to a deadline job scheduled at its deadline, with an observation in the audit
@@ -190,14 +191,7 @@ func (c *Client) recordAccepted(ctx context.Context, tx pgx.Tx, a attempt, corre
 // outcome is unknown (UNKNOWN, reconciled; a late callback still resolves it), unless the timeout
 // is hard and the connector's Cancel gets the upstream to abandon the operation (FAILED). A
 // callback, a cancelled run or anything else that moved the effect on makes it a no-op.
-type deadlineWorker struct {
-	river.WorkerDefaults[deadlineArgs]
-	client *Client
-}
-
-func (w *deadlineWorker) Timeout(job *river.Job[deadlineArgs]) time.Duration {
-	return time.Duration(job.Args.TimeoutMS)*time.Millisecond + w.client.config.InFlightMargin
-}
+type deadlineWorker struct{ effectWorker[deadlineArgs] }
 
 func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs]) error {
 	c := w.client
@@ -211,13 +205,7 @@ func (w *deadlineWorker) Work(ctx context.Context, job *river.Job[deadlineArgs])
 	if State(row.State) != StatePending || row.JobID == nil || *row.JobID != job.ID {
 		return nil // resolved by its callback, cancelled, or handed on: the timer is a no-op
 	}
-	ctx, span := c.startEffectSpan(ctx, spanDeadline, row)
-	if span.IsRecording() {
-		span.SetAttributes(attrJobID.Int64(job.ID), attrJobAttempt.Int(job.Attempt))
-	}
-	err = w.deadline(ctx, span, job, row)
-	endSpan(span, failure(err))
-	return err
+	return workInEffectSpan(ctx, c, spanDeadline, job, row, w.deadline)
 }
 
 // deadline moves row, an accepted effect whose deadline passed, on; span is the deadline's.
@@ -372,17 +360,8 @@ func (c *Client) callbackTx(ctx context.Context, tx pgx.Tx, correlationID string
 	if opts != nil {
 		o = *opts
 	}
-	switch {
-	case correlationID == "":
-		return nil, "", fmt.Errorf("%w: empty", ErrUnknownCorrelation)
-	case errMsg != "" && len(result) > 0:
-		return nil, "", errors.New("effects: a callback reports a result or an error, not both")
-	}
-	if err := checkResult(result); err != nil {
-		return nil, "", fmt.Errorf("effects: callback result: %w", err)
-	}
-	if err := jsonx.CheckTexts("correlation id", correlationID, "error", errMsg, "CallbackOpts.TenantID", o.TenantID); err != nil {
-		return nil, "", fmt.Errorf("effects: callback: %w", err)
+	if err := checkCallback(correlationID, result, errMsg, o.TenantID); err != nil {
+		return nil, "", err
 	}
 	to, reason := StateConfirmed, "callback: succeeded"
 	if errMsg != "" {
@@ -405,16 +384,9 @@ func (c *Client) callbackTx(ctx context.Context, tx pgx.Tx, correlationID string
 		}
 		endSpan(span, err)
 	}()
-	q := dbsqlc.New(tx)
-	var job *dbsqlc.RiverJobGetForUpdateRow
-	if state := State(row.State); (state == StatePending || state == StateUnknown) && row.JobID != nil {
-		j, err := q.RiverJobGetForUpdate(ctx, *row.JobID)
-		if err != nil && !postgres.NoRows(err) {
-			return nil, "", fmt.Errorf("effects: lock job of %s: %w", row.ID, err)
-		}
-		if err == nil {
-			job = &j
-		}
+	job, err := lockJobOf(ctx, tx, row)
+	if err != nil {
+		return nil, "", err
 	}
 	detail := map[string]any{"correlation_id": correlationID}
 	var refused error
@@ -422,29 +394,14 @@ func (c *Client) callbackTx(ctx context.Context, tx pgx.Tx, correlationID string
 	case why != "":
 		refused = fmt.Errorf("%w: effect %s %s", ErrNotAwaitingCallback, row.ID, why)
 	case state == StatePending || state == StateUnknown:
-		settled, err := c.settle(ctx, tx, row.ID, transition{
+		effect, err := c.settleByCallbackTx(ctx, tx, row, job, correlationID, transition{
 			from: state, to: to, fence: fence{jobID: row.JobID, leaseToken: row.LeaseToken},
 			result: result, errMsg: errMsg, actor: "callback", reason: reason, detail: detail,
 		})
-		if errors.Is(err, errFencedOut) {
-			return nil, "", fmt.Errorf("effects: callback for %s: the effect changed under its lock", row.ID)
-		}
 		if err != nil {
 			return nil, "", err
 		}
-		// The job that owned the effect — its deadline timer, a queued reconcile — has nothing
-		// left to do; one that is running is fenced out when it records.
-		if job != nil && waitingJob(job.State) {
-			if _, err := c.river.JobCancelTx(ctx, tx, job.ID); err != nil {
-				return nil, "", fmt.Errorf("effects: cancel job %d of %s: %w", job.ID, row.ID, err)
-			}
-		}
-		if settled.CorrelationID == nil { // the callback overtook the record of the acceptance
-			if settled, err = q.EffectSetCorrelationID(ctx, dbsqlc.EffectSetCorrelationIDParams{ID: row.ID, CorrelationID: correlationID}); err != nil {
-				return nil, "", fmt.Errorf("effects: record correlation id of %s: %w", row.ID, err)
-			}
-		}
-		return effectFromRow(settled), state, nil
+		return effect, state, nil
 	case state == StateConfirmed || state == StateFailed:
 		if state == to && ((to == StateConfirmed && sameResult(row.Result, result)) || (to == StateFailed && deref(row.Error) == errMsg)) {
 			return effectFromRow(row), "", nil // a repeated callback
@@ -453,7 +410,76 @@ func (c *Client) callbackTx(ctx context.Context, tx pgx.Tx, correlationID string
 	default:
 		refused = fmt.Errorf("%w: effect %s needs an operator", ErrCallbackStuck, row.ID)
 	}
-	detail["reported"] = string(to)
+	if err := recordRefusedCallbackTx(ctx, tx, row.ID, to, result, errMsg, detail, refused); err != nil {
+		return nil, "", err
+	}
+	return effectFromRow(row), "", refused
+}
+
+// checkCallback refuses a callback's bad input before anything is read: no correlation id, both a
+// result and an error, a result that cannot be stored, or text Postgres cannot store.
+func checkCallback(correlationID string, result json.RawMessage, errMsg, tenantID string) error {
+	switch {
+	case correlationID == "":
+		return fmt.Errorf("%w: empty", ErrUnknownCorrelation)
+	case errMsg != "" && len(result) > 0:
+		return errors.New("effects: a callback reports a result or an error, not both")
+	}
+	if err := checkResult(result); err != nil {
+		return fmt.Errorf("effects: callback result: %w", err)
+	}
+	if err := jsonx.CheckTexts("correlation id", correlationID, "error", errMsg, "CallbackOpts.TenantID", tenantID); err != nil {
+		return fmt.Errorf("effects: callback: %w", err)
+	}
+	return nil
+}
+
+// lockJobOf locks the job of row when the effect is PENDING or UNKNOWN and has one; nil when it
+// has none, or its job is gone.
+func lockJobOf(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect) (*dbsqlc.RiverJobGetForUpdateRow, error) {
+	if state := State(row.State); (state != StatePending && state != StateUnknown) || row.JobID == nil {
+		return nil, nil
+	}
+	job, err := dbsqlc.New(tx).RiverJobGetForUpdate(ctx, *row.JobID)
+	if postgres.NoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("effects: lock job of %s: %w", row.ID, err)
+	}
+	return &job, nil
+}
+
+// settleByCallbackTx settles row, an effect awaiting the callback, by t. The job that owned the
+// effect — its deadline timer, a queued reconcile — has nothing left to do and is cancelled; one
+// that is running is fenced out when it records. A callback that overtook the record of the
+// acceptance records its correlation id.
+func (c *Client) settleByCallbackTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonEffect, job *dbsqlc.RiverJobGetForUpdateRow, correlationID string, t transition) (*Effect, error) {
+	settled, err := c.settle(ctx, tx, row.ID, t)
+	if errors.Is(err, errFencedOut) {
+		return nil, fmt.Errorf("effects: callback for %s: the effect changed under its lock", row.ID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if job != nil && waitingJob(job.State) {
+		if _, err := c.river.JobCancelTx(ctx, tx, job.ID); err != nil {
+			return nil, fmt.Errorf("effects: cancel job %d of %s: %w", job.ID, row.ID, err)
+		}
+	}
+	if settled.CorrelationID == nil {
+		settled, err = dbsqlc.New(tx).EffectSetCorrelationID(ctx, dbsqlc.EffectSetCorrelationIDParams{ID: row.ID, CorrelationID: correlationID})
+		if err != nil {
+			return nil, fmt.Errorf("effects: record correlation id of %s: %w", row.ID, err)
+		}
+	}
+	return effectFromRow(settled), nil
+}
+
+// recordRefusedCallbackTx writes a refused callback, with what it reported, to the effect's audit
+// trail.
+func recordRefusedCallbackTx(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, reported State, result json.RawMessage, errMsg string, detail map[string]any, refused error) error {
+	detail["reported"] = string(reported)
 	if errMsg != "" {
 		detail["error"] = errMsg
 	} else if len(result) > 0 {
@@ -461,14 +487,14 @@ func (c *Client) callbackTx(ctx context.Context, tx pgx.Tx, correlationID string
 	}
 	raw, err := marshalDetail(detail)
 	if err != nil {
-		return nil, "", err
+		return err
 	}
-	if err := q.EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
-		EffectID: row.ID, Actor: "callback", Reason: "callback not applied: " + refused.Error(), Detail: raw,
+	if err := dbsqlc.New(tx).EffectObservationInsert(ctx, dbsqlc.EffectObservationInsertParams{
+		EffectID: effectID, Actor: "callback", Reason: "callback not applied: " + refused.Error(), Detail: raw,
 	}); err != nil {
-		return nil, "", fmt.Errorf("effects: record refused callback of %s: %w", row.ID, err)
+		return fmt.Errorf("effects: record refused callback of %s: %w", effectID, err)
 	}
-	return effectFromRow(row), "", refused
+	return nil
 }
 
 // notAwaitingCallback says why a callback may not settle the effect, or "" when it may: when the

@@ -66,13 +66,7 @@ func (h *asyncHarness) enqueueJob(connector, key string, edit func(*effects.Spec
 // id and a deadline.
 func (h *asyncHarness) awaitAccepted(id uuid.UUID) *effects.Effect {
 	h.t.Helper()
-	var effect *effects.Effect
-	require.Eventually(h.t, func() bool {
-		var err error
-		effect, err = h.client.Get(context.Background(), id)
-		require.NoError(h.t, err)
-		return effect.CorrelationID != ""
-	}, 20*time.Second, 10*time.Millisecond, "effect %s never recorded as accepted", id)
+	effect := h.await(id, "recorded as accepted", func(e *effects.Effect) bool { return e.CorrelationID != "" })
 	require.Equal(h.t, effects.StatePending, effect.State)
 	require.NotNil(h.t, effect.DeadlineAt)
 	return effect
@@ -81,13 +75,19 @@ func (h *asyncHarness) awaitAccepted(id uuid.UUID) *effects.Effect {
 // awaitState polls until the effect is in state (UNKNOWN is not announced by a notification).
 func (h *asyncHarness) awaitState(id uuid.UUID, state effects.State) *effects.Effect {
 	h.t.Helper()
+	return h.await(id, "became "+string(state), func(e *effects.Effect) bool { return e.State == state })
+}
+
+// await polls the effect until done holds for it; what says what the effect never did.
+func (h *asyncHarness) await(id uuid.UUID, what string, done func(*effects.Effect) bool) *effects.Effect {
+	h.t.Helper()
 	var effect *effects.Effect
 	require.Eventually(h.t, func() bool {
 		var err error
 		effect, err = h.client.Get(context.Background(), id)
 		require.NoError(h.t, err)
-		return effect.State == state
-	}, 20*time.Second, 10*time.Millisecond, "effect %s never became %s", id, state)
+		return done(effect)
+	}, 20*time.Second, 10*time.Millisecond, "effect %s never %s", id, what)
 	return effect
 }
 

@@ -160,8 +160,7 @@ func TestBatchJobCrash(t *testing.T) {
 // cancelled with it, its other effects are dispatched, and the cancelled one is never called.
 func TestBatchJobCancel(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	batch := h.enqueueMany("bank.wire", keys("cancel", 3)...)
 	cancelled, err := h.client.Cancel(context.Background(), batch[1].ID, "ops", "not wanted", nil)
 	require.NoError(t, err)
@@ -184,8 +183,7 @@ func TestBatchJobCancel(t *testing.T) {
 // no job (a batch whose every effect existed is deleted), and the new effect is dispatched once.
 func TestBatchJobDeduplicated(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	first := h.enqueueMany("bank.wire", "dup-0", "dup-1", "dup-2")
 	again := h.enqueueMany("bank.wire", "dup-0", "dup-1", "dup-2")
 	for i := range again {
@@ -212,8 +210,7 @@ func TestBatchJobDeduplicated(t *testing.T) {
 // reactor that has the connector, without being called.
 func TestBatchJobUnknownConnector(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.wire(fakebank.ConnectorOptions{Name: "bank.other", StatusCheck: true})
 	specs := []effects.Spec{
 		{Connector: "bank.other", IdempotencyKey: "o-1", Args: map[string]any{"account": "a", "amount": 1}},

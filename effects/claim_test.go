@@ -107,8 +107,7 @@ func TestClaimCrashWindows(t *testing.T) {
 // instead of waiting for others.
 func TestClaimSharesJobs(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	enqueued := make([]*effects.Effect, 40)
 	for i := range enqueued {
 		enqueued[i] = h.enqueue("bank.wire", fmt.Sprintf("shared-%d", i), 1)
@@ -136,8 +135,7 @@ func TestClaimSharesJobs(t *testing.T) {
 // none was ever made, not because one was lost.
 func TestSweeperLeavesUnclaimedEffects(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	waiting := h.enqueue("bank.wire", "waiting", 1)
 	lost := h.enqueueWithJob("bank.wire", "lost", 1)
@@ -163,8 +161,7 @@ func TestSweeperLeavesUnclaimedEffects(t *testing.T) {
 // An effect waiting to be claimed can be cancelled, alone or with its run, and is never sent.
 func TestCancelUnclaimed(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	alone := h.enqueue("bank.wire", "alone", 1)
 	inRun, err := h.client.Enqueue(ctx, wireSpec("in-run", "r-unclaimed"), nil)

@@ -293,9 +293,9 @@ func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
 
 	host := &PluginHost{client: c, workers: river.NewWorkers(), queues: map[string]river.QueueConfig{cfg.Queue: {MaxWorkers: cfg.Workers}}}
 	for _, err := range []error{
-		AddWorker(host, &dispatchWorker{client: c}),
-		AddWorker(host, &reconcileWorker{client: c}),
-		AddWorker(host, &deadlineWorker{client: c}),
+		AddWorker(host, &dispatchWorker{effectWorker[dispatchArgs]{client: c}}),
+		AddWorker(host, &reconcileWorker{effectWorker[reconcileArgs]{client: c}}),
+		AddWorker(host, &deadlineWorker{effectWorker[deadlineArgs]{client: c}}),
 	} {
 		if err != nil {
 			return nil, err
@@ -431,4 +431,16 @@ func (c *Client) Fatal() <-chan error { return c.fatal }
 // declare its outcome unknown.
 func (c *Client) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return txn.Run(ctx, c.pool, c.logger, fn)
+}
+
+// inTx is withTx for fn with a result: a method that is its Tx pair in a transaction of its own
+// returns inTx(ctx, c, …).
+func inTx[T any](ctx context.Context, c *Client, fn func(tx pgx.Tx) (T, error)) (T, error) {
+	var result T
+	err := c.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		result, err = fn(tx)
+		return err
+	})
+	return result, err
 }

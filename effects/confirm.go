@@ -165,13 +165,7 @@ func (c *Client) ConfirmTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, 
 
 // Confirm is ConfirmTx in a transaction of its own.
 func (c *Client) Confirm(ctx context.Context, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
-	var effect *Effect
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		effect, err = c.ConfirmTx(ctx, tx, id, actor, reason, opts)
-		return err
-	})
-	return effect, err
+	return inTx(ctx, c, func(tx pgx.Tx) (*Effect, error) { return c.ConfirmTx(ctx, tx, id, actor, reason, opts) })
 }
 
 // DeclineTx declines an effect awaiting its confirmation, in tx: it becomes FAILED with
@@ -190,13 +184,7 @@ func (c *Client) DeclineTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, 
 
 // Decline is DeclineTx in a transaction of its own.
 func (c *Client) Decline(ctx context.Context, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
-	var effect *Effect
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		effect, err = c.DeclineTx(ctx, tx, id, actor, reason, opts)
-		return err
-	})
-	return effect, err
+	return inTx(ctx, c, func(tx pgx.Tx) (*Effect, error) { return c.DeclineTx(ctx, tx, id, actor, reason, opts) })
 }
 
 // endHoldTx records, for an effect another decision fails while it awaits its confirmation (an

@@ -37,14 +37,7 @@ const unknownConnectorSnooze = 30 * time.Second
 // last. A run with attempt > 1 means an earlier run of this job was interrupted after its claim —
 // perhaps after calling the upstream — so a non-idempotent effect becomes UNKNOWN instead of being
 // called again.
-type dispatchWorker struct {
-	river.WorkerDefaults[dispatchArgs]
-	client *Client
-}
-
-func (w *dispatchWorker) Timeout(job *river.Job[dispatchArgs]) time.Duration {
-	return time.Duration(job.Args.TimeoutMS)*time.Millisecond + w.client.config.InFlightMargin
-}
+type dispatchWorker struct{ effectWorker[dispatchArgs] }
 
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs]) error {
 	if !job.Args.shared() {
@@ -117,13 +110,7 @@ func (c *Client) dispatch(ctx context.Context, job *river.Job[dispatchArgs], eff
 	}
 	// The effect's span, in the trace its enqueue stored (linked to a batch job's span when that
 	// is another trace).
-	ctx, span := c.startEffectSpan(ctx, spanDispatch, row)
-	if span.IsRecording() {
-		span.SetAttributes(attrJobID.Int64(job.ID), attrJobAttempt.Int(job.Attempt))
-	}
-	err = c.dispatchRow(ctx, span, job, row)
-	endSpan(span, failure(err))
-	return err
+	return workInEffectSpan(ctx, c, spanDispatch, job, row, c.dispatchRow)
 }
 
 // dispatchRow runs the dispatch protocol for row, an effect of job, PENDING and still the job's;

@@ -60,24 +60,12 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec, opts *Enqu
 
 // Enqueue is EnqueueTx in a transaction of its own.
 func (c *Client) Enqueue(ctx context.Context, spec Spec, opts *EnqueueOpts) (*Effect, error) {
-	var effect *Effect
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		effect, err = c.EnqueueTx(ctx, tx, spec, opts)
-		return err
-	})
-	return effect, err
+	return inTx(ctx, c, func(tx pgx.Tx) (*Effect, error) { return c.EnqueueTx(ctx, tx, spec, opts) })
 }
 
 // EnqueueMany is EnqueueManyTx in a transaction of its own: every effect is recorded, or none.
 func (c *Client) EnqueueMany(ctx context.Context, specs []Spec, opts *EnqueueOpts) ([]*Effect, error) {
-	var effects []*Effect
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		effects, err = c.EnqueueManyTx(ctx, tx, specs, opts)
-		return err
-	})
-	return effects, err
+	return inTx(ctx, c, func(tx pgx.Tx) ([]*Effect, error) { return c.EnqueueManyTx(ctx, tx, specs, opts) })
 }
 
 // EnqueueManyTx is EnqueueTx for many effects at once, with one insert of the effects and one of
@@ -110,6 +98,19 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	return effects, err
 }
 
+// enqueueBatch is a batch of specs on its way into the effects table. A key twice in the batch is
+// one effect, recorded from the first of its specs: unique lists those, and holds and ids are set
+// on them only.
+type enqueueBatch struct {
+	resolved      []*resolvedSpec // one per spec
+	unique        []int           // the index of the first spec of each (tenant, idempotency key)
+	holds         []*hold         // confirmation holds (confirm.go), nil: none
+	ids           []uuid.UUID     // the id of each new effect
+	scheduledAt   time.Time
+	actor, reason string
+	traceContext  json.RawMessage // nil without a span: nothing more is written
+}
+
 func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opts *EnqueueOpts) ([]*Effect, error) {
 	if len(specs) == 0 {
 		return nil, nil
@@ -118,22 +119,60 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	if err := jsonx.CheckTexts("EnqueueOpts.Actor", actor, "EnqueueOpts.Reason", reason); err != nil {
 		return nil, fmt.Errorf("effects: enqueue: %w", err)
 	}
-	resolved := make([]*resolvedSpec, len(specs))
-	first := map[[2]string]int{} // (tenant, key) → index of its first spec
-	var unique []int
-	for i, spec := range specs {
-		res, err := c.registry.resolve(spec)
+	resolved, unique, err := c.resolveBatch(specs)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkRunsTx(ctx, tx, resolved); err != nil { // run guardrails (run.go)
+		return nil, err
+	}
+
+	b := &enqueueBatch{resolved: resolved, unique: unique, actor: actor, reason: reason}
+	if opts != nil {
+		b.scheduledAt = opts.ScheduledAt
+	}
+	if b.holds, err = c.holdsOf(resolved, unique, b.scheduledAt); err != nil {
+		return nil, err
+	}
+	b.ids = make([]uuid.UUID, len(specs))
+	for _, i := range unique {
+		b.ids[i] = uuid.Must(uuid.NewV7())
+	}
+	b.traceContext = c.tracing.carrierOf(ctx)
+
+	if len(unique) == 1 && b.scheduledAt.IsZero() {
+		effect, err := c.insertOneTx(ctx, tx, b)
 		if err != nil {
 			return nil, err
 		}
+		result := make([]*Effect, len(specs))
+		for i := range result {
+			result[i] = effect
+		}
+		return result, nil
+	}
+	return c.insertBatchTx(ctx, tx, b)
+}
+
+// resolveBatch resolves specs and checks their owners. It returns the index of the first spec of
+// each (tenant, idempotency key) in unique; a later spec with the key and other args (or another
+// connector) is ErrIdempotencyConflict.
+func (c *Client) resolveBatch(specs []Spec) (resolved []*resolvedSpec, unique []int, err error) {
+	resolved = make([]*resolvedSpec, len(specs))
+	first := map[[2]string]int{} // (tenant, key) → index of its first spec
+	for i, spec := range specs {
+		res, err := c.registry.resolve(spec)
+		if err != nil {
+			return nil, nil, err
+		}
 		if err := c.checkOwner(ptr(spec.Owner)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		resolved[i] = res
 		k := [2]string{res.tenantID, res.idempotencyKey}
 		if j, ok := first[k]; ok {
 			if resolved[j].connector.Name != res.connector.Name || !jsonx.Equal(resolved[j].args, res.args) {
-				return nil, fmt.Errorf("%w: key %q appears twice in the batch with different args", ErrIdempotencyConflict, res.idempotencyKey)
+				return nil, nil, fmt.Errorf("%w: key %q appears twice in the batch with different args", ErrIdempotencyConflict, res.idempotencyKey)
 			}
 			if r := resolved[j]; r.spec.AsyncTimeout == 0 && !r.spec.AsyncHardTimeout {
 				// The effect takes the async options of the first of its specs that has any.
@@ -144,16 +183,13 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		first[k] = i
 		unique = append(unique, i)
 	}
+	return resolved, unique, nil
+}
 
-	if err := c.checkRunsTx(ctx, tx, resolved); err != nil { // run guardrails (run.go)
-		return nil, err
-	}
-
-	scheduledAt := time.Time{}
-	if opts != nil {
-		scheduledAt = opts.ScheduledAt
-	}
-	holds := make([]*hold, len(specs)) // confirmation holds (confirm.go), nil: none
+// holdsOf returns the confirmation hold of each unique spec (confirm.go), indexed like resolved.
+// An effect held for confirmation cannot be scheduled.
+func (c *Client) holdsOf(resolved []*resolvedSpec, unique []int, scheduledAt time.Time) ([]*hold, error) {
+	holds := make([]*hold, len(resolved))
 	for _, i := range unique {
 		h, err := c.holdOf(resolved[i])
 		if err != nil {
@@ -164,108 +200,60 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		}
 		holds[i] = h
 	}
-	ids := make([]uuid.UUID, len(specs))
-	for _, i := range unique {
-		ids[i] = uuid.Must(uuid.NewV7())
-	}
-	traceContext := c.tracing.carrierOf(ctx) // nil without a span: nothing more is written
+	return holds, nil
+}
 
-	if len(unique) == 1 && scheduledAt.IsZero() {
-		// One effect (the common case of a service): the single-row insert, and no job. The
-		// effect is left for the claimers of the queue, which give it a dispatch job, shared with
-		// the effects other transactions enqueued meanwhile (claim.go) — once confirmed, if held.
-		r, h := resolved[unique[0]], holds[unique[0]]
-		params := effectInsert(ids[unique[0]], r, h)
-		params.Queue, params.TraceContext, params.Actor, params.Reason = &c.config.Queue, traceContext, actor, reason
-		row, err := dbsqlc.New(tx).EffectInsert(ctx, params)
-		var effect *Effect
-		switch {
-		case err == nil:
-			effect = effectFromRow(row)
-			if h == nil { // a held effect waits for its confirmation, which notifies
-				if err := c.notifyEnqueuedTx(ctx, tx); err != nil {
-					return nil, err
-				}
+// insertOneTx records the one effect of b (the common case of a service) with the single-row
+// insert, and no job. The effect is left for the claimers of the queue, which give it a dispatch
+// job, shared with the effects other transactions enqueued meanwhile (claim.go) — once confirmed,
+// if held. An effect that already holds the key is returned instead (existingFor).
+func (c *Client) insertOneTx(ctx context.Context, tx pgx.Tx, b *enqueueBatch) (*Effect, error) {
+	i := b.unique[0]
+	r, h := b.resolved[i], b.holds[i]
+	params := effectInsert(b.ids[i], r, h)
+	params.Queue, params.TraceContext, params.Actor, params.Reason = &c.config.Queue, b.traceContext, b.actor, b.reason
+	row, err := dbsqlc.New(tx).EffectInsert(ctx, params)
+	switch {
+	case err == nil:
+		if h == nil { // a held effect waits for its confirmation, which notifies
+			if err := c.notifyEnqueuedTx(ctx, tx); err != nil {
+				return nil, err
 			}
-		case postgres.NoRows(err):
+		}
+		return effectFromRow(row), nil
+	case postgres.NoRows(err):
+		return c.existingFor(ctx, tx, r)
+	default:
+		return nil, fmt.Errorf("effects: insert effect: %w", err)
+	}
+}
+
+// insertBatchTx records the effects of b with one insert of the effects and one of their dispatch
+// jobs (insertBatchRowsTx), and returns the effect of each spec: the one inserted, or the one that
+// already held its key (existingFor). The jobs that carry no inserted effect are deleted.
+func (c *Client) insertBatchTx(ctx context.Context, tx pgx.Tx, b *enqueueBatch) ([]*Effect, error) {
+	jobs, inserted, err := c.insertBatchRowsTx(ctx, tx, b)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[uuid.UUID]*Effect, len(inserted))
+	used := make(map[int64]bool, len(jobs)) // the jobs that carry an effect inserted now
+	for _, row := range inserted {
+		byID[row.ID] = effectFromRow(row)
+		if row.JobID != nil {
+			used[*row.JobID] = true
+		}
+	}
+	byKey := map[[2]string]*Effect{}
+	for _, i := range b.unique {
+		r := b.resolved[i]
+		effect, ok := byID[b.ids[i]]
+		if !ok {
 			if effect, err = c.existingFor(ctx, tx, r); err != nil {
 				return nil, err
 			}
-		default:
-			return nil, fmt.Errorf("effects: insert effect: %w", err)
 		}
-		result := make([]*Effect, len(specs))
-		for i := range result {
-			result[i] = effect
-		}
-		return result, nil
-	}
-	// Jobs for the effects not held; a held one gets none until it is confirmed and claimed.
-	var jobbedIDs []uuid.UUID
-	var timeouts []int32
-	jobbed := make([]int, len(unique)) // index in jobbedIDs, -1 when held
-	for n, i := range unique {
-		if holds[i] != nil {
-			jobbed[n] = -1
-			continue
-		}
-		jobbed[n] = len(jobbedIDs)
-		jobbedIDs, timeouts = append(jobbedIDs, ids[i]), append(timeouts, timeoutMS(resolved[i].connector))
-	}
-	var jobOf []int
-	var jobs []int64
-	if len(jobbedIDs) > 0 {
-		var err error
-		if jobOf, jobs, err = c.insertDispatchJobs(ctx, tx, jobbedIDs, timeouts, nil, scheduledAt); err != nil {
-			return nil, err
-		}
-	}
-	jobOfUnique := func(n int) int64 { // 0: held, no job
-		if jobbed[n] < 0 {
-			return 0
-		}
-		return jobs[jobOf[jobbed[n]]]
-	}
-	params := dbsqlc.EffectInsertManyParams{Actor: actor, Reason: reason}
-	if traceContext != nil { // else NULL: every effect's is NULL
-		params.TraceContexts = make([]json.RawMessage, len(unique))
-		for n := range unique {
-			params.TraceContexts[n] = traceContext
-		}
-	}
-	for n, i := range unique {
-		e := effectInsert(ids[i], resolved[i], holds[i])
-		if holds[i] != nil { // left for the claimers of the queue once confirmed
-			e.Queue = &c.config.Queue
-		} else {
-			job := jobOfUnique(n)
-			e.JobID = &job
-		}
-		appendEffectInsert(&params, n, len(unique), e)
-	}
-	inserted, err := dbsqlc.New(tx).EffectInsertMany(ctx, params)
-	if err != nil {
-		return nil, fmt.Errorf("effects: insert effects: %w", err)
-	}
-
-	byID := make(map[uuid.UUID]*Effect, len(inserted))
-	for _, row := range inserted {
-		byID[row.ID] = effectFromRow(row)
-	}
-	byKey := map[[2]string]*Effect{}
-	used := make(map[int64]bool, len(jobs)) // the jobs that carry an effect inserted now
-	for n, i := range unique {
-		r := resolved[i]
-		if effect, ok := byID[ids[i]]; ok {
-			byKey[[2]string{r.tenantID, r.idempotencyKey}] = effect
-			used[jobOfUnique(n)] = true
-			continue
-		}
-		existing, err := c.existingFor(ctx, tx, r)
-		if err != nil {
-			return nil, err
-		}
-		byKey[[2]string{r.tenantID, r.idempotencyKey}] = existing
+		byKey[[2]string{r.tenantID, r.idempotencyKey}] = effect
 	}
 	var unused []int64 // every effect of theirs was already recorded
 	for _, id := range jobs {
@@ -276,11 +264,54 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	if err := c.deleteJobs(ctx, tx, unused); err != nil {
 		return nil, err
 	}
-	result := make([]*Effect, len(specs))
-	for i, r := range resolved {
+	result := make([]*Effect, len(b.resolved))
+	for i, r := range b.resolved {
 		result[i] = byKey[[2]string{r.tenantID, r.idempotencyKey}]
 	}
 	return result, nil
+}
+
+// insertBatchRowsTx inserts the dispatch jobs of b's effects that are not held (a held one gets
+// none until it is confirmed and claimed), then the effects, each naming its job. It returns the
+// jobs, and the effects inserted: not those whose key was already taken.
+func (c *Client) insertBatchRowsTx(ctx context.Context, tx pgx.Tx, b *enqueueBatch) (jobs []int64, inserted []dbsqlc.ReckonEffect, err error) {
+	var jobbedIDs []uuid.UUID
+	var timeouts []int32
+	jobbed := make([]int, len(b.unique)) // index in jobbedIDs, -1 when held
+	for n, i := range b.unique {
+		if b.holds[i] != nil {
+			jobbed[n] = -1
+			continue
+		}
+		jobbed[n] = len(jobbedIDs)
+		jobbedIDs, timeouts = append(jobbedIDs, b.ids[i]), append(timeouts, timeoutMS(b.resolved[i].connector))
+	}
+	var jobOf []int
+	if len(jobbedIDs) > 0 {
+		if jobOf, jobs, err = c.insertDispatchJobs(ctx, tx, jobbedIDs, timeouts, nil, b.scheduledAt); err != nil {
+			return nil, nil, err
+		}
+	}
+	params := dbsqlc.EffectInsertManyParams{Actor: b.actor, Reason: b.reason}
+	if b.traceContext != nil { // else NULL: every effect's is NULL
+		params.TraceContexts = make([]json.RawMessage, len(b.unique))
+		for n := range b.unique {
+			params.TraceContexts[n] = b.traceContext
+		}
+	}
+	for n, i := range b.unique {
+		e := effectInsert(b.ids[i], b.resolved[i], b.holds[i])
+		if b.holds[i] != nil { // left for the claimers of the queue once confirmed
+			e.Queue = &c.config.Queue
+		} else {
+			e.JobID = &jobs[jobOf[jobbed[n]]]
+		}
+		appendEffectInsert(&params, n, len(b.unique), e)
+	}
+	if inserted, err = dbsqlc.New(tx).EffectInsertMany(ctx, params); err != nil {
+		return nil, nil, fmt.Errorf("effects: insert effects: %w", err)
+	}
+	return jobs, inserted, nil
 }
 
 // insertDispatchJobs inserts the dispatch jobs of the effects ids (timeouts their connectors'

@@ -49,6 +49,15 @@ func setup(t *testing.T, configure ...func(*effects.Config)) *harness {
 	return h
 }
 
+// setupWired is setup with the bank's wire connector (bank.wire, with a status check) registered,
+// the bundle most tests start from.
+func setupWired(t *testing.T, configure ...func(*effects.Config)) *harness {
+	t.Helper()
+	h := setup(t, configure...)
+	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	return h
+}
+
 // wire registers a bank connector with fast backoff.
 func (h *harness) wire(o fakebank.ConnectorOptions) {
 	h.t.Helper()

@@ -21,7 +21,8 @@ type dispatchArgs struct {
 	TimeoutMS int32       `json:"timeout_ms"`
 }
 
-func (dispatchArgs) Kind() string { return "reckon_dispatch" }
+func (dispatchArgs) Kind() string       { return "reckon_dispatch" }
+func (a dispatchArgs) timeoutMS() int32 { return a.TimeoutMS }
 
 // shared reports whether the job carries a batch of effects.
 func (a dispatchArgs) shared() bool { return a.EffectID == nil }
@@ -31,7 +32,26 @@ type reconcileArgs struct {
 	TimeoutMS int32     `json:"timeout_ms"`
 }
 
-func (reconcileArgs) Kind() string { return "reckon_reconcile" }
+func (reconcileArgs) Kind() string       { return "reckon_reconcile" }
+func (a reconcileArgs) timeoutMS() int32 { return a.TimeoutMS }
+
+// timedArgs are the args of a job that calls an effect's connector, or may: TimeoutMS, the
+// connector's timeout, bounds the call.
+type timedArgs interface {
+	river.JobArgs
+	timeoutMS() int32
+}
+
+// effectWorker is what the workers of an effect's jobs (dispatch, reconcile, deadline) share: the
+// client, and River's timeout for a run — the connector's timeout and Config.InFlightMargin.
+type effectWorker[T timedArgs] struct {
+	river.WorkerDefaults[T]
+	client *Client
+}
+
+func (w *effectWorker[T]) Timeout(job *river.Job[T]) time.Duration {
+	return time.Duration(job.Args.timeoutMS())*time.Millisecond + w.client.config.InFlightMargin
+}
 
 // dispatchJobMaxAttempts bounds how often River runs one dispatch job. A run after the first means
 // the one before was interrupted, which a non-idempotent effect answers by becoming UNKNOWN, so

@@ -850,27 +850,25 @@ func (c *Client) SetLimit(ctx context.Context, connector string, limit Limit, ac
 // ClearLimit deletes the operator's limit of connector: the connector's own applies again. It
 // reports whether there was one.
 func (c *Client) ClearLimit(ctx context.Context, connector string) (bool, error) {
-	if err := checkLimitSetting(connector, "", ""); err != nil {
-		return false, err
-	}
-	n, err := c.queries.LimitClear(ctx, connector)
-	if err != nil {
-		return false, fmt.Errorf("effects: clear the limit of %q: %w", connector, err)
-	}
-	c.limits.invalidate()
-	return n > 0, nil
+	return c.writeLimit(ctx, connector, "clear the limit of", c.queries.LimitClear)
 }
 
 // ResetLimit closes connector's circuits and ends its pauses (for every tenant): an operator's
 // word that the upstream is back. It reports whether anything was paused, open or counting
 // failures.
 func (c *Client) ResetLimit(ctx context.Context, connector string) (bool, error) {
+	return c.writeLimit(ctx, connector, "reset the limit state of", c.queries.LimitReset)
+}
+
+// writeLimit runs write, a statement on connector's limits (what it does, for its error), and
+// drops the cached limits. It reports whether write changed a row.
+func (c *Client) writeLimit(ctx context.Context, connector, what string, write func(context.Context, string) (int64, error)) (bool, error) {
 	if err := checkLimitSetting(connector, "", ""); err != nil {
 		return false, err
 	}
-	n, err := c.queries.LimitReset(ctx, connector)
+	n, err := write(ctx, connector)
 	if err != nil {
-		return false, fmt.Errorf("effects: reset the limit state of %q: %w", connector, err)
+		return false, fmt.Errorf("effects: %s %q: %w", what, connector, err)
 	}
 	c.limits.invalidate()
 	return n > 0, nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // TestMetricsPrecreated: before any event, a client's first scrape already has, at 0, the series
@@ -26,8 +25,7 @@ import (
 // its series from the next scrape. Lint clean.
 func TestMetricsPrecreated(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.start()
 
 	got := testkit.Series(t, h.metrics)
@@ -112,8 +110,7 @@ func TestDispatchBucketsPastTimeouts(t *testing.T) {
 	require.Error(t, registry.Register(effects.Connector{Name: "slower", Tags: idempotentTags, Timeout: longest + time.Millisecond, Dispatch: dispatch}),
 		"5m is the longest call timeout")
 
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	families, err := h.metrics.Gather()
 	require.NoError(t, err)
 	var bounds []float64

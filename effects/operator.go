@@ -46,12 +46,7 @@ type Resolution struct {
 // then. A database error rolls the decision back, so Resolve can simply be called again: a
 // decision that was in fact recorded makes the retry ErrNotStuck.
 func (c *Client) Resolve(ctx context.Context, id uuid.UUID, r Resolution, opts *OperatorOpts) (*Effect, error) {
-	var effect *Effect
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		effect, err = c.ResolveTx(ctx, tx, id, r, opts)
-		return err
-	})
+	effect, err := inTx(ctx, c, func(tx pgx.Tx) (*Effect, error) { return c.ResolveTx(ctx, tx, id, r, opts) })
 	if err != nil {
 		return nil, err
 	}
@@ -110,12 +105,7 @@ func (c *Client) ResolveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, r Resol
 // all, or another tenant's with opts.TenantID), and nothing changes. A database error rolls the
 // cancellation back.
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID, actor, reason string, opts *OperatorOpts) (*Effect, error) {
-	var effect *Effect
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		effect, err = c.CancelTx(ctx, tx, id, actor, reason, opts)
-		return err
-	})
+	effect, err := inTx(ctx, c, func(tx pgx.Tx) (*Effect, error) { return c.CancelTx(ctx, tx, id, actor, reason, opts) })
 	if err != nil {
 		return nil, err
 	}
@@ -182,13 +172,7 @@ type CompensateOpts struct {
 
 // Compensate is CompensateTx in a transaction of its own.
 func (c *Client) Compensate(ctx context.Context, id uuid.UUID, actor, reason string, opts *CompensateOpts) (*Effect, error) {
-	var effect *Effect
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		effect, err = c.CompensateTx(ctx, tx, id, actor, reason, opts)
-		return err
-	})
-	return effect, err
+	return inTx(ctx, c, func(tx pgx.Tx) (*Effect, error) { return c.CompensateTx(ctx, tx, id, actor, reason, opts) })
 }
 
 // CompensateTx enqueues, in tx, the compensation of a CONFIRMED effect: a new effect of the same

@@ -22,8 +22,7 @@ import (
 // CONFIRMED with the upstream's result. Exactly one wire.
 func TestDroppedAfterPerformingIsConfirmedByStatusCheck(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.start()
 	h.bank.Script("drop-1", fakebank.PerformThenDrop)
 
@@ -197,8 +196,7 @@ func TestInconclusiveChecksAreCountedWhenRecorded(t *testing.T) {
 
 func TestPermanentFailsWithoutRetry(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.start()
 	h.bank.Script("no-1", fakebank.Reject)
 
@@ -306,8 +304,7 @@ func TestNonIdempotentWithoutStatusCheckIsStuck(t *testing.T) {
 
 func TestCancelBeforeAnyAttempt(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.start()
 	ctx := context.Background()
 
@@ -334,8 +331,7 @@ func TestCancelBeforeAnyAttempt(t *testing.T) {
 
 func TestDoInline(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 
 	// No reactor needed for the happy path.
@@ -370,8 +366,7 @@ func TestDoInline(t *testing.T) {
 
 func TestWaitHonoursContext(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	effect := h.enqueue("bank.wire", "never-1", 1) // no reactor running
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

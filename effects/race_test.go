@@ -90,8 +90,7 @@ func TestTwoReactorsRace(t *testing.T) {
 // effect is reconciled instead of called; an idempotent one is called again with the same key.
 func TestRescuedJobIsNotCalledBlindly(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.wire(fakebank.ConnectorOptions{Name: "bank.upsert", Tags: idempotentTags})
 	h.bank.SetIdempotent(true)
 	ctx := context.Background()
@@ -166,8 +165,7 @@ func (h *harness) mustGet(id uuid.UUID) *effects.Effect {
 // reconciliation — never by a blind second call.
 func TestSweeperTakesOverLostWork(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	release := make(chan struct{})
 	require.NoError(t, h.registry.Register(effects.Connector{
 		Name: "hanging", Tags: wireTags, Timeout: 300 * time.Millisecond, Backoff: testkit.FastBackoff,

@@ -27,14 +27,7 @@ import (
 // added to in the transaction that records each one, never with the job's attempt: a run whose
 // answer was not recorded — its reactor died and the job was handed back, or the write failed —
 // asked nothing as far as the effect is concerned.
-type reconcileWorker struct {
-	river.WorkerDefaults[reconcileArgs]
-	client *Client
-}
-
-func (w *reconcileWorker) Timeout(job *river.Job[reconcileArgs]) time.Duration {
-	return time.Duration(job.Args.TimeoutMS)*time.Millisecond + w.client.config.InFlightMargin
-}
+type reconcileWorker struct{ effectWorker[reconcileArgs] }
 
 // NextRetry spaces the status checks of an inconclusive effect by the connector's backoff, retry n
 // coming after the n-th inconclusive answer.
@@ -68,13 +61,7 @@ func (w *reconcileWorker) Work(ctx context.Context, job *river.Job[reconcileArgs
 	if State(row.State) != StateUnknown || row.JobID == nil || *row.JobID != job.ID {
 		return nil
 	}
-	ctx, span := c.startEffectSpan(ctx, spanReconcile, row)
-	if span.IsRecording() {
-		span.SetAttributes(attrJobID.Int64(job.ID), attrJobAttempt.Int(job.Attempt))
-	}
-	err = w.reconcile(ctx, span, job, row)
-	endSpan(span, failure(err))
-	return err
+	return workInEffectSpan(ctx, c, spanReconcile, job, row, w.reconcile)
 }
 
 // reconcile resolves row, an UNKNOWN effect of job; span is the reconciliation's.
@@ -93,43 +80,7 @@ func (w *reconcileWorker) reconcile(ctx context.Context, span trace.Span, job *r
 	}
 	actor := "reactor:" + c.config.ID
 	t := transition{from: StateUnknown, fence: fence{jobID: &job.ID}, actor: actor}
-	retrySafe := Policy(row.Policy).RetrySafe()
-	attemptsLeft := row.Attempts < row.MaxAttempts
-	var (
-		duplicates   int
-		inconclusive *Status // an inconclusive answer, to be counted
-	)
-
-	switch {
-	case connector.StatusCheck == nil || row.CompensatesID != nil:
-		switch {
-		case retrySafe && attemptsLeft:
-			t.to, t.reason = StatePending, "retry safe, no status check: dispatch again with the same idempotency key"
-		case retrySafe:
-			t.to, t.reason = StateStuck, fmt.Sprintf("retry safe but all %d attempts made and the last one's outcome is unknown", row.MaxAttempts)
-		default:
-			t.to, t.reason = StateStuck, "not retry safe and no status check: a person must decide"
-		}
-	default:
-		status := c.checkStatus(ctx, row, connector)
-		t.detail = map[string]any{"status": status.Kind.String(), "inconclusive_checks": row.InconclusiveChecks}
-		switch status.Kind {
-		case StatusPresent:
-			t.to, t.result, t.reason = StateConfirmed, status.Result, "status check: present"
-		case StatusAbsent:
-			if attemptsLeft {
-				t.to, t.reason = StatePending, "status check: absent; dispatch again"
-			} else {
-				t.to, t.reason = StateFailed, fmt.Sprintf("status check: absent, and all %d attempts are spent", row.MaxAttempts)
-			}
-		case StatusDuplicate:
-			duplicates = max(status.Count-1, 1)
-			t.to, t.result = StateConfirmed, status.Result
-			t.reason = fmt.Sprintf("status check: performed %d times; compensating %d", max(status.Count, 2), duplicates)
-		default:
-			inconclusive = &status // counted below: STUCK at the limit, else asked again
-		}
-	}
+	duplicates, inconclusive := c.decideUnknown(ctx, row, connector, &t)
 	if t.to == StatePending {
 		c.holdCancelledRun(ctx, row, &t) // run.go: a cancelled run's effects are not dispatched again
 	}
@@ -142,14 +93,9 @@ func (w *reconcileWorker) reconcile(ctx context.Context, span trace.Span, job *r
 	err := c.withTx(ctx, func(tx pgx.Tx) (err error) {
 		if inconclusive != nil {
 			t.to = "" // decided by the count (withTx may run this function again)
-			n, err := dbsqlc.New(tx).EffectAddInconclusiveCheck(ctx, dbsqlc.EffectAddInconclusiveCheckParams{ID: row.ID, JobID: job.ID})
-			if postgres.NoRows(err) {
-				return errFencedOut
+			if checks, err = countInconclusiveTx(ctx, tx, row.ID, job.ID); err != nil {
+				return err
 			}
-			if err != nil {
-				return fmt.Errorf("effects: count inconclusive status check of effect %s: %w", row.ID, err)
-			}
-			checks = int(n)
 			if checks < connector.StatusCheckLimit {
 				return nil // the count commits; the job fails below and River retries it
 			}
@@ -165,13 +111,10 @@ func (w *reconcileWorker) reconcile(ctx context.Context, span trace.Span, job *r
 		if settled, err = c.settle(ctx, tx, row.ID, t); err != nil {
 			return err
 		}
-		for i := range duplicates {
-			comp, err := c.compensateTx(ctx, tx, settled, CompensateOpts{KeySuffix: fmt.Sprintf("duplicate-%d", i+2)}, actor,
-				"status check found the effect performed more than once")
-			if err != nil {
-				return err
-			}
-			compensations = append(compensations, comp)
+		comps, err := c.compensateDuplicatesTx(ctx, tx, settled, duplicates, actor)
+		compensations = append(compensations, comps...)
+		if err != nil {
+			return err
 		}
 		return completeJobTx(ctx, tx, job)
 	})
@@ -198,6 +141,73 @@ func (w *reconcileWorker) reconcile(ctx context.Context, span trace.Span, job *r
 		c.metrics.compensations.WithLabelValues(row.Connector).Inc()
 	}
 	return nil
+}
+
+// decideUnknown sets where t takes row, an UNKNOWN effect: by its connector's status check when
+// it has one (and row is not a compensation), else by its policy and attempts left. It returns how
+// many compensations a duplicate needs, and an inconclusive answer, which leaves t.to to the count
+// of such answers (reconcile).
+func (c *Client) decideUnknown(ctx context.Context, row dbsqlc.ReckonEffect, connector *Connector, t *transition) (duplicates int, inconclusive *Status) {
+	retrySafe := Policy(row.Policy).RetrySafe()
+	attemptsLeft := row.Attempts < row.MaxAttempts
+	if connector.StatusCheck == nil || row.CompensatesID != nil {
+		switch {
+		case retrySafe && attemptsLeft:
+			t.to, t.reason = StatePending, "retry safe, no status check: dispatch again with the same idempotency key"
+		case retrySafe:
+			t.to, t.reason = StateStuck, fmt.Sprintf("retry safe but all %d attempts made and the last one's outcome is unknown", row.MaxAttempts)
+		default:
+			t.to, t.reason = StateStuck, "not retry safe and no status check: a person must decide"
+		}
+		return 0, nil
+	}
+	status := c.checkStatus(ctx, row, connector)
+	t.detail = map[string]any{"status": status.Kind.String(), "inconclusive_checks": row.InconclusiveChecks}
+	switch status.Kind {
+	case StatusPresent:
+		t.to, t.result, t.reason = StateConfirmed, status.Result, "status check: present"
+	case StatusAbsent:
+		if attemptsLeft {
+			t.to, t.reason = StatePending, "status check: absent; dispatch again"
+		} else {
+			t.to, t.reason = StateFailed, fmt.Sprintf("status check: absent, and all %d attempts are spent", row.MaxAttempts)
+		}
+	case StatusDuplicate:
+		duplicates = max(status.Count-1, 1)
+		t.to, t.result = StateConfirmed, status.Result
+		t.reason = fmt.Sprintf("status check: performed %d times; compensating %d", max(status.Count, 2), duplicates)
+	default:
+		return 0, &status // counted by reconcile: STUCK at the limit, else asked again
+	}
+	return duplicates, nil
+}
+
+// countInconclusiveTx adds an inconclusive answer to the count of the effect, still handed to
+// jobID, and returns the count, this answer included.
+func countInconclusiveTx(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, jobID int64) (int, error) {
+	n, err := dbsqlc.New(tx).EffectAddInconclusiveCheck(ctx, dbsqlc.EffectAddInconclusiveCheckParams{ID: effectID, JobID: jobID})
+	if postgres.NoRows(err) {
+		return 0, errFencedOut
+	}
+	if err != nil {
+		return 0, fmt.Errorf("effects: count inconclusive status check of effect %s: %w", effectID, err)
+	}
+	return int(n), nil
+}
+
+// compensateDuplicatesTx enqueues a compensation of settled for each of the duplicates a status
+// check found, and returns those it enqueued, also when one fails.
+func (c *Client) compensateDuplicatesTx(ctx context.Context, tx pgx.Tx, settled dbsqlc.ReckonEffect, duplicates int, actor string) ([]*Effect, error) {
+	var compensations []*Effect
+	for i := range duplicates {
+		comp, err := c.compensateTx(ctx, tx, settled, CompensateOpts{KeySuffix: fmt.Sprintf("duplicate-%d", i+2)}, actor,
+			"status check found the effect performed more than once")
+		if err != nil {
+			return compensations, err
+		}
+		compensations = append(compensations, comp)
+	}
+	return compensations, nil
 }
 
 // checkStatus calls the connector's status check. Errors and panics are inconclusive, and so is

@@ -19,19 +19,7 @@ func NewRegistry() *Registry { return &Registry{connectors: map[string]*Connecto
 // or out-of-range settings, one already registered under the same name, and — unless Unsafe is
 // set — one that is not retry safe and has none of StatusCheck, BusinessKey and Compensate, since
 // nothing could then resolve its UNKNOWN outcomes.
-func (r *Registry) Register(c Connector) error {
-	connector, err := c.withDefaults()
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.connectors[connector.Name]; ok {
-		return fmt.Errorf("effects: connector %q is already registered", connector.Name)
-	}
-	r.connectors[connector.Name] = connector
-	return nil
-}
+func (r *Registry) Register(c Connector) error { return r.put(c, false) }
 
 // ValidateConnector reports what Register would refuse in c, without registering it: the same
 // rules (name, Dispatch, known tags, ranges, and a way to resolve UNKNOWN outcomes unless Unsafe).
@@ -45,13 +33,20 @@ func ValidateConnector(c Connector) error {
 // any. Effects already enqueued keep the policy they were enqueued with; their next call uses c.
 // It exists for connectors whose definition changes while a process runs (HTTP connectors, see
 // package effects/httpconn); connectors declared in code use Register.
-func (r *Registry) Replace(c Connector) error {
+func (r *Registry) Replace(c Connector) error { return r.put(c, true) }
+
+// put registers c with its defaults, if valid; a connector already registered under its name is
+// replaced when replace is set, and an error otherwise.
+func (r *Registry) put(c Connector, replace bool) error {
 	connector, err := c.withDefaults()
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, ok := r.connectors[connector.Name]; ok && !replace {
+		return fmt.Errorf("effects: connector %q is already registered", connector.Name)
+	}
 	r.connectors[connector.Name] = connector
 	return nil
 }

@@ -123,13 +123,7 @@ func (r *Run) refusal(n int) error {
 // tenant's existing run of that id (its counts are kept). Another tenant's run of the same id is
 // a different run, left as it is.
 func (c *Client) StartRun(ctx context.Context, spec RunSpec) (*Run, error) {
-	var run *Run
-	err := c.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		run, err = c.StartRunTx(ctx, tx, spec)
-		return err
-	})
-	return run, err
+	return inTx(ctx, c, func(tx pgx.Tx) (*Run, error) { return c.StartRunTx(ctx, tx, spec) })
 }
 
 // StartRunTx is StartRun in the caller's transaction.

@@ -22,8 +22,7 @@ func wireSpec(key, run string) effects.Spec {
 
 func TestRunGuardrailsMaxSteps(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 
 	run, err := h.client.StartRun(ctx, effects.RunSpec{ID: "r-steps", MaxSteps: 3})
@@ -92,8 +91,7 @@ func TestRunGuardrailsMaxSteps(t *testing.T) {
 
 func TestRunGuardrailsMaxConsecutiveFailures(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.start()
 	ctx := context.Background()
 	_, err := h.client.StartRun(ctx, effects.RunSpec{ID: "r-fail", MaxConsecutiveFailures: 2})
@@ -231,8 +229,7 @@ func TestCancelRun(t *testing.T) {
 // its retries, and each status, gate and count sees only the tenant's own effects.
 func TestRunsPerTenant(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.start()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -328,8 +325,7 @@ func TestRunsPerTenant(t *testing.T) {
 // exactly MaxSteps of them get in.
 func TestRunMaxStepsConcurrent(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	_, err := h.client.StartRun(ctx, effects.RunSpec{ID: "r-race", MaxSteps: 5})
 	require.NoError(t, err)

@@ -40,8 +40,7 @@ func (h *harness) statsComputer(id string) (*effects.Client, *prometheus.Registr
 // queued) counts as PENDING but not as lag; once a reactor dispatches them the lag is 0 again.
 func TestQueueLag(t *testing.T) {
 	t.Parallel()
-	h := setup(t, func(c *effects.Config) { c.StatsInterval = statsInterval })
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t, func(c *effects.Config) { c.StatsInterval = statsInterval })
 	require.NoError(t, h.registry.Register(effects.Connector{
 		Name: "mail.send", Tags: idempotentTags,
 		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return nil, nil },
@@ -248,8 +247,7 @@ func TestSettleLatency(t *testing.T) {
 // has no gauges of them and reports their age as +Inf; StatsInterval outside 100ms..1h is refused.
 func TestStatsNotComputedYet(t *testing.T) {
 	t.Parallel()
-	h := setup(t, func(c *effects.Config) { c.StatsInterval = -1 })
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t, func(c *effects.Config) { c.StatsInterval = -1 })
 	h.start()
 	got := testkit.Series(t, h.metrics)
 	require.True(t, math.IsInf(got[`reckon_stats_age_seconds{}`], 1), "never computed: %v", got[`reckon_stats_age_seconds{}`])

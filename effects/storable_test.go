@@ -12,15 +12,13 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
 // A spec Postgres cannot store is refused before anything is written, and the caller's
 // transaction stays usable: EnqueueTx must never abort it with a database error.
 func TestEnqueueTxRefusesWhatPostgresCannotStore(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	for name, spec := range map[string]effects.Spec{
 		"NUL in args":           {Args: json.RawMessage(`{"a":"x\u0000"}`)},
 		"lone surrogate":        {Args: json.RawMessage(`{"a":"\ud800"}`)},
@@ -102,8 +100,7 @@ func (e errorString) Error() string { return string(e) }
 // own, before any statement.
 func TestOperatorAndCallbackTextIsChecked(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	effect := h.enqueue("bank.wire", "op-1", 5)
 	for name, call := range map[string]func() error{

@@ -67,8 +67,7 @@ func requirePruned(t *testing.T, err error, ts tombstone) {
 // caller commits its transaction after the refusal.
 func TestEnqueueOfPrunedKeyIsRefused(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.start()
 	ctx := context.Background()
 	ts := liveTombstone(effects.DefaultTenant, "w-1")
@@ -106,8 +105,7 @@ func TestEnqueueOfPrunedKeyIsRefused(t *testing.T) {
 // Once the dedup window ends the key is free: an enqueue records a new effect, which is performed.
 func TestEnqueueAfterTombstoneExpired(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	h.start()
 	ts := liveTombstone(effects.DefaultTenant, "w-1")
 	ts.expiresAt = time.Now().Add(-time.Second)
@@ -132,8 +130,7 @@ func TestEnqueueAfterTombstoneExpired(t *testing.T) {
 // of the batch is recorded.
 func TestEnqueueBatchWithPrunedKey(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	first, second := liveTombstone(effects.DefaultTenant, "b-2"), liveTombstone(effects.DefaultTenant, "b-4")
 	h.bury(first)
@@ -172,8 +169,7 @@ func TestEnqueueBatchWithPrunedKey(t *testing.T) {
 // not block an enqueue.
 func TestTombstoneIsPerTenant(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	ctx := context.Background()
 	ts := liveTombstone("acme", "k-1")
 	h.bury(ts)
@@ -196,8 +192,7 @@ func TestTombstoneIsPerTenant(t *testing.T) {
 // live effect, but a dedup is the safe answer): the enqueue is deduplicated.
 func TestExistingEffectWinsOverTombstone(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	h.wire(fakebank.ConnectorOptions{StatusCheck: true})
+	h := setupWired(t)
 	existing := h.enqueue("bank.wire", "w-1", 10)
 	h.bury(liveTombstone(effects.DefaultTenant, "w-1"))
 

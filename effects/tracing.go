@@ -165,6 +165,21 @@ func (c *Client) startEffectSpan(ctx context.Context, name string, row dbsqlc.Re
 	return ctx, span
 }
 
+// workInEffectSpan runs work on row, an effect of job, in the effect's span (startEffectSpan) named
+// name, which also carries the job's id and attempt and ends with work's outcome. The dispatch, the
+// reconciliation and the async deadline of an effect run here.
+func workInEffectSpan[T river.JobArgs](ctx context.Context, c *Client, name string, job *river.Job[T], row dbsqlc.ReckonEffect,
+	work func(context.Context, trace.Span, *river.Job[T], dbsqlc.ReckonEffect) error,
+) error {
+	ctx, span := c.startEffectSpan(ctx, name, row)
+	if span.IsRecording() {
+		span.SetAttributes(attrJobID.Int64(job.ID), attrJobAttempt.Int(job.Attempt))
+	}
+	err := work(ctx, span, job, row)
+	endSpan(span, failure(err))
+	return err
+}
+
 // startCallSpan starts the span of a call to the connector — a client span, child of ctx's.
 func (c *Client) startCallSpan(ctx context.Context, name string, row dbsqlc.ReckonEffect) (context.Context, trace.Span) {
 	ctx, span := c.tracing.tracer.Start(ctx, name, clientSpan...)

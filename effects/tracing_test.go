@@ -92,6 +92,17 @@ func performThenDrop(w http.ResponseWriter, r *http.Request) {
 
 // connectUpstream registers "up.wire", an HTTP connector (not retry safe, with a status check and a
 // compensation) calling u.
+// setupTraced is setup with a tracer and an upstream serving handlers (newTraceUpstream)
+// connected as up.wire.
+func setupTraced(t *testing.T, handlers map[string]http.HandlerFunc) (*harness, *testkit.Tracer, *traceUpstream) {
+	t.Helper()
+	tracer := testkit.NewTracer(t)
+	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
+	u := newTraceUpstream(t, handlers)
+	h.connectUpstream(u)
+	return h, tracer, u
+}
+
 func (h *harness) connectUpstream(u *traceUpstream) {
 	h.t.Helper()
 	def := httpconn.Definition{
@@ -104,6 +115,16 @@ func (h *harness) connectUpstream(u *traceUpstream) {
 // callerSpan starts a span of the caller's own, a root of a new trace.
 func callerSpan(tracer *testkit.Tracer, name string) (context.Context, trace.Span) {
 	return tracer.Tracer("test").Start(context.Background(), name)
+}
+
+// enqueueTraced enqueues spec in a span of the caller's, "caller", which ends after the enqueue.
+func (h *harness) enqueueTraced(tracer *testkit.Tracer, spec effects.Spec, opts *effects.EnqueueOpts) *effects.Effect {
+	h.t.Helper()
+	ctx, caller := callerSpan(tracer, "caller")
+	defer caller.End()
+	effect, err := h.client.Enqueue(ctx, spec, opts)
+	require.NoError(h.t, err)
+	return effect
 }
 
 // storedTraceparent returns the traceparent stored on the effect's row ("" for NULL).
@@ -140,16 +161,10 @@ func linksTo(s tracetest.SpanStub, sc trace.SpanContext) bool {
 // of the one before. The upstream receives a traceparent naming the connector call's span.
 func TestTraceFromEnqueueToUpstream(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	u := newTraceUpstream(t, nil)
-	h.connectUpstream(u)
+	h, tracer, u := setupTraced(t, nil)
 	h.start()
 
-	ctx, caller := callerSpan(tracer, "caller")
-	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "traced-1", Args: map[string]any{"amount": 1}}, nil)
-	require.NoError(t, err)
-	caller.End()
+	effect := h.enqueueTraced(tracer, effects.Spec{Connector: "up.wire", IdempotencyKey: "traced-1", Args: map[string]any{"amount": 1}}, nil)
 	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
 
 	callerStub := tracer.WaitSpan(t, "caller", nil)
@@ -217,19 +232,13 @@ func TestTraceContinuesAcrossClients(t *testing.T) {
 // carries a traceparent of that trace.
 func TestTraceOfReconcile(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	u := newTraceUpstream(t, map[string]http.HandlerFunc{
+	h, tracer, u := setupTraced(t, map[string]http.HandlerFunc{
 		"/dispatch": performThenDrop,
 		"/status":   answerJSON(http.StatusOK, `{"status":"present","result":{"ok":true}}`),
 	})
-	h.connectUpstream(u)
 	h.start()
 
-	ctx, caller := callerSpan(tracer, "caller")
-	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "unknown-1"}, nil)
-	require.NoError(t, err)
-	caller.End()
+	effect := h.enqueueTraced(tracer, effects.Spec{Connector: "up.wire", IdempotencyKey: "unknown-1"}, nil)
 	require.Equal(t, effects.StateConfirmed, h.wait(effect.ID).State)
 	require.Equal(t, []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>CONFIRMED"}, h.path(effect.ID))
 
@@ -255,20 +264,14 @@ func TestTraceOfReconcile(t *testing.T) {
 // works without a span) is still in the effect's trace, linked to its job's span.
 func TestTraceOfSweptEffect(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	u := newTraceUpstream(t, map[string]http.HandlerFunc{
+	h, tracer, _ := setupTraced(t, map[string]http.HandlerFunc{
 		"/status": answerJSON(http.StatusOK, `{"status":"present","result":{"ok":true}}`),
 	})
-	h.connectUpstream(u)
 
-	ctx, caller := callerSpan(tracer, "caller")
-	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "swept-1"},
+	effect := h.enqueueTraced(tracer, effects.Spec{Connector: "up.wire", IdempotencyKey: "swept-1"},
 		&effects.EnqueueOpts{ScheduledAt: time.Now()}) // its job at once, to lose
-	require.NoError(t, err)
-	caller.End()
 	// The job is lost: the sweeper makes the effect UNKNOWN and hands it to a reconcile job.
-	_, err = h.pool.Exec(context.Background(), `DELETE FROM river_job WHERE kind = 'reckon_dispatch'`)
+	_, err := h.pool.Exec(context.Background(), `DELETE FROM river_job WHERE kind = 'reckon_dispatch'`)
 	require.NoError(t, err)
 	_, err = h.pool.Exec(context.Background(), `UPDATE reckon_effects SET updated_at = now() - interval '1 hour' WHERE id = $1`, effect.ID)
 	require.NoError(t, err)
@@ -290,16 +293,10 @@ func TestTraceOfSweptEffect(t *testing.T) {
 // the upstream's compensate request continue it.
 func TestTraceOfCompensation(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	u := newTraceUpstream(t, nil)
-	h.connectUpstream(u)
+	h, tracer, u := setupTraced(t, nil)
 	h.start()
 
-	ctx, caller := callerSpan(tracer, "caller")
-	original, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "comp-1"}, nil)
-	require.NoError(t, err)
-	caller.End()
+	original := h.enqueueTraced(tracer, effects.Spec{Connector: "up.wire", IdempotencyKey: "comp-1"}, nil)
 	require.Equal(t, effects.StateConfirmed, h.wait(original.ID).State)
 	traceID := tracer.WaitSpan(t, "caller", nil).SpanContext.TraceID()
 
@@ -331,18 +328,13 @@ func TestTraceOfCompensation(t *testing.T) {
 // effect's trace, linked to the callback's.
 func TestTraceOfCallback(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	u := newTraceUpstream(t, map[string]http.HandlerFunc{"/dispatch": answerJSON(http.StatusAccepted, `{}`)})
-	h.connectUpstream(u)
+	h, tracer, _ := setupTraced(t, map[string]http.HandlerFunc{"/dispatch": answerJSON(http.StatusAccepted, `{}`)})
 	h.start()
 
-	ctx, caller := callerSpan(tracer, "caller")
-	effect, err := h.client.Enqueue(ctx, effects.Spec{Connector: "up.wire", IdempotencyKey: "async-1"}, nil)
-	require.NoError(t, err)
-	caller.End()
+	effect := h.enqueueTraced(tracer, effects.Spec{Connector: "up.wire", IdempotencyKey: "async-1"}, nil)
 	var accepted *effects.Effect
 	require.Eventually(t, func() bool {
+		var err error
 		accepted, err = h.client.Get(context.Background(), effect.ID)
 		require.NoError(t, err)
 		return accepted.CorrelationID != ""
@@ -355,6 +347,7 @@ func TestTraceOfCallback(t *testing.T) {
 	cbCtx, request := callerSpan(tracer, "callback request")
 	var settled *effects.Effect
 	require.NoError(t, h.inTx(func(tx pgx.Tx) error {
+		var err error
 		settled, err = h.client.CallbackTx(cbCtx, tx, accepted.CorrelationID, json.RawMessage(`{"done":true}`), "", nil)
 		return err
 	}))
@@ -466,9 +459,7 @@ func TestTracingOff(t *testing.T) {
 // job's span.
 func TestTraceOfBatch(t *testing.T) {
 	t.Parallel()
-	tracer := testkit.NewTracer(t)
-	h := setup(t, func(c *effects.Config) { c.TracerProvider = tracer })
-	h.connectUpstream(newTraceUpstream(t, nil))
+	h, tracer, _ := setupTraced(t, nil)
 	h.start()
 
 	ctx, caller := callerSpan(tracer, "caller")
