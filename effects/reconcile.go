@@ -111,9 +111,9 @@ func (w *reconcileWorker) reconcile(ctx context.Context, span trace.Span, job *r
 		if settled, err = c.settle(ctx, tx, row.ID, t); err != nil {
 			return err
 		}
-		comps, err := c.compensateDuplicatesTx(ctx, tx, settled, duplicates, actor)
-		compensations = append(compensations, comps...)
-		if err != nil {
+		// Assigned, not appended: withTx runs this function again after a deadlock, and the
+		// compensations of an aborted try were never recorded.
+		if compensations, err = c.compensateDuplicatesTx(ctx, tx, settled, duplicates, actor); err != nil {
 			return err
 		}
 		return completeJobTx(ctx, tx, job)
@@ -196,14 +196,14 @@ func countInconclusiveTx(ctx context.Context, tx pgx.Tx, effectID uuid.UUID, job
 }
 
 // compensateDuplicatesTx enqueues a compensation of settled for each of the duplicates a status
-// check found, and returns those it enqueued, also when one fails.
+// check found, and returns them.
 func (c *Client) compensateDuplicatesTx(ctx context.Context, tx pgx.Tx, settled dbsqlc.ReckonEffect, duplicates int, actor string) ([]*Effect, error) {
 	var compensations []*Effect
 	for i := range duplicates {
 		comp, err := c.compensateTx(ctx, tx, settled, CompensateOpts{KeySuffix: fmt.Sprintf("duplicate-%d", i+2)}, actor,
 			"status check found the effect performed more than once")
 		if err != nil {
-			return compensations, err
+			return nil, err
 		}
 		compensations = append(compensations, comp)
 	}
