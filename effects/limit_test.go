@@ -217,9 +217,8 @@ func registerLimitedChild(registry *effects.Registry) {
 	if url := os.Getenv("LIMITED_URL"); url != "" {
 		processStalls.recent() // watching from the start
 		limited, once := limitedConnector(url, os.Getenv(limitedChildEnv), effects.Limit{}), onceConnector(url, os.Getenv(limitedChildEnv))
-		if timeout, err := time.ParseDuration(os.Getenv("CHILD_CALL_TIMEOUT")); err == nil {
-			limited.Timeout, once.Timeout = timeout, timeout
-		}
+		timeout := testkit.EnvDuration("CHILD_CALL_TIMEOUT", limited.Timeout)
+		limited.Timeout, once.Timeout = timeout, timeout
 		registry.MustRegister(limited)
 		registry.MustRegister(once)
 	}
