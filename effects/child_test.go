@@ -24,10 +24,7 @@ const childReactorEnv = "RECKON_TEST_CHILD_REACTOR"
 func runChildReactor() int {
 	return testkit.RunReactor(func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Client, error) {
 		registry := effects.NewRegistry()
-		callTimeout := time.Second
-		if timeout, err := time.ParseDuration(os.Getenv("CHILD_CALL_TIMEOUT")); err == nil {
-			callTimeout = timeout
-		}
+		callTimeout := testkit.EnvDuration("CHILD_CALL_TIMEOUT", time.Second)
 		registry.MustRegister(fakebank.ConnectorOptions{
 			BaseURL: os.Getenv("BANK_URL"), StatusCheck: true, Compensate: true, Checkpoints: true,
 			Timeout: callTimeout, Backoff: testkit.FastBackoff,
@@ -42,10 +39,8 @@ func runChildReactor() int {
 		}
 		config := testkit.FastConfig(registry)
 		config.Logger = logger
-		config.InFlightMargin = time.Second
-		if margin, err := time.ParseDuration(os.Getenv("CHILD_IN_FLIGHT_MARGIN")); err == nil {
-			config.InFlightMargin = margin // takeover tests: only the takeover may finish the work soon
-		}
+		// Takeover tests set a margin such that only the takeover may finish the work soon.
+		config.InFlightMargin = testkit.EnvDuration("CHILD_IN_FLIGHT_MARGIN", time.Second)
 		if id := os.Getenv("CHILD_REACTOR_ID"); id != "" {
 			config.ID = id // a test that kills River's leader finds it by its id
 		}
@@ -54,7 +49,7 @@ func runChildReactor() int {
 			// production: what a held-back effect must not depend on.
 			config.FetchCooldown, config.FetchPollInterval = 0, 0
 		}
-		if pause, err := time.ParseDuration(os.Getenv("CHILD_FETCH_PAUSE")); err == nil {
+		if pause := testkit.EnvDuration("CHILD_FETCH_PAUSE", 0); pause > 0 {
 			// Claim tests: after its first fetch River fetches again only after pause, so that a
 			// claimed job stays available.
 			config.FetchCooldown, config.FetchPollInterval = pause, pause

@@ -19,11 +19,7 @@ import (
 // and bank, with env added to its environment, and returns once it runs.
 func (h *harness) startChild(env ...string) *proctest.Process {
 	h.t.Helper()
-	return testkit.StartChild(h.t, append([]string{
-		childReactorEnv + "=1",
-		"DATABASE_URL=" + h.pool.Config().ConnString(),
-		"BANK_URL=" + h.bank.URL(),
-	}, env...)...)
+	return testkit.StartReactorChild(h.t, childReactorEnv, h.pool, h.bank.URL(), env...)
 }
 
 // TestCrashWindows kills a real reactor process with SIGKILL in each crash window of the

@@ -54,6 +54,15 @@ type upstreamCall struct {
 	status     int
 }
 
+// setupLimited is a harness with limitedConnector, under limit, registered on a new upstream.
+func setupLimited(t *testing.T, limit effects.Limit) (*harness, *upstream) {
+	t.Helper()
+	h := setup(t)
+	u := newUpstream(t)
+	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", limit)))
+	return h, u
+}
+
 func newUpstream(t *testing.T) *upstream {
 	u := &upstream{stop: make(chan struct{})}
 	u.srv = httptest.NewServer(http.HandlerFunc(u.serve))
@@ -217,9 +226,8 @@ func registerLimitedChild(registry *effects.Registry) {
 	if url := os.Getenv("LIMITED_URL"); url != "" {
 		processStalls.recent() // watching from the start
 		limited, once := limitedConnector(url, os.Getenv(limitedChildEnv), effects.Limit{}), onceConnector(url, os.Getenv(limitedChildEnv))
-		if timeout, err := time.ParseDuration(os.Getenv("CHILD_CALL_TIMEOUT")); err == nil {
-			limited.Timeout, once.Timeout = timeout, timeout
-		}
+		timeout := testkit.EnvDuration("CHILD_CALL_TIMEOUT", limited.Timeout)
+		limited.Timeout, once.Timeout = timeout, timeout
 		registry.MustRegister(limited)
 		registry.MustRegister(once)
 	}
@@ -468,10 +476,8 @@ func TestRetryAfterPausesEveryReactor(t *testing.T) {
 // probe closes it and the waiting effects go through. The circuit's state is in the metrics.
 func TestCircuitBreaker(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	u := newUpstream(t)
+	h, u := setupLimited(t, effects.Limit{BreakAfter: 3, BreakFor: time.Second})
 	u.set(func(u *upstream) { u.failing = true })
-	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", effects.Limit{BreakAfter: 3, BreakFor: time.Second})))
 	h.start()
 	ctx := context.Background()
 	for i := range 20 {
@@ -541,9 +547,7 @@ func metricSum(t *testing.T, h *harness, name, connector string) float64 {
 // replaces it at run time; a connector without limits never touches the limits' tables.
 func TestLimitDeclaredInGo(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	u := newUpstream(t)
-	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", effects.Limit{Rate: 10, Burst: 2, PerTenant: true})))
+	h, u := setupLimited(t, effects.Limit{Rate: 10, Burst: 2, PerTenant: true})
 	h.start()
 	ctx := context.Background()
 	enqueueFor := func(tenant string, n int) {
@@ -612,12 +616,10 @@ func TestLimitDeclaredInGo(t *testing.T) {
 func TestCapFirstComeFirstServed(t *testing.T) {
 	// Not parallel: a waiter that comes back later than its grace loses its place, and the
 	// package's parallel tests load the machine (as CI's other packages do besides).
-	h := setup(t)
-	u := newUpstream(t)
+	h, u := setupLimited(t, effects.Limit{MaxInFlight: 1})
 	// The first call holds the only place until every other effect has asked and waits.
 	gate := make(chan struct{})
 	u.set(func(u *upstream) { u.gate, u.delay = gate, 20*time.Millisecond })
-	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", effects.Limit{MaxInFlight: 1})))
 	ctx := context.Background()
 	enqueueOneByOne(t, h.client, "fifo", 15)
 	h.start()
@@ -646,9 +648,7 @@ func TestCapFirstComeFirstServed(t *testing.T) {
 // enqueued, due when the rate lets it through; a reactor then confirms it.
 func TestDoHeldBackIsEnqueued(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	u := newUpstream(t)
-	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", effects.Limit{Rate: 1, Per: time.Second})))
+	h, u := setupLimited(t, effects.Limit{Rate: 1, Per: time.Second})
 	ctx := context.Background()
 	first, err := h.client.Do(ctx, effects.Spec{Connector: "limited.call", IdempotencyKey: "do-1", Args: map[string]int{"n": 1}})
 	require.NoError(t, err)
@@ -701,10 +701,8 @@ func TestSetLimitRefusesBadInput(t *testing.T) {
 // probe at once.
 func TestGrantGivenBack(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
-	u := newUpstream(t)
+	h, u := setupLimited(t, effects.Limit{BreakAfter: 1, BreakFor: time.Second})
 	u.set(func(u *upstream) { u.failing = true })
-	require.NoError(t, h.registry.Register(limitedConnector(u.srv.URL, "test", effects.Limit{BreakAfter: 1, BreakFor: time.Second})))
 	ctx := context.Background()
 	first, err := h.client.Do(ctx, effects.Spec{Connector: "limited.call", IdempotencyKey: "gb-1", Args: map[string]int{"n": 1}})
 	require.NoError(t, err)

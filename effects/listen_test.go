@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
 )
 
 // Listen shares the client's one listening connection: subscriptions on a channel the listener
@@ -17,19 +19,18 @@ func TestListenSharesOneConnectionAcrossChannels(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	first, err := h.client.Listen(ctx, "app_orders", "o-1")
-	require.NoError(t, err)
-	defer first.Close()
+	listen := func(channel, key string) *effects.Subscription {
+		t.Helper()
+		sub, err := h.client.Listen(ctx, channel, key)
+		require.NoError(t, err)
+		t.Cleanup(sub.Close)
+		return sub
+	}
+	first := listen("app_orders", "o-1")
 	// The listener now waits on app_orders; these make it LISTEN on two more channels.
-	second, err := h.client.Listen(ctx, "app_invoices", "i-2")
-	require.NoError(t, err)
-	defer second.Close()
-	quoted, err := h.client.Listen(ctx, "App Events", "e-3")
-	require.NoError(t, err)
-	defer quoted.Close()
-	other, err := h.client.Listen(ctx, "app_invoices", "i-9")
-	require.NoError(t, err)
-	defer other.Close()
+	second := listen("app_invoices", "i-2")
+	quoted := listen("App Events", "e-3")
+	other := listen("app_invoices", "i-9")
 	require.Equal(t, int32(1), h.pool.Stat().AcquiredConns(), "one connection listens for every subscription")
 
 	notify := func(channel, payload string) time.Time {

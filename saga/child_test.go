@@ -22,16 +22,12 @@ const childReactorEnv = "RECKON_TEST_SAGA_CHILD_REACTOR"
 func runChildReactor() int {
 	return testkit.RunReactor(func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Client, error) {
 		registry := effects.NewRegistry()
-		callTimeout := time.Second
-		if timeout, err := time.ParseDuration(os.Getenv("CHILD_CALL_TIMEOUT")); err == nil {
-			callTimeout = timeout // takeover tests hold a call for longer
-		}
+		callTimeout := testkit.EnvDuration("CHILD_CALL_TIMEOUT", time.Second) // takeover tests hold a call for longer
 		registerConnectors(registry, os.Getenv("BANK_URL"), true, callTimeout)
 		config := effectsConfig(registry)
 		config.Logger = logger
-		if margin, err := time.ParseDuration(os.Getenv("CHILD_IN_FLIGHT_MARGIN")); err == nil {
-			config.InFlightMargin = margin // takeover tests: only the takeover may finish the work soon
-		}
+		// Takeover tests set a margin such that only the takeover may finish the work soon.
+		config.InFlightMargin = testkit.EnvDuration("CHILD_IN_FLIGHT_MARGIN", config.InFlightMargin)
 		sc, err := saga.NewClient(pool, &saga.Config{Logger: logger})
 		if err != nil {
 			return nil, fmt.Errorf("saga client: %w", err)

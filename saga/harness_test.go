@@ -77,6 +77,18 @@ func registerConnectors(registry *effects.Registry, bankURL string, checkpoints 
 	registry.MustRegister(refundConnector(bankURL))
 }
 
+// orderAfter decodes the saga's order and the result of its earlier step: the order saga's
+// charge and shipment each build on the step before.
+func orderAfter(in saga.Input, step int) (order, wireResult, error) {
+	var o order
+	var prev wireResult
+	if err := in.Decode(&o); err != nil {
+		return o, prev, err
+	}
+	err := in.DecodeResult(step, &prev)
+	return o, prev, err
+}
+
 // orderSaga reserves, charges and ships. Results flow: the charge carries the reservation's
 // wire id, the shipment the charge's. Inventory is undone by its connector's Compensate, the
 // charge by a refund effect of its own (UndoWith), and a shipment is final (NoUndo).
@@ -100,12 +112,8 @@ func orderSaga(compensationAttempts int) saga.Definition {
 			{
 				Name: "charge",
 				Effect: func(in saga.Input) (effects.Spec, error) {
-					var o order
-					var reserved wireResult
-					if err := in.Decode(&o); err != nil {
-						return effects.Spec{}, err
-					}
-					if err := in.DecodeResult(0, &reserved); err != nil {
+					o, reserved, err := orderAfter(in, 0)
+					if err != nil {
 						return effects.Spec{}, err
 					}
 					return effects.Spec{Connector: "card.charge", Args: map[string]any{
@@ -125,12 +133,8 @@ func orderSaga(compensationAttempts int) saga.Definition {
 			{
 				Name: "ship",
 				Effect: func(in saga.Input) (effects.Spec, error) {
-					var o order
-					var charged wireResult
-					if err := in.Decode(&o); err != nil {
-						return effects.Spec{}, err
-					}
-					if err := in.DecodeResult(1, &charged); err != nil {
+					o, charged, err := orderAfter(in, 1)
+					if err != nil {
 						return effects.Spec{}, err
 					}
 					return effects.Spec{Connector: "shipping.ship", Args: map[string]any{

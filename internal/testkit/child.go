@@ -1,0 +1,32 @@
+package testkit
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/reckonhq/reckon/internal/testkit/proctest"
+)
+
+// StartReactorChild starts a child reactor (see StartChild) with flag set to 1, on pool's database
+// and the bank at bankURL, with env added to its environment. The child reads DATABASE_URL and
+// BANK_URL; flag is the variable that the package's TestMain turns into a reactor run.
+func StartReactorChild(tb testing.TB, flag string, pool *pgxpool.Pool, bankURL string, env ...string) *proctest.Process {
+	tb.Helper()
+	return StartChild(tb, append([]string{
+		flag + "=1",
+		"DATABASE_URL=" + pool.Config().ConnString(),
+		"BANK_URL=" + bankURL,
+	}, env...)...)
+}
+
+// EnvDuration is the duration in the environment variable name, or fallback when it is unset or
+// no duration: a child reactor's timings come from its parent test this way.
+func EnvDuration(name string, fallback time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return fallback
+}
