@@ -54,22 +54,28 @@ func separateMigrators(t *testing.T, target *pgxpool.Pool, n int, cfg *db.Migrat
 	return migrators
 }
 
+// migrated returns a database of its own with every migration up, and its migrator.
+func migrated(t *testing.T) (*pgxpool.Pool, *db.Migrator) {
+	t.Helper()
+	pool := pgtest.NewEmptyDB(t)
+	migrator := newMigrator(t, pool, nil)
+	_, err := migrator.Up(context.Background())
+	require.NoError(t, err)
+	return pool, migrator
+}
+
 // migratedBefore returns a database of its own with every migration up, then down to the schema
 // before version, its migrator, and how many migrations it went down.
 func migratedBefore(t *testing.T, version int) (*pgxpool.Pool, *db.Migrator, int) {
 	t.Helper()
-	ctx := context.Background()
-	pool := pgtest.NewEmptyDB(t)
-	migrator := newMigrator(t, pool, nil)
-	_, err := migrator.Up(ctx)
-	require.NoError(t, err)
+	pool, migrator := migrated(t)
 	newer := 0
 	for _, v := range allVersions(t) {
 		if v >= version {
 			newer++
 		}
 	}
-	_, err = migrator.Down(ctx, &db.DownOpts{Steps: newer})
+	_, err := migrator.Down(context.Background(), &db.DownOpts{Steps: newer})
 	require.NoError(t, err)
 	return pool, migrator, newer
 }
