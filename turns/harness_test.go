@@ -148,8 +148,9 @@ func (h *harness) turnsOf(session string) []*turns.Record {
 	return records
 }
 
-// awaitComplete waits until session has n turns, the last of them COMPLETE, and returns them.
-func (h *harness) awaitComplete(session string, n int) []*turns.Record {
+// awaitTurns waits until session has exactly n turns, the last of them COMPLETE, and returns them;
+// awaitComplete waits for the last turn whatever their number.
+func (h *harness) awaitTurns(session string, n int) []*turns.Record {
 	h.t.Helper()
 	var records []*turns.Record
 	require.Eventually(h.t, func() bool {

@@ -95,6 +95,6 @@ func TestNotReadyHandlerLeavesTheTurnWaiting(t *testing.T) {
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_turn' AND state IN ('scheduled', 'available', 'running')`), "the job waits")
 
 	handler.ready.Store(true)
-	h.awaitComplete(session, 1)
+	h.awaitTurns(session, 1)
 	require.Equal(t, int32(1), handler.handled.Load())
 }

@@ -88,7 +88,7 @@ func TestPeriodicRecover(t *testing.T) {
 	_, err = h.pool.Exec(context.Background(), `DELETE FROM river_job WHERE kind = 'reckon_turn'`)
 	require.NoError(t, err)
 	h.start()
-	h.awaitComplete(session, 2)
+	h.awaitTurns(session, 2)
 	// The ticker, which runs from Start, may have recovered the turn before the leader was elected.
 	require.Eventually(t, func() bool {
 		return h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_turn_recover'`) >= 1

@@ -430,7 +430,7 @@ func TestSupersedeThroughReactor(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the superseding turn never ran")
 	}
-	records := h.awaitComplete(session, 2)
+	records := h.awaitTurns(session, 2)
 	require.Equal(t, turns.StatusSuperseded, records[0].Status)
 	require.Equal(t, records[0].Group, records[1].Group)
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects WHERE turn_group = $1`, records[0].Group.String()))
