@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,22 +54,28 @@ func separateMigrators(t *testing.T, target *pgxpool.Pool, n int, cfg *db.Migrat
 	return migrators
 }
 
+// migrated returns a database of its own with every migration up, and its migrator.
+func migrated(t *testing.T) (*pgxpool.Pool, *db.Migrator) {
+	t.Helper()
+	pool := pgtest.NewEmptyDB(t)
+	migrator := newMigrator(t, pool, nil)
+	_, err := migrator.Up(context.Background())
+	require.NoError(t, err)
+	return pool, migrator
+}
+
 // migratedBefore returns a database of its own with every migration up, then down to the schema
 // before version, its migrator, and how many migrations it went down.
 func migratedBefore(t *testing.T, version int) (*pgxpool.Pool, *db.Migrator, int) {
 	t.Helper()
-	ctx := context.Background()
-	pool := pgtest.NewEmptyDB(t)
-	migrator := newMigrator(t, pool, nil)
-	_, err := migrator.Up(ctx)
-	require.NoError(t, err)
+	pool, migrator := migrated(t)
 	newer := 0
 	for _, v := range allVersions(t) {
 		if v >= version {
 			newer++
 		}
 	}
-	_, err = migrator.Down(ctx, &db.DownOpts{Steps: newer})
+	_, err := migrator.Down(context.Background(), &db.DownOpts{Steps: newer})
 	require.NoError(t, err)
 	return pool, migrator, newer
 }
@@ -217,6 +224,20 @@ func TestEnsureDatabase(t *testing.T) {
 	require.ErrorContains(t, err, "names no database")
 }
 
+// parseTwo parses the migrations in directory "m" of files, which name two when they parse. With
+// wantErr set, it requires ParseMigrations to fail with that error and returns nil.
+func parseTwo(t *testing.T, files fstest.MapFS, wantErr string) []db.Migration {
+	t.Helper()
+	migrations, err := db.ParseMigrations(files, "m")
+	if wantErr != "" {
+		require.ErrorContains(t, err, wantErr)
+		return nil
+	}
+	require.NoError(t, err)
+	require.Len(t, migrations, 2)
+	return migrations
+}
+
 func TestParseMigrations(t *testing.T) {
 	t.Parallel()
 	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
@@ -233,14 +254,9 @@ func TestParseMigrations(t *testing.T) {
 		{"two names", fstest.MapFS{"m/0001_a.up.sql": file("up"), "m/0001_b.down.sql": file("down")}, "has two names"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			migrations, err := db.ParseMigrations(tc.files, "m")
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				return
+			if migrations := parseTwo(t, tc.files, tc.wantErr); migrations != nil {
+				require.Equal(t, "b", migrations[1].Name)
 			}
-			require.NoError(t, err)
-			require.Len(t, migrations, 2)
-			require.Equal(t, "b", migrations[1].Name)
 		})
 	}
 }
@@ -268,4 +284,314 @@ func TestMigrateLogsOneLine(t *testing.T) {
 	require.NoError(t, db.Migrate(ctx, fresh, slog.New(slog.NewTextHandler(&debug, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	require.Equal(t, len(allVersions(t)), strings.Count(debug.String(), `msg="applied migration" `), debug.String())
 	require.NotContains(t, debug.String(), "rivermigrate")
+}
+
+const marker = "-- reckon:no-transaction\n"
+
+func TestParseNoTransaction(t *testing.T) {
+	t.Parallel()
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	pair := func(up, down string) fstest.MapFS {
+		return fstest.MapFS{"m/0001_a.up.sql": file("CREATE TABLE t (a int);"), "m/0001_a.down.sql": file("DROP TABLE t;"),
+			"m/0002_b.up.sql": file(up), "m/0002_b.down.sql": file(down)}
+	}
+	const create, drop = "CREATE INDEX CONCURRENTLY i ON t (a);\n", "DROP INDEX CONCURRENTLY i;\n"
+	for _, tc := range []struct {
+		name    string
+		files   fstest.MapFS
+		wantNoT bool
+		wantErr string
+	}{
+		{"both marked", pair(marker+create, marker+drop), true, ""},
+		{"CRLF and trailing spaces", pair("-- reckon:no-transaction  \r\n"+create, marker+drop), true, ""},
+		{"neither", pair(create, drop), false, ""},
+		{"dollar quotes in a transaction", pair("DO $$ BEGIN END $$;", "SELECT 1;"), false, ""},
+		{"up only", pair(marker+create, drop), false, `"-- reckon:no-transaction" starts only one of its files`},
+		{"down only", pair(create, marker+drop), false, "starts only one of its files"},
+		{"not the first line", pair("-- header\n"+marker+create, "-- header\n"+marker+drop), false, "0002_b.down.sql: \"-- reckon:no-transaction\" must be the whole first line"},
+		{"more on the line", pair("-- reckon:no-transaction please\n"+create, marker+drop), false, "must be the whole first line"},
+		{"$$", pair(marker+"DO $$ BEGIN END $$;\n", marker+drop), false, "0002_b.up.sql (no transaction): dollar quote $$"},
+		{"$tag$", pair(marker+create, marker+"CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $body$ SELECT 1; $body$;\n"), false, "0002_b.down.sql (no transaction): dollar quote $body$"},
+		{"block comment", pair(marker+"/* the index */\n"+create, marker+drop), false, "block comment"},
+		{"two on a line", pair(marker+"DROP INDEX CONCURRENTLY i; CREATE INDEX CONCURRENTLY i ON t (a);\n", marker+drop), false, `line 2: a ";" must end its line`},
+		{"comment after ;", pair(marker+"DROP INDEX CONCURRENTLY i; -- first\n", marker+drop), false, `line 2: a ";" must end its line`},
+		{"no final ;", pair(marker+"CREATE INDEX CONCURRENTLY i ON t (a)\n", marker+drop), false, `the last statement does not end with ";"`},
+		{"marker only", pair(marker+"-- nothing\n", marker+drop), false, "no statement"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if migrations := parseTwo(t, tc.files, tc.wantErr); migrations != nil {
+				require.False(t, migrations[0].NoTransaction)
+				require.Equal(t, tc.wantNoT, migrations[1].NoTransaction)
+			}
+		})
+	}
+}
+
+func TestSplitStatements(t *testing.T) {
+	t.Parallel()
+	statements, err := db.SplitStatements(marker + `-- A header comment; with a semicolon in it.
+
+DROP INDEX CONCURRENTLY IF EXISTS i;
+CREATE INDEX CONCURRENTLY i ON t (a)   
+    -- a comment inside
+    WHERE a > 0 ;  
+CREATE INDEX CONCURRENTLY j ON t (b);` + "\r\n\r\n-- trailing comment\n")
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"DROP INDEX CONCURRENTLY IF EXISTS i;",
+		"CREATE INDEX CONCURRENTLY i ON t (a)\n    WHERE a > 0 ;",
+		"CREATE INDEX CONCURRENTLY j ON t (b);",
+	}, statements)
+
+	// Reckon's own no-transaction migrations follow the rule (ParseMigrations checks it), and
+	// 0017 is one of them.
+	migrations, err := db.Migrations()
+	require.NoError(t, err)
+	var noTransaction []int
+	for _, m := range migrations {
+		if m.NoTransaction {
+			noTransaction = append(noTransaction, m.Version)
+		}
+	}
+	require.Contains(t, noTransaction, 17)
+}
+
+// testMigrations are a table, and a no-transaction migration that builds a unique index on it
+// concurrently after an ordinary one: the file follows the rule of Migration's doc (a drop before
+// each build), so that it can run again after a failure.
+func testMigrations() []db.Migration {
+	return []db.Migration{
+		{Version: 1, Name: "table", Up: `CREATE TABLE notx (a int, b int)`, Down: `DROP TABLE notx`},
+		{Version: 2, Name: "indexes", NoTransaction: true,
+			Up: marker + `DROP INDEX CONCURRENTLY IF EXISTS notx_b_idx;
+CREATE INDEX CONCURRENTLY notx_b_idx ON notx (b);
+DROP INDEX CONCURRENTLY IF EXISTS notx_a_uniq;
+CREATE UNIQUE INDEX CONCURRENTLY notx_a_uniq ON notx (a);
+`,
+			Down: marker + `DROP INDEX CONCURRENTLY IF EXISTS notx_a_uniq;
+DROP INDEX CONCURRENTLY IF EXISTS notx_b_idx;
+`},
+	}
+}
+
+// indexes maps the names of the indexes on table to whether each is valid (pg_index.indisvalid).
+func indexes(t *testing.T, pool *pgxpool.Pool, table string) map[string]bool {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = to_regclass($1)`, table)
+	require.NoError(t, err)
+	found := map[string]bool{}
+	var name string
+	var valid bool
+	_, err = pgx.ForEachRow(rows, []any{&name, &valid}, func() error {
+		found[name] = valid
+		return nil
+	})
+	require.NoError(t, err)
+	return found
+}
+
+func recordedVersions(t *testing.T, pool *pgxpool.Pool) []int {
+	t.Helper()
+	return queryAll[int](t, pool, `SELECT version FROM reckon_schema_migrations ORDER BY version`)
+}
+
+func TestNoTransactionUpDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewEmptyDB(t)
+	migrator := newMigrator(t, pool, nil)
+	db.SetMigrations(migrator, testMigrations())
+
+	result, err := migrator.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 2}, result.Reckon)
+	require.Equal(t, map[string]bool{"notx_a_uniq": true, "notx_b_idx": true}, indexes(t, pool, "notx"))
+	require.Equal(t, []int{1, 2}, recordedVersions(t, pool))
+
+	result, err = migrator.Down(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int{2}, result.Reckon)
+	require.Empty(t, indexes(t, pool, "notx"))
+	require.Equal(t, []int{1}, recordedVersions(t, pool))
+
+	result, err = migrator.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{2}, result.Reckon)
+	require.Equal(t, map[string]bool{"notx_a_uniq": true, "notx_b_idx": true}, indexes(t, pool, "notx"))
+}
+
+// TestNoTransactionFailure: a statement that fails leaves the ones before it done, an INVALID
+// index and the migration unrecorded; once the cause is gone, the next Up runs the whole file
+// again and succeeds, the drop first clearing the invalid index.
+func TestNoTransactionFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewEmptyDB(t)
+	migrator := newMigrator(t, pool, nil)
+	migrations := testMigrations()
+	db.SetMigrations(migrator, migrations[:1])
+	_, err := migrator.Up(ctx)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO notx (a, b) VALUES (1, 1), (1, 2)`)
+	require.NoError(t, err)
+
+	db.SetMigrations(migrator, migrations)
+	result, err := migrator.Up(ctx)
+	require.ErrorContains(t, err, "migration 0002_indexes up: statement 4 of 4, outside a transaction (the ones before it stay done): ERROR: could not create unique index")
+	require.Empty(t, result.Reckon)
+	require.Equal(t, map[string]bool{"notx_b_idx": true, "notx_a_uniq": false}, indexes(t, pool, "notx"))
+	require.Equal(t, []int{1}, recordedVersions(t, pool))
+
+	_, err = pool.Exec(ctx, `DELETE FROM notx WHERE b = 2`)
+	require.NoError(t, err)
+	result, err = migrator.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{2}, result.Reckon)
+	require.Equal(t, map[string]bool{"notx_b_idx": true, "notx_a_uniq": true}, indexes(t, pool, "notx"))
+	require.Equal(t, []int{1, 2}, recordedVersions(t, pool))
+}
+
+// TestRetentionIndexes: migration 0017 builds its indexes valid, and rolling it back drops them.
+func TestRetentionIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+	want := map[string]string{
+		"reckon_effects_settled_idx":     "reckon_effects",
+		"reckon_sagas_finished_idx":      "reckon_sagas",
+		"reckon_runs_updated_idx":        "reckon_runs",
+		"reckon_turns_finished_idx":      "reckon_turns",
+		"reckon_turns_superseded_by_idx": "reckon_turns",
+	}
+	check := func(present bool) {
+		t.Helper()
+		for index, table := range want {
+			valid, ok := indexes(t, pool, table)[index]
+			require.Equal(t, present, ok, index)
+			require.Equal(t, present, valid, index)
+		}
+	}
+	check(true)
+
+	migrator := newMigrator(t, pool, nil)
+	migrations, err := db.Migrations()
+	require.NoError(t, err)
+	i := slices.IndexFunc(migrations, func(m db.Migration) bool { return m.Version == 17 })
+	require.GreaterOrEqual(t, i, 0)
+	// Roll back 0017 only, whatever migrations come after it.
+	_, err = migrator.Down(ctx, &db.DownOpts{Steps: len(migrations) - i})
+	require.NoError(t, err)
+	check(false)
+	_, err = migrator.Up(ctx)
+	require.NoError(t, err)
+	check(true)
+}
+
+// syncBuffer is a bytes.Buffer that loggers of several goroutines can share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// holdMigrateLock takes the migration lock, as a migrating process would, on a connection of its
+// own that the test releases at its end, and returns that connection.
+func holdMigrateLock(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+	t.Helper()
+	holder, err := pool.Acquire(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(holder.Release)
+	_, err = holder.Exec(context.Background(), `SELECT pg_advisory_lock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
+	require.NoError(t, err)
+	return holder
+}
+
+// TestMigrateWaitersDoNotBlockConcurrentIndexes: migrators that wait for the lock while another
+// builds indexes concurrently do not hold it up. The test holds the migration lock until three
+// migrators (each with its own pool, as separate processes would have) all say they wait, then
+// lets go: one migrates everything, 0017's CREATE INDEX CONCURRENTLY included, while the other two
+// wait. Had they blocked in pg_advisory_lock, their snapshots would have held up that build, and
+// the deadlock detector would have killed one side.
+func TestMigrateWaitersDoNotBlockConcurrentIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target := pgtest.NewEmptyDB(t)
+	holder := holdMigrateLock(t, target)
+
+	const migrators = 3
+	var (
+		logs    syncBuffer
+		wg      sync.WaitGroup
+		results = make([]*db.Result, migrators)
+		errs    = make([]error, migrators)
+	)
+	for i, migrator := range separateMigrators(t, target, migrators, &db.MigratorConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))}) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = migrator.Up(ctx)
+		}()
+	}
+	require.Eventually(t, func() bool {
+		return strings.Count(logs.String(), "waiting for another migrator") == migrators
+	}, 10*time.Second, 10*time.Millisecond, logs.String())
+	_, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
+	require.NoError(t, err)
+	wg.Wait()
+
+	var reckon []int
+	for i := range migrators {
+		require.NoError(t, errs[i], "migrator %d", i)
+		reckon = append(reckon, results[i].Reckon...)
+	}
+	slices.Sort(reckon)
+	require.Equal(t, allVersions(t), reckon, "each migration applied exactly once")
+	require.Equal(t, allVersions(t), recordedVersions(t, target))
+	require.Equal(t, map[string]bool{"reckon_turns_finished_idx": true, "reckon_turns_superseded_by_idx": true},
+		filterRetention(indexes(t, target, "reckon_turns")))
+}
+
+func filterRetention(found map[string]bool) map[string]bool {
+	kept := map[string]bool{}
+	for name, valid := range found {
+		if strings.HasSuffix(name, "_finished_idx") || strings.HasSuffix(name, "_superseded_by_idx") {
+			kept[name] = valid
+		}
+	}
+	return kept
+}
+
+// TestMigrateLockWaitEndsWithContext: a migrator waiting for the lock gives up when its context
+// ends, and leaves the lock to its holder.
+func TestMigrateLockWaitEndsWithContext(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target := pgtest.NewEmptyDB(t)
+	holder := holdMigrateLock(t, target)
+
+	migrator := newMigrator(t, target, &db.MigratorConfig{Logger: slog.New(slog.DiscardHandler)})
+	waitCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	_, err := migrator.Up(waitCtx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "migrate: take advisory lock")
+	require.Empty(t, schemaObjects(t, target), "nothing migrated")
+
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
+	require.NoError(t, err)
+	_, err = migrator.Up(ctx)
+	require.NoError(t, err)
 }

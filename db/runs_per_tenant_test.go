@@ -11,7 +11,6 @@ import (
 
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
 // runsPerTenant is the migration that scopes run ids per tenant.
@@ -24,10 +23,7 @@ const runsPerTenant = 13
 func TestMigrateRunsPerTenant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewEmptyDB(t)
-	migrator := newMigrator(t, pool, nil)
-	_, err := migrator.Up(ctx)
-	require.NoError(t, err)
+	pool, migrator := migrated(t)
 	// Back to the schema before 0013 (and whatever came after it and is still applied: a refused
 	// Down has rolled back the migrations after 0013 already).
 	down := func() error {
@@ -58,7 +54,7 @@ func TestMigrateRunsPerTenant(t *testing.T) {
 	effect("acme", "a-2", "run-a")
 	effect("globex", "b-1", "run-b")
 
-	_, err = migrator.Up(ctx)
+	_, err := migrator.Up(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "PRIMARY KEY (tenant_id, id)", primaryKey(t, pool, "reckon_runs"))
 	require.Contains(t, indexDef(t, pool, "reckon_effects_run_idx"), "(tenant_id, run_id) WHERE (run_id IS NOT NULL)")

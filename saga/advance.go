@@ -98,8 +98,7 @@ func (a *advance) stepSettled(ctx context.Context, step dbsqlc.ReckonSagaStep, e
 	name := a.def.Steps[idx].Name
 	if s := State(a.saga.State); s != StateRunning && s != StateStuck {
 		// Cannot happen while steps run one at a time; keep the record and leave the saga alone.
-		a.c.logger.WarnContext(ctx, "saga: step settled while the saga is "+string(s),
-			"saga_id", a.saga.ID.String(), "step", idx, "effect_id", e.ID.String())
+		a.warnSettledWhile(ctx, "step", s, idx, e)
 		return a.setStep(ctx, idx, StepState(e.State), e.Result, nil, e.Error)
 	}
 	switch e.State {
@@ -216,13 +215,19 @@ func (a *advance) compensate(ctx context.Context, k int, scheduledAt time.Time, 
 	return a.setState(ctx, StateCompensating, k, fmt.Sprintf("compensating step %d (%s): %s", k, step.Name, why))
 }
 
+// warnSettledWhile logs that the effect e of step idx (what: its step or its compensation) settled
+// while the saga was in state s, where it waits for no effect of that kind.
+func (a *advance) warnSettledWhile(ctx context.Context, what string, s State, idx int, e *effects.Effect) {
+	a.c.logger.WarnContext(ctx, "saga: "+what+" settled while the saga is "+string(s),
+		"saga_id", a.saga.ID.String(), "step", idx, "effect_id", e.ID.String())
+}
+
 // compensationSettled moves the saga on after a compensation of step settled.
 func (a *advance) compensationSettled(ctx context.Context, step dbsqlc.ReckonSagaStep, e *effects.Effect) error {
 	k := int(step.Idx)
 	name := a.def.Steps[k].Name
 	if s := State(a.saga.State); s != StateCompensating && s != StateStuck {
-		a.c.logger.WarnContext(ctx, "saga: compensation settled while the saga is "+string(s),
-			"saga_id", a.saga.ID.String(), "step", k, "effect_id", e.ID.String())
+		a.warnSettledWhile(ctx, "compensation", s, k, e)
 		return nil
 	}
 	switch e.State {

@@ -177,10 +177,7 @@ func TestAggregationWindow(t *testing.T) {
 	require.Equal(t, window, first.turn.Window)
 	require.Equal(t, m2.ReceivedAt, first.turn.LastAt)
 	require.False(t, first.turn.StartedAt.Before(m2.ReceivedAt.Add(window)), "processing started after the window following the last message (started %v, last %v)", first.turn.StartedAt, m2.ReceivedAt)
-	require.Eventually(t, func() bool {
-		records := h.turnsOf(session)
-		return len(records) == 1 && records[0].Status == turns.StatusComplete
-	}, 30*time.Second, 10*time.Millisecond)
+	h.awaitTurns(session, 1)
 
 	m3 := h.submit(session, "m3")
 	require.NotEqual(t, *m1.TurnID, *m3.TurnID)
@@ -242,11 +239,7 @@ func TestAggregationBurstWithinWindowIsOneTurn(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the turn was never processed")
 	}
-	require.Eventually(t, func() bool {
-		records := h.turnsOf(session)
-		return len(records) == 1 && records[0].Status == turns.StatusComplete
-	}, 30*time.Second, 10*time.Millisecond)
-	record := h.turnsOf(session)[0]
+	record := h.awaitTurns(session, 1)[0]
 	require.Equal(t, "adaptive", record.AggregationReason)
 	// 2 × the mean gap (about 455ms as sent) is below the window, which holds; a machine that
 	// stretched the gaps as the database received them (872ms once in CI) stretches the window by

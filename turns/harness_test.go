@@ -148,6 +148,18 @@ func (h *harness) turnsOf(session string) []*turns.Record {
 	return records
 }
 
+// awaitTurns waits until session has exactly n turns, the last of them COMPLETE, and returns them;
+// awaitComplete waits for the last turn whatever their number.
+func (h *harness) awaitTurns(session string, n int) []*turns.Record {
+	h.t.Helper()
+	var records []*turns.Record
+	require.Eventually(h.t, func() bool {
+		records = h.turnsOf(session)
+		return len(records) == n && records[n-1].Status == turns.StatusComplete
+	}, 30*time.Second, 10*time.Millisecond)
+	return records
+}
+
 // messageIDs returns the caller's ids of a turn's messages.
 func (h *harness) messageIDs(turnID uuid.UUID) []string {
 	h.t.Helper()

@@ -95,9 +95,6 @@ func TestNotReadyHandlerLeavesTheTurnWaiting(t *testing.T) {
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_turn' AND state IN ('scheduled', 'available', 'running')`), "the job waits")
 
 	handler.ready.Store(true)
-	require.Eventually(t, func() bool {
-		records := h.turnsOf(session)
-		return len(records) == 1 && records[0].Status == turns.StatusComplete
-	}, 20*time.Second, 20*time.Millisecond)
+	h.awaitTurns(session, 1)
 	require.Equal(t, int32(1), handler.handled.Load())
 }

@@ -88,10 +88,7 @@ func TestPeriodicRecover(t *testing.T) {
 	_, err = h.pool.Exec(context.Background(), `DELETE FROM river_job WHERE kind = 'reckon_turn'`)
 	require.NoError(t, err)
 	h.start()
-	require.Eventually(t, func() bool {
-		records := h.turnsOf(session)
-		return len(records) == 2 && records[1].Status == turns.StatusComplete
-	}, 30*time.Second, 20*time.Millisecond)
+	h.awaitTurns(session, 2)
 	// The ticker, which runs from Start, may have recovered the turn before the leader was elected.
 	require.Eventually(t, func() bool {
 		return h.count(`SELECT count(*) FROM river_job WHERE kind = 'reckon_turn_recover'`) >= 1

@@ -430,11 +430,7 @@ func TestSupersedeThroughReactor(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the superseding turn never ran")
 	}
-	require.Eventually(t, func() bool {
-		records := h.turnsOf(session)
-		return len(records) == 2 && records[1].Status == turns.StatusComplete
-	}, 30*time.Second, 10*time.Millisecond)
-	records := h.turnsOf(session)
+	records := h.awaitTurns(session, 2)
 	require.Equal(t, turns.StatusSuperseded, records[0].Status)
 	require.Equal(t, records[0].Group, records[1].Group)
 	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects WHERE turn_group = $1`, records[0].Group.String()))
