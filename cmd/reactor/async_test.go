@@ -72,17 +72,3 @@ func (f *fixture) awaitSeconds(id uuid.UUID) float64 {
 	}, 20*time.Second, 20*time.Millisecond, "effect %s never accepted", id)
 	return seconds
 }
-
-// TestReactorAsyncTimeoutConfig: -async-timeout and RECKON_ASYNC_TIMEOUT out of range (1ms to 7
-// days) or unparsable stop the reactor with exit status 2 and a message naming them.
-func TestReactorAsyncTimeoutConfig(t *testing.T) {
-	t.Parallel()
-	requireRefused(t, []refused{
-		{nil, []string{"-async-timeout", "0s"}, "-async-timeout must be between 1ms and 168h0m0s, got 0s"},
-		{nil, []string{"-async-timeout", "-1m"}, "-async-timeout must be between 1ms and 168h0m0s, got -1m0s"},
-		{nil, []string{"-async-timeout", "169h"}, "-async-timeout must be between 1ms and 168h0m0s, got 169h0m0s"},
-		{nil, []string{"-async-timeout", "soon"}, "-async-timeout"},
-		{[]string{"RECKON_ASYNC_TIMEOUT=soon"}, nil, `RECKON_ASYNC_TIMEOUT="soon": not a duration`},
-		{[]string{"RECKON_ASYNC_TIMEOUT=200h"}, nil, "-async-timeout must be between 1ms and 168h0m0s, got 200h0m0s"},
-	})
-}

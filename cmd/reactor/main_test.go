@@ -285,6 +285,39 @@ func TestReactorConfig(t *testing.T) {
 			want: `-turn-handler-url: httpturn: handler URL "bot.example/turns": want an absolute http:// or https:// URL`,
 		},
 		{args: []string{"-turn-handler-timeout", "0s"}, want: "-turn-handler-timeout and -turn-not-ready-delay must be positive"},
+
+		// -async-timeout and RECKON_ASYNC_TIMEOUT out of range (1ms to 7 days) or unparsable.
+		{args: []string{"-async-timeout", "0s"}, want: "-async-timeout must be between 1ms and 168h0m0s, got 0s"},
+		{args: []string{"-async-timeout", "-1m"}, want: "-async-timeout must be between 1ms and 168h0m0s, got -1m0s"},
+		{args: []string{"-async-timeout", "169h"}, want: "-async-timeout must be between 1ms and 168h0m0s, got 169h0m0s"},
+		{args: []string{"-async-timeout", "soon"}, want: "-async-timeout"},
+		{env: []string{"RECKON_ASYNC_TIMEOUT=soon"}, want: `RECKON_ASYNC_TIMEOUT="soon": not a duration`},
+		{env: []string{"RECKON_ASYNC_TIMEOUT=200h"}, want: "-async-timeout must be between 1ms and 168h0m0s, got 200h0m0s"},
+
+		// -claim-interval and RECKON_CLAIM_INTERVAL out of range (1ms to 1s) or unparsable.
+		{args: []string{"-claim-interval", "0s"}, want: "-claim-interval must be between 1ms and 1s, got 0s"},
+		{args: []string{"-claim-interval", "500us"}, want: "-claim-interval must be between 1ms and 1s, got 500µs"},
+		{args: []string{"-claim-interval", "2s"}, want: "-claim-interval must be between 1ms and 1s, got 2s"},
+		{args: []string{"-claim-interval", "soon"}, want: "-claim-interval"},
+		{env: []string{"RECKON_CLAIM_INTERVAL=soon"}, want: `RECKON_CLAIM_INTERVAL="soon": not a duration`},
+
+		// -stats-interval and RECKON_STATS_INTERVAL out of range (100ms to 1h) or unparsable.
+		{args: []string{"-stats-interval", "0s"}, want: "-stats-interval must be between 100ms and 1h, got 0s"},
+		{args: []string{"-stats-interval", "99ms"}, want: "-stats-interval must be between 100ms and 1h, got 99ms"},
+		{args: []string{"-stats-interval", "61m"}, want: "-stats-interval must be between 100ms and 1h, got 1h1m0s"},
+		{args: []string{"-stats-interval", "often"}, want: "-stats-interval"},
+		{env: []string{"RECKON_STATS_INTERVAL=often"}, want: `RECKON_STATS_INTERVAL="often": not a duration`},
+
+		// A retention flag or variable out of range.
+		{args: []string{"-effect-retention", "30m"}, want: "-effect-retention must be at least 1h0m0s"},
+		{args: []string{"-audit-retention", "24h"}, want: "-audit-retention must be 0 (keep forever) or at least -effect-retention 720h0m0s"},
+		{args: []string{"-audit-retention", "-1h"}, want: "-audit-retention"},
+		{args: []string{"-dedup-window", "-1s"}, want: "-dedup-window must be 0"},
+		{args: []string{"-idempotency-ttl", "0s"}, want: "-idempotency-ttl must be at least 1s"},
+		{args: []string{"-retention-interval", "10ms"}, want: "-retention-interval must be 0"},
+		{args: []string{"-retention-batch", "0"}, want: "-retention-batch must be between 1 and 10000"},
+		{env: []string{"RECKON_RETENTION_BATCH=20000"}, want: "-retention-batch must be between 1 and 10000, got 20000"},
+		{env: []string{"RECKON_EFFECT_RETENTION=30"}, want: `RECKON_EFFECT_RETENTION="30": not a duration`},
 	})
 
 	// Environment values reach the reactor: its id appears in its logs.

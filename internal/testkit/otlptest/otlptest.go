@@ -19,7 +19,6 @@ import (
 
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -197,8 +196,8 @@ func decode(export *collectorpb.ExportTraceServiceRequest) []Span {
 			for _, s := range ss.GetSpans() {
 				span := Span{
 					TraceID: hexID(s.GetTraceId()), SpanID: hexID(s.GetSpanId()), ParentSpanID: hexID(s.GetParentSpanId()),
-					Name: s.GetName(), Kind: kind(s.GetKind()), Service: service, Attributes: attributes(s.GetAttributes()),
-					StatusCode: status(s.GetStatus().GetCode()), StatusMessage: s.GetStatus().GetMessage(),
+					Name: s.GetName(), Kind: enumName(s.GetKind().String(), "SPAN_KIND_"), Service: service, Attributes: attributes(s.GetAttributes()),
+					StatusCode: enumName(s.GetStatus().GetCode().String(), "STATUS_CODE_"), StatusMessage: s.GetStatus().GetMessage(),
 					Start: time.Unix(0, int64(s.GetStartTimeUnixNano())), End: time.Unix(0, int64(s.GetEndTimeUnixNano())),
 				}
 				for _, l := range s.GetLinks() {
@@ -218,32 +217,10 @@ func hexID(id []byte) string {
 	return hex.EncodeToString(id)
 }
 
-func kind(k tracepb.Span_SpanKind) string {
-	switch k {
-	case tracepb.Span_SPAN_KIND_SERVER:
-		return "server"
-	case tracepb.Span_SPAN_KIND_CLIENT:
-		return "client"
-	case tracepb.Span_SPAN_KIND_PRODUCER:
-		return "producer"
-	case tracepb.Span_SPAN_KIND_CONSUMER:
-		return "consumer"
-	case tracepb.Span_SPAN_KIND_INTERNAL:
-		return "internal"
-	default:
-		return "unspecified"
-	}
-}
-
-func status(c tracepb.Status_StatusCode) string {
-	switch c {
-	case tracepb.Status_STATUS_CODE_OK:
-		return "ok"
-	case tracepb.Status_STATUS_CODE_ERROR:
-		return "error"
-	default:
-		return "unset"
-	}
+// enumName is the lower-case name of an OTLP enum value without its prefix: "server" for
+// SPAN_KIND_SERVER, "ok" for STATUS_CODE_OK.
+func enumName(name, prefix string) string {
+	return strings.ToLower(strings.TrimPrefix(name, prefix))
 }
 
 func attributes(kvs []*commonpb.KeyValue) map[string]any {
