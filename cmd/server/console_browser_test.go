@@ -22,7 +22,6 @@ import (
 
 	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/fakebank"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -191,9 +190,8 @@ func consoleRig(t *testing.T) (browser context.Context, shots, server string, po
 	t.Helper()
 	browser = startChromium(t, 3*time.Minute)
 	shots = screenshotDir(t)
-	server = proctest.Binary(t, "server")
-	pool = pgtest.NewDB(t)
-	return browser, shots, server, pool, []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, pool, env = serverOnDB(t)
+	return browser, shots, server, pool, env
 }
 
 // TestConsoleInBrowser drives the console in headless Chromium against the real server and
