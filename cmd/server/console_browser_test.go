@@ -208,10 +208,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	started := time.Now()
 	browser, shots, server, pool, env := consoleRig(t)
-	tokens := map[string]string{}
-	for _, tenant := range []string{"acme", "globex"} {
-		tokens[tenant] = tenantToken(t, env, server, tenant)
-	}
+	tokens := tenantTokens(t, env, server, "acme", "globex")
 	alice := operatorToken(t, env, server, "alice", "-role", "admin")
 	victor := operatorToken(t, env, server, "victor", "-role", "viewer")
 	sam := operatorToken(t, env, server, "sam", "-role", "operator", "-tenants", "globex")

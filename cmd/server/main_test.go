@@ -42,6 +42,16 @@ func tenantToken(t *testing.T, env []string, server, tenant string, flags ...str
 	return strings.TrimSpace(res.Stdout)
 }
 
+// tenantTokens creates each of tenants with tenantToken and returns their tokens by tenant.
+func tenantTokens(t *testing.T, env []string, server string, tenants ...string) map[string]string {
+	t.Helper()
+	tokens := make(map[string]string, len(tenants))
+	for _, tenant := range tenants {
+		tokens[tenant] = tenantToken(t, env, server, tenant)
+	}
+	return tokens
+}
+
 // systemToken creates a system token named "platform" with the CLI and returns it: what changes
 // the HTTP connectors and saga definitions that every tenant shares.
 func systemToken(t *testing.T, env []string, server string) string {

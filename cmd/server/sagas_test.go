@@ -87,10 +87,7 @@ func (u *asyncUpstream) signed(id, body string) []string {
 func TestCallbackEndToEnd(t *testing.T) {
 	t.Parallel()
 	server, _, env := serverOnDB(t)
-	tokens := map[string]string{}
-	for _, tenant := range []string{"acme", "globex"} {
-		tokens[tenant] = tenantToken(t, env, server, tenant)
-	}
+	tokens := tenantTokens(t, env, server, "acme", "globex")
 	token := tokens["acme"]
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}

@@ -90,10 +90,7 @@ func newTurnEndpoint(t *testing.T, hold, refuse string) *turnEndpoint {
 func TestSessionsEndToEnd(t *testing.T) {
 	t.Parallel()
 	server, _, env := serverOnDB(t)
-	tokens := map[string]string{}
-	for _, tenant := range []string{"acme", "globex"} {
-		tokens[tenant] = tenantToken(t, env, server, tenant)
-	}
+	tokens := tenantTokens(t, env, server, "acme", "globex")
 	acme, globex := tokens["acme"], tokens["globex"]
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
