@@ -14,7 +14,6 @@ import (
 
 	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/fakebank"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -53,9 +52,7 @@ func (c apiClient) do(method, path, token, body string, headers ...string) apiAn
 // missing tokens and oversized bodies are refused and change nothing. SIGTERM stops the server.
 func TestAPIThroughBinaries(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, pool, env := serverOnDB(t)
 	ctx := context.Background()
 	count := func(sql string, args ...any) int { return testkit.Count(t, pool, sql, args...) }
 
@@ -142,9 +139,7 @@ func TestAPIThroughBinaries(t *testing.T) {
 // bank's ledger shows each wire once.
 func TestAPIEndToEndWithReactor(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, _, env := serverOnDB(t)
 	token := tenantToken(t, env, server, "acme", "-name", "ops")
 
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/testkit/fakebank"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -19,9 +18,7 @@ import (
 // not held.
 func TestServerConfirmationConfig(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, _, env := serverOnDB(t)
 	for _, tc := range []struct {
 		env  []string
 		args []string

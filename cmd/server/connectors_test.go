@@ -13,7 +13,6 @@ import (
 
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -22,9 +21,7 @@ import (
 // nothing; list prints a table or JSON; delete removes, and a second delete is an error.
 func TestConnectorsCLI(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, pool, env := serverOnDB(t)
 	ctx := context.Background()
 
 	res := proctest.Run(t, env, server, "connectors", "list")

@@ -22,7 +22,6 @@ import (
 
 	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/fakebank"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -191,9 +190,8 @@ func consoleRig(t *testing.T) (browser context.Context, shots, server string, po
 	t.Helper()
 	browser = startChromium(t, 3*time.Minute)
 	shots = screenshotDir(t)
-	server = proctest.Binary(t, "server")
-	pool = pgtest.NewDB(t)
-	return browser, shots, server, pool, []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, pool, env = serverOnDB(t)
+	return browser, shots, server, pool, env
 }
 
 // TestConsoleInBrowser drives the console in headless Chromium against the real server and
@@ -210,10 +208,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
 	started := time.Now()
 	browser, shots, server, pool, env := consoleRig(t)
-	tokens := map[string]string{}
-	for _, tenant := range []string{"acme", "globex"} {
-		tokens[tenant] = tenantToken(t, env, server, tenant)
-	}
+	tokens := tenantTokens(t, env, server, "acme", "globex")
 	alice := operatorToken(t, env, server, "alice", "-role", "admin")
 	victor := operatorToken(t, env, server, "victor", "-role", "viewer")
 	sam := operatorToken(t, env, server, "sam", "-role", "operator", "-tenants", "globex")

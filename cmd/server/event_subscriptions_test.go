@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/events"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -15,9 +14,7 @@ import (
 // through the real binary: bad arguments exit 2 naming the flag; create prints the secret once.
 func TestEventSubscriptionsCLI(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, _, env := serverOnDB(t)
 	run := func(wantExit int, args ...string) proctest.Result {
 		t.Helper()
 		res := proctest.Run(t, env, server, append([]string{"events", "subscriptions"}, args...)...)

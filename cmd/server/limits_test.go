@@ -13,7 +13,6 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -24,9 +23,7 @@ import (
 // is an error.
 func TestConnectorLimitCLI(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, pool, env := serverOnDB(t)
 	ctx := context.Background()
 	client := testkit.NewClient(t, pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
 	run := func(wantExit int, args ...string) proctest.Result {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/postgres"
@@ -20,6 +21,15 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// serverOnDB returns the server binary, a pool on a new migrated database, and the environment
+// that points the binary at that database.
+func serverOnDB(t *testing.T) (server string, pool *pgxpool.Pool, env []string) {
+	t.Helper()
+	server = proctest.Binary(t, "server")
+	pool = pgtest.NewDB(t)
+	return server, pool, []string{"DATABASE_URL=" + pool.Config().ConnString()}
+}
 
 // tenantToken creates tenant with the server binary's CLI and returns a new token of it, made by
 // `tokens create -tenant tenant` with flags.
@@ -30,6 +40,16 @@ func tenantToken(t *testing.T, env []string, server, tenant string, flags ...str
 	res = proctest.Run(t, env, server, append([]string{"tokens", "create", "-tenant", tenant}, flags...)...)
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	return strings.TrimSpace(res.Stdout)
+}
+
+// tenantTokens creates each of tenants with tenantToken and returns their tokens by tenant.
+func tenantTokens(t *testing.T, env []string, server string, tenants ...string) map[string]string {
+	t.Helper()
+	tokens := make(map[string]string, len(tenants))
+	for _, tenant := range tenants {
+		tokens[tenant] = tenantToken(t, env, server, tenant)
+	}
+	return tokens
 }
 
 // systemToken creates a system token named "platform" with the CLI and returns it: what changes

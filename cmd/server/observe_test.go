@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -24,9 +23,8 @@ import (
 // finds nothing wrong in a scrape (skipped without promtool, except under CI=true).
 func TestRequestIDsAndMetrics(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	srv := proctest.Start(t, []string{"DATABASE_URL=" + pool.Config().ConnString()}, server, "-addr", "127.0.0.1:0")
+	server, _, env := serverOnDB(t)
+	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	base := "http://" + srv.Addr(t)
 
 	resp, _ := testkit.Do(t, "GET", base+"/healthz", "", "", "X-Request-Id", "client-7")
@@ -77,9 +75,7 @@ func TestRequestIDsAndMetrics(t *testing.T) {
 // — what an operator needs to go from a client's report to the log.
 func TestInternalErrorNamesRequest(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, pool, env := serverOnDB(t)
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	token := tenantToken(t, env, server, "acme")
 	base := "http://" + srv.Addr(t)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -21,9 +20,7 @@ import (
 // the operator's sessions, and a second revoke exits 1.
 func TestOperatorsCLI(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, pool, env := serverOnDB(t)
 	ctx := context.Background()
 	store := operator.NewStore(pool)
 

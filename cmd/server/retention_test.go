@@ -11,7 +11,6 @@ import (
 
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 	"github.com/reckonhq/reckon/retention"
 )
@@ -22,9 +21,7 @@ import (
 // exits 1; policies are set, listed and unset; partitions changes reckon_audit_settings.
 func TestRetentionCLI(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, pool, env := serverOnDB(t)
 	ctx := context.Background()
 	exec := func(sql string, args ...any) {
 		_, err := pool.Exec(ctx, sql, args...)

@@ -86,13 +86,8 @@ func (u *asyncUpstream) signed(id, body string) []string {
 // another tenant's callback 404.
 func TestCallbackEndToEnd(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
-	tokens := map[string]string{}
-	for _, tenant := range []string{"acme", "globex"} {
-		tokens[tenant] = tenantToken(t, env, server, tenant)
-	}
+	server, _, env := serverOnDB(t)
+	tokens := tenantTokens(t, env, server, "acme", "globex")
 	token := tokens["acme"]
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
@@ -172,9 +167,7 @@ func defineTransfer(t *testing.T, api apiClient, system string) *fakebank.Bank {
 
 func TestSagasEndToEnd(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, _, env := serverOnDB(t)
 	token, system := tenantToken(t, env, server, "acme"), systemToken(t, env, server)
 
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/testkit/fakebank"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -90,13 +89,8 @@ func newTurnEndpoint(t *testing.T, hold, refuse string) *turnEndpoint {
 // the reason. Another tenant can neither post to nor read the session.
 func TestSessionsEndToEnd(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
-	tokens := map[string]string{}
-	for _, tenant := range []string{"acme", "globex"} {
-		tokens[tenant] = tenantToken(t, env, server, tenant)
-	}
+	server, _, env := serverOnDB(t)
+	tokens := tenantTokens(t, env, server, "acme", "globex")
 	acme, globex := tokens["acme"], tokens["globex"]
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
@@ -189,9 +183,7 @@ func TestSessionsEndToEnd(t *testing.T) {
 // API, the same reactor runs the turn there.
 func TestTurnsWaitWithoutTurnHandler(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, _, env := serverOnDB(t)
 	token := tenantToken(t, env, server, "acme")
 	res := proctest.Run(t, env, server, "tokens", "create", "-tenant", "acme", "-admin", "-name", "ops")
 	require.Equal(t, 0, res.ExitCode, res.Stderr)

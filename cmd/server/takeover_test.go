@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -26,10 +25,8 @@ import (
 // is left running.
 func TestSessionsSurviveReactorKills(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
+	server, pool, env := serverOnDB(t)
 	reactorBin := proctest.Binary(t, "reactor")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
 	token := tenantToken(t, env, server, "acme")
 	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
 	api := apiClient{t: t, base: "http://" + srv.Addr(t)}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -22,8 +21,7 @@ import (
 // server stops with exit status 0 on SIGTERM.
 func TestServeTLS(t *testing.T) {
 	t.Parallel()
-	server := proctest.Binary(t, "server")
-	env := []string{"DATABASE_URL=" + pgtest.NewDB(t).Config().ConnString()}
+	server, _, env := serverOnDB(t)
 	certFile, keyFile, roots := proctest.SelfSignedCert(t)
 
 	for _, tc := range []struct {

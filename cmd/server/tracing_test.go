@@ -18,7 +18,6 @@ import (
 	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 	"github.com/reckonhq/reckon/internal/testkit/otlptest"
-	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -70,9 +69,7 @@ type tracedStack struct {
 // the case) and defines the connector.
 func startTracedStack(t *testing.T, tracing []string) (*tracedStack, func(sql string, args ...any) int) {
 	t.Helper()
-	server := proctest.Binary(t, "server")
-	pool := pgtest.NewDB(t)
-	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+	server, pool, env := serverOnDB(t)
 	s := &tracedStack{token: tenantToken(t, env, server, "acme", "-name", "ops"), bank: newTracedBank(t)}
 	s.srv = proctest.Start(t, append(env, tracing...), server, "-addr", "127.0.0.1:0")
 	s.api = apiClient{t: t, base: "http://" + s.srv.Addr(t)}
