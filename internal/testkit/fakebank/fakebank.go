@@ -361,8 +361,7 @@ func (b *Bank) handleWire(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if req.Amount <= 0 {
-		fakehttp.WriteError(w, http.StatusBadRequest, "amount must be positive")
+	if !positiveAmount(w, req.Amount) {
 		return
 	}
 
@@ -384,8 +383,7 @@ func (b *Bank) handleCompensate(w http.ResponseWriter, r *http.Request) {
 		fakehttp.WriteError(w, http.StatusBadRequest, "missing original_key")
 		return
 	}
-	if req.Amount <= 0 {
-		fakehttp.WriteError(w, http.StatusBadRequest, "amount must be positive")
+	if !positiveAmount(w, req.Amount) {
 		return
 	}
 
@@ -605,4 +603,14 @@ func readKeyed(w http.ResponseWriter, r *http.Request, v any, bodyKey *string) (
 		return "", false
 	}
 	return key, true
+}
+
+// positiveAmount reports whether amount is positive, answering 400 when it is not: a wire or a
+// compensation of nothing, or of a negative sum, is a caller's mistake the bank refuses.
+func positiveAmount(w http.ResponseWriter, amount int64) bool {
+	if amount <= 0 {
+		fakehttp.WriteError(w, http.StatusBadRequest, "amount must be positive")
+		return false
+	}
+	return true
 }

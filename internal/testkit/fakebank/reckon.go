@@ -103,8 +103,7 @@ func (b *Bank) serveReckon(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func (b *Bank) reckonWire(w http.ResponseWriter, r *http.Request, key string, amount int64) {
-	if amount <= 0 {
-		fakehttp.WriteError(w, http.StatusBadRequest, "amount must be positive")
+	if !positiveAmount(w, amount) {
 		return
 	}
 	beh, res := b.wire(key, amount)
