@@ -507,16 +507,23 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// holdMigrateLock takes the migration lock, as a migrating process would, on a connection of its
-// own that the test releases at its end, and returns that connection.
-func holdMigrateLock(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+// lockedEmptyDB returns an empty database of its own whose migration lock a connection of the test
+// holds, as a migrating process would, and the function that lets go of it. The connection goes
+// back to the pool when the test ends.
+func lockedEmptyDB(t *testing.T) (*pgxpool.Pool, func()) {
 	t.Helper()
-	holder, err := pool.Acquire(context.Background())
+	ctx := context.Background()
+	pool := pgtest.NewEmptyDB(t)
+	holder, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	t.Cleanup(holder.Release)
-	_, err = holder.Exec(context.Background(), `SELECT pg_advisory_lock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
 	require.NoError(t, err)
-	return holder
+	return pool, func() {
+		t.Helper()
+		_, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
+		require.NoError(t, err)
+	}
 }
 
 // TestMigrateWaitersDoNotBlockConcurrentIndexes: migrators that wait for the lock while another
@@ -528,8 +535,7 @@ func holdMigrateLock(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
 func TestMigrateWaitersDoNotBlockConcurrentIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	target := pgtest.NewEmptyDB(t)
-	holder := holdMigrateLock(t, target)
+	target, unlock := lockedEmptyDB(t)
 
 	const migrators = 3
 	var (
@@ -548,8 +554,7 @@ func TestMigrateWaitersDoNotBlockConcurrentIndexes(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Count(logs.String(), "waiting for another migrator") == migrators
 	}, 10*time.Second, 10*time.Millisecond, logs.String())
-	_, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
-	require.NoError(t, err)
+	unlock()
 	wg.Wait()
 
 	var reckon []int
@@ -579,8 +584,7 @@ func filterRetention(found map[string]bool) map[string]bool {
 func TestMigrateLockWaitEndsWithContext(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	target := pgtest.NewEmptyDB(t)
-	holder := holdMigrateLock(t, target)
+	target, unlock := lockedEmptyDB(t)
 
 	migrator := newMigrator(t, target, &db.MigratorConfig{Logger: slog.New(slog.DiscardHandler)})
 	waitCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -590,8 +594,7 @@ func TestMigrateLockWaitEndsWithContext(t *testing.T) {
 	require.ErrorContains(t, err, "migrate: take advisory lock")
 	require.Empty(t, schemaObjects(t, target), "nothing migrated")
 
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, db.AdvisoryLockNamespace, db.LockKeyMigrate)
-	require.NoError(t, err)
+	unlock()
 	_, err = migrator.Up(ctx)
 	require.NoError(t, err)
 }
