@@ -346,6 +346,7 @@ func TestGhostScan(t *testing.T) {
 	exec(t, pool, `INSERT INTO reckon_effect_transitions (effect_id, tenant_id, to_state, actor, reason, attempt)
 		VALUES ($1, 'acme', 'PENDING', 'enqueue', 'never inserted', 0)`, effect)
 	exec(t, pool, `INSERT INTO reckon_saga_transitions (saga_id, to_state, step, actor, reason) VALUES ($1, 'RUNNING', 0, 'test', 'never inserted')`, saga)
+	exec(t, pool, `INSERT INTO reckon_events (type, tenant_id, saga_id) VALUES ('saga.started', 'acme', $1)`, saga)
 	for _, kind := range []string{"turn.started", "turn.completed"} {
 		exec(t, pool, `INSERT INTO reckon_events (type, tenant_id, session_key, turn_id) VALUES ($1, 'acme', 'acme:s', $2)`, kind, turn)
 	}
@@ -359,6 +360,7 @@ func TestGhostScan(t *testing.T) {
 	require.ElementsMatch(t, []string{
 		"reckon_effect_transitions effect " + effect.String() + " (new) -> PENDING",
 		"reckon_saga_transitions saga " + saga.String() + " (new) -> RUNNING",
+		"reckon_events saga " + saga.String() + " saga.started",
 		"reckon_events turn " + turn.String() + " turn.started",
 		"reckon_events turn " + turn.String() + " turn.completed",
 		"reckon_events run run-never run.created",

@@ -64,20 +64,20 @@ WHERE ev.effect_id IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM reckon_effect_tombstones tb WHERE tb.effect_id = ev.effect_id)
   AND NOT EXISTS (SELECT 1 FROM reckon_audit_drops d WHERE d.parent = 'reckon_effect_transitions' AND d.range_to > ev.at)
 UNION ALL
-SELECT 'reckon_saga_transitions', t.id, 'saga', t.saga_id::text,
-       coalesce(t.from_state::text, '(new)') || ' -> ' || t.to_state::text
-FROM reckon_saga_transitions t, retention
+SELECT h.tbl, h.row, 'saga', h.saga_id::text, h.what
+FROM (
+    SELECT 'reckon_saga_transitions' AS tbl, t.id AS row, t.saga_id, t.at,
+           coalesce(t.from_state::text, '(new)') || ' -> ' || t.to_state::text AS what
+    FROM reckon_saga_transitions t
+    UNION ALL
+    SELECT 'reckon_events', ev.seq, ev.saga_id, ev.at, ev.type
+    FROM reckon_events ev
+    WHERE ev.saga_id IS NOT NULL
+) h, retention
 WHERE NOT retention.ran
-  AND NOT EXISTS (SELECT 1 FROM reckon_sagas s WHERE s.id = t.saga_id)
-  AND NOT EXISTS (SELECT 1 FROM reckon_saga_transitions x WHERE x.saga_id = t.saga_id AND x.to_state IN ('COMPLETED', 'COMPENSATED'))
-  AND NOT EXISTS (SELECT 1 FROM reckon_audit_drops d WHERE d.parent = 'reckon_saga_transitions' AND d.range_to > t.at)
-UNION ALL
-SELECT 'reckon_events', ev.seq, 'saga', ev.saga_id::text, ev.type
-FROM reckon_events ev, retention
-WHERE ev.saga_id IS NOT NULL AND NOT retention.ran
-  AND NOT EXISTS (SELECT 1 FROM reckon_sagas s WHERE s.id = ev.saga_id)
-  AND NOT EXISTS (SELECT 1 FROM reckon_saga_transitions x WHERE x.saga_id = ev.saga_id AND x.to_state IN ('COMPLETED', 'COMPENSATED'))
-  AND NOT EXISTS (SELECT 1 FROM reckon_audit_drops d WHERE d.parent = 'reckon_saga_transitions' AND d.range_to > ev.at)
+  AND NOT EXISTS (SELECT 1 FROM reckon_sagas s WHERE s.id = h.saga_id)
+  AND NOT EXISTS (SELECT 1 FROM reckon_saga_transitions x WHERE x.saga_id = h.saga_id AND x.to_state IN ('COMPLETED', 'COMPENSATED'))
+  AND NOT EXISTS (SELECT 1 FROM reckon_audit_drops d WHERE d.parent = 'reckon_saga_transitions' AND d.range_to > h.at)
 UNION ALL
 SELECT 'reckon_events', ev.seq, 'turn', ev.turn_id::text, ev.type
 FROM reckon_events ev, retention
