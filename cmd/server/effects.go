@@ -240,32 +240,29 @@ func resolveAll(ctx context.Context, o *ops.Ops, filter ops.EffectFilter, dryRun
 // decideEffect is `server effects resolve|cancel|confirm|decline ID`, on every tenant's effects.
 func decideEffect(ctx context.Context, o *ops.Ops, action string, id uuid.UUID, to effects.State, who, reason string, stdout io.Writer) error {
 	all := ops.Scope{} // the database URL sees every tenant
+	var e *effects.Effect
+	var err error
+	var done string // the line printed, of the effect's ID and state
 	switch action {
 	case "resolve":
-		e, err := o.Resolve(ctx, all, id, to, who, reason)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "resolved effect %s %s\n", e.ID, e.State)
+		e, err = o.Resolve(ctx, all, id, to, who, reason)
+		done = "resolved effect %s %s\n"
 	case "cancel":
-		e, err := o.Cancel(ctx, all, id, who, reason)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "cancelled effect %s (%s)\n", e.ID, e.State)
+		e, err = o.Cancel(ctx, all, id, who, reason)
+		done = "cancelled effect %s (%s)\n"
 	case "confirm":
-		e, err := o.Confirm(ctx, all, id, who, reason)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "confirmed effect %s (%s): the reactors dispatch it\n", e.ID, e.State)
+		e, err = o.Confirm(ctx, all, id, who, reason)
+		done = "confirmed effect %s (%s): the reactors dispatch it\n"
 	case "decline":
-		e, err := o.Decline(ctx, all, id, who, reason)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "declined effect %s (%s)\n", e.ID, e.State)
+		e, err = o.Decline(ctx, all, id, who, reason)
+		done = "declined effect %s (%s)\n"
+	default:
+		return fmt.Errorf("effects: no action %q", action)
 	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, done, e.ID, e.State)
 	return nil
 }
 

@@ -70,11 +70,17 @@ type grafanaPanel struct {
 
 func readDashboard(t *testing.T) grafanaDashboard {
 	t.Helper()
-	raw, err := os.ReadFile(kitDashboard)
+	return readKitFile[grafanaDashboard](t, kitDashboard, json.Unmarshal)
+}
+
+// readKitFile is the kit's file at path, decoded by unmarshal (JSON or YAML).
+func readKitFile[T any](t *testing.T, path string, unmarshal func([]byte, any) error) T {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
-	var d grafanaDashboard
-	require.NoError(t, json.Unmarshal(raw, &d), "%s is not a dashboard's JSON", kitDashboard)
-	return d
+	var v T
+	require.NoError(t, unmarshal(raw, &v), "%s does not decode", path)
+	return v
 }
 
 // dashboardQueries is every PromQL query of the dashboard, the templating's included, by where it is.
@@ -116,10 +122,7 @@ type alertRules struct {
 
 func readAlertRules(t *testing.T) alertRules {
 	t.Helper()
-	raw, err := os.ReadFile(kitAlerts)
-	require.NoError(t, err)
-	var rules alertRules
-	require.NoError(t, yaml.Unmarshal(raw, &rules))
+	rules := readKitFile[alertRules](t, kitAlerts, yaml.Unmarshal)
 	require.NotEmpty(t, rules.Groups)
 	return rules
 }

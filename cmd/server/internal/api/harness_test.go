@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -151,8 +152,13 @@ func (h *harness) enqueue(token, key string, amount int) effectBody {
 // connectors and the effects in each state.
 func (h *harness) rows() map[string]int {
 	h.t.Helper()
-	counts := map[string]int{}
-	for name, sql := range map[string]string{
+	return h.rowsWith(nil)
+}
+
+// rowsWith is rows and, by name, the counts of the queries in extra.
+func (h *harness) rowsWith(extra map[string]string) map[string]int {
+	h.t.Helper()
+	queries := map[string]string{
 		"effects":          `SELECT count(*) FROM reckon_effects`,
 		"transitions":      `SELECT count(*) FROM reckon_effect_transitions`,
 		"jobs":             `SELECT count(*) FROM river_job`,
@@ -161,7 +167,10 @@ func (h *harness) rows() map[string]int {
 		"connectors":       `SELECT count(*) FROM reckon_connectors`,
 		"pending":          `SELECT count(*) FROM reckon_effects WHERE state = 'PENDING'`,
 		"stuck":            `SELECT count(*) FROM reckon_effects WHERE state = 'STUCK'`,
-	} {
+	}
+	maps.Copy(queries, extra)
+	counts := make(map[string]int, len(queries))
+	for name, sql := range queries {
 		counts[name] = testkit.Count(h.t, h.pool, sql)
 	}
 	return counts

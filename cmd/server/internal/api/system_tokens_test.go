@@ -34,16 +34,12 @@ func TestTenantAdminsStayInTheirTenant(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 
 	state := func() map[string]int {
-		counts := h.rows()
-		for name, sql := range map[string]string{
+		return h.rowsWith(map[string]string{
 			"turn_handlers":      `SELECT count(*) FROM reckon_turn_handlers`,
 			"globex_handler":     `SELECT count(*) FROM reckon_turn_handlers WHERE tenant_id = 'globex' AND url = 'https://bot.globex.example/turns'`,
 			"saga_definitions":   `SELECT count(*) FROM reckon_saga_definitions`,
 			"definition_changes": `SELECT count(*) FROM reckon_definition_changes`,
-		} {
-			counts[name] = testkit.Count(t, h.pool, sql)
-		}
-		return counts
+		})
 	}
 	before := state()
 	// Another tenant's handler is absent to acme's admin: the same answer as a tenant without one
@@ -126,15 +122,11 @@ func TestSystemTokenRefusedOnTenantRoutes(t *testing.T) {
 	effect := h.enqueue(acme, "w-1", 10)
 	id, sagaID := effect.ID.String(), uuid.NewString()
 	state := func() map[string]int {
-		counts := h.rows()
-		for name, sql := range map[string]string{
+		return h.rowsWith(map[string]string{
 			"sagas":    `SELECT count(*) FROM reckon_sagas`,
 			"messages": `SELECT count(*) FROM reckon_messages`,
 			"runs":     `SELECT count(*) FROM reckon_runs`,
-		} {
-			counts[name] = testkit.Count(t, h.pool, sql)
-		}
-		return counts
+		})
 	}
 	before := state()
 	for _, req := range []struct{ method, path, body string }{

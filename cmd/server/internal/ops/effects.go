@@ -37,9 +37,12 @@ func (o *Ops) listFilter(ctx context.Context, f EffectFilter) (*effects.ListFilt
 	if err != nil {
 		return nil, err
 	}
-	tenants, err := o.effectTenants(ctx, f.Scope, f.Tenant)
-	if err != nil || len(tenants) == 0 {
-		return nil, err
+	tenants, err := f.Scope.tenantIDs(ctx, f.Tenant, dbsqlc.New(o.pool).OpsEffectTenants)
+	if err != nil {
+		return nil, fmt.Errorf("ops: tenants of effects: %w", err)
+	}
+	if len(tenants) == 0 {
+		return nil, nil
 	}
 	filter := &effects.ListFilter{
 		TenantIDs: tenants, State: f.State, Connector: f.Connector, RunID: f.RunID,
@@ -54,24 +57,6 @@ func (o *Ops) listFilter(ctx context.Context, f EffectFilter) (*effects.ListFilt
 		filter.After = &effects.Cursor{CreatedAt: at, ID: id}
 	}
 	return filter, nil
-}
-
-// effectTenants is the tenants a listing reads: tenant alone (none if the scope does not see it),
-// else the scope's, else every tenant that has effects (a loose scan of an index).
-func (o *Ops) effectTenants(ctx context.Context, scope Scope, tenant string) ([]string, error) {
-	switch {
-	case tenant != "" && !scope.Sees(tenant):
-		return nil, nil
-	case tenant != "":
-		return []string{tenant}, nil
-	case scope.Tenants != nil:
-		return scope.Tenants, nil
-	}
-	tenants, err := dbsqlc.New(o.pool).OpsEffectTenants(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("ops: tenants of effects: %w", err)
-	}
-	return tenants, nil
 }
 
 // scopeParams is a scope as the ops queries take it: every tenant, or the ones listed.

@@ -76,11 +76,8 @@ func ParseEffectFilter(v url.Values) (EffectFilter, error) {
 	}
 	text := func(name string, max int) (string, error) {
 		s := v.Get(name)
-		if err := checkText(s); err != nil {
-			return "", &FieldError{Field: name, Message: err.Error()}
-		}
-		if len(s) > max {
-			return "", &FieldError{Field: name, Message: fmt.Sprintf("at most %d bytes", max)}
+		if err := checkField(name, s, max); err != nil {
+			return "", err
 		}
 		return s, nil
 	}
@@ -218,19 +215,14 @@ func ParseDecision(s string) (saga.Decision, error) {
 // bounded): a *FieldError on "actor" or "reason". Every action checks them; the CLI also calls it
 // before opening the database.
 func CheckAction(actor, reason string) error {
-	switch {
-	case strings.TrimSpace(actor) == "":
+	if strings.TrimSpace(actor) == "" {
 		return &FieldError{Field: "actor", Message: "required"}
-	case checkText(actor) != nil:
-		return &FieldError{Field: "actor", Message: checkText(actor).Error()}
-	case len(actor) > maxNameLen:
-		return &FieldError{Field: "actor", Message: fmt.Sprintf("at most %d bytes", maxNameLen)}
-	case strings.TrimSpace(reason) == "":
-		return &FieldError{Field: "reason", Message: "required: it goes to the audit trail"}
-	case checkText(reason) != nil:
-		return &FieldError{Field: "reason", Message: checkText(reason).Error()}
-	case len(reason) > maxReasonLen:
-		return &FieldError{Field: "reason", Message: fmt.Sprintf("at most %d bytes", maxReasonLen)}
 	}
-	return nil
+	if err := checkField("actor", actor, maxNameLen); err != nil {
+		return err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return &FieldError{Field: "reason", Message: "required: it goes to the audit trail"}
+	}
+	return checkField("reason", reason, maxReasonLen)
 }
