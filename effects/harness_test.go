@@ -2,7 +2,6 @@ package effects_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -19,10 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childReactorEnv) != "" {
-		os.Exit(runChildReactor())
-	}
-	pgtest.Main(m)
+	testkit.MainOrChild(m, childReactorEnv, func(string) int { return runChildReactor() })
 }
 
 type harness struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -22,10 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childReactorEnv) != "" {
-		os.Exit(runChildReactor())
-	}
-	pgtest.Main(m)
+	testkit.MainOrChild(m, childReactorEnv, func(string) int { return runChildReactor() })
 }
 
 // effectsConfig is a reactor configuration for tests: testkit.FastConfig with a margin of a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -20,12 +19,7 @@ import (
 	"github.com/reckonhq/reckon/turns"
 )
 
-func TestMain(m *testing.M) {
-	if mode := os.Getenv(childEnv); mode != "" {
-		os.Exit(runChild(mode))
-	}
-	pgtest.Main(m)
-}
+func TestMain(m *testing.M) { testkit.MainOrChild(m, childEnv, runChild) }
 
 // bank is an in-process upstream for the test connector: it counts the refunds performed per
 // idempotency key.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
@@ -29,4 +30,15 @@ func EnvDuration(name string, fallback time.Duration) time.Duration {
 		return d
 	}
 	return fallback
+}
+
+// MainOrChild is the TestMain of a package whose tests start child processes of their own test
+// binary (StartChild): when the environment variable env is set, this process is such a child, and
+// it runs child with env's value and exits with the code child returns; otherwise it runs the
+// package's tests (pgtest.Main).
+func MainOrChild(m *testing.M, env string, child func(mode string) int) {
+	if mode := os.Getenv(env); mode != "" {
+		os.Exit(child(mode))
+	}
+	pgtest.Main(m)
 }
