@@ -54,8 +54,13 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[dispatchArgs])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// As River does for Work: a panic fails the job (attempt > 1 next time).
-			errs[i] = recovery.Do("effects: dispatch of effect "+id.String(), func() error { return w.client.dispatch(ctx, job, id) })
+			// As River does for Work: a panic fails the job (attempt > 1 next time). The effect's id
+			// is put in the message only then, off the path of every other dispatch.
+			err := recovery.Do("dispatch", func() error { return w.client.dispatch(ctx, job, id) })
+			if p, ok := errors.AsType[*recovery.Panic](err); ok {
+				err = fmt.Errorf("effects: effect %s: %w", id, p)
+			}
+			errs[i] = err
 		}()
 	}
 	wg.Wait()
