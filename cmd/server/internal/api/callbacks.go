@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -108,61 +107,4 @@ func (s *Server) callback(ctx context.Context, call *Call) (int, any, error) {
 		return 0, nil, fmt.Errorf("callback %q: %w", id, err)
 	}
 	return http.StatusOK, EffectToJSON(effect), nil
-}
-
-// RunJSON is a run on the wire: what the API answers (GET /v1/runs/{id}), and what the operator CLI
-// prints with -o json.
-type RunJSON struct {
-	ID                     string         `json:"id"`
-	TenantID               string         `json:"tenant_id"`
-	MaxSteps               int            `json:"max_steps,omitempty"`
-	MaxConsecutiveFailures int            `json:"max_consecutive_failures,omitempty"`
-	Steps                  int            `json:"steps"`
-	ConsecutiveFailures    int            `json:"consecutive_failures"`
-	Failures               int            `json:"failures"`
-	Effects                map[string]int `json:"effects"`
-	Unresolved             int            `json:"unresolved"`
-	// Settled is the completion gate: no effect of the run is PENDING or UNKNOWN.
-	Settled      bool       `json:"settled"`
-	Halted       string     `json:"halted,omitempty"`
-	CancelledAt  *time.Time `json:"cancelled_at,omitempty"`
-	CancelledBy  string     `json:"cancelled_by,omitempty"`
-	CancelReason string     `json:"cancel_reason,omitempty"`
-	CreatedAt    time.Time  `json:"created_at"`
-	UpdatedAt    time.Time  `json:"updated_at"`
-}
-
-// getRun: GET /v1/runs/{id}, a run's status with its guardrails and effects by state.
-func (s *Server) getRun(ctx context.Context, call *Call) (int, any, error) {
-	if _, err := (listParams{}).parse(call); err != nil {
-		return 0, nil, err
-	}
-	id := call.Request.PathValue("id")
-	// Run ids are per tenant: this is the caller's run of that id, whatever other tenants' are.
-	run, err := s.effects.GetRun(ctx, id, &effects.RunOpts{TenantID: call.Tenant()})
-	if errors.Is(err, effects.ErrRunNotFound) {
-		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no run %q", id)
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, RunToJSON(run), nil
-}
-
-// RunToJSON is run on the wire.
-func RunToJSON(run *effects.Run) *RunJSON {
-	out := &RunJSON{
-		ID: run.ID, TenantID: run.TenantID, MaxSteps: run.MaxSteps, MaxConsecutiveFailures: run.MaxConsecutiveFailures,
-		Steps: run.Steps, ConsecutiveFailures: run.ConsecutiveFailures, Failures: run.Failures,
-		Effects: map[string]int{}, Unresolved: run.Unresolved(), Settled: run.Unresolved() == 0,
-		CancelledAt: run.CancelledAt, CancelledBy: run.CancelledBy, CancelReason: run.CancelReason,
-		CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt,
-	}
-	for state, n := range run.Effects {
-		out.Effects[string(state)] = n
-	}
-	if run.Halted != nil {
-		out.Halted = strings.TrimPrefix(run.Halted.Error(), "effects: ")
-	}
-	return out
 }

@@ -129,9 +129,9 @@ func limitToJSON(s effects.LimitSetting) LimitJSON {
 	}
 }
 
-// limitCallError answers an *ops.FieldError with 400 naming the field: a path value for the name,
-// a body field otherwise.
-func limitCallError(err error) error {
+// fieldError answers an *ops.FieldError with 400 naming the field: a path value for the name,
+// a body field otherwise. Other errors pass through.
+func fieldError(err error) error {
 	var bad *ops.FieldError
 	switch {
 	case !errors.As(err, &bad):
@@ -172,7 +172,7 @@ func (s *Server) getLimit(ctx context.Context, call *Call) (int, any, error) {
 	name := call.Request.PathValue("name")
 	setting, states, err := s.ops.ConnectorLimit(ctx, callScope(call), name)
 	if err != nil {
-		return 0, nil, limitCallError(err)
+		return 0, nil, fieldError(err)
 	}
 	if setting == nil {
 		return 0, nil, errorf(http.StatusNotFound, codeNotFound,
@@ -197,7 +197,7 @@ func (s *Server) putLimit(ctx context.Context, call *Call) (int, any, error) {
 	}
 	set, err := s.ops.SetLimitByName(ctx, call.Request.PathValue("name"), req.Limit(), call.Actor(""), req.Reason)
 	if err != nil {
-		return 0, nil, limitCallError(err)
+		return 0, nil, fieldError(err)
 	}
 	return http.StatusOK, limitToJSON(*set), nil
 }
@@ -210,7 +210,7 @@ func (s *Server) deleteLimit(ctx context.Context, call *Call) (int, any, error) 
 	name := call.Request.PathValue("name")
 	cleared, err := s.ops.ClearLimitByName(ctx, name)
 	if err != nil {
-		return 0, nil, limitCallError(err)
+		return 0, nil, fieldError(err)
 	}
 	if !cleared {
 		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no operator's limit for connector %q", name)
@@ -232,7 +232,7 @@ func (s *Server) resetLimit(ctx context.Context, call *Call) (int, any, error) {
 	name := call.Request.PathValue("name")
 	changed, err := s.ops.ResetLimitByName(ctx, name)
 	if err != nil {
-		return 0, nil, limitCallError(err)
+		return 0, nil, fieldError(err)
 	}
 	return http.StatusOK, map[string]any{"connector": name, "reset": changed}, nil
 }

@@ -20,7 +20,9 @@ func (s *Server) routes() {
 
 	// Async effects and runs (docs/async.md).
 	s.handleAction("POST /v1/callbacks/{correlation_id}", s.callback)
+	s.handleMutation("POST /v1/runs", s.startRun)
 	s.handleQuery("GET /v1/runs/{id}", s.getRun)
+	s.handleAction("POST /v1/runs/{id}/cancel", s.cancelRun)
 
 	// HTTP connectors (effects/httpconn), shared by every tenant: any token reads, system tokens
 	// write.

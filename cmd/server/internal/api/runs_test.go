@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 )
 
@@ -90,4 +93,103 @@ func TestEnqueueRunRefusals(t *testing.T) {
 	status, run = h.run(acme, "run-1")
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, map[string]int{"FAILED": 1}, run.Effects, "acme's unattempted effect failed by the cancellation")
+}
+
+// TestStartAndCancelRun: POST /v1/runs creates a run of the caller's tenant with guardrails (and
+// changes them when called again) that enqueues then obey; POST /v1/runs/{id}/cancel stops the
+// caller's run, fails its unattempted effects and says which; bad input, another tenant's run and
+// a system token are refused and change nothing.
+func TestStartAndCancelRun(t *testing.T) {
+	h := setup(t, 0)
+	acme := h.token("acme", false)
+	globex := h.token("globex", false)
+	wire := func(key string) string {
+		return `{"connector":"bank.wire","idempotency_key":"` + key + `","run_id":"agent-7","args":{"account":"a-1","amount":1}}`
+	}
+	runs := map[string]string{"runs": `SELECT count(*) FROM reckon_runs`}
+
+	for _, body := range []string{
+		``, `{}`, `{"id":""}`, `{"id":"agent-7","max_steps":-1}`, `{"id":"agent-7","max_consecutive_failures":-2}`,
+		`{"id":"agent-7","max_steps":2147483648}`, `{"id":"agent-7","max_steps":"2"}`, `{"id":"agent-7","steps":2}`,
+		`{"id":"` + strings.Repeat("r", 201) + `"}`,
+	} {
+		before := h.rowsWith(runs)
+		r := h.do("POST", "/v1/runs", acme, body)
+		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", body, r.body)
+		require.Contains(t, []string{"invalid_json", "invalid_request"}, r.errorCode(t), "%s", body)
+		require.Equal(t, before, h.rowsWith(runs), "%s changed something", body)
+	}
+	r := h.do("POST", "/v1/runs", h.systemToken(), `{"id":"agent-7","max_steps":2}`)
+	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+
+	r = h.do("POST", "/v1/runs", acme, `{"id":"agent-7","max_steps":5,"max_consecutive_failures":3}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	run := decode[api.RunJSON](t, r)
+	require.Equal(t, api.RunJSON{ID: "agent-7", TenantID: "acme", MaxSteps: 5, MaxConsecutiveFailures: 3, Effects: map[string]int{}, Settled: true,
+		CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt}, run)
+	// Again, with a tighter bound: the guardrail changes, the run stays one.
+	r = h.do("POST", "/v1/runs", acme, `{"id":"agent-7","max_steps":2}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, 2, decode[api.RunJSON](t, r).MaxSteps)
+
+	var keys []uuid.UUID
+	for _, key := range []string{"s1", "s2"} {
+		r = h.do("POST", "/v1/effects", acme, wire(key))
+		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+		keys = append(keys, r.effect(t).ID)
+	}
+	before := h.rows()
+	r = h.do("POST", "/v1/effects", acme, wire("s3"))
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	require.Equal(t, "run_halted", r.errorCode(t))
+	require.Equal(t, before, h.rows())
+
+	// Cancel: bad bodies, another tenant and an unknown run change nothing.
+	for _, c := range []struct {
+		token, id, body, code string
+		status            int
+	}{
+		{acme, "agent-7", `{}`, "invalid_request", http.StatusBadRequest},
+		{acme, "agent-7", `{"reason":"  "}`, "invalid_request", http.StatusBadRequest},
+		{acme, "agent-7", `{"reason":"x","to":"FAILED"}`, "invalid_request", http.StatusBadRequest},
+		{acme, strings.Repeat("r", 201), `{"reason":"x"}`, "invalid_parameter", http.StatusBadRequest},
+		{globex, "agent-7", `{"reason":"x"}`, "not_found", http.StatusNotFound},
+		{acme, "nobody", `{"reason":"x"}`, "not_found", http.StatusNotFound},
+	} {
+		before := h.rowsWith(runs)
+		r = h.do("POST", "/v1/runs/"+c.id+"/cancel", c.token, c.body)
+		require.Equal(t, c.status, r.status, "%s %s: %s", c.id, c.body, r.body)
+		require.Equal(t, c.code, r.errorCode(t), "%s", r.body)
+		require.Equal(t, before, h.rowsWith(runs))
+	}
+	status, got := h.run(acme, "agent-7")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, map[string]int{"PENDING": 2}, got.Effects, "nothing was cancelled")
+
+	r = h.do("POST", "/v1/runs/agent-7/cancel", acme, `{"reason":"user closed the chat","actor":"alice"}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	cancelled := decode[cancellationBody](t, r)
+	require.ElementsMatch(t, keys, cancelled.Failed)
+	require.Empty(t, cancelled.Awaiting)
+	require.Empty(t, cancelled.Left)
+	require.Equal(t, map[string]int{"FAILED": 2}, cancelled.Run.Effects)
+	require.True(t, cancelled.Run.Settled)
+	require.Equal(t, "user closed the chat", cancelled.Run.CancelReason)
+	require.Equal(t, "caller:api:acme-ops/alice", cancelled.Run.CancelledBy)
+	require.Contains(t, cancelled.Run.Halted, "cancelled")
+	require.Contains(t, string(r.body), `"awaiting":[]`, "empty lists are [] on the wire")
+
+	r = h.do("POST", "/v1/effects", acme, `{"connector":"bank.wire","idempotency_key":"s4","run_id":"agent-7","args":{"account":"a-1","amount":1}}`)
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	require.Equal(t, "run_cancelled", r.errorCode(t))
+	// Cancelling again keeps the first reason.
+	r = h.do("POST", "/v1/runs/agent-7/cancel", acme, `{"reason":"again"}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.Equal(t, "user closed the chat", decode[cancellationBody](t, r).Run.CancelReason)
+}
+
+// cancellationBody is the answer of POST /v1/runs/{id}/cancel.
+type cancellationBody struct {
+	Run                    *api.RunJSON
+	Failed, Awaiting, Left []uuid.UUID
 }
