@@ -147,7 +147,7 @@ func TestStartAndCancelRun(t *testing.T) {
 	// Cancel: bad bodies, another tenant and an unknown run change nothing.
 	for _, c := range []struct {
 		token, id, body, code string
-		status            int
+		status                int
 	}{
 		{acme, "agent-7", `{}`, "invalid_request", http.StatusBadRequest},
 		{acme, "agent-7", `{"reason":"  "}`, "invalid_request", http.StatusBadRequest},
