@@ -8,6 +8,7 @@ or binaries every test errors.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -110,6 +111,9 @@ def connectors(system: reckon.Client, upstreams: dict[str, Any]) -> dict[str, st
         register(system, name, up.url)
         names[kind] = name
     register(system, "bank.unsure", upstreams["wsgi"].url, status_check_limit=1)
+    # Reactors reload connectors every second (-connector-sync-interval 1s); one enqueued for a
+    # connector a reactor has not loaded yet waits for a later dispatch (about 30 s).
+    time.sleep(2.5)
     return names
 
 

@@ -175,6 +175,9 @@ class Bank:
 
     def dispatch(self, call: Call) -> Any:
         mode = call.args.get("mode", "ok")
+        saga_input = call.args.get("input")
+        if isinstance(saga_input, dict) and call.idempotency_key.endswith(f"/step-{saga_input.get('fail_step')}"):
+            mode = "reject"
         with self.lock:
             self.calls.append(("dispatch", call.idempotency_key, call.attempt))
             if call.idempotency_key in self.performed:
