@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
@@ -66,6 +68,20 @@ class Client:
     ) -> None:
         self._t = Transport(base_url, token, timeout=timeout, max_retries=max_retries,
                             max_retry_wait=max_retry_wait, on_request=on_request)
+        self._signed: OrderedDict[str, int] = OrderedDict()
+        self._signed_lock = threading.Lock()
+
+    def _sign_time(self, effect_id: str) -> int:
+        # The server refuses a signature it has seen (callback_replayed), and one made in the
+        # same second over the same body is the same signature: every callback this client
+        # signs for an effect gets a later timestamp than the one before.
+        with self._signed_lock:
+            t = max(int(time.time()), self._signed.get(effect_id, 0) + 1)
+            self._signed[effect_id] = t
+            self._signed.move_to_end(effect_id)
+            while len(self._signed) > 4096:
+                self._signed.popitem(last=False)
+            return t
 
     @property
     def base_url(self) -> str:
@@ -215,7 +231,7 @@ class Client:
             sid, sec = effect_id, secret
 
             def sign(data: bytes) -> Mapping[str, str]:
-                return {"Reckon-Effect-Id": sid, "Reckon-Signature": signing.sign(sec, data)}
+                return {"Reckon-Effect-Id": sid, "Reckon-Signature": signing.sign(sec, data, self._sign_time(sid))}
         resp = self._t.request(route("callback"), {"correlation_id": correlation_id}, body=body,
                                idempotency_key=request_key, sign=sign)
         data: JSONObject = resp.data
