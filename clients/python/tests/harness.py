@@ -84,13 +84,13 @@ class Proc:
             return ""
 
 
-def wait_ready(url: str, proc: Proc, timeout: float = 30.0) -> None:
+def wait_ready(url: str, proc: Proc, timeout: float = 30.0, path: str = "/readyz") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.popen is not None and proc.popen.poll() is not None:
             raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}")
         try:
-            with urllib.request.urlopen(url + "/readyz", timeout=2) as r:
+            with urllib.request.urlopen(url + path, timeout=2) as r:
                 if r.status == 200:
                     return
         except OSError:
@@ -124,15 +124,15 @@ class Stack:
     def migrate(self) -> None:
         self.cli("migrate", "up", "-create-db")
 
-    def server(self, name: str = "server", port: Optional[int] = None, *extra: str) -> tuple[Proc, str]:
+    def server(self, name: str = "server", port: Optional[int] = None, *extra: str, ready: bool = True,
+               env: Optional[dict[str, str]] = None) -> tuple[Proc, str]:
         port = port or free_port()
         p = Proc(name, [str(self.bindir / "server"), "-addr", f"127.0.0.1:{port}", "-connector-sync-interval", "1s",
-                        *extra], self.workdir / f"{name}.log", self.env)
+                        *extra], self.workdir / f"{name}.log", env or self.env)
         p.start()
         self.procs.append(p)
         url = f"http://127.0.0.1:{port}"
-        self.server_proc = p
-        wait_ready(url, p)
+        wait_ready(url, p, path="/readyz" if ready else "/healthz")
         return p, url
 
     def reactor(self, name: str = "reactor") -> Proc:
@@ -174,8 +174,8 @@ class Bank:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def dispatch(self, call: Call) -> Any:
-        mode = call.args.get("mode", "ok")
         saga_input = call.args.get("input")
+        mode = call.args.get("mode") or (saga_input.get("mode") if isinstance(saga_input, dict) else None) or "ok"
         if isinstance(saga_input, dict) and call.idempotency_key.endswith(f"/step-{saga_input.get('fail_step')}"):
             mode = "reject"
         with self.lock:
@@ -201,7 +201,8 @@ class Bank:
     def status(self, call: Call) -> Any:
         with self.lock:
             self.calls.append(("status", call.idempotency_key, call.attempt))
-            if call.args.get("mode") == "unsure":
+            saga_input = call.args.get("input")
+            if "unsure" in (call.args.get("mode"), saga_input.get("mode") if isinstance(saga_input, dict) else None):
                 from reckon.connector import Inconclusive
                 return Inconclusive()
             if call.idempotency_key in self.performed:
