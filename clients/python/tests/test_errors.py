@@ -81,8 +81,8 @@ def test_codes_only_raw_requests_provoke(stack: Stack) -> None:
     assert "GET" in e.headers.get("allow", "")
 
 
-def test_resolve_effect_of_a_saga_held_by_a_stuck_effect(client: reckon.Client, system: reckon.Client,
-                                                          connectors) -> None:
+def test_resolve_effect_of_a_saga_held_by_a_stuck_effect(
+        client: reckon.Client, system: reckon.Client, connectors: dict[str, str]) -> None:
     name = unique("stuck-saga")
     system.put_saga_definition(name, [{"name": "a", "connector": "bank.unsure", "undo": "none"}])
     saga = client.start_saga(name, input={"mode": "unsure"})

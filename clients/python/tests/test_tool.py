@@ -25,8 +25,8 @@ def unsure(mode: str = "unsure") -> None:
     """An upstream that cannot tell what happened."""
 
 
-def test_dropped_connection_is_performed_once_and_the_agent_sees_the_result(client: reckon.Client,
-                                                                             connectors, bank: Bank) -> None:
+def test_dropped_connection_is_performed_once_and_the_agent_sees_the_result(
+        client: reckon.Client, connectors: dict[str, str], bank: Bank) -> None:
     journal = reckon.Journal(client, run_id=unique("agent"), timeout=30)
     with journal.step("d-1"):
         receipt = wire("acc-1", 1200, mode="drop")

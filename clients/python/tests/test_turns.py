@@ -7,7 +7,7 @@ from typing import Any, Iterator
 import pytest
 
 import reckon
-from harness import ASGIUpstream, Bank, Stack, WSGIUpstream, eventually, unique
+from harness import ASGIUpstream, Bank, WSGIUpstream, eventually, unique
 from reckon.connector import Rejected, Turn, TurnAnswer, TurnArtifact, TurnEffect, TurnHandler
 
 seen: list[Turn] = []
@@ -104,5 +104,3 @@ def test_turn_handler_checks_what_reckon_sends(turn_handlers: dict[str, Any]) ->
                                           "args": {"texts": []}}
             assert data["artifacts"][0]["policy"] == "NEVER"
         conn.close()
-
-

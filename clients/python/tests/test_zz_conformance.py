@@ -109,8 +109,8 @@ def _nested_ok(value: Any, schema: Any, where: str) -> list[str]:
     return problems
 
 
-def test_every_request_sent_during_the_tests_is_documented(requests_log: list[reckon.RequestInfo],
-                                                            request: pytest.FixtureRequest) -> None:
+def test_every_request_sent_during_the_tests_is_documented(
+        requests_log: list[reckon.RequestInfo], request: pytest.FixtureRequest) -> None:
     if len(request.session.items) > 10:
         assert len(requests_log) > 100, "the integration tests recorded too few requests"
     used = set()
