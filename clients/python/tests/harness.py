@@ -202,7 +202,8 @@ class Bank:
         with self.lock:
             self.calls.append(("status", call.idempotency_key, call.attempt))
             saga_input = call.args.get("input")
-            if "unsure" in (call.args.get("mode"), saga_input.get("mode") if isinstance(saga_input, dict) else None):
+            saga_mode = saga_input.get("mode") if isinstance(saga_input, dict) else None
+            if call.args.get("unsure") or "unsure" in (call.args.get("mode"), saga_mode):
                 from reckon.connector import Inconclusive
                 return Inconclusive()
             if call.idempotency_key in self.performed:

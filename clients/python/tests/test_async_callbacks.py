@@ -83,8 +83,21 @@ def test_token_callback_and_the_run_gate(client: reckon.Client, other: reckon.Cl
 
 
 def test_callback_for_an_effect_awaiting_none(client: reckon.Client, connectors) -> None:
-    e = client.enqueue(connectors["wsgi"], idempotency_key=unique("plain"))
-    client.wait(e["id"])
+    held = client.enqueue(connectors["wsgi"], idempotency_key=unique("plain"), require_confirmation=True)
     with pytest.raises(reckon.Conflict) as err:
-        client.callback(e["id"], result={"x": 1})
-    assert err.value.code in ("not_awaiting_callback", "callback_conflict")
+        client.callback(held["id"], result={"x": 1})
+    assert err.value.code == "not_awaiting_callback"
+    assert client.get_effect(held["id"])["state"] == "PENDING"
+
+
+def test_callback_for_a_stuck_effect(client: reckon.Client, connectors, bank: Bank) -> None:
+    # accepted, its deadline passes (UNKNOWN), and the status check cannot tell: STUCK
+    e = client.enqueue("bank.unsure", idempotency_key=unique("late"), args={"mode": "accept", "unsure": True},
+                       async_timeout_ms=1000)
+    call = eventually(lambda: bank.accepted.get(e["id"]))
+    assert client.wait(e["id"], timeout=30)["state"] == "STUCK"
+    with pytest.raises(reckon.Conflict) as err:
+        client.callback(call.correlation_id, result={"late": True})
+    assert err.value.code == "effect_stuck"
+    assert any("callback" in (h.get("actor") or "") or "callback" in (h.get("reason") or "")
+               for h in client.history(e["id"]))

@@ -138,6 +138,18 @@ class _Flaky(BaseHTTPRequestHandler):
         if step == "sleep":
             threading.Event().wait(2)
             return
+        if step == "drip":  # a byte at a time: no read waits long, the whole answer does
+            self.send_response(200)
+            self.send_header("Content-Length", "50")
+            self.end_headers()
+            try:
+                for _ in range(50):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    threading.Event().wait(0.1)
+            except OSError:
+                pass
+            return
         status, _, retry = step.partition("+")
         body = b'{"id":"x"}' if status == "200" else json.dumps(
             {"error": {"code": "busy", "message": "later", "request_id": "r-1"}}).encode()
@@ -191,6 +203,16 @@ def test_retry_after_and_safe_retries(flaky: str) -> None:
         reckon.Client(flaky, "t", max_retries=1, timeout=0.3).get_effect(UUID)
     assert len(_Flaky.keys) == 2
 
+    _Flaky.script, _Flaky.keys = ["410"], []  # events_expired: raised at once, not reconnected
+    with pytest.raises(reckon.Gone):
+        next(c.events(after="1-1"))
+    assert len(_Flaky.keys) == 1
+
+    _Flaky.script, _Flaky.keys = ["drip"] * 5, []
+    with pytest.raises(reckon.TransportError) as terr:
+        reckon.Client(flaky, "t", max_retries=0, timeout=1).get_effect(UUID)
+    assert "timed out" in str(terr.value) and len(_Flaky.keys) == 1
+
 
 def test_bad_arguments_are_refused_before_sending() -> None:
     with pytest.raises(ValueError):
@@ -206,3 +228,7 @@ def test_bad_arguments_are_refused_before_sending() -> None:
         c.callback("c", result=1, error="both")
     with pytest.raises(ValueError):
         c.callback("c", result=1, effect_id=UUID)
+    with pytest.raises(ValueError, match="not JSON"):
+        c.enqueue("x", idempotency_key="k", args={"when": object()})
+    with pytest.raises(ValueError, match="not JSON"):
+        c.enqueue("x", idempotency_key="k", args={"n": float("nan")})

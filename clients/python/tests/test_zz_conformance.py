@@ -133,3 +133,14 @@ def test_every_request_sent_during_the_tests_is_documented(
 def test_served_documents_match_the_repository(client: reckon.Client) -> None:
     assert client.openapi()["paths"].keys() == DOC["paths"].keys()
     assert "webhooks" in client.connector_openapi()
+
+
+def test_async_client_has_the_surface_of_the_client() -> None:
+    public = {n for n in dir(reckon.Client) if not n.startswith("_")}
+    missing = public - {n for n in dir(reckon.AsyncClient) if not n.startswith("_")}
+    assert not missing, f"AsyncClient lacks {sorted(missing)}"
+    for name in public - {"base_url", "console_url", "events", "iter_effects", "iter_sagas"}:
+        sync_params = list(inspect.signature(getattr(reckon.Client, name)).parameters)
+        async_params = list(inspect.signature(getattr(reckon.AsyncClient, name)).parameters)
+        assert sync_params == async_params, name
+        assert inspect.iscoroutinefunction(getattr(reckon.AsyncClient, name)), name

@@ -6,6 +6,7 @@ import email.utils
 import http.client
 import json
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -157,7 +158,10 @@ class Transport:
             hdrs[IDEMPOTENCY_KEY] = idempotency_key or str(uuid.uuid4())
         elif idempotency_key is not None:
             hdrs[IDEMPOTENCY_KEY] = idempotency_key
-        data = None if body is None else json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+        try:
+            data = None if body is None else json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{r.operation_id}: the body is not JSON: {e}") from None
         if sign is not None:
             hdrs.update(sign(data or b""))
         target, all_headers, clean_query = self.build(r, path_params or {}, query or {}, hdrs, body)
@@ -192,15 +196,35 @@ class Transport:
     def _once(self, method: str, target: str, headers: Mapping[str, str], data: Optional[bytes],
               timeout: float) -> Response:
         conn = self.connection(timeout)
+        # The socket's timeout bounds each read; the timer bounds the whole exchange, so that a
+        # server dribbling its answer byte by byte cannot hold the caller past the timeout.
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
         try:
             conn.request(method, target, body=data, headers=dict(headers))
             raw = conn.getresponse()
             payload = raw.read()
             hdrs = {k.lower(): v for k, v in raw.getheaders()}
+            if expired.is_set():
+                raise socket.timeout("the request's timeout passed")
         except (OSError, http.client.HTTPException) as e:
-            what = "timed out" if isinstance(e, socket.timeout) else f"failed: {e!r}"
+            timed_out = expired.is_set() or isinstance(e, socket.timeout)
+            what = f"timed out after {timeout}s" if timed_out else f"failed: {e!r}"
             raise TransportError(f"{method} {self.base_url}{target} {what}") from e
         finally:
+            timer.cancel()
             conn.close()
         value: Any = None
         if payload:
