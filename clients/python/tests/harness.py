@@ -194,7 +194,9 @@ class Bank:
         with self.lock:
             self.performed[call.idempotency_key] = result
             self.performs[call.idempotency_key] = self.performs.get(call.idempotency_key, 0) + 1
-            if mode in ("drop", "unsure") and call.attempt == 1:
+            if mode == "dup":  # it went through twice upstream (say, a retry of its own)
+                self.performs[call.idempotency_key] += 1
+            if mode in ("drop", "unsure", "dup") and call.attempt == 1:
                 self.drop.add(call.effect_id)
         return result
 
@@ -207,6 +209,10 @@ class Bank:
                 from reckon.connector import Inconclusive
                 return Inconclusive()
             if call.idempotency_key in self.performed:
+                count = self.performs.get(call.idempotency_key, 1)
+                if count > 1:
+                    from reckon.connector import Duplicate
+                    return Duplicate(count, self.performed[call.idempotency_key])
                 return Present(self.performed[call.idempotency_key])
         return Absent()
 

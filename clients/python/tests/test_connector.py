@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import reckon
-from harness import Bank, unique
+from harness import Bank, eventually, unique
 
 KINDS = ["wsgi", "asgi"]
 
@@ -130,3 +130,25 @@ def test_protocol_violations_answer_400_and_reach_no_handler(upstreams: dict[str
         assert conn.getresponse().status == 405
         conn.close()
         assert len(bank.calls) == before
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_duplicate_is_confirmed_and_the_extra_compensated(client: reckon.Client, connectors: dict[str, str],
+                                                          bank: Bank, kind: str) -> None:
+    key = unique("dup")
+    e = client.enqueue(connectors[kind], idempotency_key=key, args={"mode": "dup"})
+    done = client.wait(e["id"], timeout=30)
+    assert done["state"] == "CONFIRMED" and done["result"] == bank.performed[key]
+    eventually(lambda: e["id"] in bank.compensated, 30)  # one compensation for the extra
+    comp = eventually(lambda: [x for x in client.iter_effects(connector=connectors[kind])
+                               if x.get("compensates_id") == e["id"]])
+    assert client.wait(comp[0]["id"])["state"] == "CONFIRMED"
+
+
+def test_hard_timeout_cancels_upstream(client: reckon.Client, connectors: dict[str, str], bank: Bank) -> None:
+    effects = [client.enqueue(connectors[kind], idempotency_key=unique("slow"), args={"mode": "accept"},
+                              async_timeout_ms=1000, async_hard_timeout=True) for kind in KINDS]
+    for e in effects:  # both at once: the deadline takes a few seconds
+        done = client.wait(e["id"], timeout=30)
+        assert done["state"] == "FAILED" and "cancel" in done["error"]
+        assert e["id"] in bank.cancelled
