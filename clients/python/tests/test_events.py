@@ -96,3 +96,30 @@ def test_async_client(stack: Stack, connectors, requests_log) -> None:
             assert ac.console_url(effects[0]["id"]).endswith("/console/effects/" + effects[0]["id"])
 
     asyncio.run(main())
+
+
+def test_wait_rides_over_a_server_sigkill(stack: Stack, client: reckon.Client, client_b: reckon.Client,
+                                          connectors, requests_log) -> None:
+    proc, url = stack.server("server-killed-wait")
+    port = urlsplit(url).port
+    waiter = make_client(url, stack.token, requests_log)
+    held = client.enqueue(connectors["wsgi"], idempotency_key=unique("w"), require_confirmation=True)
+    result: dict[str, object] = {}
+
+    def wait() -> None:
+        try:
+            result["effect"] = waiter.wait(held["id"], timeout=40)
+        except Exception as e:  # reported below
+            result["error"] = e
+
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.5)
+    proc.stop(signal.SIGKILL)
+    client_b.confirm_effect(held["id"], "go ahead")
+    assert client.wait(held["id"])["state"] == "CONFIRMED"
+    time.sleep(1.0)
+    stack.server("server-killed-wait", port)
+    t.join(45)
+    assert "error" not in result, result
+    assert result["effect"]["state"] == "CONFIRMED"  # type: ignore[index]

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 from . import signing
 from ._routes import route
 from ._transport import QueryValue, RequestInfo, Transport
-from .errors import APIError, TransportError, WaitTimeout
+from .errors import APIError, RateLimited, ReckonError, TransportError, Unavailable, WaitTimeout
 from .events import Event, EventStream, SSEConnection
 
 JSONObject = dict[str, Any]
@@ -204,8 +204,9 @@ class Client:
         """Wait until the effect is CONFIRMED, FAILED or STUCK (or ``until`` holds); return it.
 
         Follows the event stream (``events``), looking the effect up at each of its events, and
-        falls back to polling with backoff when the stream cannot be had.  Raises
-        :class:`WaitTimeout` (with the effect last seen) after ``timeout`` seconds.
+        falls back to polling with backoff when the stream cannot be had.  A server that
+        restarts or is busy meanwhile (a broken connection, ``503``, ``429``) does not end the
+        wait.  Raises :class:`WaitTimeout` (with the effect last seen) after ``timeout`` seconds.
         """
         return self._wait(lambda: self.get_effect(effect_id), until, ("tool.*", "effect.*"),
                           lambda ev: ev.effect_id == effect_id, timeout, f"effect {effect_id}", events)
@@ -486,28 +487,48 @@ class Client:
         deadline = time.monotonic() + timeout
         last_id: Optional[str] = None
         delay = 0.1
+        seen: Optional[JSONObject] = None
+        trouble: Optional[ReckonError] = None
+
+        def look() -> Optional[JSONObject]:
+            # A server restarting or busy is passing trouble: keep waiting until the deadline.
+            nonlocal seen, trouble
+            try:
+                seen = fetch()
+            except (TransportError, Unavailable, RateLimited) as e:
+                trouble = e
+                return None
+            return seen
+
         while True:
-            current = fetch()
-            if done(current):
+            current = look()
+            if current is not None and done(current):
                 return current
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise WaitTimeout(f"{what} did not settle within {timeout}s", current)
-            if use_stream:
+                if seen is None and trouble is not None:
+                    raise trouble
+                raise WaitTimeout(f"{what} did not settle within {timeout}s", seen)
+            if use_stream and current is not None:
                 try:
                     conn = SSEConnection(self._t, patterns=patterns, last_event_id=last_id,
                                          read_timeout=max(0.05, min(remaining, 20.0)))
-                except (APIError, TransportError):
-                    use_stream = False  # fall back to polling
+                except (TransportError, Unavailable, RateLimited):
+                    time.sleep(min(delay, remaining))
+                    delay = min(delay * 2, 2.0)
+                    continue
+                except APIError:
+                    use_stream = False  # the stream is refused: poll instead
                     continue
                 try:
-                    current = fetch()  # what changed before the stream started
-                    if done(current):
+                    current = look()  # what changed before the stream started
+                    if current is not None and done(current):
                         return current
                     for ev in conn:
                         last_id = ev.id
                         if concerns(ev):
                             break
+                    delay = 0.1
                 except TransportError:
                     pass  # silent or broken: look again, then resume after last_id
                 finally:

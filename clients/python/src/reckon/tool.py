@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Mapping, Optional, ParamSpec, Union
 
 from .client import SETTLED_STATES, Client, JSONObject
-from .errors import ReckonError, WaitTimeout
+from .errors import APIError, ReckonError, TransportError, WaitTimeout
 
 if TYPE_CHECKING:
     from .aio import AsyncClient
@@ -126,6 +126,9 @@ def call_tool(client: Client, connector: str, args: Mapping[str, Any], *, run_id
             effect = client.wait(effect["id"], timeout=timeout, until=_settled_or_held)
         except WaitTimeout as e:
             effect = e.last
+        except (TransportError, APIError) as e:  # the effect is recorded; only its outcome is not known here
+            raise OutcomeUnknown(f"lost sight of tool call {effect['id']}: {e}", effect,
+                                 client.console_url(effect["id"])) from e
     return outcome(effect, client.console_url(effect["id"]))
 
 
@@ -140,6 +143,9 @@ async def acall_tool(client: "AsyncClient", connector: str, args: Mapping[str, A
             effect = await client.wait(effect["id"], timeout=timeout, until=_settled_or_held)
         except WaitTimeout as e:
             effect = e.last
+        except (TransportError, APIError) as e:
+            raise OutcomeUnknown(f"lost sight of tool call {effect['id']}: {e}", effect,
+                                 client.console_url(effect["id"])) from e
     return outcome(effect, client.console_url(effect["id"]))
 
 
