@@ -92,3 +92,19 @@ def test_plain_function_and_async(stack: Stack, client: reckon.Client, connector
             assert out["done"] == f"{run}/q/wire/0"
 
     asyncio.run(main())
+
+
+@reckon.tool
+def lookup(order: str) -> None:
+    """A tool whose connector is named after it."""
+
+
+def test_bare_decorator(client: reckon.Client) -> None:
+    assert (lookup.connector, lookup.name) == ("lookup", "lookup")
+    assert lookup.__doc__ == "A tool whose connector is named after it."
+    journal = reckon.Journal(client, run_id=unique("agent"))
+    with journal.step(1), pytest.raises(reckon.Unprocessable) as err:
+        lookup("o-1")
+    assert err.value.code == "unknown_connector"
+    with pytest.raises(ValueError):
+        reckon.tool("")

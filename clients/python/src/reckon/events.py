@@ -133,6 +133,9 @@ class EventStream:
     ``reconnect_for`` seconds; an answer the server refuses (``400``, ``401``, ``403``,
     ``410 events_expired``) is raised at once.  ``last_event_id`` is the position to resume
     from in a later stream.  Use it as a context manager, or call :meth:`close`.
+
+    A stream started "from now" (neither ``after`` nor ``last_event_id``) that breaks before
+    its first event can only start from now again; pass ``after`` to be exact from the start.
     """
 
     def __init__(

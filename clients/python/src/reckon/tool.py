@@ -25,7 +25,7 @@ import contextvars
 import functools
 import inspect
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Mapping, Optional, ParamSpec, Union
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Mapping, Optional, ParamSpec, Union, overload
 
 from .client import SETTLED_STATES, Client, JSONObject
 from .errors import APIError, ReckonError, TransportError, WaitTimeout
@@ -251,15 +251,33 @@ class Tool(Generic[P]):
         return await acall_tool(client, self.connector, call, **self._options(step))
 
 
+@overload
+def tool(connector: Callable[P, Any]) -> Tool[P]:
+    ...
+
+
+@overload
 def tool(connector: Optional[str] = None, *, name: Optional[str] = None, require_confirmation: Optional[bool] = None,
          timeout: Optional[float] = None) -> Callable[[Callable[P, Any]], Tool[P]]:
+    ...
+
+
+def tool(connector: Union[str, Callable[P, Any], None] = None, *, name: Optional[str] = None,
+         require_confirmation: Optional[bool] = None,
+         timeout: Optional[float] = None) -> Union[Tool[P], Callable[[Callable[P, Any]], Tool[P]]]:
     """Decorate an agent tool so that each call is an effect of ``connector`` (default: the function's name).
 
     ``name`` (default: the function's name) is the tool's part of the key; ``require_confirmation``
     holds each call for a person's confirmation; ``timeout`` bounds the wait for the outcome
-    (default: the journal's).
+    (default: the journal's).  ``@reckon.tool`` without arguments uses the function's name for both.
     """
+    if callable(connector):
+        return tool()(connector)
+    if connector is not None and (not isinstance(connector, str) or not connector):
+        raise ValueError("connector must be a non-empty string")
+    connector_name = connector
+
     def wrap(func: Callable[P, Any]) -> Tool[P]:
         tool_name = name or func.__name__
-        return Tool(func, connector or tool_name, tool_name, require_confirmation, timeout)
+        return Tool(func, connector_name or tool_name, tool_name, require_confirmation, timeout)
     return wrap
