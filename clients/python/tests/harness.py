@@ -311,19 +311,21 @@ class ASGIUpstream:
             headers = [(k.strip().lower().encode(), v.strip().encode())
                        for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)]
             hmap = {k.decode(): v.decode() for k, v in headers}
-            body = await reader.readexactly(int(hmap.get("content-length", "0")))
+            left = int(hmap.get("content-length", "0"))
             path, _, query = target.partition("?")
             scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
                      "path": path, "raw_path": path.encode(), "query_string": query.encode(), "headers": headers}
             sent: list[dict[str, Any]] = []
-            given = False
+            done = False
 
-            async def receive() -> dict[str, Any]:
-                nonlocal given
-                if given:
+            async def receive() -> dict[str, Any]:  # the body in chunks, read when asked for
+                nonlocal left, done
+                if done:
                     return {"type": "http.disconnect"}
-                given = True
-                return {"type": "http.request", "body": body, "more_body": False}
+                chunk = await reader.readexactly(min(left, 65536)) if left else b""
+                left -= len(chunk)
+                done = left == 0
+                return {"type": "http.request", "body": chunk, "more_body": not done}
 
             async def send(message: dict[str, Any]) -> None:
                 sent.append(message)

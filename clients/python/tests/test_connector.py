@@ -152,3 +152,87 @@ def test_hard_timeout_cancels_upstream(client: reckon.Client, connectors: dict[s
         done = client.wait(e["id"], timeout=30)
         assert done["state"] == "FAILED" and "cancel" in done["error"]
         assert e["id"] in bank.cancelled
+
+
+def test_answers_of_each_handler_outcome() -> None:
+    """Every handler outcome, over HTTP, from the WSGI and the ASGI app (sync and async handlers)."""
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    from harness import ASGIUpstream, WSGIUpstream
+    from reckon.connector import Accepted, Connector, Duplicate, Inconclusive, Rejected, Retryable
+
+    def dispatch(call: reckon.connector.Call) -> object:
+        mode = call.args["mode"]
+        if mode == "accept":
+            raise Accepted("their-job-7")
+        if mode == "retry":
+            raise Retryable("slow down", after=4.2)
+        if mode == "reject":
+            raise Rejected("gone", status=410)
+        if mode == "boom":
+            raise KeyError("bug")
+        if mode == "unjson":
+            return {"when": object()}
+        return {"ok": call.attempt, "secret_seen": call.callback_secret is not None}
+
+    async def status(call: reckon.connector.Call) -> reckon.connector.Status:
+        return Duplicate(3, {"first": 1}) if call.args["mode"] == "dup" else Inconclusive()
+
+    def cancel(call: reckon.connector.Call) -> bool:
+        return call.args["mode"] == "stoppable"
+
+    app = Connector(dispatch=dispatch, status=status, cancel=cancel)  # type: ignore[arg-type]
+    eid = "0193a4c2-7c1e-7d55-9e55-3f1f3b0c2a11"
+
+    def post(url: str, path: str, mode: str, body_extra: bytes = b"") -> tuple[int, dict[str, str], object]:
+        body = {"effect_id": eid, "idempotency_key": "k", "business_key": None, "args": {"mode": mode},
+                "attempt": 2, "correlation_id": "run-1:" + eid}
+        u = urlsplit(url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        conn.request("POST", path, body=json.dumps(body).encode() + body_extra, headers={
+            "Idempotency-Key": "k", "Reckon-Effect-Id": eid, "Reckon-Attempt": "2",
+            "Reckon-Callback-Secret": "a" * 64, "Content-Type": "application/json"})
+        r = conn.getresponse()
+        raw = r.read()
+        conn.close()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, json.loads(raw) if raw else None
+
+    def oversize(url: str) -> int:
+        import socket as sk
+
+        u = urlsplit(url)
+        with sk.create_connection((u.hostname, u.port), timeout=10) as c:
+            c.sendall(f"POST /dispatch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {reckon.connector.MAX_BODY_BYTES + 1}\r\n\r\n{{".encode())
+            return int(c.recv(4096).split(b" ", 2)[1])
+
+    asgi = ASGIUpstream(app.asgi)
+    wsgi = WSGIUpstream(app.wsgi)
+    try:
+        for up, async_ok in ((asgi, True), (wsgi, False)):
+            assert post(up.url, "/dispatch", "ok")[::2] == (200, {"ok": 2, "secret_seen": True})
+            assert post(up.url, "/dispatch", "accept")[::2] == (202, {"correlation_id": "their-job-7"})
+            status, headers, _ = post(up.url, "/dispatch", "retry")
+            assert status == 429 and headers["retry-after"] == "5"
+            assert post(up.url, "/dispatch", "reject")[::2] == (410, {"error": "gone"})
+            assert post(up.url, "/dispatch", "boom")[0] == 500
+            assert post(up.url, "/dispatch", "unjson")[0] == 500
+            assert post(up.url, "/cancel", "stoppable")[0] == 200
+            assert post(up.url, "/cancel", "too-late")[0] == 409
+            assert post(up.url, "/compensate", "ok")[0] == 404  # no compensate handler
+            assert oversize(up.url) == 413  # refused on its Content-Length, before reading it
+            if async_ok:
+                want = {"status": "duplicate", "count": 3, "result": {"first": 1}}
+                assert post(up.url, "/status", "dup")[::2] == (200, want)
+                assert post(up.url, "/status", "x")[::2] == (200, {"status": "inconclusive"})
+            else:  # an async handler needs the ASGI app: inconclusive (500)
+                assert post(up.url, "/status", "dup")[0] == 500
+    finally:
+        asgi.close()
+        wsgi.close()
+    with pytest.raises(ValueError):
+        Rejected("x", status=429)
+    with pytest.raises(ValueError):
+        Duplicate(1)

@@ -194,10 +194,10 @@ class _App:
             return _error(400, str(e))
         fn = self._route(path)
         assert fn is not None
+        if inspect.iscoroutinefunction(fn):
+            return self._answer(path, headers, body, None, TypeError("an async handler needs the ASGI app"))
         try:
             result = fn(arg)
-            if inspect.isawaitable(result):
-                raise TypeError("an async handler needs the ASGI app")
         except Exception as e:  # the handler's failure is an answer of the protocol
             return self._answer(path, headers, body, None, e)
         return self._answer(path, headers, body, result, None)
