@@ -127,6 +127,7 @@ class _Flaky(BaseHTTPRequestHandler):
 
     script: list[str] = []
     keys: list[str] = []
+    protocol_version = "HTTP/1.1"  # keep-alive
 
     def _answer(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -150,7 +151,7 @@ class _Flaky(BaseHTTPRequestHandler):
             except OSError:
                 pass
             return
-        status, _, retry = step.partition("+")
+        status, _, retry = step.removesuffix("+close").partition("+")
         body = b'{"id":"x"}' if status == "200" else json.dumps(
             {"error": {"code": "busy", "message": "later", "request_id": "r-1"}}).encode()
         self.send_response(int(status))
@@ -159,6 +160,8 @@ class _Flaky(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+        if step.endswith("+close"):  # drop the kept-alive connection once idle, as servers do
+            self.close_connection = True
 
     do_GET = do_POST = _answer
 
@@ -232,3 +235,13 @@ def test_bad_arguments_are_refused_before_sending() -> None:
         c.enqueue("x", idempotency_key="k", args={"when": object()})
     with pytest.raises(ValueError, match="not JSON"):
         c.enqueue("x", idempotency_key="k", args={"n": float("nan")})
+
+
+def test_keep_alive_and_stale_connections(flaky: str) -> None:
+    with reckon.Client(flaky, "t", max_retries=0) as c:
+        _Flaky.script = ["200", "200+close", "200", "200"]
+        for _ in range(4):  # the third finds its kept-alive connection closed and opens another
+            assert c.get_effect(UUID) == {"id": "x"}
+        assert len(_Flaky.keys) == 4
+        assert len(c._t._idle) == 1
+    assert c._t._idle == []

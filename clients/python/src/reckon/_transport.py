@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from . import __about__
 from ._routes import IDEMPOTENCY_KEY, Route
+from ._watchdog import Watchdog
 from .errors import APIError, TransportError, error_for
 
 QueryValue = Union[str, int, Sequence[str], None]
@@ -54,8 +55,18 @@ def parse_retry_after(value: Optional[str]) -> Optional[float]:
     return max(0.0, when.timestamp() - time.time())
 
 
+class _Stale(Exception):
+    """A reused keep-alive connection the server had closed."""
+
+
 class Transport:
-    """Sends requests of the route table to one server.  Thread-safe: a connection per request."""
+    """Sends requests of the route table to one server.
+
+    Thread-safe: a request takes an idle keep-alive connection (or opens one) and gives it back
+    when its answer was read whole; at most ``max_idle`` stay open.
+    """
+
+    max_idle = 8
 
     def __init__(
         self,
@@ -88,6 +99,10 @@ class Transport:
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
         self.on_request = on_request
+        self._lock = threading.Lock()
+        self._idle: list[http.client.HTTPConnection] = []
+        self._closed = False
+        self._watchdog = Watchdog()
 
     # -- connections ---------------------------------------------------------------------
 
@@ -193,11 +208,45 @@ class Transport:
                     continue
             raise err
 
+    def _checkout(self, timeout: float) -> http.client.HTTPConnection:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            return self.connection(timeout)
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn
+
+    def _checkin(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < self.max_idle and not self._closed:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the idle keep-alive connections (requests in flight finish on their own)."""
+        with self._lock:
+            idle, self._idle, self._closed = self._idle, [], True
+        for conn in idle:
+            conn.close()
+
     def _once(self, method: str, target: str, headers: Mapping[str, str], data: Optional[bytes],
               timeout: float) -> Response:
-        conn = self.connection(timeout)
-        # The socket's timeout bounds each read; the timer bounds the whole exchange, so that a
-        # server dribbling its answer byte by byte cannot hold the caller past the timeout.
+        conn = self._checkout(timeout)
+        try:
+            return self._exchange(conn, method, target, headers, data, timeout)
+        except _Stale:
+            # The server closed an idle keep-alive connection before reading the request:
+            # nothing was sent that it acted on; send it on a new connection.
+            return self._exchange(self.connection(timeout), method, target, headers, data, timeout)
+
+    def _exchange(self, conn: http.client.HTTPConnection, method: str, target: str, headers: Mapping[str, str],
+                  data: Optional[bytes], timeout: float) -> Response:
+        reused = conn.sock is not None
+        # The socket's timeout bounds each read; the deadline bounds the whole exchange, so that
+        # a server dribbling its answer byte by byte cannot hold the caller past the timeout.
         expired = threading.Event()
 
         def expire() -> None:
@@ -209,9 +258,8 @@ class Transport:
                 except OSError:
                     pass
 
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
-        timer.start()
+        token = self._watchdog.arm(timeout, expire)
+        keep = False
         try:
             conn.request(method, target, body=data, headers=dict(headers))
             raw = conn.getresponse()
@@ -219,13 +267,21 @@ class Transport:
             hdrs = {k.lower(): v for k, v in raw.getheaders()}
             if expired.is_set():
                 raise socket.timeout("the request's timeout passed")
+            keep = not raw.will_close
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
+            if reused and not expired.is_set():
+                raise _Stale() from e
+            raise TransportError(f"{method} {self.base_url}{target} failed: {e!r}") from e
         except (OSError, http.client.HTTPException) as e:
             timed_out = expired.is_set() or isinstance(e, socket.timeout)
             what = f"timed out after {timeout}s" if timed_out else f"failed: {e!r}"
             raise TransportError(f"{method} {self.base_url}{target} {what}") from e
         finally:
-            timer.cancel()
-            conn.close()
+            self._watchdog.disarm(token)
+            if keep and not expired.is_set():
+                self._checkin(conn)
+            else:
+                conn.close()
         value: Any = None
         if payload:
             try:

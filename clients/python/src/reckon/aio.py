@@ -93,7 +93,9 @@ class AsyncClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """Release the client's threads and connections."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.sync.close()
 
     @property
     def base_url(self) -> str:

@@ -53,7 +53,8 @@ class Client:
 
     ``token`` may be None for a client that only sends signed callbacks.  ``on_request`` is
     called with a :class:`RequestInfo` before each attempt (logging, metrics, tests).
-    The client holds no connection between requests and may be shared by threads.
+    The client keeps a few keep-alive connections (:meth:`close`, or ``with Client(...) as
+    client:``, closes them) and may be shared by threads.
     """
 
     def __init__(
@@ -82,6 +83,16 @@ class Client:
             while len(self._signed) > 4096:
                 self._signed.popitem(last=False)
             return t
+
+    def close(self) -> None:
+        """Close the client's idle keep-alive connections."""
+        self._t.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def base_url(self) -> str:
