@@ -123,3 +123,16 @@ def test_wrong_tenant_sees_nothing(client: reckon.Client, other: reckon.Client, 
 
 def _ids(page: dict[str, Any]) -> list[str]:
     return [e["id"] for e in page["effects"]]
+
+
+def test_one_client_shared_by_threads(client: reckon.Client, connectors: dict[str, str]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    run = unique("load")
+    keys = [unique("l") for _ in range(200)]
+    with ThreadPoolExecutor(16) as pool:
+        first = list(pool.map(lambda k: client.enqueue(connectors["wsgi"], idempotency_key=k, run_id=run), keys))
+        again = list(pool.map(lambda k: client.enqueue(connectors["wsgi"], idempotency_key=k, run_id=run), keys))
+    assert len({e["id"] for e in first}) == 200 and not any(e["deduplicated"] for e in first)
+    assert [e["id"] for e in again] == [e["id"] for e in first] and all(e["deduplicated"] for e in again)
+    assert client.wait_run(run, timeout=60)["effects"] == {"CONFIRMED": 200}

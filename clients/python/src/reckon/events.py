@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from ._routes import route
-from ._transport import Transport
+from ._transport import RequestInfo, Response, Transport
 from .errors import APIError, Gone, TransportError
 
 _ROUTE = route("streamEvents")
@@ -64,7 +64,6 @@ class SSEConnection:
         target, hdrs, clean = transport.build(_ROUTE, {}, query, headers, None)
         hdrs["Accept"] = "text/event-stream"
         if transport.on_request is not None:
-            from ._transport import RequestInfo
             transport.on_request(RequestInfo(_ROUTE.operation_id, "GET", _ROUTE.path, clean, dict(hdrs), None))
         self._conn = transport.connection(read_timeout)
         try:
@@ -74,7 +73,6 @@ class SSEConnection:
             self._conn.close()
             raise TransportError(f"GET {transport.base_url}{target} failed: {e!r}") from e
         if self._resp.status != 200:
-            from ._transport import Response
             payload = self._resp.read()
             self._conn.close()
             try:
