@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Mapping, Optional, ParamSpec, Union, overload
 
@@ -165,7 +166,12 @@ class Journal:
 
     @contextmanager
     def step(self, step_id: Union[str, int]) -> Iterator["Step"]:
-        """The scope of one decision: tools called inside it are numbered from 0, per tool."""
+        """The scope of one decision: tools called inside it are numbered from 0, per tool.
+
+        A replay of the step must call each tool in the same order, so that each call gets the
+        same index: do not race calls of one tool in concurrent tasks or threads within a step
+        (give them steps of their own, or explicit indices with :func:`call_tool`).
+        """
         step = Step(self, str(step_id))
         token = _current.set(step)
         try:
@@ -183,11 +189,14 @@ class Step:
         self.journal = journal
         self.step_id = step_id
         self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     def next_index(self, tool: str) -> int:
-        index = self._counts.get(tool, 0)
-        self._counts[tool] = index + 1
-        return index
+        """The index of the tool's next call in this step: 0, 1, 2, … in the order of the calls."""
+        with self._lock:
+            index = self._counts.get(tool, 0)
+            self._counts[tool] = index + 1
+            return index
 
 
 _current: contextvars.ContextVar[Optional[Step]] = contextvars.ContextVar("reckon_step", default=None)
