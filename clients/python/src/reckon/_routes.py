@@ -69,7 +69,7 @@ ROUTES: tuple[Route, ...] = (
     _r("callback", "POST", "/v1/callbacks/{correlation_id}", "callback",
        headers=("Reckon-Effect-Id", "Reckon-Signature"), body=("result", "error")),
     # Runs
-    _r("createRun", "POST", "/v1/runs", "create_run", body=("id", "max_steps", "max_consecutive_failures")),
+    _r("startRun", "POST", "/v1/runs", "create_run", body=("id", "max_steps", "max_consecutive_failures")),
     _r("getRun", "GET", "/v1/runs/{id}", "get_run"),
     _r("cancelRun", "POST", "/v1/runs/{id}/cancel", "cancel_run", body=_DECISION),
     # Connectors and their limits

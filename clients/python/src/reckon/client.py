@@ -254,7 +254,7 @@ class Client:
     def create_run(self, run_id: str, *, max_steps: Optional[int] = None,
                    max_consecutive_failures: Optional[int] = None, request_key: Optional[str] = None) -> JSONObject:
         """Create a run with guardrails, or change those of an existing run (``POST /v1/runs``)."""
-        result: JSONObject = self._do("createRun", body=_body(
+        result: JSONObject = self._do("startRun", body=_body(
             id=run_id, max_steps=max_steps, max_consecutive_failures=max_consecutive_failures),
             request_key=request_key)
         return result
