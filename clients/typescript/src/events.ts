@@ -54,10 +54,13 @@ export class EventStream implements AsyncIterableIterator<ReckonEvent> {
 
   [Symbol.asyncIterator](): this { return this; }
   next(): Promise<IteratorResult<ReckonEvent>> { return this.#gen.next(); }
-  async return(): Promise<IteratorResult<ReckonEvent>> { this.close(); return this.#gen.return(undefined); }
+  async return(): Promise<IteratorResult<ReckonEvent>> { this.#abort.abort(); return this.#gen.return(undefined); }
 
   /** Ends the stream and its connection. */
-  close(): void { this.#abort.abort(); }
+  close(): void {
+    this.#abort.abort();
+    void this.#gen.return(undefined).catch(() => {});
+  }
 
   async *#run(): AsyncGenerator<ReckonEvent> {
     const signal = this.#abort.signal;
@@ -114,7 +117,7 @@ export async function* parseSSE(body: ReadableStream<Uint8Array>, idleMs: number
   let msg: SSEMessage = {};
   let data: string[] = [];
   let timer: NodeJS.Timeout | undefined;
-  const arm = () => { clearTimeout(timer); timer = setTimeout(() => { idle.abort(); reader.cancel().catch(() => {}); }, idleMs); };
+  const arm = () => { clearTimeout(timer); timer = setTimeout(() => { idle.abort(); reader.cancel().catch(() => {}); }, idleMs); timer.unref(); };
   try {
     arm();
     for (;;) {
