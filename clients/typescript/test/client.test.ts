@@ -176,7 +176,7 @@ describe("connectors, limits, sagas, sessions, turn handlers, subscriptions", ()
   });
 
   test("the OpenAPI documents", async () => {
-    const anon = stack.client(undefined);
+    const anon = stack.client(null);
     assert.equal(((await anon.openapi()) as { openapi: string }).openapi.startsWith("3.1"), true);
     assert.ok(((await anon.connectorOpenapi()) as { webhooks: object }).webhooks);
   });

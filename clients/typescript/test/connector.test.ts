@@ -134,7 +134,7 @@ describe("connector helpers behind a real reactor", () => {
     const e = await client.enqueue({ connector: name, idempotency_key: unique("k"), args: {} });
     const call = await eventually(() => seen, 20_000, "the dispatch");
     await eventually(async () => (await client.getEffect(e.id)).history?.some((h) => /accept/i.test(`${h.reason ?? ""}`)) || undefined, 10_000, "the acceptance recorded").catch(() => undefined);
-    const anon = stack.client(undefined);
+    const anon = stack.client(null);
     await assert.rejects(
       anon.signedCallback({ correlationId: call.correlationId, effectId: call.effectId, secret: "0".repeat(64) }, { result: { forged: true } }),
       (err: unknown) => err instanceof AuthenticationError && err.code === "invalid_signature" && err.status === 401 && typeof err.requestId === "string",

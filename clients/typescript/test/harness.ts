@@ -159,8 +159,8 @@ export class Stack {
   }
 
   /** A client with the tenant token (or another), recording its requests. */
-  client(token: string | undefined = this.token, extra: Partial<ConstructorParameters<typeof ReckonClient>[0]> = {}): ReckonClient {
-    return new ReckonClient({ baseUrl: this.baseUrl, token, timeoutMs: 15_000, onRequest: (r) => recorded.push(r), ...extra });
+  client(token: string | null = this.token, extra: Partial<ConstructorParameters<typeof ReckonClient>[0]> = {}): ReckonClient {
+    return new ReckonClient({ baseUrl: this.baseUrl, token: token ?? undefined, timeoutMs: 15_000, onRequest: (r) => recorded.push(r), ...extra });
   }
 
   /** Serves a request listener on a free 127.0.0.1 port until teardown. */
