@@ -2,7 +2,7 @@
 import { ReckonError } from "./errors.js";
 import { EventStream, type EventStreamOptions } from "./events.js";
 import { sign } from "./signature.js";
-import { Transport, sleep, type RequestOptions, type TransportOptions } from "./transport.js";
+import { Transport, type RequestOptions, type TransportOptions } from "./transport.js";
 import type {
   CancelRunRequest, Connector, ConnectorDefinition, CreateRunRequest, DecisionRequest, Effect,
   EffectList, EnqueueRequest, Json, LimitRequest, LimitState, ListEffectsQuery, ListSagasQuery,
@@ -442,4 +442,3 @@ async function* paginate<T>(page: (cursor: string | undefined) => Promise<Page<T
   } while (cursor);
 }
 
-export { sleep };

@@ -1,7 +1,7 @@
 /** The HTTP layer of {@link ReckonClient}: timeouts, retries, `Idempotency-Key`, typed errors. */
 import { randomUUID } from "node:crypto";
 import {
-  ConnectionError, InvalidResponseError, ReckonError, TimeoutError, errorClassForStatus,
+  ConnectionError, InvalidResponseError, TimeoutError, errorClassForStatus, type ReckonError,
 } from "./errors.js";
 import { routes, type OperationId, type Route } from "./routes.js";
 
@@ -59,11 +59,13 @@ export interface Call {
   rawBody?: string;
 }
 
-/** A response, before it is decoded. */
-export interface RawResponse {
+/** A 2xx answer: its text, or with `stream` its unread body and a function that ends the headers' timeout. */
+export interface SendResult {
   status: number;
   headers: Headers;
-  body: ReadableStream<Uint8Array> | null;
+  text?: string;
+  body?: ReadableStream<Uint8Array> | null;
+  cancelTimeout?: () => void;
 }
 
 const DEFAULT_TIMEOUT_MS = 30_000;
@@ -157,8 +159,7 @@ export class Transport {
    * replayed by the server rather than applied twice. With `stream`, a 2xx answer's body is left
    * unread for the caller (the timeout then covers the headers only).
    */
-  async send(op: OperationId, call: Call, opts: RequestOptions, mode: { stream: boolean }):
-    Promise<{ status: number; headers: Headers; text?: string; body?: ReadableStream<Uint8Array> | null; cancelTimeout?: () => void }> {
+  async send(op: OperationId, call: Call, opts: RequestOptions, mode: { stream: boolean }): Promise<SendResult> {
     const route: Route = routes[op];
     const url = buildUrl(this.baseUrl, route, call);
     const headers: Record<string, string> = { Accept: mode.stream ? "text/event-stream" : "application/json" };
@@ -259,4 +260,3 @@ export function decodeError(route: Route, status: number, headers: Headers, text
   return new Err(message, { status, code, requestId, retryAfterMs });
 }
 
-export { ReckonError };

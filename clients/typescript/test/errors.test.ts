@@ -18,7 +18,8 @@ let client: ReckonClient;
 let system: ReckonClient;
 let connector: string;
 before(async () => {
-  await stack.start();
+  // -four-eyes: a held effect refuses a confirmation by the token that enqueued it.
+  await stack.start({ serverArgs: ["-four-eyes"] });
   client = stack.client();
   system = stack.client(stack.systemToken);
   connector = unique("ts.err");
@@ -91,6 +92,9 @@ describe("error codes", () => {
     const def = unique("saga");
     await system.putSagaDefinition({ name: def, steps: [{ name: "a", connector, undo: "none" }] });
     await fails(system.putSagaDefinition({ name: def, steps: [{ name: "b", connector, undo: "none" }] }), ConflictError, 409, "saga_definition_exists");
+    const h3 = await held();
+    await fails(client.confirmEffect(h3.id, { reason: "my own" }), ConflictError, 409, "four_eyes");
+    assert.equal((await stack.client(stack.adminToken).confirmEffect(h3.id, { reason: "a second pair of eyes" })).confirmation?.state, "CONFIRMED");
     const sk = unique("sk");
     await client.startSaga({ definition: def, input: { a: 1 }, start_key: sk });
     await fails(client.startSaga({ definition: def, input: { a: 2 }, start_key: sk }), ConflictError, 409, "start_key_conflict");
@@ -101,7 +105,7 @@ describe("error codes", () => {
     const { connectorHandler, toNodeListener, Accepted, inconclusive } = await import("@reckon/client");
     let secret = "", corr = "", effectId = "";
     const url = await stack.serve(toNodeListener(connectorHandler({
-      dispatch: (c) => { if (c.args.stuck) throw new Accepted(); secret = c.callbackSecret!; corr = c.correlationId; effectId = c.effectId; throw new Accepted(); },
+      dispatch: (c) => { if (c.args.stuck || (c.args.input as { stuck?: boolean } | undefined)?.stuck) throw new Accepted(); secret = c.callbackSecret!; corr = c.correlationId; effectId = c.effectId; throw new Accepted(); },
       statusCheck: () => inconclusive(),
     }, { onError: () => {} })));
     const name = unique("ts.cb");
@@ -124,6 +128,16 @@ describe("error codes", () => {
     const stuck: Effect = await client.waitForEffect(s.id, { timeoutMs: 30_000 });
     assert.equal(stuck.state, "STUCK");
     await fails(client.callback(s.id, { result: 1 }), ConflictError, 409, "effect_stuck");
+
+    // A saga held by a STUCK step effect: resolve the effect, not the saga.
+    const short = unique("ts.short");
+    await system.putConnector({ name: short, tags: ["write"], dispatch_url: `${url}/dispatch`, status_url: `${url}/status`, status_check_limit: 1, backoff_initial_ms: 100, backoff_max_ms: 200, async_timeout_ms: 500 });
+    await stack.reactorKnows(short);
+    const def = unique("saga-stuck");
+    await system.putSagaDefinition({ name: def, steps: [{ name: "only", connector: short, undo: "none" }] });
+    const saga = await client.startSaga({ definition: def, input: { stuck: true } });
+    const held = await client.waitForSaga(saga.id, { timeoutMs: 30_000, until: (x) => x.steps?.[0]?.state === "STUCK" || x.state === "STUCK" });
+    await fails(client.resolveSaga(held.id, { action: "retry_compensation", reason: "try" }), ConflictError, 409, "resolve_effect");
   });
 
   it("413 and 422s", async () => {

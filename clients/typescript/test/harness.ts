@@ -106,7 +106,10 @@ export class Stack {
   }
 
   /** Migrates a fresh database, starts server and reactor, creates the tenant and tokens. */
-  async start(opts: { reactorArgs?: string[] } = {}): Promise<this> {
+  #serverArgs: string[] = [];
+
+  async start(opts: { reactorArgs?: string[]; serverArgs?: string[] } = {}): Promise<this> {
+    this.#serverArgs = opts.serverArgs ?? [];
     this.bin = await binDir();
     await this.cli("migrate", "up", "-create-db").catch((e: Error) => {
       throw new Error(`cannot migrate a fresh database on ${PG_URL} (is Postgres reachable? set RECKON_TEST_PG_URL): ${e.message}`);
@@ -135,7 +138,7 @@ export class Stack {
   }
 
   async startServer(): Promise<void> {
-    this.server = this.#spawn("server", ["-addr", `127.0.0.1:${this.serverPort}`], this.serverLog);
+    this.server = this.#spawn("server", ["-addr", `127.0.0.1:${this.serverPort}`, ...this.#serverArgs], this.serverLog);
     await waitReady(`${this.baseUrl}/readyz`, this.server, this.serverLog);
   }
 
