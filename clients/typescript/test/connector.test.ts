@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import {
-  Accepted, AuthenticationError, Rejected, Retryable, connectorUrls, turnNodeListener, type ConnectorCall, type ReckonClient,
+  Accepted, AuthenticationError, Rejected, Retryable, connectorUrls, duplicate, turnNodeListener, type ConnectorCall, type ReckonClient,
 } from "@reckon/client";
 import { Stack, eventually, unique } from "./harness.js";
 import { ledgerHandlers, serveConnector } from "./upstream-fixture.js";
@@ -97,6 +97,41 @@ describe("connector helpers behind a real reactor", () => {
     const history = await client.effectHistory(e.id);
     assert.ok(history.some((h) => h.to === "UNKNOWN"), `history passes through UNKNOWN: ${JSON.stringify(history.map((h) => h.to))}`);
     assert.equal(history.at(-1)?.to, "CONFIRMED");
+  });
+
+  test("a connection cut before performing: UNKNOWN → status check absent → dispatched again → CONFIRMED once", async () => {
+    const { ledger, handlers } = ledgerHandlers(() => ({ done: true }));
+    const { url, cutBeforeNext } = await serveConnector(stack, handlers);
+    const name = unique("ts.cut");
+    await register(name, url, handlers);
+    cutBeforeNext("/dispatch");
+    const key = unique("k");
+    const e = await client.enqueue({ connector: name, idempotency_key: key, args: {} });
+    const done = await client.waitForEffect(e.id);
+    assert.equal(done.state, "CONFIRMED");
+    assert.equal(ledger.performed.get(key)?.count, 1);
+    const kinds = ledger.calls.map((c) => c.kind);
+    assert.ok(kinds.includes("status"), `the status check was asked: ${kinds.join(",")}`);
+    assert.equal(kinds.filter((k) => k === "dispatch").length, 1, "the handler ran once (the cut call never reached it)");
+    assert.equal(ledger.calls.find((c) => c.kind === "dispatch")?.attempt, 2);
+  });
+
+  test("a status check answering duplicate: CONFIRMED with the first result, and the extra one compensated", async () => {
+    const compensations: ConnectorCall[] = [];
+    const { handlers } = ledgerHandlers(() => ({ charge: "ch_1" }), {
+      statusCheck: () => duplicate(2, { charge: "ch_1" }),
+      compensate: (c) => { compensations.push(c); return { refunded: true }; },
+    });
+    const { url, dropNext } = await serveConnector(stack, handlers);
+    const name = unique("ts.dup");
+    await register(name, url, handlers);
+    dropNext("/dispatch");
+    const e = await client.enqueue({ connector: name, idempotency_key: unique("k"), args: {} });
+    const done = await client.waitForEffect(e.id);
+    assert.equal(done.state, "CONFIRMED");
+    assert.deepEqual(done.result, { charge: "ch_1" });
+    await eventually(() => compensations.length === 1, 20_000, "the extra charge compensated");
+    assert.equal(compensations[0]!.original?.effectId, e.id);
   });
 
   test("a compensation: a failed saga step undoes the confirmed one through compensate, with original", async () => {

@@ -18,9 +18,17 @@ export interface Ledger {
  */
 export async function serveConnector(stack: Stack, handlers: ConnectorHandlers) {
   const drops = new Map<string, number>();
+  const cutsBefore = new Map<string, number>();
   const listener = toNodeListener(connectorHandler(handlers, { onError: () => {} }));
   const url = await stack.serve((req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? "").split("?")[0] ?? "";
+    const early = cutsBefore.get(path) ?? 0;
+    if (early > 0) {
+      // Cut the connection before the handler runs: nothing was performed, the reactor cannot tell.
+      cutsBefore.set(path, early - 1);
+      req.socket.destroy();
+      return;
+    }
     const n = drops.get(path) ?? 0;
     if (n > 0) {
       drops.set(path, n - 1);
@@ -30,7 +38,11 @@ export async function serveConnector(stack: Stack, handlers: ConnectorHandlers) 
     }
     listener(req, res);
   });
-  return { url, dropNext: (path: string, times = 1) => drops.set(path, times) };
+  return {
+    url,
+    dropNext: (path: string, times = 1) => drops.set(path, times),
+    cutBeforeNext: (path: string, times = 1) => cutsBefore.set(path, times),
+  };
 }
 
 /** A ledger-backed upstream that performs once per idempotency key and answers status checks from its ledger. */
