@@ -191,7 +191,7 @@ export class ReckonClient {
 
   /** `POST /v1/runs`: create a run with guardrails, or change an existing run's. */
   createRun(req: CreateRunRequest, opts?: RequestOptions): Promise<Run> {
-    return this.#t.json("createRun", { body: req }, opts);
+    return this.#t.json("startRun", { body: req }, opts);
   }
 
   /** `GET /v1/runs/{id}`: a run's counts and its completion gate (`settled`). */

@@ -75,7 +75,7 @@ export const routes = {
   }),
 
   getRun: route("GET", "/v1/runs/{id}"),
-  createRun: route("POST", "/v1/runs", {
+  startRun: route("POST", "/v1/runs", {
     body: fields<CreateRunRequest>()("id", "max_steps", "max_consecutive_failures"),
   }),
   cancelRun: route("POST", "/v1/runs/{id}/cancel", { body: fields<CancelRunRequest>()("reason", "actor") }),

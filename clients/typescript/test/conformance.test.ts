@@ -34,6 +34,7 @@ describe("api.json ↔ the route table", () => {
         assert.ok(UPCOMING.has(`${r.method} ${norm(r.path)}`), `${r.method} ${r.path} is not in the document`);
         return;
       }
+      assert.equal((op as { operationId?: string }).operationId, id, "the table's key is the document's operationId");
       const params = paramsOf(doc, op);
       const docQuery = params.filter((p) => p.in === "query").map((p) => p.name).sort();
       assert.deepEqual([...r.query].sort(), docQuery, "query parameters");
