@@ -9,7 +9,7 @@
  */
 import { WaitTimeoutError, isAwaitingConfirmation, isSettled, type ReckonClient } from "./client.js";
 import type { ConnectorCall, ConnectorHandlers, StatusAnswer } from "./upstream.js";
-import { connectorUrls } from "./upstream.js";
+import { Retryable, connectorUrls } from "./upstream.js";
 import type { ConnectorDefinition, Effect, Json, JsonObject } from "./types.js";
 
 /** Where a tool call sits in the agent's journal. */
@@ -167,7 +167,8 @@ export function reckonTool<A extends JsonObject, R = Json>(opts: ReckonToolOptio
 
   const handlers: ConnectorHandlers = {
     dispatch: async (c) => {
-      if (!opts.execute) throw new Error(`${name}: no execute function: this process does not perform ${connector}`);
+      // Nothing was performed: a retryable refusal, never an unknown outcome.
+      if (!opts.execute) throw new Retryable({ message: `${name}: no execute function: this process does not perform ${connector}` });
       return (await opts.execute(c.args as A, c)) as Json;
     },
     ...(opts.statusCheck ? { statusCheck: opts.statusCheck } : {}),
