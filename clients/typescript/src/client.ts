@@ -8,7 +8,7 @@ import type {
   EffectList, EnqueueRequest, Json, LimitRequest, LimitState, ListEffectsQuery, ListSagasQuery,
   MessageAccepted, MessageRequest, OperatorLimit, PauseRequest, ResolveRequest, Run, RunCancellation,
   Saga, SagaDefinition, SagaResolveRequest, SagaStartRequest, Subscription, SubscriptionRequest,
-  Transition, Turn, TurnHandler, TurnHandlerRequest,
+  ReckonEvent, Transition, Turn, TurnHandler, TurnHandlerRequest,
 } from "./types.js";
 
 /** Options of a {@link ReckonClient}. */
@@ -80,11 +80,13 @@ export class ReckonClient {
   /** The server's base URL, without a trailing slash. */
   readonly baseUrl: string;
   readonly #consoleUrl: string;
+  readonly #hub: WaitHub;
 
   constructor(opts: ReckonClientOptions) {
     this.#t = new Transport(opts);
     this.baseUrl = this.#t.baseUrl;
     this.#consoleUrl = (opts.consoleUrl ?? this.baseUrl).replace(/\/+$/, "");
+    this.#hub = new WaitHub((onConnect) => this.events({ patterns: WAIT_PATTERNS, maxReconnectDelayMs: 2_000, onConnect }));
   }
 
   /** The console page of an effect: its history and evidence (`/console/effects/{id}`). */
@@ -163,7 +165,7 @@ export class ReckonClient {
   waitForEffect(id: string, opts: WaitOptions & { until?: (e: Effect) => boolean } = {}): Promise<Effect> {
     const until = opts.until ?? isSettled;
     return this.#waitFor(`effect ${id}`, () => this.getEffect(id, withSignal(opts.signal)), until, opts,
-      ["tool.*", "effect.*"], (ev) => ev.effect_id === id);
+      (ev) => ev.effect_id === id);
   }
 
   // ---- Callbacks
@@ -207,7 +209,7 @@ export class ReckonClient {
   /** Waits for a run's completion gate: `settled` (none of its effects PENDING or UNKNOWN). */
   waitForRun(id: string, opts: WaitOptions = {}): Promise<Run> {
     return this.#waitFor(`run ${id}`, () => this.getRun(id, withSignal(opts.signal)), (r) => r.settled, opts,
-      ["tool.*", "effect.*", "run.*"], (ev) => ev.run_id === id);
+      (ev) => ev.run_id === id);
   }
 
   // ---- Connectors and limits (system token for changes)
@@ -304,7 +306,7 @@ export class ReckonClient {
   waitForSaga(id: string, opts: WaitOptions & { until?: (s: Saga) => boolean } = {}): Promise<Saga> {
     const until = opts.until ?? ((s: Saga) => s.state === "COMPLETED" || s.state === "COMPENSATED" || s.state === "STUCK");
     return this.#waitFor(`saga ${id}`, () => this.getSaga(id, withSignal(opts.signal)), until, opts,
-      ["saga.*", "tool.*", "effect.*"], (ev) => ev.saga_id === id || ev.effect_id !== undefined);
+      (ev) => ev.saga_id === id || ev.effect_id !== undefined);
   }
 
   // ---- Sessions, turns and turn handlers
@@ -373,33 +375,36 @@ export class ReckonClient {
 
   // ---- waiting
 
+  /**
+   * Polls get() until done, with backoff; the client's shared event stream wakes the wait early
+   * when a relevant event arrives, so that polls are rare while the stream is up.
+   */
   async #waitFor<T>(what: string, get: () => Promise<T>, done: (v: T) => boolean, opts: WaitOptions,
-    patterns: string[], relevant: (ev: { effect_id?: string; run_id?: string; saga_id?: string }) => boolean): Promise<T> {
+    relevant: (ev: ReckonEvent) => boolean): Promise<T> {
     const timeoutMs = opts.timeoutMs ?? 60_000;
+    if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new RangeError(`timeoutMs must be > 0, got ${timeoutMs}`);
     const stop = new AbortController();
     const timer = setTimeout(() => stop.abort(new WaitTimeoutError(`${what}: not done within ${timeoutMs} ms`, undefined)), timeoutMs);
     const signal = opts.signal ? AbortSignal.any([opts.signal, stop.signal]) : stop.signal;
     let wake: (() => void) | undefined;
-    let streamUp = false;
-    let stream: EventStream | undefined;
+    let woken = false;
+    const unsubscribe = opts.useEvents === false ? () => {} : this.#hub.subscribe({
+      match: relevant,
+      wake: () => { woken = true; wake?.(); },
+    });
     let last: T | undefined;
-    if (opts.useEvents !== false) {
-      stream = this.events({ patterns, signal, maxReconnectDelayMs: 2_000, onConnect: () => { streamUp = true; wake?.(); } });
-      void (async () => {
-        try { for await (const ev of stream) if (relevant(ev)) wake?.(); } catch { /* polling carries on */ }
-        streamUp = false;
-      })();
-    }
+    const timedOut = (reason: unknown) => (reason instanceof WaitTimeoutError ? new WaitTimeoutError(reason.message, last) : reason);
     try {
       for (let i = 0; ; i++) {
+        woken = false;
         try {
           last = await get();
-          if (done(last)) return last;
         } catch (err) {
-          if (signal.aborted) throw signal.reason instanceof WaitTimeoutError ? new WaitTimeoutError(signal.reason.message, last) : signal.reason;
-          throw err;
+          throw signal.aborted ? timedOut(signal.reason) : err;
         }
-        const cap = opts.maxPollIntervalMs ?? (streamUp ? 5_000 : 2_000);
+        if (done(last)) return last;
+        if (woken) continue; // an event arrived while we read: read again at once
+        const cap = opts.maxPollIntervalMs ?? (this.#hub.up ? 5_000 : 2_000);
         const delay = Math.min(cap, 50 * 2 ** Math.min(i, 10));
         try {
           await new Promise<void>((resolve, reject) => {
@@ -409,13 +414,54 @@ export class ReckonClient {
             if (signal.aborted) onAbort(); else signal.addEventListener("abort", onAbort, { once: true });
           });
         } catch (reason) {
-          throw reason instanceof WaitTimeoutError ? new WaitTimeoutError(reason.message, last) : reason;
+          throw timedOut(reason);
         } finally { wake = undefined; }
       }
     } finally {
       clearTimeout(timer);
-      stream?.close();
+      unsubscribe();
     }
+  }
+}
+
+const WAIT_PATTERNS = ["tool.*", "effect.*", "run.*", "saga.*"];
+
+/**
+ * One event stream per client, shared by every wait in progress: opened by the first, closed when
+ * the last ends. A stream refused for good (a 4xx) is not reopened for a while; waits poll meanwhile.
+ */
+class WaitHub {
+  readonly #open: (onConnect: () => void) => EventStream;
+  readonly #subs = new Set<{ match: (ev: ReckonEvent) => boolean; wake: () => void }>();
+  #stream: EventStream | undefined;
+  #up = false;
+  #refusedUntil = 0;
+
+  constructor(open: (onConnect: () => void) => EventStream) { this.#open = open; }
+
+  /** Whether the stream is connected (waits then poll less often). */
+  get up(): boolean { return this.#up; }
+
+  subscribe(sub: { match: (ev: ReckonEvent) => boolean; wake: () => void }): () => void {
+    this.#subs.add(sub);
+    if (!this.#stream && Date.now() >= this.#refusedUntil) this.#start();
+    return () => {
+      this.#subs.delete(sub);
+      if (this.#subs.size === 0) { this.#stream?.close(); this.#stream = undefined; this.#up = false; }
+    };
+  }
+
+  #start(): void {
+    const stream = this.#open(() => { this.#up = true; for (const s of this.#subs) s.wake(); });
+    this.#stream = stream;
+    void (async () => {
+      try {
+        for await (const ev of stream) for (const s of this.#subs) if (s.match(ev)) s.wake();
+      } catch {
+        this.#refusedUntil = Date.now() + 30_000;
+      }
+      if (this.#stream === stream) { this.#stream = undefined; this.#up = false; }
+    })();
   }
 }
 

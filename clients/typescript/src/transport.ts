@@ -176,6 +176,10 @@ export class Transport {
       headers["Idempotency-Key"] = key;
     }
     if (opts.requestId !== undefined) headers["X-Request-Id"] = opts.requestId;
+    for (const [k, v] of Object.entries(headers)) {
+      // Header values are bytes: refuse what fetch cannot send, naming the header, before anything is sent.
+      if (/[\r\n\0]|[^\x00-\xff]/.test(v)) throw new TypeError(`${route.method} ${route.path}: header ${k === "Authorization" ? "Authorization (the token)" : k} holds a character an HTTP header cannot carry`);
+    }
     let body: string | undefined;
     if (call.rawBody !== undefined) body = call.rawBody;
     else if (call.body !== undefined) {
@@ -201,6 +205,8 @@ export class Transport {
         done();
         if (opts.signal?.aborted) throw opts.signal.reason;
         const timedOut = timeout.signal.aborted;
+        // fetch rejects with "fetch failed" for network failures; anything else is a programming error.
+        if (!timedOut && !(cause instanceof TypeError && cause.message === "fetch failed")) throw cause;
         const Err = timedOut ? TimeoutError : ConnectionError;
         const err = new Err(`${route.method} ${route.path}: ${timedOut ? `no answer within ${timeoutMs} ms` : `connection failed: ${describe(cause)}`}`,
           { status: 0, code: timedOut ? "timeout" : "connection_error", cause });

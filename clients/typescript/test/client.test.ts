@@ -208,6 +208,15 @@ describe("events", () => {
     assert.equal(stream.lastEventId, ids.at(-1));
   });
 
+  test("concurrent waits share one event stream", async () => {
+    const before = recorded.length;
+    const ids = await Promise.all(Array.from({ length: 10 }, (_, i) => client.enqueue({ connector, idempotency_key: unique(`c${i}`), args: { i } }).then((e) => e.id)));
+    const done = await Promise.all(ids.map((id) => client.waitForEffect(id)));
+    assert.ok(done.every((e) => e.state === "CONFIRMED"));
+    const streams = recorded.slice(before).filter((r) => r.operationId === "streamEvents").length;
+    assert.ok(streams <= 2, `${streams} event streams for 10 waits`);
+  });
+
   test("waitForEffect still works while the stream is down (polling)", async () => {
     const e = await client.enqueue({ connector, idempotency_key: unique("w"), args: {} });
     assert.equal((await client.waitForEffect(e.id, { useEvents: false })).state, "CONFIRMED");
