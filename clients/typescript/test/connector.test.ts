@@ -179,6 +179,25 @@ describe("connector helpers behind a real reactor", () => {
     assert.deepEqual(settled.result, { pages: 12 });
   });
 
+  test("cancel: a hard timeout calls cancel, which abandons the operation: FAILED, cancelled upstream", async () => {
+    const cancels: ConnectorCall[] = [];
+    const { handlers } = ledgerHandlers(() => { throw new Accepted(); }, {
+      cancel: (c) => { cancels.push(c); return true; },
+    });
+    const { url } = await serveConnector(stack, handlers);
+    const name = unique("ts.job");
+    await register(name, url, handlers, { hard_timeout: true });
+    const e = await client.enqueue({ connector: name, idempotency_key: unique("k"), args: { job: 1 }, async_timeout_ms: 500 });
+    const done = await client.waitForEffect(e.id, { timeoutMs: 30_000 });
+    assert.equal(done.state, "FAILED");
+    assert.match(done.error ?? "", /cancel/i);
+    assert.equal(cancels.length >= 1, true);
+    assert.equal(cancels[0]!.kind, "cancel");
+    assert.equal(cancels[0]!.effectId, e.id);
+    assert.match(cancels[0]!.callbackSecret ?? "", /^[0-9a-f]{64}$/);
+    assert.deepEqual(cancels[0]!.args, { job: 1 });
+  });
+
   test("an HTTP turn handler: the turn's effects are committed at their journal positions", async () => {
     const { ledger, handlers } = ledgerHandlers((c) => ({ refunded: c.args.order as string }));
     const { url } = await serveConnector(stack, handlers);
@@ -205,5 +224,13 @@ describe("connector helpers behind a real reactor", () => {
     const done = await client.waitForEffect(effects[0]!.id);
     assert.deepEqual(done.result, { refunded: "9" });
     assert.equal(ledger.performed.size, 1);
+
+    // Rejected fails the turn for good, with the handler's reason.
+    const rejecting = await stack.serve(turnNodeListener(() => { throw new Rejected("no such order"); }));
+    await admin.putTurnHandler(stack.tenant, { url: rejecting, timeout_ms: 5000 });
+    const key2 = `${stack.tenant}:bot:${unique("u")}:sms`;
+    await client.postMessage(key2, { message_id: "m-1", content: { text: "refund order 404" } });
+    const failed = await eventually(async () => (await client.listTurns(key2)).find((t) => t.status === "FAILED"), 30_000, "the turn FAILED");
+    assert.match(failed.status_reason ?? "", /422.*no such order/);
   });
 });
