@@ -38,7 +38,7 @@ export class WaitTimeoutError<T = unknown> extends ReckonError {
   }
 }
 
-/** The states in which an effect stays until a person acts: it will not move by itself. */
+/** The states in which an effect no longer moves by itself: CONFIRMED and FAILED (final), STUCK (until an operator resolves it). */
 export const SETTLED_STATES: ReadonlySet<string> = new Set(["CONFIRMED", "FAILED", "STUCK"]);
 
 /** Whether an effect is settled: CONFIRMED, FAILED or STUCK. */
@@ -109,7 +109,7 @@ export class ReckonClient {
   // ---- Effects
 
   /** `POST /v1/effects`: enqueue an effect (new, or the existing one of its key with `deduplicated: true`). */
-  enqueue(req: EnqueueRequest, opts?: RequestOptions): Promise<Effect> {
+  async enqueue(req: EnqueueRequest, opts?: RequestOptions): Promise<Effect> {
     if (req.idempotency_key === undefined && req.position === undefined) {
       throw new TypeError("enqueue: idempotency_key or position is required");
     }
@@ -171,7 +171,7 @@ export class ReckonClient {
   // ---- Callbacks
 
   /** `POST /v1/callbacks/{correlation_id}` with the client's tenant token: an async result, as an operator or relay. */
-  callback(correlationId: string, body: { result: Json } | { error: string }, opts?: RequestOptions): Promise<Effect> {
+  async callback(correlationId: string, body: { result: Json } | { error: string }, opts?: RequestOptions): Promise<Effect> {
     return this.#t.json("callback", { params: { correlation_id: correlationId }, body: checkCallback(body) }, opts);
   }
 
@@ -179,7 +179,7 @@ export class ReckonClient {
    * `POST /v1/callbacks/{correlation_id}`, signed as the upstream with the effect's callback secret
    * (docs/async.md, "Signed callbacks"): no token needed. Each call is signed afresh.
    */
-  signedCallback(cb: SignedCallback, body: { result: Json } | { error: string }, opts?: RequestOptions): Promise<Effect> {
+  async signedCallback(cb: SignedCallback, body: { result: Json } | { error: string }, opts?: RequestOptions): Promise<Effect> {
     const raw = JSON.stringify(checkCallback(body));
     return this.#t.json("callback", {
       params: { correlation_id: cb.correlationId },

@@ -178,10 +178,10 @@ describe("error codes", () => {
   it("client-side: bad input is a clear error before any request", async () => {
     assert.throws(() => new ReckonClient({ baseUrl: "not a url" }), TypeError);
     assert.throws(() => new ReckonClient({ baseUrl: "http://x", timeoutMs: -1 }), RangeError);
-    assert.throws(() => client.enqueue({ connector } as never), TypeError);
+    await assert.rejects(client.enqueue({ connector } as never), TypeError);
     await assert.rejects(client.getEffect(""), TypeError);
     await assert.rejects(new ReckonClient({ baseUrl: stack.baseUrl, token: "rk_\nx" }).getEffect(randomUUID()), /Authorization \(the token\)/);
-    assert.throws(() => client.callback("c", { result: 1, error: "x" } as never), TypeError);
+    await assert.rejects(client.callback("c", { result: 1, error: "x" } as never), TypeError);
     await assert.rejects(new ReckonClient({ baseUrl: "http://127.0.0.1:9", maxRetries: 0, timeoutMs: 2000 }).getEffect(randomUUID()),
       (e: unknown) => e instanceof ReckonError && e.code === "connection_error" && e.status === 0);
   });
