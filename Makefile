@@ -3,7 +3,7 @@
 TOOL := go tool -modfile=tools/go.mod
 SQLC := $(TOOL) sqlc
 
-.PHONY: run test test-upgrade generate lint check-rules build bench bench-ci fuzz
+.PHONY: run test test-clients test-upgrade generate lint check-rules build bench bench-ci fuzz
 
 ## run: migrate the database of DATABASE_URL (default: local Postgres, database "reckon", created
 ## if missing) and run server and reactor until Ctrl-C.
@@ -15,6 +15,11 @@ run:
 ## the local Postgres, said loudly. Without a database the database tests fail, never pass silently.
 test:
 	scripts/test
+
+## test-clients: the Python and TypeScript clients' suites (clients/), against this checkout's
+## server and reactor on TEST_DATABASE_URL's Postgres or the local one; `make test` runs them last.
+test-clients:
+	scripts/test-clients
 
 ## test-upgrade: the online upgrade test — binaries of earlier commits under load (a reactor
 ## SIGKILLed every few seconds) while this commit's `server migrate up` runs, then reactors and
