@@ -320,8 +320,8 @@ type definitionJSON struct {
 	ArgsSchema  json.RawMessage `json:"args_schema,omitempty"`
 	Tenants     []string        `json:"tenants,omitempty"`
 	// CreatedAt and UpdatedAt are set by the store.
-	CreatedAt *time.Time     `json:"created_at,omitempty"`
-	UpdatedAt *time.Time     `json:"updated_at,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 }
 
 // MarshalJSON writes d as {"name","tags","dispatch_url","status_url","compensate_url",
