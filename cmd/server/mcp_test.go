@@ -243,6 +243,16 @@ func TestMCPGateway(t *testing.T) {
 	_, err = acme.CallTool(ctx, wireCall("bank.flaky", "a-2", 8, "flaky-1"))
 	require.ErrorContains(t, err, "belongs to another call")
 
+	// A call whose outcome cannot be established (the status checks stay inconclusive): STUCK, an
+	// error that says a person must decide; performed once.
+	e.hanging.ScriptStatus("stuck-1", slices.Repeat([]fakebank.StatusBehavior{fakebank.StatusInconclusive}, 10)...)
+	res, err = acme.CallTool(ctx, wireCall("bank.slow", "a-6", 4, "stuck-1"))
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Contains(t, text(res), "a person must decide")
+	require.Equal(t, "STUCK", res.Meta["reckon/state"])
+	require.Equal(t, 1, e.hanging.Count("stuck-1"))
+
 	// A held call, answered through elicitation: confirmed, then declined.
 	var decision string
 	elicited := mcpConnect(t, e.base, e.tokens["acme"], &mcp.ClientOptions{
@@ -363,12 +373,20 @@ func TestMCPStdio(t *testing.T) {
 		"-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms")
 	bank := fakebank.New(t)
 	base := bank.URL() + fakebank.ReckonPrefix
-	r := apiClient{t: t, base: "http://" + srv.Addr(t)}.do("POST", "/v1/connectors", systemToken(t, env, server),
+	api, system := apiClient{t: t, base: "http://" + srv.Addr(t)}, systemToken(t, env, server)
+	r := api.do("POST", "/v1/connectors", system,
 		`{"name":"bank.wire","tags":["write","external"],"dispatch_url":"`+base+`/wires","status_url":"`+base+`/wires/status","args_schema":`+wireArgsSchema+`}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
-	require.Eventually(t, func() bool { return reactor.Logged("http connector added") }, 30*time.Second, 20*time.Millisecond)
+	hanging := fakebank.New(t)
+	hanging.SetDefault(fakebank.PerformThenHang)
+	slow := hanging.URL() + fakebank.ReckonPrefix
+	r = api.do("POST", "/v1/connectors", system,
+		`{"name":"bank.slow","tags":["write","external"],"dispatch_url":"`+slow+`/wires","status_url":"`+slow+`/wires/status",
+		"timeout_ms":4000,"backoff_initial_ms":20,"backoff_max_ms":200}`)
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	require.Eventually(t, func() bool { return strings.Count(reactor.Stderr(), `"msg":"http connector added"`) >= 2 }, 30*time.Second, 20*time.Millisecond)
 
-	cmd := exec.Command(server, "mcp", "-token", token, "-wait", "10s")
+	cmd := exec.Command(server, "mcp", "-token", token, "-wait", "2s")
 	cmd.Env = append(cmd.Environ(), env...)
 	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)
 	session, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
@@ -377,8 +395,7 @@ func TestMCPStdio(t *testing.T) {
 	ctx := context.Background()
 	tools, err := session.ListTools(ctx, nil)
 	require.NoError(t, err)
-	require.Len(t, tools.Tools, 1)
-	require.Equal(t, "bank.wire", tools.Tools[0].Name)
+	require.Len(t, tools.Tools, 2)
 
 	answer, err := session.CallTool(ctx, wireCall("bank.wire", "a-1", 12, ""))
 	require.NoError(t, err)
@@ -396,6 +413,25 @@ func TestMCPStdio(t *testing.T) {
 	require.Equal(t, 1, bank.Count("stdio-1"))
 	_, err = session.CallTool(ctx, &mcp.CallToolParams{Name: "bank.wire", Arguments: map[string]any{"account": ""}})
 	require.ErrorContains(t, err, "args schema")
+
+	// Still PENDING after the wait (the upstream hangs past the connector's timeout): the answer
+	// says the outcome is being checked and names the key; calls made again with it are the same
+	// effect, until it is CONFIRMED by the status check. Performed once.
+	pending, err := session.CallTool(ctx, wireCall("bank.slow", "a-2", 1, ""))
+	require.NoError(t, err)
+	require.False(t, pending.IsError)
+	require.Contains(t, text(pending), "outcome is being checked")
+	pendingID, pendingKey := effectOf(t, pending)
+	require.Contains(t, text(pending), `"`+pendingKey+`"`)
+	require.Equal(t, "being checked", pending.StructuredContent.(map[string]any)["outcome"])
+	require.Eventually(t, func() bool {
+		again, err := session.CallTool(ctx, wireCall("bank.slow", "a-2", 1, pendingKey))
+		require.NoError(t, err)
+		againID, _ := effectOf(t, again)
+		require.Equal(t, pendingID, againID)
+		return again.Meta["reckon/state"] == "CONFIRMED"
+	}, 30*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, hanging.Count(pendingKey))
 }
 
 // rawMCP speaks Streamable HTTP by hand, to send a JSON-RPC request again with the same id.

@@ -344,8 +344,8 @@ func (s *session) answer(e *effects.Effect) *mcp.CallToolResult {
 	st.Outcome = "being checked"
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("The call was recorded and its outcome is being checked (effect %s is %s). "+
-			"Do not send a new call: send this same call again (same idempotency key) or read %s to learn the outcome; evidence: %s.",
-			e.ID, e.State, effectURIPrefix+e.ID.String(), s.evidence(e))}, s.link(e)},
+			"Do not make it again as a new call. To learn the outcome, %s, or read %s; evidence: %s.",
+			e.ID, e.State, again(e), effectURIPrefix+e.ID.String(), s.evidence(e))}, s.link(e)},
 		StructuredContent: st, Meta: s.meta(e),
 	}
 }
@@ -360,11 +360,17 @@ func (s *session) awaitingAnswer(e *effects.Effect, note string) *mcp.CallToolRe
 	}
 	st.Confirm = where
 	text := fmt.Sprintf("This call waits for a person's confirmation and was not performed: %q (effect %s). Confirm or decline it at %s. "+
-		"Then send this same call again to learn the outcome.", e.ConfirmationPrompt, e.ID, where)
+		"Then, to learn the outcome, %s.", e.ConfirmationPrompt, e.ID, where, again(e))
 	if note != "" {
 		text = note + " " + text
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}, s.link(e)}, StructuredContent: st, Meta: s.meta(e)}
+}
+
+// again says how to ask for an effect's outcome with another call: the same tool and arguments
+// under its idempotency key.
+func again(e *effects.Effect) string {
+	return fmt.Sprintf("call the tool again with the same arguments and _meta %q = %q (the same effect, never a second one)", IdempotencyKeyMeta, e.IdempotencyKey)
 }
 
 func (s *session) statusOf(e *effects.Effect) status {
