@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +55,7 @@ type mcpEnv struct {
 	srv     *proctest.Process
 	base    string
 	tokens  map[string]string
+	system  string
 	bank    *fakebank.Bank // bank.wire, bank.held, globex.report: succeeds
 	flaky   *fakebank.Bank // bank.flaky: performs, then drops the connection
 	hanging *fakebank.Bank // bank.slow: performs, then hangs past the connector's timeout
@@ -76,6 +78,7 @@ func newMCPEnv(t *testing.T, serverArgs ...string) *mcpEnv {
 	e.hanging.SetDefault(fakebank.PerformThenHang)
 	api := apiClient{t: t, base: e.base}
 	system := systemToken(t, env, server)
+	e.system = system
 	put := func(body string) {
 		t.Helper()
 		r := api.do("POST", "/v1/connectors", system, body)
@@ -253,6 +256,22 @@ func TestMCPGateway(t *testing.T) {
 	require.Equal(t, "STUCK", res.Meta["reckon/state"])
 	require.Equal(t, 1, e.hanging.Count("stuck-1"))
 
+	// The HTTP API applies the same rules: args the schema refuses, another tenant's connector.
+	api := apiClient{t: t, base: e.base}
+	r := api.do("POST", "/v1/effects", e.tokens["acme"], `{"connector":"bank.wire","idempotency_key":"api-1","args":{"account":"a-1","amount":0}}`)
+	require.Equal(t, http.StatusBadRequest, r.status, r.raw)
+	require.Contains(t, r.raw, "args schema")
+	r = api.do("POST", "/v1/effects", e.tokens["acme"], `{"connector":"globex.report","idempotency_key":"api-2","args":{}}`)
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, r.raw)
+	require.Equal(t, before+2, e.effects("acme"), "the API recorded nothing: only flaky-1 and stuck-1 since")
+
+	// A connector stored while a session lasts is one of its tools at the next tools/list.
+	r = api.do("POST", "/v1/connectors", e.system, `{"name":"bank.new","tags":["read"],"dispatch_url":"`+e.bank.URL()+`/reckon/wires"}`)
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	tools, err = acme.ListTools(ctx, nil)
+	require.NoError(t, err)
+	require.True(t, slices.ContainsFunc(tools.Tools, func(tool *mcp.Tool) bool { return tool.Name == "bank.new" }))
+
 	// A held call, answered through elicitation: confirmed, then declined.
 	var decision string
 	elicited := mcpConnect(t, e.base, e.tokens["acme"], &mcp.ClientOptions{
@@ -333,6 +352,10 @@ func TestMCPGateway(t *testing.T) {
 	require.False(t, res.IsError, text(res))
 	require.Equal(t, 1, e.hanging.Count("kill-1"), "performed once")
 	require.Equal(t, 1, testkit.Count(t, e.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key = 'kill-1'`))
+
+	// An open session (its event stream) does not hold up a graceful stop.
+	e.srv.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, e.srv.Wait(t, 5*time.Second), "the server stops at once despite the open MCP session")
 }
 
 // TestMCPAuth: /mcp refuses requests without a live tenant token, and a session belongs to the

@@ -234,8 +234,9 @@ func reasonOr(reason, otherwise string) string {
 	return reason
 }
 
-// waitSettled waits for effect to be CONFIRMED, FAILED or STUCK, at most Config.Wait, sending a
-// progress notification each time where it stands changes (if the caller asked for progress).
+// waitSettled waits for effect to be CONFIRMED, FAILED or STUCK, at most Config.Wait (less when
+// the server stops), sending a progress notification each time where it stands changes (if the
+// caller asked for progress).
 func (s *session) waitSettled(ctx context.Context, req *mcp.CallToolRequest, effect *effects.Effect) (*effects.Effect, error) {
 	deadline := time.Now().Add(s.g.wait)
 	progressToken := req.Params.GetProgressToken()
@@ -251,7 +252,7 @@ func (s *session) waitSettled(ctx context.Context, req *mcp.CallToolRequest, eff
 			return effect, nil
 		}
 		remaining := time.Until(deadline)
-		if remaining <= 0 {
+		if remaining <= 0 || s.g.stopping() {
 			return effect, nil
 		}
 		waitCtx, cancel := context.WithTimeout(ctx, min(remaining, waitSlice))

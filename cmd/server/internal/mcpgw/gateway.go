@@ -57,6 +57,11 @@ type Config struct {
 	ConsoleURL string
 	// Logger receives the gateway's errors. Default slog.Default().
 	Logger *slog.Logger
+	// Stopping, when closed, ends the sessions' event streams (GET /mcp), which never end by
+	// themselves, and cuts short the waits of the calls in flight (they answer that the outcome is
+	// being checked), so that MCP clients do not hold up a graceful shutdown: close it when the
+	// HTTP server starts to stop. Default nil: streams end when their clients go away.
+	Stopping <-chan struct{}
 }
 
 // Validate reports what is wrong with the configuration.
@@ -131,7 +136,40 @@ func (g *Gateway) Handler() http.Handler {
 		}
 		return &auth.TokenInfo{UserID: token.ID.String()}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(stampCalls(streamable))
-	return g.authenticate(bound)
+	return g.authenticate(g.endStreamsOnStop(bound))
+}
+
+// endStreamsOnStop ends a GET (a session's event stream) when Config.Stopping closes.
+func (g *Gateway) endStreamsOnStop(next http.Handler) http.Handler {
+	if g.config.Stopping == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		go func() {
+			select {
+			case <-g.config.Stopping:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// stopping reports whether Config.Stopping is closed.
+func (g *Gateway) stopping() bool {
+	select {
+	case <-g.config.Stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // ServeStdio serves one MCP session of token over in and out (newline-delimited JSON-RPC, the
