@@ -407,7 +407,10 @@ func TestMCPStdio(t *testing.T) {
 		`{"name":"bank.slow","tags":["write","external"],"dispatch_url":"`+slow+`/wires","status_url":"`+slow+`/wires/status",
 		"timeout_ms":4000,"backoff_initial_ms":20,"backoff_max_ms":200}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
-	require.Eventually(t, func() bool { return strings.Count(reactor.Stderr(), `"msg":"http connector added"`) >= 2 }, 30*time.Second, 20*time.Millisecond)
+	r = api.do("POST", "/v1/connectors", system, `{"name":"bank.held","tags":["write","external"],"dispatch_url":"`+base+`/wires",
+		"status_url":"`+base+`/wires/status","requires_confirmation":true,"confirmation_prompt":"Wire {amount}?"}`)
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	require.Eventually(t, func() bool { return strings.Count(reactor.Stderr(), `"msg":"http connector added"`) >= 3 }, 30*time.Second, 20*time.Millisecond)
 
 	cmd := exec.Command(server, "mcp", "-token", token, "-wait", "2s")
 	cmd.Env = append(cmd.Environ(), env...)
@@ -418,7 +421,7 @@ func TestMCPStdio(t *testing.T) {
 	ctx := context.Background()
 	tools, err := session.ListTools(ctx, nil)
 	require.NoError(t, err)
-	require.Len(t, tools.Tools, 2)
+	require.Len(t, tools.Tools, 3)
 
 	answer, err := session.CallTool(ctx, wireCall("bank.wire", "a-1", 12, ""))
 	require.NoError(t, err)
@@ -455,6 +458,53 @@ func TestMCPStdio(t *testing.T) {
 		return again.Meta["reckon/state"] == "CONFIRMED"
 	}, 30*time.Second, 10*time.Millisecond)
 	require.Equal(t, 1, hanging.Count(pendingKey))
+
+	// A held call, confirmed through elicitation over stdio. Here the SDK's client and server
+	// agree on protocol 2026-07-28: the confirmation is an input request in the call's answer, and
+	// the client's retry carries requestState (over HTTP, 2025-11-25: an elicitation/create request).
+	stdio := func(confirm func(*mcp.ElicitRequest) (*mcp.ElicitResult, error), flags ...string) *mcp.ClientSession {
+		cmd := exec.Command(server, append([]string{"mcp", "-token", token, "-wait", "5s"}, flags...)...)
+		cmd.Env = append(cmd.Environ(), env...)
+		client := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return confirm(req) },
+		})
+		session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = session.Close() })
+		return session
+	}
+	asked := 0
+	eliciting := stdio(func(req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked++
+		require.Contains(t, req.Params.Message, "Wire 30?")
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+	})
+	t.Logf("stdio protocol %s", eliciting.InitializeResult().ProtocolVersion)
+	held, err := eliciting.CallTool(ctx, wireCall("bank.held", "a-3", 30, "held-stdio"))
+	require.NoError(t, err)
+	require.False(t, held.IsError, text(held))
+	require.Equal(t, "CONFIRMED", held.Meta["reckon/state"])
+	require.Equal(t, 1, asked)
+	require.Equal(t, 1, bank.Count("held-stdio"))
+
+	// Under four eyes the caller is not asked: another person confirms (here over the API), and
+	// the call made again with its key answers the outcome.
+	fourEyes := stdio(func(*mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		t.Error("asked to confirm under four eyes")
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	}, "-four-eyes", "-console-url", "https://reckon.example.com/console")
+	held, err = fourEyes.CallTool(ctx, wireCall("bank.held", "a-3", 31, "held-4eyes"))
+	require.NoError(t, err)
+	require.Contains(t, text(held), "waits for a person's confirmation")
+	require.Contains(t, text(held), "https://reckon.example.com/console/awaiting")
+	heldID, _ := effectOf(t, held)
+	require.Zero(t, bank.Count("held-4eyes"))
+	r = api.do("POST", "/v1/effects/"+heldID+"/confirm", token, `{"reason":"looked at it","actor":"alice"}`)
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	held, err = fourEyes.CallTool(ctx, wireCall("bank.held", "a-3", 31, "held-4eyes"))
+	require.NoError(t, err)
+	require.Equal(t, "CONFIRMED", held.Meta["reckon/state"], text(held))
+	require.Equal(t, 1, bank.Count("held-4eyes"))
 }
 
 // rawMCP speaks Streamable HTTP by hand, to send a JSON-RPC request again with the same id.
