@@ -332,8 +332,9 @@ func (s *session) answer(e *effects.Effect) *mcp.CallToolResult {
 		}
 	case effects.StateStuck:
 		st.Outcome = "stuck: a person must decide"
+		// Not an error result, as for an outcome being checked: an agent that reads "error" may
+		// make the call again as a new one, and the call may have been performed.
 		return &mcp.CallToolResult{
-			IsError: true,
 			Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("The outcome of this call could not be established and a person must decide it "+
 				"(effect %s is STUCK: %s). Do not send a new call; evidence: %s.", e.ID, e.Error, s.evidence(e))}, s.link(e)},
 			StructuredContent: st, Meta: s.meta(e),
