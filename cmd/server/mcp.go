@@ -13,6 +13,7 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/internal/cli"
 	"github.com/reckonhq/reckon/cmd/server/internal/mcpgw"
+	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 )
 
@@ -71,7 +72,7 @@ func runMCP(ctx context.Context, args []string, stdin io.ReadCloser, stdout, std
 		}
 		defer built.Effects.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started; ends Wait's listener only
 		gateway, err := mcpgw.New(&mcpgw.Config{
-			Pool: pool, Effects: built.Effects, RefreshConnectors: built.Definitions.Connectors, Wait: wait,
+			Pool: pool, Effects: built.Effects, Ops: ops.New(pool, built.Effects, built.Sagas, built.Turns), RefreshConnectors: built.Definitions.Connectors, Wait: wait,
 			FourEyes: confirmation.FourEyes, ConsoleURL: *consoleURL, Logger: logger,
 		})
 		if err != nil {

@@ -30,15 +30,15 @@ const (
 	MaxWait     = 10 * time.Minute
 )
 
-// Config configures a Gateway. Pool and Effects are required.
+// Config configures a Gateway. Pool, Effects and Ops are required.
 type Config struct {
 	// Pool is the database. Required.
 	Pool *pgxpool.Pool
 	// Effects enqueues the tool calls' effects and reads them; its registry holds the connectors
 	// offered as tools. Required. The gateway does not start it: reactors do the work.
 	Effects *effects.Client
-	// Ops reads an effect's evidence for the reckon://effects/{id} resources. Default: ops.New of
-	// Pool and Effects.
+	// Ops reads an effect's evidence for the reckon://effects/{id} resources: built with the
+	// saga and turns clients too, since an effect's evidence names its saga and turn. Required.
 	Ops *ops.Ops
 	// RefreshConnectors reloads the stored HTTP connectors into Effects's registry; called when a
 	// session lists its tools and when a call names a tool the registry lacks. Default: a Sync of
@@ -71,6 +71,8 @@ func (c *Config) Validate() error {
 		return errors.New("mcpgw: Config.Pool is required")
 	case c.Effects == nil:
 		return errors.New("mcpgw: Config.Effects is required")
+	case c.Ops == nil:
+		return errors.New("mcpgw: Config.Ops is required")
 	case c.Wait < 0 || c.Wait > MaxWait:
 		return fmt.Errorf("mcpgw: Config.Wait %v out of range (0 for the default, up to %v)", c.Wait, MaxWait)
 	}
@@ -97,9 +99,6 @@ func New(config *Config) (*Gateway, error) {
 	}
 	if cfg.Wait == 0 {
 		cfg.Wait = DefaultWait
-	}
-	if cfg.Ops == nil {
-		cfg.Ops = ops.New(cfg.Pool, cfg.Effects, nil, nil)
 	}
 	if cfg.RefreshConnectors == nil {
 		pool, registry := cfg.Pool, cfg.Effects.Registry()

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
@@ -19,6 +20,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/events"
+	"github.com/reckonhq/reckon/internal/recovery"
 )
 
 // effectURIPrefix starts the URI of an effect's evidence resource: reckon://effects/{id}.
@@ -68,6 +70,19 @@ func (g *Gateway) newServer(token *tenants.Token, id, consoleURL string) *mcp.Se
 				}
 			}
 			return next(ctx, method, req)
+		}
+	})
+	// Outermost: a panic under any method (the gateway's, the SDK's) is this request's internal
+	// error, logged, instead of the end of the process: the SDK recovers none.
+	s.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := recovery.Call("mcp "+method, func() (mcp.Result, error) { return next(ctx, method, req) })
+			var p *recovery.Panic
+			if errors.As(err, &p) {
+				g.logger.ErrorContext(ctx, "mcp: panic", slog.String("method", method), slog.String("error", err.Error()))
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error; the server log has the details"}
+			}
+			return res, err
 		}
 	})
 	s.syncTools(context.Background(), false)
