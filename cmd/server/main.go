@@ -199,7 +199,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The MCP gateway (/mcp): the tenant's connectors as tools, on the same clients (docs/mcp.md).
 	gateway, err := mcpgw.New(&mcpgw.Config{
 		Pool: pool, Effects: client, Ops: operations, RefreshConnectors: stored.Connectors, Wait: f.mcpWait,
-		FourEyes: f.confirmation.FourEyes, Logger: logger, Stopping: ctx.Done(),
+		FourEyes: f.confirmation.FourEyes, Logger: logger, Stopping: ctx.Done(), MaxBodyBytes: f.maxBody,
 	})
 	if err != nil {
 		return err

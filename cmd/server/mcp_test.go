@@ -358,8 +358,8 @@ func TestMCPGateway(t *testing.T) {
 	require.Equal(t, 0, e.srv.Wait(t, 5*time.Second), "the server stops at once despite the open MCP session")
 }
 
-// TestMCPAuth: /mcp refuses requests without a live tenant token, and a session belongs to the
-// token that opened it.
+// TestMCPAuth: /mcp refuses requests without a live tenant token and bodies over the server's
+// limit, and a session belongs to the token that opened it.
 func TestMCPAuth(t *testing.T) {
 	t.Parallel()
 	server, _, env := serverOnDB(t)
@@ -372,6 +372,9 @@ func TestMCPAuth(t *testing.T) {
 		resp, _ := testkit.Do(t, "POST", base+"/mcp", token, init, "Accept", "application/json, text/event-stream")
 		require.Equal(t, want, resp.StatusCode, "token %q", token)
 	}
+	huge := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 2<<20) + `"}}`
+	resp, _ := testkit.Do(t, "POST", base+"/mcp", tokens["acme"], huge, "Accept", "application/json, text/event-stream")
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "bodies are bounded by -max-body-bytes, as the API's")
 	raw := newRawMCP(t, base, tokens["acme"])
 	raw.token = tokens["globex"]
 	_, err := raw.post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 5*time.Second)

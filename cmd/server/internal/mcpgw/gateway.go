@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/reckonhq/reckon/cmd/internal/version"
+	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/cmd/server/internal/tenants"
 	"github.com/reckonhq/reckon/effects"
@@ -55,6 +56,9 @@ type Config struct {
 	// evidence links of answers. Default: over HTTP, the console of the server the request came
 	// to; over stdio, none (answers link the reckon://effects/{id} resource only).
 	ConsoleURL string
+	// MaxBodyBytes limits a request body over HTTP; a larger one is refused with 413. Default
+	// api.DefaultMaxBodyBytes (1 MiB), as the API's.
+	MaxBodyBytes int64
 	// Logger receives the gateway's errors. Default slog.Default().
 	Logger *slog.Logger
 	// Stopping, when closed, ends the sessions' event streams (GET /mcp), which never end by
@@ -73,6 +77,8 @@ func (c *Config) Validate() error {
 		return errors.New("mcpgw: Config.Effects is required")
 	case c.Ops == nil:
 		return errors.New("mcpgw: Config.Ops is required")
+	case c.MaxBodyBytes < 0:
+		return fmt.Errorf("mcpgw: Config.MaxBodyBytes must not be negative, got %d", c.MaxBodyBytes)
 	case c.Wait < 0 || c.Wait > MaxWait:
 		return fmt.Errorf("mcpgw: Config.Wait %v out of range (0 for the default, up to %v)", c.Wait, MaxWait)
 	}
@@ -100,6 +106,9 @@ func New(config *Config) (*Gateway, error) {
 	if cfg.Wait == 0 {
 		cfg.Wait = DefaultWait
 	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = api.DefaultMaxBodyBytes
+	}
 	if cfg.RefreshConnectors == nil {
 		pool, registry := cfg.Pool, cfg.Effects.Registry()
 		syncer := new(httpconn.Syncer)
@@ -126,7 +135,7 @@ func (g *Gateway) Handler() http.Handler {
 			return nil // not reached: authenticated below
 		}
 		return g.newServer(token, "", g.consoleURL(r))
-	}, &mcp.StreamableHTTPOptions{Logger: g.logger, SessionTimeout: time.Hour})
+	}, &mcp.StreamableHTTPOptions{Logger: g.logger, SessionTimeout: time.Hour, MaxRequestBodyBytes: g.config.MaxBodyBytes})
 	// The SDK ties a session to TokenInfo.UserID: the token's id.
 	bound := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		token := tokenOf(ctx)
@@ -134,7 +143,7 @@ func (g *Gateway) Handler() http.Handler {
 			return nil, auth.ErrInvalidToken
 		}
 		return &auth.TokenInfo{UserID: token.ID.String()}, nil
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(stampCalls(streamable))
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(stampCalls(streamable, g.config.MaxBodyBytes))
 	return g.authenticate(g.endStreamsOnStop(bound))
 }
 

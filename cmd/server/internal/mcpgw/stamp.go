@@ -17,23 +17,20 @@ import (
 // there is replaced.
 const callIDMeta = "reckon/call_id"
 
-// maxStampedBody bounds the HTTP bodies stamped; a larger one goes to the SDK as it is, which
-// refuses it (413).
-const maxStampedBody = mcp.DefaultMaxRequestBodyBytes
-
-// stampCalls stamps the tools/call requests of a POST body (one message or a batch).
-func stampCalls(next http.Handler) http.Handler {
+// stampCalls stamps the tools/call requests of a POST body (one message or a batch) of at most
+// maxBody bytes; a larger body goes to the SDK as it is, which refuses it (413).
+func stampCalls(next http.Handler, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxStampedBody+1))
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 		if err != nil {
 			http.Error(w, "read request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		if len(body) <= maxStampedBody {
+		if int64(len(body)) <= maxBody {
 			body = stampBody(body)
 		}
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
