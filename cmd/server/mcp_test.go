@@ -525,6 +525,31 @@ func TestMCPStdio(t *testing.T) {
 	require.Equal(t, 1, bank.Count("held-4eyes"))
 }
 
+// TestConnectorsPutDescribed: `server connectors put` stores a description, an args schema and
+// tenants from its flags; a schema that does not compile exits 2 and stores nothing.
+func TestConnectorsPutDescribed(t *testing.T) {
+	t.Parallel()
+	server, pool, env := serverOnDB(t)
+	res := proctest.Run(t, env, server, "connectors", "put", "-name", "tickets.open", "-tags", "write,idempotent",
+		"-dispatch-url", "https://tickets.example.com/open", "-description", "Open a ticket.",
+		"-args-schema", `{"type":"object","required":["title"]}`, "-tenants", "acme,globex")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	res = proctest.Run(t, env, server, "connectors", "list", "-json")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	var defs []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &defs))
+	require.Len(t, defs, 1)
+	require.Equal(t, "Open a ticket.", defs[0]["description"])
+	require.Equal(t, map[string]any{"type": "object", "required": []any{"title"}}, defs[0]["args_schema"])
+	require.Equal(t, []any{"acme", "globex"}, defs[0]["tenants"])
+
+	res = proctest.Run(t, env, server, "connectors", "put", "-name", "tickets.bad", "-tags", "write,idempotent",
+		"-dispatch-url", "https://tickets.example.com/open", "-args-schema", `{"type":"object","minProperties":"two"}`)
+	require.Equal(t, 2, res.ExitCode, res.Stderr)
+	require.Contains(t, res.Stderr, "args schema")
+	require.Equal(t, 1, testkit.Count(t, pool, `SELECT count(*) FROM reckon_connectors`))
+}
+
 // rawMCP speaks Streamable HTTP by hand, to send a JSON-RPC request again with the same id.
 type rawMCP struct {
 	t       *testing.T
