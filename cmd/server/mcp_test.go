@@ -272,6 +272,22 @@ func TestMCPGateway(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, slices.ContainsFunc(tools.Tools, func(tool *mcp.Tool) bool { return tool.Name == "bank.new" }))
 
+	// A call in an agent run: the run's guardrails apply (one step), and a cancelled run refuses.
+	r = api.do("POST", "/v1/runs", e.tokens["acme"], `{"id":"run-1","max_steps":1}`)
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	inRun := func(key string) (*mcp.CallToolResult, error) {
+		params := wireCall("bank.wire", "a-9", 2, key)
+		params.Meta["reckon/run_id"] = "run-1"
+		return acme.CallTool(ctx, params)
+	}
+	res, err = inRun("run-1/a")
+	require.NoError(t, err)
+	require.Equal(t, "CONFIRMED", res.Meta["reckon/state"], text(res))
+	before = e.effects("acme")
+	_, err = inRun("run-1/b")
+	require.ErrorContains(t, err, "nothing was recorded", "past the run's max_steps")
+	require.Equal(t, before, e.effects("acme"))
+
 	// A held call, answered through elicitation: confirmed, then declined.
 	var decision string
 	elicited := mcpConnect(t, e.base, e.tokens["acme"], &mcp.ClientOptions{

@@ -27,6 +27,10 @@ const (
 	IdempotencyKeyMeta = "reckon/idempotency_key"
 	// MaxIdempotencyKeyBytes bounds an idempotency key, as the HTTP API does.
 	MaxIdempotencyKeyBytes = 512
+	// RunIDMeta is the params._meta key of the agent run a tools/call belongs to (effects.Spec.RunID,
+	// at most 200 bytes): the run's guardrails apply (POST /v1/runs), and a call past them or of a
+	// cancelled run is refused with nothing written.
+	RunIDMeta = "reckon/run_id"
 	// requestStatePrefix marks the requestState of an input-required answer: the key of the
 	// call it continues.
 	requestStatePrefix = "reckon-key:"
@@ -69,8 +73,12 @@ func (s *session) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return nil, err
 	}
+	runID, err := runOf(params.GetMeta())
+	if err != nil {
+		return nil, err
+	}
 	effect, err := s.g.effects.Enqueue(ctx, effects.Spec{
-		TenantID: s.token.TenantID, Connector: params.Name, IdempotencyKey: key, Args: args,
+		TenantID: s.token.TenantID, Connector: params.Name, IdempotencyKey: key, Args: args, RunID: runID,
 	}, &effects.EnqueueOpts{Actor: s.actor(), Reason: "called as an MCP tool"})
 	switch {
 	case errors.Is(err, effects.ErrInvalidArgs):
@@ -149,6 +157,25 @@ func (s *session) keyOf(req *mcp.CallToolRequest) (string, error) {
 		callID = "sha256-" + hex.EncodeToString(sum[:])
 	}
 	return checkKey("mcp/"+sessionID+"/"+callID, "derived key")
+}
+
+// runOf is the run the call's _meta names, if any.
+func runOf(meta map[string]any) (string, error) {
+	raw, ok := meta[RunIDMeta]
+	if !ok {
+		return "", nil
+	}
+	runID, isString := raw.(string)
+	switch {
+	case !isString || runID == "":
+		return "", invalidParams("_meta %q: want a run id, a non-empty string", RunIDMeta)
+	case len(runID) > 200:
+		return "", invalidParams("_meta %q: a run id is at most 200 bytes", RunIDMeta)
+	}
+	if err := jsonx.CheckText(runID); err != nil {
+		return "", invalidParams("_meta %q: %v", RunIDMeta, err)
+	}
+	return runID, nil
 }
 
 func checkKey(key, where string) (string, error) {
