@@ -15,7 +15,10 @@
 // (effects.Connector.AvailableTo): name, description, args schema as the input schema, and
 // annotations from the tags. tools/call enqueues an effect with the effects client (so per-tenant
 // limits and confirmation holds apply as for the HTTP API) and waits, up to Config.Wait, for it to
-// settle, sending progress notifications as it moves. Effect evidence is readable as the resource
+// settle, sending progress notifications as it moves; a call may name its agent run
+// (params._meta["reckon/run_id"]), whose guardrails then apply. A held call is put to the user
+// through elicitation (an input request of the call) where the client can elicit and four eyes
+// do not forbid the caller's confirmation. Effect evidence is readable as the resource
 // reckon://effects/{id}.
 //
 // # Idempotency keys
@@ -30,6 +33,8 @@
 // # Caveats
 //
 // MCP tasks (long-running calls polled by the client) are not offered: the Go SDK v1.8.0 has no
-// support for them. A call still PENDING or UNKNOWN after Config.Wait answers with the effect's id
-// and evidence, and says not to send a new call.
+// support for them. A call still PENDING or UNKNOWN after Config.Wait answers with the effect's id,
+// key and evidence, and says to ask again with that key (the same effect) rather than make a new
+// call. Sessions live in the server process: a restarted server has none, and a client opens a new
+// one.
 package mcpgw
