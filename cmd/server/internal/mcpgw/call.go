@@ -90,7 +90,7 @@ func (s *session) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	case errors.Is(err, effects.ErrPruned), errors.Is(err, effects.ErrRunCancelled), errors.Is(err, effects.ErrRunMaxSteps), errors.Is(err, effects.ErrRunMaxFailures):
 		return nil, invalidParams("%s; nothing was recorded", strings.TrimPrefix(err.Error(), "effects: "))
 	case err != nil:
-		return nil, s.internal(ctx, "enqueue", err)
+		return nil, s.internal(ctx, "enqueue", err, key)
 	}
 	if awaitingConfirmation(effect) {
 		decided, answer, err := s.decide(ctx, req, effect, key)
@@ -106,13 +106,16 @@ func (s *session) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	return s.answer(effect), nil
 }
 
-// internal logs err and is the MCP error of a call that failed on the server's side.
-func (s *session) internal(ctx context.Context, what string, err error) error {
+// internal logs err and is the MCP error of a call that failed on the server's side. Whether its
+// effect was recorded may not be known (a commit whose answer was lost): the error says how to make
+// the call again under its key, which can never make a second effect.
+func (s *session) internal(ctx context.Context, what string, err error, key string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	s.g.logger.ErrorContext(ctx, "mcp: tools/call failed", slog.String("step", what), slog.String("error", err.Error()))
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error (" + what + "); send the same call again"}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+		"internal error (%s); make the call again with the same arguments and _meta %q = %q (never a second effect)", what, IdempotencyKeyMeta, key)}
 }
 
 // argsOf checks a call's arguments: absent or null is {}, anything else must be a JSON object
@@ -224,11 +227,11 @@ func (s *session) decide(ctx context.Context, req *mcp.CallToolRequest, effect *
 			// Decided meanwhile (an operator, or this same call answered twice): as it stands.
 			current, err := s.g.effects.Get(ctx, effect.ID)
 			if err != nil {
-				return nil, nil, s.internal(ctx, "read effect", err)
+				return nil, nil, s.internal(ctx, "read effect", err, effect.IdempotencyKey)
 			}
 			return current, nil, nil
 		case err != nil:
-			return nil, nil, s.internal(ctx, "decide", err)
+			return nil, nil, s.internal(ctx, "decide", err, effect.IdempotencyKey)
 		}
 		return decided, nil, nil
 	}
@@ -293,7 +296,7 @@ func (s *session) waitSettled(ctx context.Context, req *mcp.CallToolRequest, eff
 		default:
 			current, err := s.g.effects.Get(ctx, effect.ID)
 			if err != nil {
-				return nil, s.internal(ctx, "read effect", err)
+				return nil, s.internal(ctx, "read effect", err, effect.IdempotencyKey)
 			}
 			effect = current
 		}
