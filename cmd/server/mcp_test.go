@@ -265,6 +265,16 @@ func TestMCPGateway(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, r.raw)
 	require.Equal(t, before+2, e.effects("acme"), "the API recorded nothing: only flaky-1 and stuck-1 since")
 
+	// Nor does the API show acme globex's connector, or globex's name.
+	r = api.do("GET", "/v1/connectors", e.tokens["acme"], "")
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	require.NotContains(t, r.raw, "globex")
+	r = api.do("GET", "/v1/connectors/globex.report", e.tokens["acme"], "")
+	require.Equal(t, http.StatusNotFound, r.status, r.raw)
+	r = api.do("GET", "/v1/connectors/globex.report", e.tokens["globex"], "")
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	require.Equal(t, []any{"globex"}, r.body["tenants"])
+
 	// A connector stored while a session lasts is one of its tools at the next tools/list.
 	r = api.do("POST", "/v1/connectors", e.system, `{"name":"bank.new","tags":["read"],"dispatch_url":"`+e.bank.URL()+`/reckon/wires"}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
