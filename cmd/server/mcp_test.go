@@ -401,9 +401,22 @@ func TestMCPAuth(t *testing.T) {
 	huge := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 2<<20) + `"}}`
 	resp, _ := testkit.Do(t, "POST", base+"/mcp", tokens["acme"], huge, "Accept", "application/json, text/event-stream")
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "bodies are bounded by -max-body-bytes, as the API's")
+	// Behind a proxy on the same host: the request comes to the loopback address with the public
+	// Host, and is served.
+	proxied, err := http.NewRequest("POST", base+"/mcp", strings.NewReader(init))
+	require.NoError(t, err)
+	proxied.Host = "reckon.example.com"
+	proxied.Header.Set("Authorization", "Bearer "+tokens["acme"])
+	proxied.Header.Set("Content-Type", "application/json")
+	proxied.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err = http.DefaultClient.Do(proxied)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
 	raw := newRawMCP(t, base, tokens["acme"])
 	raw.token = tokens["globex"]
-	_, err := raw.post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 5*time.Second)
+	_, err = raw.post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, 5*time.Second)
 	require.ErrorContains(t, err, "403", "another tenant's token cannot use acme's session")
 }
 

@@ -135,7 +135,14 @@ func (g *Gateway) Handler() http.Handler {
 			return nil // not reached: authenticated below
 		}
 		return g.newServer(token, "", g.consoleURL(r))
-	}, &mcp.StreamableHTTPOptions{Logger: g.logger, SessionTimeout: time.Hour, MaxRequestBodyBytes: g.config.MaxBodyBytes})
+	}, &mcp.StreamableHTTPOptions{
+		Logger: g.logger, SessionTimeout: time.Hour, MaxRequestBodyBytes: g.config.MaxBodyBytes,
+		// The SDK's DNS rebinding protection refuses a request that came to a loopback address
+		// with another Host: every request of a server behind a proxy on its host. It protects
+		// servers that take requests without credentials; every request here bears a token, which
+		// a page that rebinds a name does not have.
+		DisableLocalhostProtection: true,
+	})
 	// The SDK ties a session to TokenInfo.UserID: the token's id.
 	bound := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		token := tokenOf(ctx)
