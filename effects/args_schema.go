@@ -57,8 +57,8 @@ func (c *Connector) checkDescribed() error {
 	}
 	c.Tenants = slices.Clone(c.Tenants)
 	c.argsSchema = nil
-	if len(bytes.TrimSpace(c.ArgsSchema)) == 0 {
-		c.ArgsSchema = nil
+	if trimmed := bytes.TrimSpace(c.ArgsSchema); len(trimmed) == 0 || string(trimmed) == "null" {
+		c.ArgsSchema = nil // JSON's null is no schema, as an absent one
 		return nil
 	}
 	if err := jsonx.Check(c.ArgsSchema); err != nil { // what Postgres can store, for HTTP connectors

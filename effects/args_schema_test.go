@@ -27,6 +27,10 @@ func TestArgsSchemaRegistration(t *testing.T) {
 	}{
 		{"object", `{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`, ""},
 		{"none", ``, ""},
+		{"null", `null`, ""},
+		{"draft 2020-12 named", `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}`, ""},
+		{"draft-07 named", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"n":{"type":"integer"}}}`, ""},
+		{"local reference", `{"type":"object","$defs":{"n":{"type":"integer"}},"properties":{"n":{"$ref":"#/$defs/n"}}}`, ""},
 		{"not JSON", `{"type":`, "JSON"},
 		{"not an object schema", `{"type":"array"}`, `"type": "object"`},
 		{"bad keyword value", `{"type":"object","properties":{"n":{"type":"integr"}}}`, "args schema"},

@@ -127,7 +127,7 @@ func (d Definition) WithDefaults() Definition {
 	d.Tags = slices.Clone(d.Tags)
 	d.BusinessKeyFields = slices.Clone(d.BusinessKeyFields)
 	d.Tenants = slices.Clone(d.Tenants)
-	if len(bytes.TrimSpace(d.ArgsSchema)) == 0 {
+	if trimmed := bytes.TrimSpace(d.ArgsSchema); len(trimmed) == 0 || string(trimmed) == "null" {
 		d.ArgsSchema = nil
 	} else {
 		d.ArgsSchema = slices.Clone(d.ArgsSchema)
