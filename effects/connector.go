@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Connector performs effects of one kind, such as "bank.wire". Dispatch is required; the other
@@ -78,6 +79,23 @@ type Connector struct {
 	// circuit breaker (see Limit). Default: none. An operator's limit (Client.SetLimit) replaces
 	// it at run time.
 	Limit Limit
+	// Description says what the connector does, for people and agents (the MCP gateway shows it
+	// as the tool's description). Optional; at most MaxDescriptionBytes of UTF-8 without NUL.
+	Description string
+	// ArgsSchema is a JSON Schema (draft 2020-12 unless its "$schema" says otherwise) of the
+	// effects' args: an object schema ("type": "object"), at most MaxArgsSchemaBytes, with no
+	// reference outside itself. Registering compiles it (a schema that does not compile is
+	// refused); enqueueing args it refuses fails with ErrInvalidArgs, before anything is written.
+	// Optional: without it any JSON object is accepted. The MCP gateway shows it as the tool's
+	// input schema.
+	ArgsSchema json.RawMessage
+	// Tenants, if set, are the only tenants that may enqueue the connector's effects (and see it
+	// as an MCP tool); enqueueing for another tenant fails with ErrUnknownConnector. Default:
+	// every tenant. At most MaxConnectorTenants valid tenant ids.
+	Tenants []string
+
+	// argsSchema is ArgsSchema compiled (withDefaults); nil without one.
+	argsSchema *jsonschema.Schema
 }
 
 // Call is what a connector receives for one call.
@@ -222,6 +240,9 @@ func (c Connector) withDefaults() (*Connector, error) {
 		return nil, fmt.Errorf("effects: connector %q: %w", c.Name, err)
 	}
 	c.Limit = limit
+	if err := c.checkDescribed(); err != nil {
+		return nil, fmt.Errorf("effects: connector %q: %w", c.Name, err)
+	}
 	if !RetrySafe(c.Tags) && c.StatusCheck == nil && c.BusinessKey == nil && c.Compensate == nil && !c.Unsafe {
 		return nil, fmt.Errorf("effects: connector %q is not retry safe (tags %v) and has no way to resolve an "+
 			"UNKNOWN outcome: give it a StatusCheck (best), a BusinessKey or a Compensate; or tag it idempotent if "+

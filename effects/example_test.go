@@ -200,3 +200,42 @@ func cmpOr(s, fallback string) string {
 	}
 	return s
 }
+
+// A connector that says what its args look like: registering compiles the schema, and an enqueue
+// whose args it refuses fails with ErrInvalidArgs before anything is written.
+func ExampleConnector_argsSchema() {
+	ctx := context.Background()
+	pool, cleanup := pgtest.NewExampleDB()
+	defer cleanup()
+
+	registry := effects.NewRegistry()
+	registry.MustRegister(effects.Connector{
+		Name:        "tickets.open",
+		Tags:        []effects.Tag{effects.TagWrite, effects.TagIdempotent},
+		Description: "Open a support ticket.",
+		ArgsSchema:  json.RawMessage(`{"type":"object","properties":{"title":{"type":"string","minLength":1}},"required":["title"]}`),
+		Tenants:     []string{"acme"},
+		Dispatch: func(ctx context.Context, call effects.Call) (json.RawMessage, error) {
+			return json.RawMessage(`{"ticket":"T-1"}`), nil
+		},
+	})
+	client, err := effects.NewClient(pool, &effects.Config{Registry: registry, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+	defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started
+
+	_, err = client.Enqueue(ctx, effects.Spec{TenantID: "acme", Connector: "tickets.open", IdempotencyKey: "t-1", Args: map[string]any{"title": ""}}, nil)
+	fmt.Println(errors.Is(err, effects.ErrInvalidArgs))
+	_, err = client.Enqueue(ctx, effects.Spec{TenantID: "globex", Connector: "tickets.open", IdempotencyKey: "t-2", Args: map[string]any{"title": "printer"}}, nil)
+	fmt.Println(errors.Is(err, effects.ErrUnknownConnector))
+	effect, err := client.Enqueue(ctx, effects.Spec{TenantID: "acme", Connector: "tickets.open", IdempotencyKey: "t-3", Args: map[string]any{"title": "printer"}}, nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(effect.State)
+	// Output:
+	// true
+	// true
+	// PENDING
+}

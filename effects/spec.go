@@ -111,9 +111,16 @@ func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 	if res.tenantID == "" {
 		res.tenantID = DefaultTenant
 	}
+	if !connector.AvailableTo(res.tenantID) {
+		// Another tenant's connector is indistinguishable from a missing one.
+		return nil, fmt.Errorf("%w %q: not available to tenant %q", ErrUnknownConnector, spec.Connector, res.tenantID)
+	}
 	res.args, err = jsonx.Marshal(spec.Args)
 	if err != nil {
 		return nil, fmt.Errorf("effects: %s args: %w", spec.Connector, err)
+	}
+	if err := connector.checkArgs(res.args); err != nil {
+		return nil, err
 	}
 	switch {
 	case spec.IdempotencyKey != "":

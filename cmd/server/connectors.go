@@ -23,7 +23,8 @@ import (
 const connectorsUsage = `server connectors put -name NAME -dispatch-url URL [-tags write,external] [-status-url URL]
                        [-compensate-url URL] [-business-key-fields a,b] [-timeout 30s] [-max-attempts 5]
                        [-status-check-limit 5] [-backoff-initial 1s] [-backoff-max 5m] [-unsafe]
-                       [-async-timeout 10m] [-hard-timeout] [-cancel-url URL]
+                       [-async-timeout 10m] [-hard-timeout] [-cancel-url URL] [-description D]
+                       [-args-schema JSON] [-tenants a,b]
 server connectors put -f definition.json   (or -f - for stdin; the JSON form of docs/connectors.md)
 server connectors list [-json]
 server connectors delete -name NAME
@@ -139,6 +140,18 @@ func connectorFlags(fs *flag.FlagSet) (*definitionFlags, *string) {
 	fs.DurationVar(&d.AsyncTimeout, "async-timeout", 0, "how long an effect accepted upstream (HTTP 202) awaits its callback (default the reactor's -async-timeout; 1ms to 168h)")
 	fs.BoolVar(&d.HardTimeout, "hard-timeout", false, "a passed async deadline calls the cancel URL (FAILED once cancelled) instead of only making the outcome UNKNOWN")
 	fs.StringVar(&d.CancelURL, "cancel-url", "", "URL that asks the upstream to abandon an accepted operation (hard timeouts, cancelled runs; optional)")
+	fs.StringVar(&d.Description, "description", "", "what the connector does, for people and agents (the MCP tool's description; optional)")
+	fs.Func("args-schema", "a JSON Schema of the args, with \"type\": \"object\" (checked at every enqueue; the MCP tool's input schema; optional)", func(s string) error {
+		if !json.Valid([]byte(s)) {
+			return fmt.Errorf("not valid JSON")
+		}
+		d.ArgsSchema = json.RawMessage(s)
+		return nil
+	})
+	fs.Func("tenants", "comma-separated tenants that alone may use the connector (default every tenant)", func(s string) error {
+		d.Tenants = splitList(s)
+		return nil
+	})
 	return d, file
 }
 
@@ -187,6 +200,12 @@ func readDefinition(file string, stdin io.Reader, d *definitionFlags, fs *flag.F
 			d.HardTimeout = fromFlags.HardTimeout
 		case "cancel-url":
 			d.CancelURL = fromFlags.CancelURL
+		case "description":
+			d.Description = fromFlags.Description
+		case "args-schema":
+			d.ArgsSchema = fromFlags.ArgsSchema
+		case "tenants":
+			d.Tenants = fromFlags.Tenants
 		}
 	})
 	return nil

@@ -17,6 +17,7 @@
 //	server runs show|cancel -tenant T ID     a run's guardrails and pending events; cancel it (docs/operations.md)
 //	server retention status|run|policy|partitions   what retention keeps and prunes (docs/operations.md)
 //	server events tail [-pattern P …] [-after ID] [-tenant T]   follow the event stream (docs/operations.md)
+//	server mcp -token T [-wait D]       an MCP server over stdin and stdout: T's connectors as tools (docs/mcp.md)
 //	server version [-o json] | -version   the version, commit and Go version it was built from
 //	server -h | help [COMMAND]          list the commands and serve's flags; COMMAND -h describes one
 //
@@ -27,7 +28,7 @@
 // RECKON_READ_HEADER_TIMEOUT, RECKON_READ_TIMEOUT, RECKON_WRITE_TIMEOUT, RECKON_IDLE_TIMEOUT,
 // RECKON_TLS_CERT, RECKON_TLS_KEY (both or neither: HTTPS), RECKON_REQUIRE_IRREVERSIBLE_CONFIRMATION,
 // RECKON_CONFIRMATION_TTL, RECKON_FOUR_EYES (the confirmation holds of the effects its API
-// enqueues); a value that cannot be parsed or is
+// enqueues), RECKON_MCP_WAIT (how long an MCP tool call waits for its effect, docs/mcp.md); a value that cannot be parsed or is
 // out of range is refused (exit status 2), a certificate or key that cannot be read is exit
 // status 1. Tracing is off unless the standard OTEL_* variables turn it on (docs/operations.md,
 // "Tracing"). The API is documented in docs/api.md.
@@ -54,6 +55,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/cmd/server/internal/console"
 	"github.com/reckonhq/reckon/cmd/server/internal/httpobs"
+	"github.com/reckonhq/reckon/cmd/server/internal/mcpgw"
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/db"
@@ -94,6 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runEffects(ctx, args[1:], stdout, stderr)
 	case "events":
 		err = runEvents(ctx, args[1:], stdout, stderr)
+	case "mcp":
+		err = runMCP(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "version":
 		err = runVersion(args[1:], stdout)
 	case "healthcheck":
@@ -192,6 +196,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	consoleServer.Register(mux)
+	// The MCP gateway (/mcp): the tenant's connectors as tools, on the same clients (docs/mcp.md).
+	gateway, err := mcpgw.New(&mcpgw.Config{
+		Pool: pool, Effects: client, Ops: operations, RefreshConnectors: stored.Connectors, Wait: f.mcpWait,
+		FourEyes: f.confirmation.FourEyes, Logger: logger, Stopping: ctx.Done(), MaxBodyBytes: f.maxBody,
+	})
+	if err != nil {
+		return err
+	}
+	gateway.Register(mux)
 	// On a database whose migrations are not current, only /healthz, /readyz and /metrics are
 	// served (the API answers 503 schema_not_current) and the background work waits, until a
 	// check every second finds them applied.
@@ -234,10 +247,12 @@ type serveFlags struct {
 	common                                           commonFlags
 	addr                                             *string
 	drain, idempotencyTTL, connectorSync, consoleTTL time.Duration
-	dbConns, maxBody, bodiesInFlight                 int64
-	consoleSecureCookies                             bool
-	timeouts                                         cli.Timeouts
-	tlsFiles                                         cli.TLSFiles
+	// mcpWait: how long an MCP tools/call waits for its effect to settle (mcpgw.Config.Wait).
+	mcpWait                          time.Duration
+	dbConns, maxBody, bodiesInFlight int64
+	consoleSecureCookies             bool
+	timeouts                         cli.Timeouts
+	tlsFiles                         cli.TLSFiles
 	// confirmation: the confirmation holds of the effects the API enqueues (docs/design.md,
 	// "Confirmation holds").
 	confirmation cli.ConfirmationFlags
@@ -265,6 +280,8 @@ func parseServeFlags(args []string, stdout io.Writer) (*serveFlags, error) {
 		"how often the HTTP connectors and saga definitions are reloaded from the database; a request naming an unknown one reloads them at once")
 	env.BoolVar(&f.consoleSecureCookies, "console-secure-cookies", "RECKON_CONSOLE_SECURE_COOKIES", false,
 		"mark the console's cookies Secure over plain HTTP too, for a server behind a proxy that terminates TLS")
+	env.DurationVar(&f.mcpWait, "mcp-wait", "RECKON_MCP_WAIT", mcpgw.DefaultWait,
+		"how long an MCP tools/call waits for its effect to settle before answering that the outcome is being checked (1s to 10m)")
 	f.timeouts.Flags(&env)
 	f.tlsFiles.Flags(&env)
 	f.confirmation.Register(&env)
@@ -286,6 +303,8 @@ func parseServeFlags(args []string, stdout io.Writer) (*serveFlags, error) {
 		return nil, fmt.Errorf("%w: -max-body-bytes, -idempotency-ttl and -connector-sync-interval must be positive", errUsage)
 	case f.consoleTTL < time.Minute || f.consoleTTL > 720*time.Hour:
 		return nil, fmt.Errorf("%w: -console-session-ttl must be between 1m and 720h, got %s", errUsage, f.consoleTTL)
+	case f.mcpWait < time.Second || f.mcpWait > mcpgw.MaxWait:
+		return nil, fmt.Errorf("%w: -mcp-wait must be between 1s and %s, got %s", errUsage, mcpgw.MaxWait, f.mcpWait)
 	case f.drain <= 0:
 		return nil, fmt.Errorf("%w: -shutdown-timeout must be positive, got %s", errUsage, f.drain)
 	case f.bodiesInFlight != 0 && f.bodiesInFlight < f.maxBody:

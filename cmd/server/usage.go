@@ -34,6 +34,7 @@ commands:
               partitions [-period day|month] [-premake D]
   events      webhook subscriptions: subscriptions list [-tenant T] | subscriptions create -url U
               [-tenant T] [-pattern P]… | subscriptions delete|pause|resume ID
+  mcp         an MCP server over stdin and stdout: -token T [-wait D] (docs/mcp.md); serve has /mcp
   version     the version, commit and Go version this binary was built from [-o json]
               (also -version)
   healthcheck [-timeout D] [URL]: GET URL (default the server's /readyz); exit 0 on 2xx, else 1
@@ -46,7 +47,7 @@ actions, ` + "`server COMMAND ACTION -h`" + ` lists an action's flags.
 flags of serve:`
 
 // commandNames are server's commands, for the messages that list them.
-var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "retention", "version", "healthcheck", "help"}
+var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "retention", "mcp", "version", "healthcheck", "help"}
 
 // helpArgs are the arguments that ask for help.
 var helpArgs = []string{"-h", "-help", "--help", "help"}

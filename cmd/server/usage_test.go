@@ -19,7 +19,7 @@ func TestHelp(t *testing.T) {
 	top := proctest.Run(t, env, server, "-h")
 	require.Equal(t, 0, top.ExitCode, top.Stderr)
 	require.Empty(t, top.Stderr)
-	for _, command := range []string{"migrate", "tenants", "tokens", "operators", "connectors", "sagas", "events", "version", "healthcheck", "help"} {
+	for _, command := range []string{"migrate", "tenants", "tokens", "operators", "connectors", "sagas", "events", "mcp", "version", "healthcheck", "help"} {
 		require.Contains(t, top.Stdout, "\n  "+command+" ", "server -h lists %s", command)
 	}
 	for _, flag := range []string{"-addr", "-tls-cert", "-tls-key", "-console-secure-cookies"} {
@@ -60,6 +60,12 @@ func TestHelp(t *testing.T) {
 			}
 		}
 	}
+	for _, args := range [][]string{{"mcp", "-h"}, {"help", "mcp"}} {
+		res := proctest.Run(t, env, server, args...)
+		require.Equal(t, 0, res.ExitCode, "%v: %s", args, res.Stderr)
+		require.Contains(t, res.Stdout, "usage: server mcp -token T", "%v", args)
+		require.Contains(t, res.Stdout, "-four-eyes", "%v lists the flags", args)
+	}
 	res := proctest.Run(t, env, server, "tenants", "create", "acme", "-h") // after an ID too
 	require.Equal(t, 0, res.ExitCode, res.Stderr)
 	require.Contains(t, res.Stdout, "-name")
@@ -76,7 +82,7 @@ func TestCommandMistakes(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"bogus"}, []string{`unknown command "bogus"`, "migrate, tenants, tokens, operators, effects, connectors, sagas, runs, events, retention, version, healthcheck, help", "server -h"}},
+		{[]string{"bogus"}, []string{`unknown command "bogus"`, "migrate, tenants, tokens, operators, effects, connectors, sagas, runs, events, retention, mcp, version, healthcheck, help", "server -h"}},
 		{[]string{"help", "bogus"}, []string{`unknown command "bogus"`}},
 		{[]string{"-database-url", "postgres://x/y", "migrate", "up"}, []string{`-database-url given before "migrate"`, "server migrate up -database-url"}},
 		{[]string{"-log-format", "json", "-database-url", "postgres://x/y", "tokens", "list"}, []string{`-database-url, -log-format given before "tokens"`}},

@@ -4,12 +4,14 @@ INSERT INTO reckon_connectors (
     name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms,
     max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
     async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt,
-    limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms
+    limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms,
+    description, args_schema, tenants
 ) VALUES (
     @name, @tags, @dispatch_url, @status_url, @compensate_url, @business_key_fields, @timeout_ms,
     @max_attempts, @status_check_limit, @backoff_initial_ms, @backoff_max_ms, @unsafe,
     sqlc.narg(async_timeout_ms), @hard_timeout, sqlc.narg(cancel_url), @requires_confirmation, sqlc.narg(confirmation_prompt),
-    @limit_rate, @limit_per_ms, @limit_burst, @limit_max_in_flight, @limit_per_tenant, @limit_break_after, @limit_break_for_ms
+    @limit_rate, @limit_per_ms, @limit_burst, @limit_max_in_flight, @limit_per_tenant, @limit_break_after, @limit_break_for_ms,
+    @description, sqlc.narg(args_schema), @tenants
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -35,6 +37,9 @@ ON CONFLICT (name) DO UPDATE SET
     limit_per_tenant = excluded.limit_per_tenant,
     limit_break_after = excluded.limit_break_after,
     limit_break_for_ms = excluded.limit_break_for_ms,
+    description = excluded.description,
+    args_schema = excluded.args_schema,
+    tenants = excluded.tenants,
     updated_at = now()
 RETURNING sqlc.embed(reckon_connectors), (xmax = 0)::boolean AS inserted;
 

@@ -97,6 +97,7 @@ func (d Definition) Connector(client *http.Client) effects.Connector {
 		StatusCheckLimit: d.StatusCheckLimit, Backoff: d.backoff, Unsafe: d.Unsafe,
 		AsyncTimeout: d.AsyncTimeout, HardTimeout: d.HardTimeout,
 		RequiresConfirmation: d.RequiresConfirmation, ConfirmationPrompt: d.ConfirmationPrompt, Limit: d.Limit,
+		Description: d.Description, ArgsSchema: d.ArgsSchema, Tenants: d.Tenants,
 	}
 	dispatchURL := d.DispatchURL
 	c.Dispatch = func(ctx context.Context, call effects.Call) (json.RawMessage, error) {

@@ -71,6 +71,16 @@ type Definition struct {
 	// cap on calls in flight, a circuit breaker). Default: none. An operator's limit replaces it
 	// at run time (effects.Client.SetLimit).
 	Limit effects.Limit
+	// Description says what the connector does (effects.Connector.Description; the MCP gateway's
+	// tool description). Optional; at most effects.MaxDescriptionBytes.
+	Description string
+	// ArgsSchema is a JSON Schema of the effects' args (effects.Connector.ArgsSchema: an object
+	// schema, self-contained, at most effects.MaxArgsSchemaBytes); enqueued args it refuses are
+	// refused with effects.ErrInvalidArgs. Optional: without it any JSON object is accepted.
+	ArgsSchema json.RawMessage
+	// Tenants, if set, are the only tenants that may use the connector (effects.Connector.Tenants).
+	// Default: every tenant.
+	Tenants []string
 	// CreatedAt and UpdatedAt are set by the store (Put, Get, List) and ignored by Put.
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -116,6 +126,12 @@ func (d Definition) WithDefaults() Definition {
 	}
 	d.Tags = slices.Clone(d.Tags)
 	d.BusinessKeyFields = slices.Clone(d.BusinessKeyFields)
+	d.Tenants = slices.Clone(d.Tenants)
+	if trimmed := bytes.TrimSpace(d.ArgsSchema); len(trimmed) == 0 || string(trimmed) == "null" {
+		d.ArgsSchema = nil
+	} else {
+		d.ArgsSchema = slices.Clone(d.ArgsSchema)
+	}
 	return d
 }
 
@@ -297,16 +313,22 @@ type definitionJSON struct {
 	RequiresConfirmation bool   `json:"requires_confirmation,omitempty"`
 	ConfirmationPrompt   string `json:"confirmation_prompt,omitempty"`
 	// Limit: the connector's own limits; absent for none.
-	Limit     *effects.Limit `json:"limit,omitempty"`
-	CreatedAt *time.Time     `json:"created_at,omitempty"`
-	UpdatedAt *time.Time     `json:"updated_at,omitempty"`
+	Limit *effects.Limit `json:"limit,omitempty"`
+	// Description, ArgsSchema and Tenants: what the connector is for, the JSON Schema of its
+	// args, the tenants that may use it; absent when unset.
+	Description string          `json:"description,omitempty"`
+	ArgsSchema  json.RawMessage `json:"args_schema,omitempty"`
+	Tenants     []string        `json:"tenants,omitempty"`
+	// CreatedAt and UpdatedAt are set by the store.
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 }
 
 // MarshalJSON writes d as {"name","tags","dispatch_url","status_url","compensate_url",
 // "business_key_fields","timeout_ms","max_attempts","status_check_limit","backoff_initial_ms",
 // "backoff_max_ms","unsafe","async_timeout_ms","hard_timeout","cancel_url",
-// "requires_confirmation","confirmation_prompt","limit","created_at","updated_at"}; unset optional
-// fields are left out.
+// "requires_confirmation","confirmation_prompt","limit","description","args_schema","tenants",
+// "created_at","updated_at"}; unset optional fields are left out.
 func (d Definition) MarshalJSON() ([]byte, error) {
 	out := definitionJSON{
 		Name: d.Name, Tags: d.Tags, DispatchURL: d.DispatchURL, StatusURL: d.StatusURL,
@@ -315,6 +337,7 @@ func (d Definition) MarshalJSON() ([]byte, error) {
 		BackoffInitialMS: d.BackoffInitial.Milliseconds(), BackoffMaxMS: d.BackoffMax.Milliseconds(), Unsafe: d.Unsafe,
 		HardTimeout: d.HardTimeout, CancelURL: d.CancelURL,
 		RequiresConfirmation: d.RequiresConfirmation, ConfirmationPrompt: d.ConfirmationPrompt,
+		Description: d.Description, ArgsSchema: d.ArgsSchema, Tenants: d.Tenants,
 	}
 	if d.AsyncTimeout != 0 {
 		ms := d.AsyncTimeout.Milliseconds()
@@ -372,6 +395,7 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 		BackoffMax: time.Duration(in.BackoffMaxMS) * time.Millisecond, Unsafe: in.Unsafe,
 		AsyncTimeout: asyncTimeout, HardTimeout: in.HardTimeout, CancelURL: in.CancelURL,
 		RequiresConfirmation: in.RequiresConfirmation, ConfirmationPrompt: in.ConfirmationPrompt,
+		Description: in.Description, ArgsSchema: in.ArgsSchema, Tenants: in.Tenants,
 	}
 	if in.Limit != nil {
 		d.Limit = *in.Limit

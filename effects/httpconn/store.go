@@ -46,6 +46,9 @@ func Put(ctx context.Context, db effects.DBTX, def Definition) (Definition, bool
 		LimitPerTenant:       limit.PerTenant,
 		LimitBreakAfter:      int32(limit.BreakAfter),
 		LimitBreakForMs:      int32(limit.BreakFor.Milliseconds()),
+		Description:          def.Description,
+		ArgsSchema:           def.ArgsSchema,
+		Tenants:              nonNil(def.Tenants),
 	})
 	if err != nil {
 		return Definition{}, false, fmt.Errorf("httpconn: store connector %q: %w", def.Name, err)
@@ -117,6 +120,8 @@ func definitionOf(row dbsqlc.ReckonConnector) Definition {
 
 		RequiresConfirmation: row.RequiresConfirmation,
 		ConfirmationPrompt:   deref(row.ConfirmationPrompt),
+		Description:          row.Description,
+		ArgsSchema:           row.ArgsSchema,
 		CreatedAt:            row.CreatedAt,
 		UpdatedAt:            row.UpdatedAt,
 	}
@@ -125,6 +130,9 @@ func definitionOf(row dbsqlc.ReckonConnector) Definition {
 	}
 	if len(row.BusinessKeyFields) > 0 {
 		def.BusinessKeyFields = row.BusinessKeyFields
+	}
+	if len(row.Tenants) > 0 {
+		def.Tenants = row.Tenants
 	}
 	if row.AsyncTimeoutMs != nil {
 		def.AsyncTimeout = time.Duration(*row.AsyncTimeoutMs) * time.Millisecond

@@ -190,3 +190,58 @@ func TestPutKeepsHoldAndLimit(t *testing.T) {
 		require.ErrorContains(t, err, field, doc)
 	}
 }
+
+// TestStoreDescribed: a description, an args schema and tenants are stored, read back, replaced
+// and cleared; a schema that does not compile and a malformed tenant are refused, storing
+// nothing. A synced registry's connector checks args against the schema and the tenant.
+func TestStoreDescribed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewDB(t)
+
+	def := definition("http://127.0.0.1:1")
+	def.Description = "Wire money."
+	def.ArgsSchema = json.RawMessage(`{"type": "object", "required": ["account"]}`)
+	def.Tenants = []string{"acme"}
+	stored, _, err := httpconn.Put(ctx, pool, def)
+	require.NoError(t, err)
+	require.Equal(t, "Wire money.", stored.Description)
+	require.JSONEq(t, `{"type":"object","required":["account"]}`, string(stored.ArgsSchema))
+	require.Equal(t, []string{"acme"}, stored.Tenants)
+	got, err := httpconn.Get(ctx, pool, def.Name)
+	require.NoError(t, err)
+	require.Equal(t, stored, got)
+
+	registry := effects.NewRegistry()
+	_, err = new(httpconn.Syncer).Sync(ctx, pool, registry)
+	require.NoError(t, err)
+	connector, ok := registry.Get(def.Name)
+	require.True(t, ok)
+	require.True(t, connector.AvailableTo("acme"))
+	require.False(t, connector.AvailableTo("globex"))
+	client, err := effects.NewClient(pool, &effects.Config{Registry: registry})
+	require.NoError(t, err)
+	_, err = client.Enqueue(ctx, effects.Spec{TenantID: "acme", Connector: def.Name, IdempotencyKey: "k", Args: map[string]any{}}, nil)
+	require.ErrorIs(t, err, effects.ErrInvalidArgs)
+
+	for _, bad := range []func(d *httpconn.Definition){
+		func(d *httpconn.Definition) { d.ArgsSchema = json.RawMessage(`{"type":"object","minLength":"x"}`) },
+		func(d *httpconn.Definition) { d.ArgsSchema = json.RawMessage(`{"type":"string"}`) },
+		func(d *httpconn.Definition) { d.Tenants = []string{"a tenant"} },
+	} {
+		invalid := def
+		invalid.Name = "bank.invalid"
+		bad(&invalid)
+		_, _, err := httpconn.Put(ctx, pool, invalid)
+		require.ErrorIs(t, err, httpconn.ErrInvalid)
+		_, err = httpconn.Get(ctx, pool, "bank.invalid")
+		require.ErrorIs(t, err, httpconn.ErrNotFound, "nothing stored")
+	}
+
+	def.Description, def.ArgsSchema, def.Tenants = "", nil, nil
+	cleared, _, err := httpconn.Put(ctx, pool, def)
+	require.NoError(t, err)
+	require.Empty(t, cleared.Description)
+	require.Nil(t, cleared.ArgsSchema)
+	require.Nil(t, cleared.Tenants)
+}

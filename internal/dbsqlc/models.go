@@ -611,6 +611,9 @@ type ReckonConnector struct {
 	LimitPerTenant       bool
 	LimitBreakAfter      int32
 	LimitBreakForMs      int32
+	Description          string
+	ArgsSchema           json.RawMessage
+	Tenants              []string
 }
 
 type ReckonConnectorLimit struct {

@@ -78,16 +78,40 @@ func (s *Server) listConnectors(ctx context.Context, call *Call) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	if defs == nil {
-		defs = []httpconn.Definition{}
+	visible := []httpconn.Definition{}
+	for _, def := range defs {
+		if def, ok := visibleTo(call, def); ok {
+			visible = append(visible, def)
+		}
 	}
-	return http.StatusOK, connectorsResponse{Connectors: defs}, nil
+	return http.StatusOK, connectorsResponse{Connectors: visible}, nil
+}
+
+// visibleTo is def as call's token may see it: a system token sees every connector as it is; a
+// tenant's token does not see a connector its tenant may not use (Definition.Tenants), and sees
+// no other tenant named in the tenants of one it may.
+func visibleTo(call *Call, def httpconn.Definition) (httpconn.Definition, bool) {
+	if call.Token.System || len(def.Tenants) == 0 {
+		return def, true
+	}
+	connector := def.Connector(nil)
+	if !connector.AvailableTo(call.Tenant()) {
+		return httpconn.Definition{}, false
+	}
+	def.Tenants = []string{call.Tenant()}
+	return def, true
 }
 
 // getConnector: GET /v1/connectors/{name}.
 func (s *Server) getConnector(ctx context.Context, call *Call) (int, any, error) {
 	name := call.Request.PathValue("name")
 	def, err := httpconn.Get(ctx, s.pool, name)
+	if err == nil {
+		var visible bool
+		if def, visible = visibleTo(call, def); !visible {
+			err = httpconn.ErrNotFound // another tenant's connector is as missing as one that does not exist
+		}
+	}
 	if errors.Is(err, httpconn.ErrNotFound) {
 		return 0, nil, errorf(http.StatusNotFound, codeNotFound, "no HTTP connector %q", name)
 	}

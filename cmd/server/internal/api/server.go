@@ -479,19 +479,15 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 }
 
 func (s *Server) authenticate(r *http.Request) (*tenants.Token, error) {
-	header := r.Header.Get("Authorization")
-	if header == "" {
+	token, err := tenants.AuthenticateRequest(r.Context(), s.pool, r)
+	switch {
+	case errors.Is(err, tenants.ErrNoBearer):
 		return nil, errorf(http.StatusUnauthorized, codeUnauthenticated, "missing Authorization: Bearer <token>")
-	}
-	scheme, secret, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+	case errors.Is(err, tenants.ErrMalformedBearer):
 		return nil, errorf(http.StatusUnauthorized, codeUnauthenticated, "Authorization header: want Bearer <token>")
-	}
-	token, err := tenants.Authenticate(r.Context(), s.pool, strings.TrimSpace(secret))
-	if errors.Is(err, tenants.ErrInvalidToken) {
+	case errors.Is(err, tenants.ErrInvalidToken):
 		return nil, errorf(http.StatusUnauthorized, codeInvalidToken, "invalid or revoked token")
-	}
-	if err != nil {
+	case err != nil:
 		return nil, err
 	}
 	return token, nil

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -35,6 +36,11 @@ var (
 	// ErrInvalidToken: Authenticate was given a token that is unknown or revoked, or a tenant's
 	// token whose tenant is disabled.
 	ErrInvalidToken = errors.New("api: invalid or revoked token")
+	// ErrNoBearer: AuthenticateRequest was given a request without an Authorization header.
+	ErrNoBearer = errors.New("api: missing Authorization: Bearer <token>")
+	// ErrMalformedBearer: AuthenticateRequest was given an Authorization header that is not
+	// "Bearer <token>".
+	ErrMalformedBearer = errors.New("api: Authorization header: want Bearer <token>")
 )
 
 // Tenant is a row of reckon_tenants.
@@ -224,4 +230,19 @@ func Authenticate(ctx context.Context, db dbsqlc.DBTX, value string) (*Token, er
 		return nil, fmt.Errorf("api: authenticate: %w", err)
 	}
 	return tokenFromRow(row), nil
+}
+
+// AuthenticateRequest authenticates the bearer token of r's "Authorization: Bearer <token>"
+// header (the scheme in any case) with Authenticate. Errors: ErrNoBearer, ErrMalformedBearer,
+// ErrInvalidToken. The HTTP API and the MCP gateway authenticate their callers with it.
+func AuthenticateRequest(ctx context.Context, db dbsqlc.DBTX, r *http.Request) (*Token, error) {
+	header := r.Header.Get("Authorization")
+	if header == "" {
+		return nil, ErrNoBearer
+	}
+	scheme, secret, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+		return nil, ErrMalformedBearer
+	}
+	return Authenticate(ctx, db, strings.TrimSpace(secret))
 }
