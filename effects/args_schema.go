@@ -25,9 +25,10 @@ const (
 	MaxConnectorTenants = 1000
 )
 
-// ErrInvalidArgs is the error of an enqueue whose args the connector's ArgsSchema refuses; nothing
-// is written. Its message says which values are wrong and why.
-var ErrInvalidArgs = errors.New("effects: args do not match the connector's args schema")
+// ErrInvalidArgs is the error of an enqueue whose args the connector refuses — its ArgsSchema does
+// not match them, or its BusinessKey cannot be derived from them — before anything is written. Its
+// message says which values are wrong and why.
+var ErrInvalidArgs = errors.New("effects: invalid args")
 
 // argsSchemaURL names a connector's args schema to the compiler; nothing is ever fetched from it.
 const argsSchemaURL = "urn:reckon:connector:args-schema"
@@ -106,10 +107,10 @@ func (c *Connector) checkArgs(args json.RawMessage) error {
 	}
 	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {
-		return fmt.Errorf("%w (%s): %v", ErrInvalidArgs, c.Name, err)
+		return fmt.Errorf("%w for %s: %v", ErrInvalidArgs, c.Name, err)
 	}
 	if err := c.argsSchema.Validate(value); err != nil {
-		return fmt.Errorf("%w (%s): %v", ErrInvalidArgs, c.Name, oneLine(err))
+		return fmt.Errorf("%w for %s: its args schema refuses them: %v", ErrInvalidArgs, c.Name, oneLine(err))
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func (o *EnqueueOpts) actorReason() (string, string) {
 // the key but the tombstone of a pruned one still keeps it (its dedup window has not ended), the
 // enqueue is a late duplicate: the error is ErrPruned (a *PrunedError naming the effect) and
 // nothing is recorded. Other errors (a bad spec, an unknown connector or one not available to the
-// tenant: ErrUnknownConnector, args the connector's ArgsSchema refuses: ErrInvalidArgs) change
+// tenant: ErrUnknownConnector, args the connector refuses (its ArgsSchema, or no BusinessKey from them): ErrInvalidArgs) change
 // nothing; a database
 // error aborts tx, which the caller must roll back.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, spec Spec, opts *EnqueueOpts) (*Effect, error) {

@@ -138,11 +138,13 @@ func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 	}
 	res.businessKey = spec.BusinessKey
 	if res.businessKey == "" && connector.BusinessKey != nil {
+		// The business key comes from the caller's args: one that cannot be made of them is the
+		// args' fault, like a schema's refusal.
 		if res.businessKey, err = connector.BusinessKey(res.args); err != nil {
-			return nil, fmt.Errorf("effects: %s business key: %w", spec.Connector, err)
+			return nil, fmt.Errorf("%w for %s: no business key: %w", ErrInvalidArgs, spec.Connector, err)
 		}
 		if err := jsonx.CheckText(res.businessKey); err != nil {
-			return nil, fmt.Errorf("effects: %s business key: %w", spec.Connector, err)
+			return nil, fmt.Errorf("%w for %s: business key: %w", ErrInvalidArgs, spec.Connector, err)
 		}
 	}
 	if spec.AsyncTimeout < 0 || (spec.AsyncTimeout > 0 && (spec.AsyncTimeout < time.Millisecond || spec.AsyncTimeout > MaxAsyncTimeout)) {

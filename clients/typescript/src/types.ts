@@ -191,6 +191,12 @@ export interface ConnectorDefinition {
   requires_confirmation?: boolean;
   confirmation_prompt?: string;
   limit?: ConnectorOwnLimit;
+  /** What the connector does, for people and agents (the MCP gateway's tool description). */
+  description?: string;
+  /** A JSON Schema of the effects' args (`"type": "object"`), checked at every enqueue. */
+  args_schema?: Record<string, unknown>;
+  /** The only tenants that may use the connector; absent: every tenant. */
+  tenants?: string[];
   created_at?: string;
   updated_at?: string;
 }

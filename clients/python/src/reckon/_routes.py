@@ -49,6 +49,7 @@ _CONNECTOR = (
     "name", "tags", "dispatch_url", "status_url", "compensate_url", "cancel_url", "business_key_fields",
     "timeout_ms", "max_attempts", "status_check_limit", "backoff_initial_ms", "backoff_max_ms", "unsafe",
     "async_timeout_ms", "hard_timeout", "requires_confirmation", "confirmation_prompt", "limit",
+    "description", "args_schema", "tenants",
 )
 _READ_ONLY = "set by the server; echoed in answers, never sent"
 

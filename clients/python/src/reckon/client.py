@@ -300,9 +300,16 @@ class Client:
         requires_confirmation: Optional[bool] = None,
         confirmation_prompt: Optional[str] = None,
         limit: Optional[Mapping[str, Any]] = None,
+        description: Optional[str] = None,
+        args_schema: Optional[Mapping[str, Any]] = None,
+        tenants: Optional[Sequence[str]] = None,
         request_key: Optional[str] = None,
     ) -> JSONObject:
-        """Create or replace an HTTP connector (a system token): its URLs, policy and limits."""
+        """Create or replace an HTTP connector (a system token): its URLs, policy and limits.
+
+        ``description`` and ``args_schema`` (a JSON Schema of the args, checked at every enqueue)
+        describe it as a tool (the MCP gateway's); ``tenants`` restricts it to those tenants.
+        """
         result: JSONObject = self._do("putConnector", body=_body(
             name=name, dispatch_url=dispatch_url, tags=list(tags) if tags is not None else None,
             status_url=status_url, compensate_url=compensate_url, cancel_url=cancel_url,
@@ -310,7 +317,9 @@ class Client:
             timeout_ms=timeout_ms, max_attempts=max_attempts, status_check_limit=status_check_limit,
             backoff_initial_ms=backoff_initial_ms, backoff_max_ms=backoff_max_ms, unsafe=unsafe,
             async_timeout_ms=async_timeout_ms, hard_timeout=hard_timeout, requires_confirmation=requires_confirmation,
-            confirmation_prompt=confirmation_prompt, limit=dict(limit) if limit is not None else None),
+            confirmation_prompt=confirmation_prompt, limit=dict(limit) if limit is not None else None,
+            description=description, args_schema=dict(args_schema) if args_schema is not None else None,
+            tenants=list(tenants) if tenants is not None else None),
             request_key=request_key)
         return result
 

@@ -71,6 +71,24 @@ func TestConnectorsAndDispatch(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 	require.Equal(t, "idempotent", gjsonString(t, r.body, "policy"))
 
+	// A connector whose business key is made of args: args without the field are the caller's
+	// mistake (400, nothing written), not the server's (it was 500).
+	_, _, err = httpconn.Put(ctx, h.pool, httpconn.Definition{
+		Name: "bank.keyed", Tags: []effects.Tag{effects.TagWrite}, DispatchURL: base + "/wires", BusinessKeyFields: []string{"account"},
+	})
+	require.NoError(t, err)
+	for _, args := range []string{`{"amount":1}`, `{"account":null}`, `{"account":{"id":1}}`} {
+		before := h.rows()
+		r = h.do("POST", "/v1/effects", user, `{"connector":"bank.keyed","idempotency_key":"k-1","args":`+args+`}`)
+		require.Equal(t, http.StatusBadRequest, r.status, "%s: %s", args, r.body)
+		require.Equal(t, "invalid_request", r.errorCode(t))
+		require.Contains(t, string(r.body), "business key")
+		require.Equal(t, before, h.rows())
+	}
+	r = h.do("POST", "/v1/effects", user, `{"connector":"bank.keyed","idempotency_key":"k-1","args":{"account":"a-9"}}`)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	require.Equal(t, "a-9", gjsonString(t, r.body, "business_key"))
+
 	// A reactor dispatches what the API enqueued.
 	registry := effects.NewRegistry()
 	_, err = new(httpconn.Syncer).Sync(ctx, h.pool, registry)

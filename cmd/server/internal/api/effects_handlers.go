@@ -216,8 +216,8 @@ func (s *Server) createEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 }
 
 // enqueueError maps the refusals of an enqueue (effects' run guardrails, a key kept by the
-// tombstone of a pruned effect, args the connector's args schema refuses) to API errors; nil for any other error. Run ids and tombstones are
-// per tenant, so an enqueue never meets another tenant's.
+// tombstone of a pruned effect, args the connector refuses) to API errors; nil for any other
+// error. Run ids and tombstones are per tenant, so an enqueue never meets another tenant's.
 func enqueueError(err error) *Error {
 	switch {
 	case err == nil:
