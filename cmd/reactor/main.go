@@ -163,13 +163,13 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	// Reload the HTTP connectors, then the saga definitions, every -connector-sync-interval. A
-	// failed reload keeps what is loaded.
+	// Reload the HTTP connectors, then the saga definitions, when one changes and every
+	// -connector-sync-interval. A failed reload keeps what is loaded.
 	syncCtx, stopSync := context.WithCancel(ctx)
 	syncDone := make(chan struct{})
 	go func() {
 		defer close(syncDone)
-		built.Definitions.Run(syncCtx, cfg.syncInterval)
+		built.Definitions.Run(syncCtx, cfg.syncInterval, client)
 	}()
 	serveErr, fatal := serveUntilStopped(ctx, logger, cfg, pool, migrator, metrics, client)
 	logger.Info("reactor stopping: draining work in flight", slog.Duration("shutdown_timeout", cfg.shutdown))

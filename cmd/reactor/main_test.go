@@ -217,6 +217,33 @@ func TestReactorHTTPConnectorOutcomes(t *testing.T) {
 	reactor.Stop(t)
 }
 
+// TestReactorLoadsConnectorsOnNotice: a connector stored while the reactor runs is loaded at once
+// (the table's trigger notifies reckon_definitions), not at the next -connector-sync-interval, here
+// an hour away; so is one replaced, and an effect enqueued right after the store is dispatched
+// without waiting out an unknown connector's snooze.
+func TestReactorLoadsConnectorsOnNotice(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.put(f.bankWire("bank.wire", time.Second))
+	reactor := f.startReactor("-connector-sync-interval", "1h")
+	require.Equal(t, effects.StateConfirmed, f.wait(f.enqueue("bank.wire", "first", 1)).State)
+
+	f.put(f.bankWire("bank.late", time.Second))
+	require.Eventually(t, func() bool {
+		return strings.Contains(reactor.Stderr(), `"msg":"http connector added","connector":"bank.late"`)
+	}, 10*time.Second, 20*time.Millisecond, "the reactor loads a connector as soon as it is stored")
+	late := f.enqueue("bank.late", "late", 1)
+	effect := testkit.Wait(t, f.client, late.ID, 20*time.Second) // under the unknown connector's 30 s snooze
+	require.Equal(t, effects.StateConfirmed, effect.State, effect.Error)
+
+	changed := f.bankWire("bank.late", 2*time.Second)
+	f.put(changed)
+	require.Eventually(t, func() bool {
+		return strings.Contains(reactor.Stderr(), `"msg":"http connector updated","connector":"bank.late"`)
+	}, 10*time.Second, 20*time.Millisecond, "the reactor reloads a replaced connector at once")
+	reactor.Stop(t)
+}
+
 // TestReactorSIGTERMUnderLoad stops a reactor with SIGTERM while it has calls in flight that do not
 // finish within its shutdown timeout, enqueues more work while no reactor runs, then starts a new
 // reactor: every effect ends CONFIRMED, and the bank performed each wire exactly once. Nothing was

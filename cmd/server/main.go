@@ -59,6 +59,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/db"
+	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/events"
 )
 
@@ -211,7 +212,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	schema := health.NewSchemaGate(migrator, logger)
 	schema.Check(ctx)
 	go schema.Watch(ctx, time.Second)
-	go reloadDefinitions(ctx, schema, f.connectorSync, logger, stored)
+	go reloadDefinitions(ctx, schema, f.connectorSync, logger, stored, client)
 	// Every request (API, console, health, metrics) gets an X-Request-Id and is counted by route.
 	// Every request is a server span too, continuing the client's traceparent (tracing on).
 	handler, err := httpobs.Handler(metrics, mux, schema.Guard(mux), nil)
@@ -227,10 +228,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // reloadDefinitions waits for the schema to be current, then reloads the HTTP connectors and the
-// saga definitions at once, then every interval (-connector-sync-interval), until ctx ends; a
-// failed reload is logged and keeps what is loaded. (Expired Idempotency-Key responses are the
-// reactors' retention's to delete; the API ignores them past -idempotency-ttl.)
-func reloadDefinitions(ctx context.Context, schema *health.SchemaGate, interval time.Duration, logger *slog.Logger, stored *definitions.Loader) {
+// saga definitions at once, then whenever one changes and every interval (-connector-sync-interval),
+// until ctx ends, listening through client; a failed reload is logged and keeps what is loaded.
+// (Expired Idempotency-Key responses are the reactors' retention's to delete; the API ignores them
+// past -idempotency-ttl.)
+func reloadDefinitions(ctx context.Context, schema *health.SchemaGate, interval time.Duration, logger *slog.Logger, stored *definitions.Loader, client *effects.Client) {
 	select {
 	case <-ctx.Done():
 		return
@@ -239,7 +241,7 @@ func reloadDefinitions(ctx context.Context, schema *health.SchemaGate, interval 
 	if err := stored.Load(ctx); err != nil && ctx.Err() == nil {
 		logger.WarnContext(ctx, "stored definitions: load failed; keeping the ones loaded", slog.String("error", err.Error()))
 	}
-	stored.Run(ctx, interval)
+	stored.Run(ctx, interval, client)
 }
 
 // serveFlags are the flags of `server` (serving the API, the console, health and metrics).

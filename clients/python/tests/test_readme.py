@@ -56,3 +56,10 @@ def test_wheel_installs_and_the_quickstart_runs(stack: Stack, system: reckon.Cli
     finally:
         upstream.terminate()
         upstream.wait(10)
+
+
+def test_the_targeted_version_is_this_repository() -> None:
+    """README.md and reckon.RECKON_VERSION name the repository's newest migration: they move with it."""
+    newest = max(int(p.name[:4]) for p in (ROOT.parents[1] / "db" / "migrations").glob("*.up.sql"))
+    assert f"0001-{newest:04d}" in reckon.RECKON_VERSION
+    assert f"migrations 0001 to {newest:04d}" in (ROOT / "README.md").read_text()

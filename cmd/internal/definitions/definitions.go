@@ -1,7 +1,8 @@
 // Package definitions loads what the binaries serve from the database: the HTTP connectors stored
 // in reckon_connectors (package effects/httpconn) and the saga definitions stored in
 // reckon_saga_definitions (package saga/sagadef). cmd/server and cmd/reactor load them the same way:
-// at start, then every -connector-sync-interval, logging what changed and counting the reloads.
+// at start, then as soon as one changes (a trigger of each table notifies Channel, migration 0034)
+// and every -connector-sync-interval besides, logging what changed and counting the reloads.
 package definitions
 
 import (
@@ -58,10 +59,34 @@ func (l *Loader) Load(ctx context.Context) error {
 	return errors.Join(connectorsErr, sagasErr)
 }
 
-// Run reloads every interval until ctx ends, the first time an interval from now; a failed reload
-// is logged as a warning and keeps what is loaded.
-func (l *Loader) Run(ctx context.Context, interval time.Duration) {
-	cli.Every(ctx, interval, func(ctx context.Context) {
+// Channel is where the database announces a change to a stored connector or saga definition: a
+// trigger on each table notifies it at commit, whoever writes.
+const Channel = "reckon_definitions"
+
+// listenTimeout bounds Run's wait for its listener: a database that cannot be reached then leaves
+// the loader reloading every interval only.
+const listenTimeout = 10 * time.Second
+
+// Run reloads as soon as the database announces a change (Channel, through client's listener) and
+// every interval besides, until ctx ends; the first time on the first announcement or an interval
+// from now. A failed reload is logged as a warning and keeps what is loaded. Without the listener
+// (the database not reachable in time) it reloads every interval only, and says so.
+func (l *Loader) Run(ctx context.Context, interval time.Duration, client *effects.Client) {
+	var changes <-chan struct{}
+	listenCtx, cancel := context.WithTimeout(ctx, listenTimeout)
+	sub, err := client.Listen(listenCtx, Channel, "")
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		l.logger.WarnContext(ctx, "stored definitions: cannot listen for changes; reloading every interval only",
+			slog.Duration("interval", interval), slog.String("error", err.Error()))
+	} else {
+		defer sub.Close()
+		changes = sub.C
+	}
+	cli.Every(ctx, interval, changes, func(ctx context.Context) {
 		if err := l.Connectors(ctx); err != nil && ctx.Err() == nil {
 			l.logger.WarnContext(ctx, "http connectors: sync failed; keeping the ones loaded", slog.String("error", err.Error()))
 		}
