@@ -79,6 +79,9 @@ def test_plain_function_and_async(stack: Stack, client: reckon.Client, connector
     run = unique("agent")
     result = reckon.call_tool(client, "bank.wsgi", {"x": 1}, run_id=run, step="p", call_index=0, tool="lookup")
     assert result["done"] == reckon.tool_key(run, "p", "lookup", 0) == f"{run}/p/lookup/0"
+    # A "/" in a part cannot make two positions one key; the keys are the TypeScript client's.
+    assert reckon.tool_key("r/1", "step 2", "charge", 3) == "r%2F1/step%202/charge/3"
+    assert reckon.tool_key("r", "1/step 2", "charge", 3) != reckon.tool_key("r/1", "step 2", "charge", 3)
     with pytest.raises(ValueError):
         reckon.tool_key(run, "p", "lookup", -1)
 

@@ -27,6 +27,7 @@ import inspect
 import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Mapping, Optional, ParamSpec, Union, overload
+from urllib.parse import quote
 
 from .client import SETTLED_STATES, Client, JSONObject
 from .errors import APIError, ReckonError, TransportError, WaitTimeout
@@ -96,13 +97,19 @@ def outcome(effect: JSONObject, console_url: str) -> Any:
 
 
 def tool_key(run_id: str, step: str, tool: str, call_index: int) -> str:
-    """The effect's idempotency key of a tool call at a journal position."""
+    """The effect's idempotency key of a tool call at a journal position: ``{run_id}/{step}/{tool}/{call_index}``.
+
+    Each part is percent-encoded (``/`` → ``%2F``, space → ``%20``), as the TypeScript client's
+    ``positionKey`` does.
+    """
     for what, value in (("run_id", run_id), ("step", step), ("tool", tool)):
         if not isinstance(value, str) or not value:
             raise ValueError(f"{what} must be a non-empty string")
     if isinstance(call_index, bool) or not isinstance(call_index, int) or call_index < 0:
         raise ValueError("call_index must be an integer ≥ 0")
-    return f"{run_id}/{step}/{tool}/{call_index}"
+    # Each part percent-encoded as JavaScript's encodeURIComponent does: a "/" inside a part cannot
+    # make two positions one key, and the TypeScript client makes the same keys.
+    return "/".join(quote(part, safe="!~*'()") for part in (run_id, step, tool, str(call_index)))
 
 
 def _enqueue_args(connector: str, args: Mapping[str, Any], run_id: str, step: str, tool: Optional[str],
