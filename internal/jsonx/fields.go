@@ -14,9 +14,10 @@ import (
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
 // CheckFields reports an object key of doc that matches none of the JSON field names of v (a
-// struct or a pointer to one) exactly, as a *Error naming it: encoding/json would take "CONNECTOR"
-// for "connector" and ignore what it cannot place. It walks nested structs and slices; a value
-// of the wrong type is left for the decoder to report.
+// struct or a pointer to one) exactly, or whose value is null where the field cannot hold it
+// (nullable), as a *Error naming it: encoding/json would take "CONNECTOR" for "connector", ignore
+// what it cannot place and skip a null. It walks nested structs and slices; a value of the wrong
+// type is left for the decoder to report.
 func CheckFields(doc []byte, v any) error { return checkFields(doc, reflect.TypeOf(v), "") }
 
 func checkFields(raw json.RawMessage, t reflect.Type, path string) error {
@@ -43,6 +44,9 @@ func checkFields(raw json.RawMessage, t reflect.Type, path string) error {
 				}
 				return &Error{Path: path + key, Problem: "unknown field"}
 			}
+			if string(bytes.TrimSpace(object[key])) == "null" && !nullable(field) {
+				return &Error{Path: path + key, Problem: "null is not a value of this field: leave the field out for its default"}
+			}
 			if err := checkFields(object[key], field, path+key+"."); err != nil {
 				return err
 			}
@@ -59,6 +63,18 @@ func checkFields(raw json.RawMessage, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// nullable says whether JSON's null is a value of a field of type t: a pointer, an interface or a
+// type that decodes itself (json.RawMessage, time.Time) may take it; encoding/json would leave
+// any other field (a string, a number, a list, an object) as it was, so that a null would pass
+// for an absent field where the API's documents do not allow it.
+func nullable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		return true
+	}
+	return reflect.PointerTo(t).Implements(unmarshalerType)
 }
 
 // jsonFields are a struct's fields by the name encoding/json gives them.

@@ -42,3 +42,31 @@ func TestEqual(t *testing.T) {
 	require.False(t, jsonx.Equal([]byte(`[1,2]`), []byte(`[2,1]`)))
 	require.False(t, jsonx.Equal([]byte(`{"a":`), []byte(`{"a":`)), "invalid JSON equals nothing")
 }
+
+// TestDecodeStrictNull: null is refused, naming the field, where encoding/json would skip it and
+// leave the field as it was (a number, a string, a list, a nested object); a pointer, an interface
+// and a type that decodes itself (json.RawMessage) take it.
+func TestDecodeStrictNull(t *testing.T) {
+	type inner struct {
+		N int `json:"n"`
+	}
+	type doc struct {
+		N     int             `json:"n"`
+		S     string          `json:"s"`
+		L     []string        `json:"l"`
+		In    inner           `json:"in"`
+		P     *int            `json:"p"`
+		Any   any             `json:"any"`
+		Raw   json.RawMessage `json:"raw"`
+		Items []inner         `json:"items"`
+	}
+	for _, body := range []string{`{"n":null}`, `{"s":null}`, `{"l":null}`, `{"in":null}`, `{"in":{"n":null}}`, `{"items":[{"n":null}]}`} {
+		var v doc
+		var bad *jsonx.Error
+		require.ErrorAs(t, jsonx.DecodeStrict([]byte(body), &v), &bad, body)
+		require.Contains(t, bad.Problem, "null", body)
+	}
+	var v doc
+	require.NoError(t, jsonx.DecodeStrict([]byte(`{"p":null,"any":null,"raw":null,"n":1}`), &v))
+	require.Equal(t, 1, v.N)
+}

@@ -111,6 +111,7 @@ func TestStartAndCancelRun(t *testing.T) {
 	for _, body := range []string{
 		``, `{}`, `{"id":""}`, `{"id":"agent-7","max_steps":-1}`, `{"id":"agent-7","max_consecutive_failures":-2}`,
 		`{"id":"agent-7","max_steps":2147483648}`, `{"id":"agent-7","max_steps":"2"}`, `{"id":"agent-7","steps":2}`,
+		`{"id":"agent-7","max_steps":null}`, `{"id":null}`,
 		`{"id":"` + strings.Repeat("r", 201) + `"}`,
 	} {
 		before := h.rowsWith(runs)

@@ -287,7 +287,10 @@ func (c *Call) Decode(v any) error {
 	}
 	var unknown *jsonx.Error
 	if err := jsonx.CheckFields(c.Body, v); errors.As(err, &unknown) {
-		return badRequest(codeInvalidRequest, "unknown field %q%s", unknown.Path, strings.TrimPrefix(unknown.Problem, "unknown field"))
+		if rest, ok := strings.CutPrefix(unknown.Problem, "unknown field"); ok {
+			return badRequest(codeInvalidRequest, "unknown field %q%s", unknown.Path, rest)
+		}
+		return badRequest(codeInvalidRequest, "field %q: %s", unknown.Path, unknown.Problem)
 	}
 	dec := json.NewDecoder(bytes.NewReader(c.Body))
 	dec.DisallowUnknownFields()
