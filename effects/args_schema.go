@@ -51,9 +51,12 @@ func (c *Connector) checkDescribed() error {
 	if len(c.Tenants) > MaxConnectorTenants {
 		return fmt.Errorf("tenants: %d given, at most %d", len(c.Tenants), MaxConnectorTenants)
 	}
-	for _, tenant := range c.Tenants {
+	for i, tenant := range c.Tenants {
 		if err := ident.ValidateTenantID(tenant); err != nil {
 			return fmt.Errorf("tenants: %w", err)
+		}
+		if slices.Contains(c.Tenants[:i], tenant) {
+			return fmt.Errorf("tenants: %q appears twice", tenant)
 		}
 	}
 	c.Tenants = slices.Clone(c.Tenants)

@@ -49,6 +49,7 @@ func TestArgsSchemaRegistration(t *testing.T) {
 		})
 	}
 	require.ErrorContains(t, ValidateConnector(describedConnector(``, "not a tenant!")), "tenants")
+	require.ErrorContains(t, ValidateConnector(describedConnector(``, "acme", "globex", "acme")), `tenants: "acme" appears twice`)
 	long := describedConnector(``)
 	long.Description = strings.Repeat("d", MaxDescriptionBytes+1)
 	require.ErrorContains(t, ValidateConnector(long), "description")
