@@ -278,7 +278,7 @@ func (s *session) waitSettled(ctx context.Context, req *mcp.CallToolRequest, eff
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: progressToken, Progress: float64(step), Message: line})
 			}
 		}
-		if settled(effect) || awaitingConfirmation(effect) {
+		if effect.State.Settled() || awaitingConfirmation(effect) {
 			return effect, nil
 		}
 		remaining := time.Until(deadline)
@@ -301,10 +301,6 @@ func (s *session) waitSettled(ctx context.Context, req *mcp.CallToolRequest, eff
 			effect = current
 		}
 	}
-}
-
-func settled(e *effects.Effect) bool {
-	return e.State == effects.StateConfirmed || e.State == effects.StateFailed || e.State == effects.StateStuck
 }
 
 // progressLine says where an effect stands, for a progress notification.
