@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/reckonhq/reckon/internal/conf"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/service"
 	"github.com/reckonhq/reckon/internal/txn"
@@ -260,12 +261,8 @@ func (c *Config) Validate() error {
 
 // NewClient returns a Client on pool. It does not start workers: see Start.
 func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
-	if config == nil {
-		config = &Config{}
-	}
-	cfg := *config
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := conf.Resolve(config, (*Config).setDefaults)
+	if err != nil {
 		return nil, err
 	}
 	c := &Client{

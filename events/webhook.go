@@ -23,6 +23,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/conf"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/metric"
 	"github.com/reckonhq/reckon/internal/postgres"
@@ -151,12 +152,8 @@ type Webhooks struct {
 // NewWebhooks returns the deliverer of the subscriptions stored in pool's database; install it in
 // an effects client.
 func NewWebhooks(pool *pgxpool.Pool, config *WebhookConfig) (*Webhooks, error) {
-	if config == nil {
-		config = &WebhookConfig{}
-	}
-	cfg := *config
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := conf.Resolve(config, (*WebhookConfig).setDefaults)
+	if err != nil {
 		return nil, err
 	}
 	m, err := newWebhookMetrics(cfg.Registerer)

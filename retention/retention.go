@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/db"
+	"github.com/reckonhq/reckon/internal/conf"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
 )
@@ -75,12 +76,8 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Retention, error) {
 	if pool == nil {
 		return nil, errors.New("retention: New needs a pool")
 	}
-	var c Config
-	if cfg != nil {
-		c = *cfg
-	}
-	c.setDefaults()
-	if err := c.Validate(); err != nil {
+	c, err := conf.Resolve(cfg, (*Config).setDefaults)
+	if err != nil {
 		return nil, err
 	}
 	metrics, err := newMetrics(c.Registerer)

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/conf"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
 	"github.com/reckonhq/reckon/internal/postgres"
@@ -149,12 +150,8 @@ type Client struct {
 
 // NewClient returns a Client on pool; pass it in effects.Config.Plugins before using it.
 func NewClient(pool *pgxpool.Pool, config *Config) (*Client, error) {
-	if config == nil {
-		config = &Config{}
-	}
-	cfg := *config
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := conf.Resolve(config, (*Config).setDefaults)
+	if err != nil {
 		return nil, err
 	}
 	m, err := newMetrics(cfg.Registerer)

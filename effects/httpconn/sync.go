@@ -34,6 +34,17 @@ type Syncer struct {
 	synced map[string]Definition // by name, the connectors this Syncer registered
 }
 
+// Refresher returns a function that syncs registry with the connectors stored in db through a
+// Syncer of its own: the default refresh of a server that answers about connectors it may not have
+// loaded yet. Make one per registry (see Syncer).
+func Refresher(db effects.DBTX, registry *effects.Registry) func(context.Context) error {
+	syncer := new(Syncer)
+	return func(ctx context.Context) error {
+		_, err := syncer.Sync(ctx, db, registry)
+		return err
+	}
+}
+
 // Sync makes the HTTP connectors of registry match the ones stored in db: it registers new ones,
 // replaces changed ones (effects already enqueued keep their policy; their next call uses the new
 // definition) and unregisters deleted ones. It never touches a connector it did not register

@@ -180,12 +180,7 @@ func New(config *Config) (*Server, error) {
 		}
 	}
 	if cfg.RefreshConnectors == nil {
-		pool, registry := cfg.Pool, cfg.Effects.Registry()
-		syncer := new(httpconn.Syncer)
-		cfg.RefreshConnectors = func(ctx context.Context) error {
-			_, err := syncer.Sync(ctx, pool, registry)
-			return err
-		}
+		cfg.RefreshConnectors = httpconn.Refresher(cfg.Pool, cfg.Effects.Registry())
 	}
 	s := &Server{
 		config: cfg, pool: cfg.Pool, effects: cfg.Effects, logger: cfg.Logger, mux: &routeMux{ServeMux: http.NewServeMux()},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
+	"github.com/reckonhq/reckon/internal/conf"
 )
 
 // DefaultSessionTTL is how long a console session lasts by default.
@@ -77,9 +78,8 @@ type Console struct {
 
 // New returns the console of config (copied; defaults applied, then validated).
 func New(config *Config) (*Console, error) {
-	c := *config
-	c.setDefaults()
-	if err := c.Validate(); err != nil {
+	c, err := conf.Resolve(config, (*Config).setDefaults)
+	if err != nil {
 		return nil, err
 	}
 	templates, err := parsePages()

@@ -110,12 +110,7 @@ func New(config *Config) (*Gateway, error) {
 		cfg.MaxBodyBytes = api.DefaultMaxBodyBytes
 	}
 	if cfg.RefreshConnectors == nil {
-		pool, registry := cfg.Pool, cfg.Effects.Registry()
-		syncer := new(httpconn.Syncer)
-		cfg.RefreshConnectors = func(ctx context.Context) error {
-			_, err := syncer.Sync(ctx, pool, registry)
-			return err
-		}
+		cfg.RefreshConnectors = httpconn.Refresher(cfg.Pool, cfg.Effects.Registry())
 	}
 	return &Gateway{config: cfg, effects: cfg.Effects, ops: cfg.Ops, logger: cfg.Logger, wait: cfg.Wait}, nil
 }
