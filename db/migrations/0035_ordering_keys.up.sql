@@ -1,4 +1,3 @@
--- reckon:no-transaction
 -- Ordering keys (docs/design.md, "Ordering keys"): the effects of one tenant with the same
 -- ordering_key are dispatched one at a time, in enqueue order (order_seq). An ordered effect is
 -- recorded "waiting" — PENDING with neither job, lease nor queue, its claimers' queue kept in
@@ -17,8 +16,10 @@ ALTER TABLE reckon_effects ADD COLUMN IF NOT EXISTS not_before timestamptz;
 CREATE SEQUENCE IF NOT EXISTS reckon_effects_order_seq;
 
 -- The unsettled effects of each key in order: the enqueue's check, the hand-on and "held by".
-DROP INDEX CONCURRENTLY IF EXISTS reckon_effects_ordering_idx;
-CREATE INDEX CONCURRENTLY reckon_effects_ordering_idx ON reckon_effects (tenant_id, ordering_key, order_seq)
+-- Built in the migration's transaction (the functions below cannot run outside one): no existing
+-- row is ordered, so the index is empty, but its build reads the table once while writes to it
+-- wait — a few seconds on a table of millions of effects.
+CREATE INDEX IF NOT EXISTS reckon_effects_ordering_idx ON reckon_effects (tenant_id, ordering_key, order_seq)
     WHERE ordering_key IS NOT NULL AND state IN ('PENDING', 'UNKNOWN', 'STUCK');
 
 -- reckon_order_lock takes the transaction advisory lock of a tenant's ordering key.
