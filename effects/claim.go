@@ -23,10 +23,11 @@ import (
 // attempt and the job fences the outcome. A service that commits one effect per transaction so
 // pays River's insert, fetch and completion once per claimed batch instead of once per effect.
 
-// unclaimed reports whether row is an effect waiting to be claimed: PENDING, with a queue, and
-// neither job nor lease. It was never attempted.
+// unclaimed reports whether row is an effect waiting to be claimed: PENDING, with a queue (or, for
+// an ordered effect waiting for its turn, the queue it will get: ordering.go), and neither job nor
+// lease. It was never attempted.
 func unclaimed(row dbsqlc.ReckonEffect) bool {
-	return State(row.State) == StatePending && row.JobID == nil && row.LeaseToken == nil && row.Queue != nil
+	return State(row.State) == StatePending && row.JobID == nil && row.LeaseToken == nil && (row.Queue != nil || row.OrderQueue != nil)
 }
 
 // claimChannel is the channel an enqueue that leaves an effect to be claimed notifies, with the
@@ -140,12 +141,15 @@ func (c *Client) claimOnce(ctx context.Context, limit int) (int, error) {
 			return fmt.Errorf("effects: read unclaimed effects: %w", err)
 		}
 		n = len(rows)
-		if n == 0 {
+		if rows, err = c.claimScheduledTx(ctx, tx, rows); err != nil { // ordering.go
+			return err
+		}
+		if len(rows) == 0 {
 			return nil
 		}
-		ids := make([]uuid.UUID, n)
-		timeouts := make([]int32, n)
-		traces := make([]json.RawMessage, n)
+		ids := make([]uuid.UUID, len(rows))
+		timeouts := make([]int32, len(rows))
+		traces := make([]json.RawMessage, len(rows))
 		for i, row := range rows {
 			ids[i], timeouts[i], traces[i] = row.ID, row.TimeoutMs, row.TraceContext
 		}
@@ -153,14 +157,11 @@ func (c *Client) claimOnce(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		jobIDs := make([]int64, n)
+		jobIDs := make([]int64, len(ids))
 		for i := range ids {
 			jobIDs[i] = jobs[jobOf[i]]
 		}
-		if err := q.EffectStampJobs(ctx, dbsqlc.EffectStampJobsParams{Ids: ids, JobIds: jobIDs}); err != nil {
-			return fmt.Errorf("effects: stamp claimed effects with their jobs: %w", err)
-		}
-		return nil
+		return stampJobsTx(ctx, tx, ids, jobIDs)
 	})
 	if err != nil {
 		return 0, err
@@ -170,4 +171,12 @@ func (c *Client) claimOnce(ctx context.Context, limit int) (int, error) {
 		c.logger.DebugContext(ctx, "claimed effects", slog.Int("effects", n))
 	}
 	return n, nil
+}
+
+// stampJobsTx hands claimed effects (locked by EffectClaimable in tx) to their dispatch jobs.
+func stampJobsTx(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, jobIDs []int64) error {
+	if err := dbsqlc.New(tx).EffectStampJobs(ctx, dbsqlc.EffectStampJobsParams{Ids: ids, JobIds: jobIDs}); err != nil {
+		return fmt.Errorf("effects: stamp claimed effects with their jobs: %w", err)
+	}
+	return nil
 }

@@ -37,6 +37,10 @@ type Connector struct {
 	// BusinessKey derives the effect's business key from its args when the spec gives none, e.g.
 	// "account:amount:date". Optional.
 	BusinessKey func(args json.RawMessage) (string, error)
+	// OrderingKey derives the effect's ordering key (Spec.OrderingKey) from its args when the spec
+	// gives none, e.g. the order id: the connector's effects for one key are then dispatched one
+	// at a time, in enqueue order. Returning "" leaves the effect unordered. Optional.
+	OrderingKey func(args json.RawMessage) (string, error)
 	// Timeout bounds each call (dispatch, status check, compensation). Default 30s; at most 5m.
 	Timeout time.Duration
 	// MaxAttempts bounds the dispatch attempts of one effect. Default 5.

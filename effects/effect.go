@@ -35,6 +35,8 @@ type Effect struct {
 	TurnGroup  string
 	// CompensatesID is, for a compensation, the effect it undoes.
 	CompensatesID *uuid.UUID
+	// OrderingKey is the effect's ordering key (Spec.OrderingKey), or "" for an unordered effect.
+	OrderingKey string
 	// Owner is the component told of the effect's settlement (Spec.Owner), or "".
 	Owner string
 	// CorrelationID is set once the upstream accepted the effect (Accepted): the id its callback
@@ -90,6 +92,7 @@ func effectFromRow(row dbsqlc.ReckonEffect) *Effect {
 		TurnID:         row.TurnID,
 		TurnGroup:      deref(row.TurnGroup),
 		CompensatesID:  row.CompensatesID,
+		OrderingKey:    deref(row.OrderingKey),
 		Owner:          deref(row.Owner),
 		CorrelationID:  deref(row.CorrelationID),
 		CreatedAt:      row.CreatedAt,

@@ -214,8 +214,19 @@ func (c *Client) insertOneTx(ctx context.Context, tx pgx.Tx, b *enqueueBatch) (*
 	r, h := b.resolved[i], b.holds[i]
 	params := effectInsert(b.ids[i], r, h)
 	params.Queue, params.TraceContext, params.Actor, params.Reason = &c.config.Queue, b.traceContext, b.actor, b.reason
+	var keys orderKeys // an ordered effect waits for its key's turn (ordering.go)
+	keys.add(r)
+	if err := keys.lockTx(ctx, tx); err != nil {
+		return nil, err
+	}
+	c.waitInOrder(&params)
 	row, err := dbsqlc.New(tx).EffectInsert(ctx, params)
 	switch {
+	case err == nil && !keys.empty(): // the hand-on notifies when the effect's turn comes
+		if err := keys.handOnTx(ctx, tx); err != nil {
+			return nil, err
+		}
+		return effectFromRow(row), nil
 	case err == nil:
 		if h == nil { // a held effect waits for its confirmation, which notifies
 			if err := c.notifyEnqueuedTx(ctx, tx); err != nil {
@@ -279,9 +290,10 @@ func (c *Client) insertBatchTx(ctx context.Context, tx pgx.Tx, b *enqueueBatch) 
 func (c *Client) insertBatchRowsTx(ctx context.Context, tx pgx.Tx, b *enqueueBatch) (jobs []int64, inserted []dbsqlc.ReckonEffect, err error) {
 	var jobbedIDs []uuid.UUID
 	var timeouts []int32
-	jobbed := make([]int, len(b.unique)) // index in jobbedIDs, -1 when held
+	var keys orderKeys
+	jobbed := make([]int, len(b.unique)) // index in jobbedIDs, -1 when held or ordered
 	for n, i := range b.unique {
-		if b.holds[i] != nil {
+		if keys.add(b.resolved[i]); b.holds[i] != nil || b.resolved[i].orderingKey != "" {
 			jobbed[n] = -1
 			continue
 		}
@@ -295,6 +307,15 @@ func (c *Client) insertBatchRowsTx(ctx context.Context, tx pgx.Tx, b *enqueueBat
 		}
 	}
 	params := dbsqlc.EffectInsertManyParams{Actor: b.actor, Reason: b.reason}
+	if !keys.empty() { // ordered effects wait for their keys' turns (ordering.go)
+		if err := keys.lockTx(ctx, tx); err != nil {
+			return nil, nil, err
+		}
+		params.OrderQueue, params.OrderingKeys = &c.config.Queue, make([]string, len(b.unique))
+		if !b.scheduledAt.IsZero() {
+			params.NotBefore = &b.scheduledAt
+		}
+	}
 	if b.traceContext != nil { // else NULL: every effect's is NULL
 		params.TraceContexts = make([]json.RawMessage, len(b.unique))
 		for n := range b.unique {
@@ -303,15 +324,23 @@ func (c *Client) insertBatchRowsTx(ctx context.Context, tx pgx.Tx, b *enqueueBat
 	}
 	for n, i := range b.unique {
 		e := effectInsert(b.ids[i], b.resolved[i], b.holds[i])
-		if b.holds[i] != nil { // left for the claimers of the queue once confirmed
+		switch {
+		case e.OrderingKey != nil: // waits for its key's turn: no queue yet
+			params.OrderingKeys[n] = *e.OrderingKey
+		case b.holds[i] != nil: // left for the claimers of the queue once confirmed
 			e.Queue = &c.config.Queue
-		} else {
+		default:
 			e.JobID = &jobs[jobOf[jobbed[n]]]
 		}
 		appendEffectInsert(&params, n, len(b.unique), e)
 	}
 	if inserted, err = dbsqlc.New(tx).EffectInsertMany(ctx, params); err != nil {
 		return nil, nil, fmt.Errorf("effects: insert effects: %w", err)
+	}
+	if !keys.empty() {
+		if err := keys.handOnTx(ctx, tx); err != nil {
+			return nil, nil, err
+		}
 	}
 	return jobs, inserted, nil
 }
@@ -425,6 +454,7 @@ func effectInsert(id uuid.UUID, r *resolvedSpec, h *hold) dbsqlc.EffectInsertPar
 		MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
 		RunID: nonZero(&r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: nonZero(&r.spec.TurnGroup),
 		Owner: nonZero(&r.spec.Owner), AsyncHardTimeout: r.spec.AsyncHardTimeout,
+		OrderingKey: nonZero(&r.orderingKey),
 	}
 	if r.spec.AsyncTimeout > 0 {
 		ms := int32(r.spec.AsyncTimeout / time.Millisecond)

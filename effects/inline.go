@@ -25,7 +25,9 @@ import (
 // or UNKNOWN (being reconciled).
 //
 // When the connector's limits (Limit) hold the call back, Do calls nothing: it enqueues the effect
-// instead, due when the limits should let it through, and returns it PENDING.
+// instead, due when the limits should let it through, and returns it PENDING. So too for an
+// ordered effect (Spec.OrderingKey) whose key has an unsettled effect: it is recorded to wait for
+// its turn, as EnqueueTx records it, and the reactors dispatch it then.
 //
 // Do is a span, reckon.do, child of ctx's, with the connector's call as its child; its trace
 // context is stored on the effect, as EnqueueTx stores its own.
@@ -70,7 +72,10 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 	token := uuid.New()
 	leaseFor := r.connector.Timeout + c.config.InFlightMargin
 	expires := time.Now().Add(leaseFor)
-	var row dbsqlc.ReckonEffect
+	var (
+		row     dbsqlc.ReckonEffect
+		waiting bool // an ordered effect whose key is busy: recorded to wait for its turn, not called
+	)
 	err = c.withTx(ctx, func(tx pgx.Tx) error {
 		if err := c.checkRunsTx(ctx, tx, []*resolvedSpec{r}); err != nil { // run guardrails (run.go)
 			return err
@@ -78,11 +83,20 @@ func (c *Client) do(ctx context.Context, spec Spec) (*Effect, error) {
 		e := effectInsert(id, r, nil)
 		e.LeaseOwner, e.LeaseToken, e.LeaseExpiresAt = &actor, &token, &expires
 		e.TraceContext, e.Actor, e.Reason = c.tracing.carrierOf(ctx), actor, "inline attempt claimed"
+		if waiting, err = c.orderInlineTx(ctx, tx, r, &e); err != nil {
+			return err
+		}
 		row, err = dbsqlc.New(tx).EffectInsert(ctx, e)
+		if err == nil && waiting {
+			err = (&orderKeys{tenants: []string{r.tenantID}, keys: []string{r.orderingKey}}).handOnTx(ctx, tx)
+		}
 		return err
 	})
-	if err != nil { // nothing will be called: the grant's slot, if any, is free again
+	if err != nil || waiting { // nothing will be called: the grant's slot, if any, is free again
 		c.releaseCall(context.WithoutCancel(ctx), call, r.connector, g, nil)
+	}
+	if err == nil && waiting {
+		return effectFromRow(row), nil
 	}
 	if postgres.NoRows(err) {
 		var existing *Effect

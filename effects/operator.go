@@ -234,8 +234,14 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 	}
 	q := dbsqlc.New(tx)
 	id := uuid.Must(uuid.NewV7())
-	jobID, err := c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, opts.ScheduledAt)
-	if err != nil {
+	var keys orderKeys // the compensation of an ordered effect takes its place in its key's order
+	var jobID *int64
+	if row.OrderingKey != nil {
+		keys.tenants, keys.keys = []string{row.TenantID}, []string{*row.OrderingKey}
+		if err := keys.lockTx(ctx, tx); err != nil {
+			return nil, err
+		}
+	} else if jobID, err = c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, opts.ScheduledAt); err != nil {
 		return nil, err
 	}
 	// The compensation has the original's connector, args, business key, run and turn, and the
@@ -250,10 +256,22 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 	e.TimeoutMs = row.TimeoutMs
 	e.CompensatesID, e.JobID, e.TraceContext = &row.ID, jobID, c.tracing.carrierOf(ctx)
 	e.Actor, e.Reason = actor, "compensation: "+reason
+	if row.OrderingKey != nil {
+		e.OrderingKey, e.OrderSeq = row.OrderingKey, row.OrderSeq
+		c.waitInOrder(&e)
+		if !opts.ScheduledAt.IsZero() {
+			e.NotBefore = &opts.ScheduledAt
+		}
+	}
 	compensation, err := q.EffectInsert(ctx, e)
+	if err == nil && !keys.empty() {
+		err = keys.handOnTx(ctx, tx)
+	}
 	if postgres.NoRows(err) {
-		if _, err := c.river.JobDeleteTx(ctx, tx, *jobID); err != nil {
-			return nil, err
+		if jobID != nil {
+			if _, err := c.river.JobDeleteTx(ctx, tx, *jobID); err != nil {
+				return nil, err
+			}
 		}
 		existing, err := q.EffectGetByIdempotencyKey(ctx, dbsqlc.EffectGetByIdempotencyKeyParams{TenantID: row.TenantID, IdempotencyKey: key})
 		if postgres.NoRows(err) { // a compensation of that key was pruned (ErrPruned)

@@ -51,7 +51,15 @@ type Spec struct {
 	// ConfirmationTTL, for a held effect, is how long it may await its confirmation: after it the
 	// effect is FAILED ("confirmation expired"). Default Config.ConfirmationTTL; 0 there: no expiry.
 	ConfirmationTTL time.Duration
+	// OrderingKey orders the effect among the tenant's other effects with the same key: they are
+	// dispatched one at a time, in enqueue order, each once the one before it is CONFIRMED or
+	// FAILED (docs/design.md, "Ordering keys"). At most MaxOrderingKeyLen bytes. Default: the
+	// connector's OrderingKey function, if any; "": unordered.
+	OrderingKey string
 }
+
+// MaxOrderingKeyLen bounds Spec.OrderingKey, in bytes.
+const MaxOrderingKeyLen = 512
 
 // Position is where an effect was decided in an agent's journal: the decision number within the
 // turn group and the index of the call within that decision.
@@ -75,7 +83,7 @@ func (s *Spec) checkText() error {
 		turnGroup = s.Position.TurnGroup
 	}
 	err := jsonx.CheckTexts("TenantID", s.TenantID, "Connector", s.Connector, "IdempotencyKey", s.IdempotencyKey,
-		"Position.TurnGroup", turnGroup, "BusinessKey", s.BusinessKey, "RunID", s.RunID, "TurnGroup", s.TurnGroup, "Owner", s.Owner)
+		"Position.TurnGroup", turnGroup, "BusinessKey", s.BusinessKey, "OrderingKey", s.OrderingKey, "RunID", s.RunID, "TurnGroup", s.TurnGroup, "Owner", s.Owner)
 	if err != nil {
 		return fmt.Errorf("effects: spec %w", err)
 	}
@@ -92,6 +100,7 @@ type resolvedSpec struct {
 	args           json.RawMessage
 	idempotencyKey string
 	businessKey    string
+	orderingKey    string // "": unordered
 	maxAttempts    int
 	spec           Spec
 }
@@ -147,6 +156,9 @@ func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 			return nil, fmt.Errorf("%w for %s: business key: %w", ErrInvalidArgs, spec.Connector, err)
 		}
 	}
+	if res.orderingKey, err = orderingKeyOf(connector, spec, res.args); err != nil {
+		return nil, err
+	}
 	if spec.AsyncTimeout < 0 || (spec.AsyncTimeout > 0 && (spec.AsyncTimeout < time.Millisecond || spec.AsyncTimeout > MaxAsyncTimeout)) {
 		return nil, fmt.Errorf("effects: %s: AsyncTimeout %v out of range (1ms to %v)", spec.Connector, spec.AsyncTimeout, MaxAsyncTimeout)
 	}
@@ -157,4 +169,23 @@ func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 		res.maxAttempts = spec.MaxAttempts
 	}
 	return res, nil
+}
+
+// orderingKeyOf is spec's ordering key: its own, else the one connector makes of args (whose
+// failure is the args' fault, as for the business key), else "" (unordered).
+func orderingKeyOf(connector *Connector, spec Spec, args json.RawMessage) (string, error) {
+	key := spec.OrderingKey
+	if key == "" && connector.OrderingKey != nil {
+		var err error
+		if key, err = connector.OrderingKey(args); err != nil {
+			return "", fmt.Errorf("%w for %s: no ordering key: %w", ErrInvalidArgs, spec.Connector, err)
+		}
+		if err := jsonx.CheckText(key); err != nil {
+			return "", fmt.Errorf("%w for %s: ordering key: %w", ErrInvalidArgs, spec.Connector, err)
+		}
+	}
+	if len(key) > MaxOrderingKeyLen {
+		return "", fmt.Errorf("effects: %s: ordering key of %d bytes: at most %d", spec.Connector, len(key), MaxOrderingKeyLen)
+	}
+	return key, nil
 }

@@ -28,6 +28,9 @@
 //	          unlimited connector, on a reactor with River's own fetch timings: the calls a second
 //	          let through once warm (between the 10th and 90th percentile calls) against the
 //	          limit's
+//	ordered   effects of the idempotent no-op connector spread over 1, 100 and 10,000 ordering
+//	          keys (at most 1,000 effects for one key, 20,000 for 100), beside as many unordered:
+//	          the throughput of each and its ratio to the unordered one
 //
 // Throughput runs time from the first insert to the last completion (the database's timestamp).
 //
@@ -80,6 +83,7 @@ var scenarios = []struct {
 	{"storage", (*bench).storage},
 	{"retention", (*bench).retention},
 	{"limits", (*bench).limits},
+	{"ordered", (*bench).ordered},
 }
 
 var allScenarios = func() []string {

@@ -88,6 +88,7 @@ func (b *bench) report() {
 	b.reportTracing()
 	b.reportEvents()
 	b.reportLimits()
+	b.reportOrdered()
 	b.checkTargets(river, peer)
 	b.reportTargets()
 }

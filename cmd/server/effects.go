@@ -357,6 +357,9 @@ func printEvidence(w io.Writer, output string, ev *ops.Evidence) error {
 			Turn          *api.TurnJSON     `json:"turn,omitempty"`
 		}{Effect: api.EffectToJSON(ev.Effect), Compensations: effectsToJSON(ev.Compensations)}
 		out.Effect.History = api.TransitionsToJSON(ev.History)
+		if ev.Order != nil && ev.Order.HeldBy != nil {
+			out.Effect.HeldBy = &ev.Order.HeldBy.ID
+		}
 		if ev.Compensates != nil {
 			out.Compensates = api.EffectToJSON(ev.Compensates)
 		}
@@ -383,6 +386,10 @@ func printEvidence(w io.Writer, output string, ev *ops.Evidence) error {
 	row("state", stateText(e))
 	row("idempotency key", e.IdempotencyKey)
 	row("business key", e.BusinessKey)
+	row("ordering key", e.OrderingKey)
+	if ev.Order != nil && ev.Order.HeldBy != nil {
+		row("held by", fmt.Sprintf("%s (%s, %s)", ev.Order.HeldBy.ID, ev.Order.HeldBy.Connector, ev.Order.HeldBy.State))
+	}
 	row("attempts", fmt.Sprintf("%d of %d", e.Attempts, e.MaxAttempts))
 	row("args", string(e.Args))
 	row("result", string(e.Result))

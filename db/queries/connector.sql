@@ -5,13 +5,13 @@ INSERT INTO reckon_connectors (
     max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
     async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt,
     limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms,
-    description, args_schema, tenants
+    description, args_schema, tenants, ordering_key_fields
 ) VALUES (
     @name, @tags, @dispatch_url, @status_url, @compensate_url, @business_key_fields, @timeout_ms,
     @max_attempts, @status_check_limit, @backoff_initial_ms, @backoff_max_ms, @unsafe,
     sqlc.narg(async_timeout_ms), @hard_timeout, sqlc.narg(cancel_url), @requires_confirmation, sqlc.narg(confirmation_prompt),
     @limit_rate, @limit_per_ms, @limit_burst, @limit_max_in_flight, @limit_per_tenant, @limit_break_after, @limit_break_for_ms,
-    @description, sqlc.narg(args_schema), @tenants
+    @description, sqlc.narg(args_schema), @tenants, @ordering_key_fields
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -19,6 +19,7 @@ ON CONFLICT (name) DO UPDATE SET
     status_url = excluded.status_url,
     compensate_url = excluded.compensate_url,
     business_key_fields = excluded.business_key_fields,
+    ordering_key_fields = excluded.ordering_key_fields,
     timeout_ms = excluded.timeout_ms,
     max_attempts = excluded.max_attempts,
     status_check_limit = excluded.status_check_limit,

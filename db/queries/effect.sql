@@ -4,13 +4,17 @@
 -- EffectTombstoneGetLive tell which). The tombstone probe is one index lookup in the same
 -- statement, so an enqueue costs no extra round trip. The insert trigger (AFTER INSERT, 0031)
 -- records the insert with the given actor and reason; a skipped row records nothing. trace_context is the enqueuing span's carrier, NULL without one.
--- An effect with neither job nor lease is left for the claimers of queue (EffectClaim).
+-- An effect with neither job nor lease is left for the claimers of queue (EffectClaim). An
+-- ordered effect (ordering_key) takes the next order_seq unless it is given one (a compensation
+-- takes its original's), and is recorded waiting for its turn: no queue, its claimers' queue in
+-- order_queue (EffectOrderHandOn gives it the queue when its turn comes).
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id, queue,
     confirmation, confirmation_prompt, confirmation_expires_at, confirmation_four_eyes,
     lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
-    async_timeout_ms, async_hard_timeout, transition_actor, transition_reason, transition_detail
+    async_timeout_ms, async_hard_timeout, transition_actor, transition_reason, transition_detail,
+    ordering_key, order_seq, order_queue, not_before
 )
 SELECT
     @id, @tenant_id, @connector, @args, @idempotency_key, @business_key, @policy, @tags, @max_attempts,
@@ -19,7 +23,11 @@ SELECT
     now() + make_interval(0, 0, 0, 0, 0, 0, sqlc.narg(confirmation_ttl_ms)::bigint::float8 / 1000),
     coalesce(sqlc.narg(confirmation_four_eyes)::boolean, false),
     @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner), sqlc.narg(trace_context),
-    sqlc.narg(async_timeout_ms), @async_hard_timeout, @actor::text, @reason::text, @detail
+    sqlc.narg(async_timeout_ms), @async_hard_timeout, @actor::text, @reason::text, @detail,
+    sqlc.narg(ordering_key)::text,
+    CASE WHEN sqlc.narg(ordering_key)::text IS NOT NULL
+         THEN coalesce(sqlc.narg(order_seq)::bigint, nextval('reckon_effects_order_seq')) END,
+    sqlc.narg(order_queue)::text, sqlc.narg(not_before)::timestamptz
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = @tenant_id AND t.idempotency_key = @idempotency_key AND t.expires_at > now()
@@ -34,12 +42,14 @@ RETURNING *;
 -- id) stand for NULL. trace_contexts may be NULL (no effect is traced: the common case sends
 -- nothing), and so
 -- may async_timeout_ms and async_hard_timeouts (no effect has async options): unnest runs the
--- arrays in lockstep and pads a shorter one with NULLs.
+-- arrays in lockstep and pads a shorter one with NULLs. So may ordering_keys (no effect is
+-- ordered); an ordered effect ('' stands for none) takes the next order_seq, in the order of the
+-- arrays, and order_queue and not_before (as EffectInsert's; queue is '' for it: waiting).
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, run_id, turn_id, turn_group, job_id, queue, confirmation, confirmation_prompt,
     confirmation_expires_at, confirmation_four_eyes, owner, trace_context, async_timeout_ms, async_hard_timeout,
-    transition_actor, transition_reason
+    transition_actor, transition_reason, ordering_key, order_seq, order_queue, not_before
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
@@ -49,7 +59,11 @@ SELECT
     CASE WHEN u.confirmation_ttl_ms > 0 THEN now() + make_interval(0, 0, 0, 0, 0, 0, u.confirmation_ttl_ms::float8 / 1000) END,
     coalesce(u.confirmation_four_eyes, false),
     nullif(u.owner, ''), u.trace_context, nullif(u.async_timeout_ms, 0), coalesce(u.async_hard_timeout, false),
-    sqlc.arg(actor)::text, sqlc.arg(reason)::text
+    sqlc.arg(actor)::text, sqlc.arg(reason)::text,
+    nullif(u.ordering_key, ''),
+    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN nextval('reckon_effects_order_seq') END,
+    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN sqlc.narg(order_queue)::text END,
+    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN sqlc.narg(not_before)::timestamptz END
 FROM (
     SELECT
         unnest(sqlc.arg(ids)::uuid[]) AS id,
@@ -74,7 +88,8 @@ FROM (
         unnest(sqlc.arg(owners)::text[]) AS owner,
         unnest(sqlc.narg(async_timeout_ms)::integer[]) AS async_timeout_ms,
         unnest(sqlc.narg(async_hard_timeouts)::boolean[]) AS async_hard_timeout,
-        unnest(sqlc.narg(trace_contexts)::jsonb[]) AS trace_context
+        unnest(sqlc.narg(trace_contexts)::jsonb[]) AS trace_context,
+        unnest(sqlc.narg(ordering_keys)::text[]) AS ordering_key
 ) AS u
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
@@ -180,7 +195,8 @@ RETURNING *;
 --     is presumed dead);
 --   * no live job at all (deleted, discarded, cancelled, or completed without an outcome).
 -- An effect waiting to be claimed (PENDING with a queue and neither job nor lease) has no job yet
--- and was never attempted: it is the claimers' (EffectClaim), not the sweeper's.
+-- and was never attempted: it is the claimers' (EffectClaim), not the sweeper's; nor is an ordered
+-- effect waiting for its key's turn (no queue yet: the key's hand-on gives it one).
 SELECT e.id, e.state, e.job_id, e.lease_token, e.attempts, e.connector, e.tenant_id, e.timeout_ms, e.policy,
        (e.lease_expires_at IS NOT NULL AND e.lease_expires_at < now())::boolean AS lease_expired,
        coalesce(j.state = 'running', false)::boolean AS job_running
@@ -190,6 +206,7 @@ WHERE e.state IN ('PENDING', 'UNKNOWN')
   AND CASE
       WHEN e.lease_token IS NOT NULL THEN e.lease_expires_at < now()
       WHEN e.job_id IS NULL AND e.queue IS NOT NULL AND e.state = 'PENDING' THEN false
+      WHEN e.job_id IS NULL AND e.ordering_key IS NOT NULL AND e.state = 'PENDING' THEN false
       WHEN j.id IS NULL OR j.state IN ('completed', 'cancelled', 'discarded') THEN e.updated_at < now() - make_interval(0, 0, 0, 0, 0, 0, sqlc.arg(margin_ms)::integer::float8 / 1000)
       WHEN j.state = 'running' THEN j.attempted_at < now() - make_interval(0, 0, 0, 0, 0, 0, (e.timeout_ms + sqlc.arg(margin_ms)::integer)::float8 / 1000)
       ELSE false
@@ -344,7 +361,8 @@ RETURNING *;
 -- the caller's transaction: SKIP LOCKED, so that the claimers of several reactors share them and
 -- none waits on an effect an operator or a run cancellation holds. An effect awaiting its
 -- confirmation is not claimable. Served by reckon_effects_claimable_idx. trace_context lets a job of one effect continue the effect's trace.
-SELECT id, timeout_ms, trace_context FROM reckon_effects
+-- not_before is set only on an ordered effect enqueued with ScheduledAt: its job is due then.
+SELECT id, timeout_ms, trace_context, not_before FROM reckon_effects
 WHERE queue = @queue::text AND state = 'PENDING' AND job_id IS NULL AND lease_token IS NULL
   AND confirmation IS DISTINCT FROM 'AWAITING'
 ORDER BY created_at
@@ -385,3 +403,45 @@ FOR UPDATE SKIP LOCKED;
 SELECT count(*) FROM reckon_effects
 WHERE turn_id = @turn_id AND state IN ('PENDING', 'UNKNOWN')
   AND (policy = 'irreversible' OR confirmation = 'AWAITING');
+
+-- Ordering keys (0035_ordering_keys).
+
+-- name: EffectOrderLock :exec
+-- Takes the transaction advisory locks of the given (tenant, ordering key) pairs, in a fixed
+-- order: enqueues and hand-ons of one key serialise on it, so that order_seq follows the order in
+-- which the enqueues commit and no hand-on misses an effect enqueued meanwhile.
+SELECT reckon_order_lock(u.tenant_id, u.ordering_key)
+FROM (
+    SELECT DISTINCT x.tenant_id, x.ordering_key
+    FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ordering_keys::text[]) AS ordering_key) x
+    ORDER BY 1, 2
+) u;
+
+-- name: EffectOrderHandOn :exec
+-- Gives each of the given keys its next turn if none of its unsettled effects has one
+-- (reckon_order_hand_on_key): after recording ordered effects waiting, under the keys' locks.
+SELECT reckon_order_hand_on_key(u.tenant_id, u.ordering_key)
+FROM (
+    SELECT DISTINCT x.tenant_id, x.ordering_key
+    FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ordering_keys::text[]) AS ordering_key) x
+    ORDER BY 1, 2
+) u;
+
+-- name: EffectOrderBusy :one
+-- Whether a tenant's ordering key has an unsettled effect (read under the key's lock by an inline
+-- Do, which then records its effect waiting instead of calling it).
+SELECT EXISTS (
+    SELECT 1 FROM reckon_effects
+    WHERE tenant_id = @tenant_id AND ordering_key = @ordering_key::text AND state IN ('PENDING', 'UNKNOWN', 'STUCK')
+)::boolean AS busy;
+
+-- name: EffectOrderChain :many
+-- The unsettled effects of a tenant's ordering key in the order they get their turns: the one
+-- that has the turn first (claimable, claimed, in flight, UNKNOWN or STUCK), then the waiting
+-- ones by order_seq. Served by reckon_effects_ordering_idx.
+SELECT id, state, connector, idempotency_key, order_seq, created_at,
+       (state = 'PENDING' AND queue IS NULL AND job_id IS NULL AND lease_token IS NULL)::boolean AS waiting
+FROM reckon_effects
+WHERE tenant_id = @tenant_id AND ordering_key = @ordering_key::text AND state IN ('PENDING', 'UNKNOWN', 'STUCK')
+ORDER BY (state = 'PENDING' AND queue IS NULL AND job_id IS NULL AND lease_token IS NULL), order_seq, id
+LIMIT @max_rows::integer;

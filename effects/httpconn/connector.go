@@ -121,6 +121,9 @@ func (d Definition) Connector(client *http.Client) effects.Connector {
 	if len(d.BusinessKeyFields) > 0 {
 		c.BusinessKey = d.businessKey
 	}
+	if len(d.OrderingKeyFields) > 0 {
+		c.OrderingKey = d.orderingKey
+	}
 	return c
 }
 

@@ -34,6 +34,11 @@ type Definition struct {
 	// top-level fields of its args joined with ':' (strings as they are, numbers and booleans as
 	// JSON). Optional; at most MaxBusinessKeyFields, distinct, each 1 to 200 bytes.
 	BusinessKeyFields []string
+	// OrderingKeyFields makes an effect's ordering key (effects.Spec.OrderingKey), when the
+	// enqueuer gives none, from these top-level fields of its args, joined as BusinessKeyFields
+	// are: the connector's effects with the same key are dispatched one at a time, in enqueue
+	// order. Optional; at most MaxBusinessKeyFields, distinct, each 1 to 200 bytes.
+	OrderingKeyFields []string
 	// Timeout bounds each call. Default 30s; 1ms to 5m.
 	Timeout time.Duration
 	// MaxAttempts bounds the dispatch attempts of one effect. Default 5; at most 1000.
@@ -126,6 +131,7 @@ func (d Definition) WithDefaults() Definition {
 	}
 	d.Tags = slices.Clone(d.Tags)
 	d.BusinessKeyFields = slices.Clone(d.BusinessKeyFields)
+	d.OrderingKeyFields = slices.Clone(d.OrderingKeyFields)
 	d.Tenants = slices.Clone(d.Tenants)
 	if trimmed := bytes.TrimSpace(d.ArgsSchema); len(trimmed) == 0 || string(trimmed) == "null" {
 		d.ArgsSchema = nil
@@ -165,7 +171,8 @@ func (d Definition) Validate() error {
 	if len(d.Tags) > MaxTags {
 		problems = append(problems, fmt.Sprintf("tags: %d given, at most %d", len(d.Tags), MaxTags))
 	}
-	problems = append(problems, businessKeyFieldProblems(d.BusinessKeyFields)...)
+	problems = append(problems, keyFieldProblems("business_key_fields", d.BusinessKeyFields)...)
+	problems = append(problems, keyFieldProblems("ordering_key_fields", d.OrderingKeyFields)...)
 	if d.BackoffInitial < time.Millisecond || d.BackoffMax < d.BackoffInitial || d.BackoffMax > maxBackoff {
 		problems = append(problems, fmt.Sprintf("backoff %v to %v: want 1ms ≤ initial ≤ max ≤ %v", d.BackoffInitial, d.BackoffMax, maxBackoff))
 	}
@@ -198,23 +205,24 @@ func (d Definition) Validate() error {
 	return nil
 }
 
-// businessKeyFieldProblems checks BusinessKeyFields: at most MaxBusinessKeyFields (a longer list is
-// one problem, its entries unchecked), each non-empty, at most maxNameLength bytes and given once.
-// Repeats are found with a set: one pass, whatever the list.
-func businessKeyFieldProblems(fields []string) []string {
+// keyFieldProblems checks BusinessKeyFields or OrderingKeyFields (name, as on the wire): at most
+// MaxBusinessKeyFields (a longer list is one problem, its entries unchecked), each non-empty, at
+// most maxNameLength bytes and given once. Repeats are found with a set: one pass, whatever the
+// list.
+func keyFieldProblems(name string, fields []string) []string {
 	if len(fields) > MaxBusinessKeyFields {
-		return []string{fmt.Sprintf("business_key_fields: %d given, at most %d", len(fields), MaxBusinessKeyFields)}
+		return []string{fmt.Sprintf("%s: %d given, at most %d", name, len(fields), MaxBusinessKeyFields)}
 	}
 	var problems []string
 	seen := make(map[string]bool, len(fields))
 	for i, field := range fields {
 		switch {
 		case field == "":
-			problems = append(problems, fmt.Sprintf("business_key_fields[%d] is empty", i))
+			problems = append(problems, fmt.Sprintf("%s[%d] is empty", name, i))
 		case len(field) > maxNameLength:
-			problems = append(problems, fmt.Sprintf("business_key_fields[%d] is longer than %d bytes", i, maxNameLength))
+			problems = append(problems, fmt.Sprintf("%s[%d] is longer than %d bytes", name, i, maxNameLength))
 		case seen[field]:
-			problems = append(problems, fmt.Sprintf("business_key_fields: %q appears twice", field))
+			problems = append(problems, fmt.Sprintf("%s: %q appears twice", name, field))
 		}
 		seen[field] = true
 	}
@@ -263,24 +271,35 @@ func (d Definition) backoff(attempt int) time.Duration {
 
 // businessKey makes the business key of args from BusinessKeyFields.
 func (d Definition) businessKey(args json.RawMessage) (string, error) {
+	return keyOf("business key", d.BusinessKeyFields, args)
+}
+
+// orderingKey makes the ordering key of args from OrderingKeyFields.
+func (d Definition) orderingKey(args json.RawMessage) (string, error) {
+	return keyOf("ordering key", d.OrderingKeyFields, args)
+}
+
+// keyOf makes a key (what, for errors) of the top-level fields of args named by names, joined
+// with ':': strings as they are, numbers and booleans as JSON.
+func keyOf(what string, names []string, args json.RawMessage) (string, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(args, &fields); err != nil {
-		return "", fmt.Errorf("business key: args must be a JSON object: %w", err)
+		return "", fmt.Errorf("%s: args must be a JSON object: %w", what, err)
 	}
 	var b bytes.Buffer
-	for i, name := range d.BusinessKeyFields {
+	for i, name := range names {
 		raw, ok := fields[name]
 		if !ok || string(raw) == "null" {
-			return "", fmt.Errorf("business key: args have no field %q", name)
+			return "", fmt.Errorf("%s: args have no field %q", what, name)
 		}
 		var s string
 		switch raw[0] {
 		case '"':
 			if err := json.Unmarshal(raw, &s); err != nil {
-				return "", fmt.Errorf("business key: field %q: %w", name, err)
+				return "", fmt.Errorf("%s: field %q: %w", what, name, err)
 			}
 		case '{', '[':
-			return "", fmt.Errorf("business key: field %q must be a string, number or boolean", name)
+			return "", fmt.Errorf("%s: field %q must be a string, number or boolean", what, name)
 		default:
 			s = string(raw)
 		}
@@ -300,6 +319,7 @@ type definitionJSON struct {
 	StatusURL         string        `json:"status_url,omitempty"`
 	CompensateURL     string        `json:"compensate_url,omitempty"`
 	BusinessKeyFields []string      `json:"business_key_fields,omitempty"`
+	OrderingKeyFields []string      `json:"ordering_key_fields,omitempty"`
 	TimeoutMS         int64         `json:"timeout_ms,omitempty"`
 	MaxAttempts       int           `json:"max_attempts,omitempty"`
 	StatusCheckLimit  int           `json:"status_check_limit,omitempty"`
@@ -325,14 +345,14 @@ type definitionJSON struct {
 }
 
 // MarshalJSON writes d as {"name","tags","dispatch_url","status_url","compensate_url",
-// "business_key_fields","timeout_ms","max_attempts","status_check_limit","backoff_initial_ms",
+// "business_key_fields","ordering_key_fields","timeout_ms","max_attempts","status_check_limit","backoff_initial_ms",
 // "backoff_max_ms","unsafe","async_timeout_ms","hard_timeout","cancel_url",
 // "requires_confirmation","confirmation_prompt","limit","description","args_schema","tenants",
 // "created_at","updated_at"}; unset optional fields are left out.
 func (d Definition) MarshalJSON() ([]byte, error) {
 	out := definitionJSON{
 		Name: d.Name, Tags: d.Tags, DispatchURL: d.DispatchURL, StatusURL: d.StatusURL,
-		CompensateURL: d.CompensateURL, BusinessKeyFields: d.BusinessKeyFields,
+		CompensateURL: d.CompensateURL, BusinessKeyFields: d.BusinessKeyFields, OrderingKeyFields: d.OrderingKeyFields,
 		TimeoutMS: d.Timeout.Milliseconds(), MaxAttempts: d.MaxAttempts, StatusCheckLimit: d.StatusCheckLimit,
 		BackoffInitialMS: d.BackoffInitial.Milliseconds(), BackoffMaxMS: d.BackoffMax.Milliseconds(), Unsafe: d.Unsafe,
 		HardTimeout: d.HardTimeout, CancelURL: d.CancelURL,
@@ -389,7 +409,7 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 	}
 	*d = Definition{
 		Name: in.Name, Tags: in.Tags, DispatchURL: in.DispatchURL, StatusURL: in.StatusURL,
-		CompensateURL: in.CompensateURL, BusinessKeyFields: in.BusinessKeyFields,
+		CompensateURL: in.CompensateURL, BusinessKeyFields: in.BusinessKeyFields, OrderingKeyFields: in.OrderingKeyFields,
 		Timeout: time.Duration(in.TimeoutMS) * time.Millisecond, MaxAttempts: in.MaxAttempts,
 		StatusCheckLimit: in.StatusCheckLimit, BackoffInitial: time.Duration(in.BackoffInitialMS) * time.Millisecond,
 		BackoffMax: time.Duration(in.BackoffMaxMS) * time.Millisecond, Unsafe: in.Unsafe,

@@ -27,6 +27,7 @@ func Put(ctx context.Context, db effects.DBTX, def Definition) (Definition, bool
 		StatusUrl:         nullable(def.StatusURL),
 		CompensateUrl:     nullable(def.CompensateURL),
 		BusinessKeyFields: nonNil(def.BusinessKeyFields),
+		OrderingKeyFields: nonNil(def.OrderingKeyFields),
 		TimeoutMs:         int32(def.Timeout.Milliseconds()),
 		MaxAttempts:       int32(def.MaxAttempts),
 		StatusCheckLimit:  int32(def.StatusCheckLimit),
@@ -130,6 +131,9 @@ func definitionOf(row dbsqlc.ReckonConnector) Definition {
 	}
 	if len(row.BusinessKeyFields) > 0 {
 		def.BusinessKeyFields = row.BusinessKeyFields
+	}
+	if len(row.OrderingKeyFields) > 0 {
+		def.OrderingKeyFields = row.OrderingKeyFields
 	}
 	if len(row.Tenants) > 0 {
 		def.Tenants = row.Tenants

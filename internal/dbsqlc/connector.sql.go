@@ -23,7 +23,7 @@ func (q *Queries) ConnectorDelete(ctx context.Context, name string) (string, err
 }
 
 const connectorGet = `-- name: ConnectorGet :one
-SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt, limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms, description, args_schema, tenants FROM reckon_connectors WHERE name = $1
+SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt, limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms, description, args_schema, tenants, ordering_key_fields FROM reckon_connectors WHERE name = $1
 `
 
 func (q *Queries) ConnectorGet(ctx context.Context, name string) (ReckonConnector, error) {
@@ -59,12 +59,13 @@ func (q *Queries) ConnectorGet(ctx context.Context, name string) (ReckonConnecto
 		&i.Description,
 		&i.ArgsSchema,
 		&i.Tenants,
+		&i.OrderingKeyFields,
 	)
 	return i, err
 }
 
 const connectorList = `-- name: ConnectorList :many
-SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt, limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms, description, args_schema, tenants FROM reckon_connectors ORDER BY name
+SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt, limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms, description, args_schema, tenants, ordering_key_fields FROM reckon_connectors ORDER BY name
 `
 
 // Every HTTP connector, by name.
@@ -107,6 +108,7 @@ func (q *Queries) ConnectorList(ctx context.Context) ([]ReckonConnector, error) 
 			&i.Description,
 			&i.ArgsSchema,
 			&i.Tenants,
+			&i.OrderingKeyFields,
 		); err != nil {
 			return nil, err
 		}
@@ -137,13 +139,13 @@ INSERT INTO reckon_connectors (
     max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
     async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt,
     limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms,
-    description, args_schema, tenants
+    description, args_schema, tenants, ordering_key_fields
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7,
     $8, $9, $10, $11, $12,
     $13, $14, $15, $16, $17,
     $18, $19, $20, $21, $22, $23, $24,
-    $25, $26, $27
+    $25, $26, $27, $28
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -151,6 +153,7 @@ ON CONFLICT (name) DO UPDATE SET
     status_url = excluded.status_url,
     compensate_url = excluded.compensate_url,
     business_key_fields = excluded.business_key_fields,
+    ordering_key_fields = excluded.ordering_key_fields,
     timeout_ms = excluded.timeout_ms,
     max_attempts = excluded.max_attempts,
     status_check_limit = excluded.status_check_limit,
@@ -173,7 +176,7 @@ ON CONFLICT (name) DO UPDATE SET
     args_schema = excluded.args_schema,
     tenants = excluded.tenants,
     updated_at = now()
-RETURNING reckon_connectors.name, reckon_connectors.tags, reckon_connectors.dispatch_url, reckon_connectors.status_url, reckon_connectors.compensate_url, reckon_connectors.business_key_fields, reckon_connectors.timeout_ms, reckon_connectors.max_attempts, reckon_connectors.status_check_limit, reckon_connectors.backoff_initial_ms, reckon_connectors.backoff_max_ms, reckon_connectors.unsafe, reckon_connectors.created_at, reckon_connectors.updated_at, reckon_connectors.async_timeout_ms, reckon_connectors.hard_timeout, reckon_connectors.cancel_url, reckon_connectors.requires_confirmation, reckon_connectors.confirmation_prompt, reckon_connectors.limit_rate, reckon_connectors.limit_per_ms, reckon_connectors.limit_burst, reckon_connectors.limit_max_in_flight, reckon_connectors.limit_per_tenant, reckon_connectors.limit_break_after, reckon_connectors.limit_break_for_ms, reckon_connectors.description, reckon_connectors.args_schema, reckon_connectors.tenants, (xmax = 0)::boolean AS inserted
+RETURNING reckon_connectors.name, reckon_connectors.tags, reckon_connectors.dispatch_url, reckon_connectors.status_url, reckon_connectors.compensate_url, reckon_connectors.business_key_fields, reckon_connectors.timeout_ms, reckon_connectors.max_attempts, reckon_connectors.status_check_limit, reckon_connectors.backoff_initial_ms, reckon_connectors.backoff_max_ms, reckon_connectors.unsafe, reckon_connectors.created_at, reckon_connectors.updated_at, reckon_connectors.async_timeout_ms, reckon_connectors.hard_timeout, reckon_connectors.cancel_url, reckon_connectors.requires_confirmation, reckon_connectors.confirmation_prompt, reckon_connectors.limit_rate, reckon_connectors.limit_per_ms, reckon_connectors.limit_burst, reckon_connectors.limit_max_in_flight, reckon_connectors.limit_per_tenant, reckon_connectors.limit_break_after, reckon_connectors.limit_break_for_ms, reckon_connectors.description, reckon_connectors.args_schema, reckon_connectors.tenants, reckon_connectors.ordering_key_fields, (xmax = 0)::boolean AS inserted
 `
 
 type ConnectorUpsertParams struct {
@@ -204,6 +207,7 @@ type ConnectorUpsertParams struct {
 	Description          string
 	ArgsSchema           json.RawMessage
 	Tenants              []string
+	OrderingKeyFields    []string
 }
 
 type ConnectorUpsertRow struct {
@@ -241,6 +245,7 @@ func (q *Queries) ConnectorUpsert(ctx context.Context, arg ConnectorUpsertParams
 		arg.Description,
 		arg.ArgsSchema,
 		arg.Tenants,
+		arg.OrderingKeyFields,
 	)
 	var i ConnectorUpsertRow
 	err := row.Scan(
@@ -273,6 +278,7 @@ func (q *Queries) ConnectorUpsert(ctx context.Context, arg ConnectorUpsertParams
 		&i.ReckonConnector.Description,
 		&i.ReckonConnector.ArgsSchema,
 		&i.ReckonConnector.Tenants,
+		&i.ReckonConnector.OrderingKeyFields,
 		&i.Inserted,
 	)
 	return i, err

@@ -27,7 +27,7 @@ WHERE id = $4
   AND state = 'PENDING'
   AND CASE WHEN $5::uuid IS NOT NULL THEN lease_token = $5::uuid
            ELSE job_id IS NOT DISTINCT FROM $6::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
 `
 
 type EffectAcceptParams struct {
@@ -97,6 +97,10 @@ func (q *Queries) EffectAccept(ctx context.Context, arg EffectAcceptParams) (Rec
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }
@@ -143,7 +147,7 @@ func (q *Queries) EffectArgsEqual(ctx context.Context, arg EffectArgsEqualParams
 
 const effectClaimable = `-- name: EffectClaimable :many
 
-SELECT id, timeout_ms, trace_context FROM reckon_effects
+SELECT id, timeout_ms, trace_context, not_before FROM reckon_effects
 WHERE queue = $1::text AND state = 'PENDING' AND job_id IS NULL AND lease_token IS NULL
   AND confirmation IS DISTINCT FROM 'AWAITING'
 ORDER BY created_at
@@ -160,6 +164,7 @@ type EffectClaimableRow struct {
 	ID           uuid.UUID
 	TimeoutMs    int32
 	TraceContext json.RawMessage
+	NotBefore    *time.Time
 }
 
 // Claiming (0023_claims).
@@ -167,6 +172,7 @@ type EffectClaimableRow struct {
 // the caller's transaction: SKIP LOCKED, so that the claimers of several reactors share them and
 // none waits on an effect an operator or a run cancellation holds. An effect awaiting its
 // confirmation is not claimable. Served by reckon_effects_claimable_idx. trace_context lets a job of one effect continue the effect's trace.
+// not_before is set only on an ordered effect enqueued with ScheduledAt: its job is due then.
 func (q *Queries) EffectClaimable(ctx context.Context, arg EffectClaimableParams) ([]EffectClaimableRow, error) {
 	rows, err := q.db.Query(ctx, effectClaimable, arg.Queue, arg.MaxRows)
 	if err != nil {
@@ -176,7 +182,12 @@ func (q *Queries) EffectClaimable(ctx context.Context, arg EffectClaimableParams
 	var items []EffectClaimableRow
 	for rows.Next() {
 		var i EffectClaimableRow
-		if err := rows.Scan(&i.ID, &i.TimeoutMs, &i.TraceContext); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.TimeoutMs,
+			&i.TraceContext,
+			&i.NotBefore,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -192,7 +203,7 @@ const effectConfirmationDecide = `-- name: EffectConfirmationDecide :one
 UPDATE reckon_effects SET confirmation = $1::text, confirmation_by = $2::text,
     confirmation_at = now(), confirmation_reason = $3::text
 WHERE id = $4 AND state = 'PENDING' AND confirmation = 'AWAITING'
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
 `
 
 type EffectConfirmationDecideParams struct {
@@ -258,6 +269,10 @@ func (q *Queries) EffectConfirmationDecide(ctx context.Context, arg EffectConfir
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }
@@ -309,7 +324,7 @@ func (q *Queries) EffectCountPendingIrreversibleByTurn(ctx context.Context, turn
 }
 
 const effectGetByID = `-- name: EffectGetByID :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE id = $1
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE id = $1
 `
 
 func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -359,12 +374,16 @@ func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }
 
 const effectGetByIDForUpdate = `-- name: EffectGetByIDForUpdate :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -414,12 +433,16 @@ func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Rec
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }
 
 const effectGetByIdempotencyKey = `-- name: EffectGetByIdempotencyKey :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
 `
 
 type EffectGetByIdempotencyKeyParams struct {
@@ -474,6 +497,10 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }
@@ -484,7 +511,8 @@ INSERT INTO reckon_effects (
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id, queue,
     confirmation, confirmation_prompt, confirmation_expires_at, confirmation_four_eyes,
     lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
-    async_timeout_ms, async_hard_timeout, transition_actor, transition_reason, transition_detail
+    async_timeout_ms, async_hard_timeout, transition_actor, transition_reason, transition_detail,
+    ordering_key, order_seq, order_queue, not_before
 )
 SELECT
     $1, $2, $3, $4, $5, $6, $7, $8, $9,
@@ -493,13 +521,17 @@ SELECT
     now() + make_interval(0, 0, 0, 0, 0, 0, $20::bigint::float8 / 1000),
     coalesce($21::boolean, false),
     $22, $23, $24, $25, $26, $27,
-    $28, $29, $30::text, $31::text, $32
+    $28, $29, $30::text, $31::text, $32,
+    $33::text,
+    CASE WHEN $33::text IS NOT NULL
+         THEN coalesce($34::bigint, nextval('reckon_effects_order_seq')) END,
+    $35::text, $36::timestamptz
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = $2 AND t.idempotency_key = $5 AND t.expires_at > now()
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
 `
 
 type EffectInsertParams struct {
@@ -535,6 +567,10 @@ type EffectInsertParams struct {
 	Actor                string
 	Reason               string
 	Detail               json.RawMessage
+	OrderingKey          *string
+	OrderSeq             *int64
+	OrderQueue           *string
+	NotBefore            *time.Time
 }
 
 // Inserts a PENDING effect unless its idempotency key exists for the tenant or is kept by a live
@@ -542,7 +578,10 @@ type EffectInsertParams struct {
 // EffectTombstoneGetLive tell which). The tombstone probe is one index lookup in the same
 // statement, so an enqueue costs no extra round trip. The insert trigger (AFTER INSERT, 0031)
 // records the insert with the given actor and reason; a skipped row records nothing. trace_context is the enqueuing span's carrier, NULL without one.
-// An effect with neither job nor lease is left for the claimers of queue (EffectClaim).
+// An effect with neither job nor lease is left for the claimers of queue (EffectClaim). An
+// ordered effect (ordering_key) takes the next order_seq unless it is given one (a compensation
+// takes its original's), and is recorded waiting for its turn: no queue, its claimers' queue in
+// order_queue (EffectOrderHandOn gives it the queue when its turn comes).
 func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (ReckonEffect, error) {
 	row := q.db.QueryRow(ctx, effectInsert,
 		arg.ID,
@@ -577,6 +616,10 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		arg.Actor,
 		arg.Reason,
 		arg.Detail,
+		arg.OrderingKey,
+		arg.OrderSeq,
+		arg.OrderQueue,
+		arg.NotBefore,
 	)
 	var i ReckonEffect
 	err := row.Scan(
@@ -623,6 +666,10 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }
@@ -632,7 +679,7 @@ INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, run_id, turn_id, turn_group, job_id, queue, confirmation, confirmation_prompt,
     confirmation_expires_at, confirmation_four_eyes, owner, trace_context, async_timeout_ms, async_hard_timeout,
-    transition_actor, transition_reason
+    transition_actor, transition_reason, ordering_key, order_seq, order_queue, not_before
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
@@ -642,44 +689,51 @@ SELECT
     CASE WHEN u.confirmation_ttl_ms > 0 THEN now() + make_interval(0, 0, 0, 0, 0, 0, u.confirmation_ttl_ms::float8 / 1000) END,
     coalesce(u.confirmation_four_eyes, false),
     nullif(u.owner, ''), u.trace_context, nullif(u.async_timeout_ms, 0), coalesce(u.async_hard_timeout, false),
-    $1::text, $2::text
+    $1::text, $2::text,
+    nullif(u.ordering_key, ''),
+    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN nextval('reckon_effects_order_seq') END,
+    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN $3::text END,
+    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN $4::timestamptz END
 FROM (
     SELECT
-        unnest($3::uuid[]) AS id,
-        unnest($4::text[]) AS tenant_id,
-        unnest($5::text[]) AS connector,
-        unnest($6::jsonb[]) AS args,
-        unnest($7::text[]) AS idempotency_key,
-        unnest($8::text[]) AS business_key,
-        unnest($9::text[]) AS policy,
-        unnest($10::text[]) AS tags,
-        unnest($11::integer[]) AS max_attempts,
-        unnest($12::integer[]) AS timeout_ms,
-        unnest($13::text[]) AS run_id,
-        unnest($14::uuid[]) AS turn_id,
-        unnest($15::text[]) AS turn_group,
-        unnest($16::bigint[]) AS job_id,
-        unnest($17::text[]) AS queue,
-        unnest($18::text[]) AS confirmation,
-        unnest($19::text[]) AS confirmation_prompt,
-        unnest($20::bigint[]) AS confirmation_ttl_ms,
-        unnest($21::boolean[]) AS confirmation_four_eyes,
-        unnest($22::text[]) AS owner,
-        unnest($23::integer[]) AS async_timeout_ms,
-        unnest($24::boolean[]) AS async_hard_timeout,
-        unnest($25::jsonb[]) AS trace_context
+        unnest($5::uuid[]) AS id,
+        unnest($6::text[]) AS tenant_id,
+        unnest($7::text[]) AS connector,
+        unnest($8::jsonb[]) AS args,
+        unnest($9::text[]) AS idempotency_key,
+        unnest($10::text[]) AS business_key,
+        unnest($11::text[]) AS policy,
+        unnest($12::text[]) AS tags,
+        unnest($13::integer[]) AS max_attempts,
+        unnest($14::integer[]) AS timeout_ms,
+        unnest($15::text[]) AS run_id,
+        unnest($16::uuid[]) AS turn_id,
+        unnest($17::text[]) AS turn_group,
+        unnest($18::bigint[]) AS job_id,
+        unnest($19::text[]) AS queue,
+        unnest($20::text[]) AS confirmation,
+        unnest($21::text[]) AS confirmation_prompt,
+        unnest($22::bigint[]) AS confirmation_ttl_ms,
+        unnest($23::boolean[]) AS confirmation_four_eyes,
+        unnest($24::text[]) AS owner,
+        unnest($25::integer[]) AS async_timeout_ms,
+        unnest($26::boolean[]) AS async_hard_timeout,
+        unnest($27::jsonb[]) AS trace_context,
+        unnest($28::text[]) AS ordering_key
 ) AS u
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = u.tenant_id AND t.idempotency_key = u.idempotency_key AND t.expires_at > now()
 )
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
 `
 
 type EffectInsertManyParams struct {
 	Actor                string
 	Reason               string
+	OrderQueue           *string
+	NotBefore            *time.Time
 	Ids                  []uuid.UUID
 	TenantIds            []string
 	Connectors           []string
@@ -703,6 +757,7 @@ type EffectInsertManyParams struct {
 	AsyncTimeoutMs       []int32
 	AsyncHardTimeouts    []bool
 	TraceContexts        []json.RawMessage
+	OrderingKeys         []string
 }
 
 // Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
@@ -711,11 +766,15 @@ type EffectInsertManyParams struct {
 // id) stand for NULL. trace_contexts may be NULL (no effect is traced: the common case sends
 // nothing), and so
 // may async_timeout_ms and async_hard_timeouts (no effect has async options): unnest runs the
-// arrays in lockstep and pads a shorter one with NULLs.
+// arrays in lockstep and pads a shorter one with NULLs. So may ordering_keys (no effect is
+// ordered); an ordered effect (” stands for none) takes the next order_seq, in the order of the
+// arrays, and order_queue and not_before (as EffectInsert's; queue is ” for it: waiting).
 func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyParams) ([]ReckonEffect, error) {
 	rows, err := q.db.Query(ctx, effectInsertMany,
 		arg.Actor,
 		arg.Reason,
+		arg.OrderQueue,
+		arg.NotBefore,
 		arg.Ids,
 		arg.TenantIds,
 		arg.Connectors,
@@ -739,6 +798,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 		arg.AsyncTimeoutMs,
 		arg.AsyncHardTimeouts,
 		arg.TraceContexts,
+		arg.OrderingKeys,
 	)
 	if err != nil {
 		return nil, err
@@ -791,6 +851,10 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
 			&i.InsertInputs,
+			&i.OrderingKey,
+			&i.OrderSeq,
+			&i.OrderQueue,
+			&i.NotBefore,
 		); err != nil {
 			return nil, err
 		}
@@ -803,9 +867,9 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 }
 
 const effectList = `-- name: EffectList :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, e.insert_inputs FROM unnest($1::text[]) AS t(tenant_id)
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, e.insert_inputs, e.ordering_key, e.order_seq, e.order_queue, e.not_before FROM unnest($1::text[]) AS t(tenant_id)
 CROSS JOIN LATERAL (
-    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects r
+    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects r
     WHERE r.tenant_id = t.tenant_id
       AND ($2::reckon_effect_state IS NULL OR r.state = $2::reckon_effect_state)
       AND ($3::text IS NULL OR r.connector = $3::text)
@@ -913,6 +977,10 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
 			&i.InsertInputs,
+			&i.OrderingKey,
+			&i.OrderSeq,
+			&i.OrderQueue,
+			&i.NotBefore,
 		); err != nil {
 			return nil, err
 		}
@@ -925,7 +993,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 }
 
 const effectListByCorrelationIDForUpdate = `-- name: EffectListByCorrelationIDForUpdate :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects
 WHERE correlation_id = $1 AND ($2::text = '' OR tenant_id = $2::text)
 ORDER BY id
 LIMIT 2
@@ -992,6 +1060,10 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
 			&i.InsertInputs,
+			&i.OrderingKey,
+			&i.OrderSeq,
+			&i.OrderQueue,
+			&i.NotBefore,
 		); err != nil {
 			return nil, err
 		}
@@ -1004,7 +1076,7 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 }
 
 const effectListByIDs = `-- name: EffectListByIDs :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE id = ANY ($1::uuid[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE id = ANY ($1::uuid[])
 `
 
 func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]ReckonEffect, error) {
@@ -1060,6 +1132,10 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
 			&i.InsertInputs,
+			&i.OrderingKey,
+			&i.OrderSeq,
+			&i.OrderQueue,
+			&i.NotBefore,
 		); err != nil {
 			return nil, err
 		}
@@ -1072,7 +1148,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 }
 
 const effectListByIdempotencyKeys = `-- name: EffectListByIdempotencyKeys :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
 `
 
 type EffectListByIdempotencyKeysParams struct {
@@ -1133,6 +1209,10 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
 			&i.InsertInputs,
+			&i.OrderingKey,
+			&i.OrderSeq,
+			&i.OrderQueue,
+			&i.NotBefore,
 		); err != nil {
 			return nil, err
 		}
@@ -1145,7 +1225,7 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 }
 
 const effectListByRun = `-- name: EffectListByRun :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
 `
 
 type EffectListByRunParams struct {
@@ -1207,6 +1287,10 @@ func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams
 			&i.ConfirmationReason,
 			&i.ConfirmationFourEyes,
 			&i.InsertInputs,
+			&i.OrderingKey,
+			&i.OrderSeq,
+			&i.OrderQueue,
+			&i.NotBefore,
 		); err != nil {
 			return nil, err
 		}
@@ -1219,7 +1303,7 @@ func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams
 }
 
 const effectListPendingByRunForUpdate = `-- name: EffectListPendingByRunForUpdate :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, e.insert_inputs, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, e.insert_inputs, e.ordering_key, e.order_seq, e.order_queue, e.not_before, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
 WHERE e.tenant_id = $1 AND e.run_id = $2::text AND e.state = 'PENDING' AND e.compensates_id IS NULL
@@ -1293,6 +1377,10 @@ func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, arg Effec
 			&i.ReckonEffect.ConfirmationReason,
 			&i.ReckonEffect.ConfirmationFourEyes,
 			&i.ReckonEffect.InsertInputs,
+			&i.ReckonEffect.OrderingKey,
+			&i.ReckonEffect.OrderSeq,
+			&i.ReckonEffect.OrderQueue,
+			&i.ReckonEffect.NotBefore,
 			&i.JobState,
 			&i.JobAttempt,
 		); err != nil {
@@ -1379,6 +1467,128 @@ func (q *Queries) EffectListUnresolvedByRun(ctx context.Context, arg EffectListU
 	return items, nil
 }
 
+const effectOrderBusy = `-- name: EffectOrderBusy :one
+SELECT EXISTS (
+    SELECT 1 FROM reckon_effects
+    WHERE tenant_id = $1 AND ordering_key = $2::text AND state IN ('PENDING', 'UNKNOWN', 'STUCK')
+)::boolean AS busy
+`
+
+type EffectOrderBusyParams struct {
+	TenantID    string
+	OrderingKey string
+}
+
+// Whether a tenant's ordering key has an unsettled effect (read under the key's lock by an inline
+// Do, which then records its effect waiting instead of calling it).
+func (q *Queries) EffectOrderBusy(ctx context.Context, arg EffectOrderBusyParams) (bool, error) {
+	row := q.db.QueryRow(ctx, effectOrderBusy, arg.TenantID, arg.OrderingKey)
+	var busy bool
+	err := row.Scan(&busy)
+	return busy, err
+}
+
+const effectOrderChain = `-- name: EffectOrderChain :many
+SELECT id, state, connector, idempotency_key, order_seq, created_at,
+       (state = 'PENDING' AND queue IS NULL AND job_id IS NULL AND lease_token IS NULL)::boolean AS waiting
+FROM reckon_effects
+WHERE tenant_id = $1 AND ordering_key = $2::text AND state IN ('PENDING', 'UNKNOWN', 'STUCK')
+ORDER BY (state = 'PENDING' AND queue IS NULL AND job_id IS NULL AND lease_token IS NULL), order_seq, id
+LIMIT $3::integer
+`
+
+type EffectOrderChainParams struct {
+	TenantID    string
+	OrderingKey string
+	MaxRows     int32
+}
+
+type EffectOrderChainRow struct {
+	ID             uuid.UUID
+	State          ReckonEffectState
+	Connector      string
+	IdempotencyKey string
+	OrderSeq       *int64
+	CreatedAt      time.Time
+	Waiting        bool
+}
+
+// The unsettled effects of a tenant's ordering key in the order they get their turns: the one
+// that has the turn first (claimable, claimed, in flight, UNKNOWN or STUCK), then the waiting
+// ones by order_seq. Served by reckon_effects_ordering_idx.
+func (q *Queries) EffectOrderChain(ctx context.Context, arg EffectOrderChainParams) ([]EffectOrderChainRow, error) {
+	rows, err := q.db.Query(ctx, effectOrderChain, arg.TenantID, arg.OrderingKey, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EffectOrderChainRow
+	for rows.Next() {
+		var i EffectOrderChainRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.State,
+			&i.Connector,
+			&i.IdempotencyKey,
+			&i.OrderSeq,
+			&i.CreatedAt,
+			&i.Waiting,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const effectOrderHandOn = `-- name: EffectOrderHandOn :exec
+SELECT reckon_order_hand_on_key(u.tenant_id, u.ordering_key)
+FROM (
+    SELECT DISTINCT x.tenant_id, x.ordering_key
+    FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS ordering_key) x
+    ORDER BY 1, 2
+) u
+`
+
+type EffectOrderHandOnParams struct {
+	TenantIds    []string
+	OrderingKeys []string
+}
+
+// Gives each of the given keys its next turn if none of its unsettled effects has one
+// (reckon_order_hand_on_key): after recording ordered effects waiting, under the keys' locks.
+func (q *Queries) EffectOrderHandOn(ctx context.Context, arg EffectOrderHandOnParams) error {
+	_, err := q.db.Exec(ctx, effectOrderHandOn, arg.TenantIds, arg.OrderingKeys)
+	return err
+}
+
+const effectOrderLock = `-- name: EffectOrderLock :exec
+
+SELECT reckon_order_lock(u.tenant_id, u.ordering_key)
+FROM (
+    SELECT DISTINCT x.tenant_id, x.ordering_key
+    FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS ordering_key) x
+    ORDER BY 1, 2
+) u
+`
+
+type EffectOrderLockParams struct {
+	TenantIds    []string
+	OrderingKeys []string
+}
+
+// Ordering keys (0035_ordering_keys).
+// Takes the transaction advisory locks of the given (tenant, ordering key) pairs, in a fixed
+// order: enqueues and hand-ons of one key serialise on it, so that order_seq follows the order in
+// which the enqueues commit and no hand-on misses an effect enqueued meanwhile.
+func (q *Queries) EffectOrderLock(ctx context.Context, arg EffectOrderLockParams) error {
+	_, err := q.db.Exec(ctx, effectOrderLock, arg.TenantIds, arg.OrderingKeys)
+	return err
+}
+
 const effectResetAttempts = `-- name: EffectResetAttempts :exec
 UPDATE reckon_effects SET attempts = 0 WHERE id = $1 AND state = 'STUCK'
 `
@@ -1401,7 +1611,7 @@ WHERE id = $3
   AND state = 'PENDING'
   AND CASE WHEN $4::uuid IS NOT NULL THEN lease_token = $4::uuid
            ELSE job_id IS NOT DISTINCT FROM $5::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
 `
 
 type EffectRetryLaterParams struct {
@@ -1467,6 +1677,10 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }
@@ -1474,7 +1688,7 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 const effectSetCorrelationID = `-- name: EffectSetCorrelationID :one
 UPDATE reckon_effects SET correlation_id = $1::text
 WHERE id = $2 AND correlation_id IS NULL
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
 `
 
 type EffectSetCorrelationIDParams struct {
@@ -1531,6 +1745,10 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }
@@ -1538,7 +1756,7 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 const effectSetJob = `-- name: EffectSetJob :one
 UPDATE reckon_effects SET job_id = $1::bigint
 WHERE id = $2 AND state = $3 AND job_id IS NOT DISTINCT FROM $4::bigint
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
 `
 
 type EffectSetJobParams struct {
@@ -1602,6 +1820,10 @@ func (q *Queries) EffectSetJob(ctx context.Context, arg EffectSetJobParams) (Rec
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }
@@ -1624,7 +1846,7 @@ WHERE id = $9
   AND state = $10
   AND CASE WHEN $11::uuid IS NOT NULL THEN lease_token = $11::uuid
            ELSE job_id IS NOT DISTINCT FROM $12::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
 `
 
 type EffectSettleParams struct {
@@ -1707,6 +1929,10 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }
@@ -1842,6 +2068,7 @@ WHERE e.state IN ('PENDING', 'UNKNOWN')
   AND CASE
       WHEN e.lease_token IS NOT NULL THEN e.lease_expires_at < now()
       WHEN e.job_id IS NULL AND e.queue IS NOT NULL AND e.state = 'PENDING' THEN false
+      WHEN e.job_id IS NULL AND e.ordering_key IS NOT NULL AND e.state = 'PENDING' THEN false
       WHEN j.id IS NULL OR j.state IN ('completed', 'cancelled', 'discarded') THEN e.updated_at < now() - make_interval(0, 0, 0, 0, 0, 0, $1::integer::float8 / 1000)
       WHEN j.state = 'running' THEN j.attempted_at < now() - make_interval(0, 0, 0, 0, 0, 0, (e.timeout_ms + $1::integer)::float8 / 1000)
       ELSE false
@@ -1878,7 +2105,8 @@ type EffectSweepCandidatesRow struct {
 //   - no live job at all (deleted, discarded, cancelled, or completed without an outcome).
 //
 // An effect waiting to be claimed (PENDING with a queue and neither job nor lease) has no job yet
-// and was never attempted: it is the claimers' (EffectClaim), not the sweeper's.
+// and was never attempted: it is the claimers' (EffectClaim), not the sweeper's; nor is an ordered
+// effect waiting for its key's turn (no queue yet: the key's hand-on gives it one).
 func (q *Queries) EffectSweepCandidates(ctx context.Context, arg EffectSweepCandidatesParams) ([]EffectSweepCandidatesRow, error) {
 	rows, err := q.db.Query(ctx, effectSweepCandidates, arg.MarginMs, arg.MaxRows)
 	if err != nil {
@@ -1918,7 +2146,7 @@ SET state = $1,
     transition_reason = $3::text,
     transition_detail = $4
 WHERE id = $5 AND state = $6
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
 `
 
 type EffectTransitionParams struct {
@@ -1986,6 +2214,10 @@ func (q *Queries) EffectTransition(ctx context.Context, arg EffectTransitionPara
 		&i.ConfirmationReason,
 		&i.ConfirmationFourEyes,
 		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
 	)
 	return i, err
 }

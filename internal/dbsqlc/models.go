@@ -614,6 +614,7 @@ type ReckonConnector struct {
 	Description          string
 	ArgsSchema           json.RawMessage
 	Tenants              []string
+	OrderingKeyFields    []string
 }
 
 type ReckonConnectorLimit struct {
@@ -686,6 +687,10 @@ type ReckonEffect struct {
 	ConfirmationFourEyes  bool
 	// The insert's actor, reason and detail, kept by the BEFORE INSERT check for the AFTER INSERT trigger that records them; cleared by the first transition (migration 0031)
 	InsertInputs json.RawMessage
+	OrderingKey  *string
+	OrderSeq     *int64
+	OrderQueue   *string
+	NotBefore    *time.Time
 }
 
 type ReckonEffectTombstone struct {

@@ -59,7 +59,7 @@ export const routes = {
     body: fields<EnqueueRequest>()(
       "connector", "args", "idempotency_key", "position", "business_key", "run_id", "turn_id",
       "turn_group", "max_attempts", "async_timeout_ms", "async_hard_timeout", "require_confirmation",
-      "confirmation_ttl_ms"),
+      "confirmation_ttl_ms", "ordering_key"),
   }),
   listEffects: route("GET", "/v1/effects", { query: ["state", "connector", "run", "limit", "cursor"] }),
   getEffect: route("GET", "/v1/effects/{id}"),
@@ -83,7 +83,7 @@ export const routes = {
   putConnector: route("POST", "/v1/connectors", {
     body: fields<ConnectorDefinition>()(
       "name", "tags", "dispatch_url", "status_url", "compensate_url", "cancel_url",
-      "business_key_fields", "timeout_ms", "max_attempts", "status_check_limit",
+      "business_key_fields", "ordering_key_fields", "timeout_ms", "max_attempts", "status_check_limit",
       "backoff_initial_ms", "backoff_max_ms", "unsafe", "async_timeout_ms", "hard_timeout",
       "requires_confirmation", "confirmation_prompt", "limit", "description", "args_schema", "tenants",
       "created_at", "updated_at"),

@@ -54,6 +54,10 @@ export interface Effect {
   turn_id?: string;
   turn_group?: string;
   compensates_id?: string;
+  /** The effect's ordering key; absent for an unordered effect. */
+  ordering_key?: string;
+  /** On `GET /v1/effects/{id}`: the effect that holds this one back in its ordering key's order. */
+  held_by?: string;
   confirmation?: Confirmation;
   created_at: string;
   updated_at: string;
@@ -85,6 +89,8 @@ export interface EnqueueRequest {
   async_hard_timeout?: boolean;
   require_confirmation?: boolean;
   confirmation_ttl_ms?: number;
+  /** Dispatch the tenant's effects with this key one at a time, in enqueue order. */
+  ordering_key?: string;
 }
 
 /** Query of `GET /v1/effects`. */
@@ -180,6 +186,8 @@ export interface ConnectorDefinition {
   compensate_url?: string;
   cancel_url?: string;
   business_key_fields?: string[];
+  /** Top-level args fields joined with `:` to make the ordering key when the enqueuer gives none. */
+  ordering_key_fields?: string[];
   timeout_ms?: number;
   max_attempts?: number;
   status_check_limit?: number;

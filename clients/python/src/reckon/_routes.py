@@ -47,6 +47,7 @@ _DECISION = ("reason", "actor")
 _LIMIT = ("rate", "per_ms", "burst", "max_in_flight", "per_tenant", "break_after", "break_for_ms", "reason")
 _CONNECTOR = (
     "name", "tags", "dispatch_url", "status_url", "compensate_url", "cancel_url", "business_key_fields",
+    "ordering_key_fields",
     "timeout_ms", "max_attempts", "status_check_limit", "backoff_initial_ms", "backoff_max_ms", "unsafe",
     "async_timeout_ms", "hard_timeout", "requires_confirmation", "confirmation_prompt", "limit",
     "description", "args_schema", "tenants",
@@ -59,7 +60,8 @@ ROUTES: tuple[Route, ...] = (
     # Effects
     _r("enqueueEffect", "POST", "/v1/effects", "enqueue", body=(
         "connector", "args", "idempotency_key", "position", "business_key", "run_id", "turn_id", "turn_group",
-        "max_attempts", "async_timeout_ms", "async_hard_timeout", "require_confirmation", "confirmation_ttl_ms")),
+        "max_attempts", "async_timeout_ms", "async_hard_timeout", "require_confirmation", "confirmation_ttl_ms",
+        "ordering_key")),
     _r("listEffects", "GET", "/v1/effects", "list_effects", query=("state", "connector", "run", "limit", "cursor")),
     _r("getEffect", "GET", "/v1/effects/{id}", "get_effect"),
     _r("resolveEffect", "POST", "/v1/effects/{id}/resolve", "resolve_effect", body=("to",) + _DECISION),

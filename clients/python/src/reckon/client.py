@@ -137,6 +137,7 @@ class Client:
         async_hard_timeout: Optional[bool] = None,
         require_confirmation: Optional[bool] = None,
         confirmation_ttl_ms: Optional[int] = None,
+        ordering_key: Optional[str] = None,
         request_key: Optional[str] = None,
     ) -> JSONObject:
         """Record an effect (``POST /v1/effects``): the new one, or the existing one of its key.
@@ -151,7 +152,7 @@ class Client:
             position=position.to_json() if position else None, business_key=business_key, run_id=run_id,
             turn_id=turn_id, turn_group=turn_group, max_attempts=max_attempts, async_timeout_ms=async_timeout_ms,
             async_hard_timeout=async_hard_timeout, require_confirmation=require_confirmation,
-            confirmation_ttl_ms=confirmation_ttl_ms), request_key=request_key)
+            confirmation_ttl_ms=confirmation_ttl_ms, ordering_key=ordering_key), request_key=request_key)
         return result
 
     def get_effect(self, effect_id: str) -> JSONObject:
@@ -303,6 +304,7 @@ class Client:
         description: Optional[str] = None,
         args_schema: Optional[Mapping[str, Any]] = None,
         tenants: Optional[Sequence[str]] = None,
+        ordering_key_fields: Optional[Sequence[str]] = None,
         request_key: Optional[str] = None,
     ) -> JSONObject:
         """Create or replace an HTTP connector (a system token): its URLs, policy and limits.
@@ -319,7 +321,8 @@ class Client:
             async_timeout_ms=async_timeout_ms, hard_timeout=hard_timeout, requires_confirmation=requires_confirmation,
             confirmation_prompt=confirmation_prompt, limit=dict(limit) if limit is not None else None,
             description=description, args_schema=dict(args_schema) if args_schema is not None else None,
-            tenants=list(tenants) if tenants is not None else None),
+            tenants=list(tenants) if tenants is not None else None,
+            ordering_key_fields=list(ordering_key_fields) if ordering_key_fields is not None else None),
             request_key=request_key)
         return result
 

@@ -20,7 +20,7 @@ import (
 // Field limits of requests.
 const (
 	maxNameLen   = 200  // connector, run_id, actor
-	maxKeyLen    = 512  // idempotency_key, business_key, turn_group
+	maxKeyLen    = 512  // idempotency_key, business_key, turn_group, ordering_key
 	maxReasonLen = 2000 // reason
 	maxAttempts  = 1000
 )
@@ -48,8 +48,12 @@ type EffectJSON struct {
 	TurnID         *uuid.UUID      `json:"turn_id,omitempty"`
 	TurnGroup      string          `json:"turn_group,omitempty"`
 	CompensatesID  *uuid.UUID      `json:"compensates_id,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	// OrderingKey is the effect's ordering key, absent for an unordered effect. HeldBy, in
+	// GET /v1/effects/{id} only, is the effect that holds this one back in the key's order.
+	OrderingKey string     `json:"ordering_key,omitempty"`
+	HeldBy      *uuid.UUID `json:"held_by,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
 	// Confirmation is the effect's confirmation hold, absent if it was never held.
 	Confirmation *ConfirmationJSON `json:"confirmation,omitempty"`
 	// Deduplicated is set in answers to POST /v1/effects only.
@@ -98,7 +102,7 @@ func EffectToJSON(e *effects.Effect) *EffectJSON {
 		Args: e.Args, IdempotencyKey: e.IdempotencyKey, BusinessKey: e.BusinessKey, Attempts: e.Attempts,
 		MaxAttempts: e.MaxAttempts, Result: e.Result, Error: e.Error, TimeoutMS: e.Timeout.Milliseconds(),
 		DeadlineAt: e.DeadlineAt, CorrelationID: e.CorrelationID, RunID: e.RunID, TurnID: e.TurnID, TurnGroup: e.TurnGroup,
-		CompensatesID: e.CompensatesID, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		CompensatesID: e.CompensatesID, OrderingKey: e.OrderingKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 }
 
@@ -120,6 +124,8 @@ type enqueueRequest struct {
 	// Spec.ConfirmationTTL: hold the effect until POST /v1/effects/{id}/confirm.
 	RequireConfirmation bool   `json:"require_confirmation"`
 	ConfirmationTTLMS   *int64 `json:"confirmation_ttl_ms"`
+	// OrderingKey is Spec.OrderingKey.
+	OrderingKey string `json:"ordering_key"`
 }
 
 type positionJSON struct {
@@ -132,7 +138,7 @@ func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
 	spec := effects.Spec{
 		TenantID: tenant, Connector: req.Connector, IdempotencyKey: req.IdempotencyKey, BusinessKey: req.BusinessKey,
 		RunID: req.RunID, TurnID: req.TurnID, TurnGroup: req.TurnGroup, MaxAttempts: req.MaxAttempts,
-		AsyncHardTimeout: req.AsyncHardTimeout,
+		AsyncHardTimeout: req.AsyncHardTimeout, OrderingKey: req.OrderingKey,
 	}
 	switch {
 	case req.Connector == "":
@@ -141,6 +147,8 @@ func (req *enqueueRequest) spec(tenant string) (effects.Spec, error) {
 		return spec, badRequest(codeInvalidRequest, "connector and run_id are limited to %d bytes", maxNameLen)
 	case len(req.IdempotencyKey) > maxKeyLen || len(req.BusinessKey) > maxKeyLen || len(req.TurnGroup) > maxKeyLen:
 		return spec, badRequest(codeInvalidRequest, "idempotency_key, business_key and turn_group are limited to %d bytes", maxKeyLen)
+	case len(req.OrderingKey) > maxKeyLen:
+		return spec, badRequest(codeInvalidRequest, "ordering_key is limited to %d bytes", maxKeyLen)
 	case req.MaxAttempts < 0 || req.MaxAttempts > maxAttempts:
 		return spec, badRequest(codeInvalidRequest, "max_attempts must be between 1 and %d (or absent for the connector's)", maxAttempts)
 	case req.AsyncTimeoutMS != nil && (*req.AsyncTimeoutMS < 1 || *req.AsyncTimeoutMS > effects.MaxAsyncTimeout.Milliseconds()):
@@ -288,6 +296,13 @@ func (s *Server) getEffect(ctx context.Context, call *Call) (int, any, error) {
 	}
 	out := EffectToJSON(effect)
 	out.History = TransitionsToJSON(history)
+	heldBy, err := s.ops.HeldBy(ctx, effect)
+	if err != nil {
+		return 0, nil, err
+	}
+	if heldBy != nil {
+		out.HeldBy = &heldBy.ID
+	}
 	return http.StatusOK, out, nil
 }
 

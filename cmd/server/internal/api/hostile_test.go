@@ -77,6 +77,7 @@ func TestHostileInputIsRefusedAtTheBoundary(t *testing.T) {
 		{"POST", "/v1/effects", token, `{"connector":"bank.wire","idempotency_key":"%s","args":{}}`, "idempotency_key", false},
 		{"POST", "/v1/effects", token, `{"connector":"%s","idempotency_key":"k","args":{}}`, "connector", false},
 		{"POST", "/v1/effects", token, effectBody(`,"business_key":"%s"`), "business_key", false},
+		{"POST", "/v1/effects", token, effectBody(`,"ordering_key":"%s"`), "ordering_key", false},
 		{"POST", "/v1/effects", token, effectBody(`,"run_id":"%s"`), "run_id", false},
 		{"POST", "/v1/effects", token, effectBody(`,"turn_group":"%s"`), "turn_group", false},
 		{"POST", "/v1/effects", token, `{"connector":"bank.wire","position":{"turn_group":"%s","decision":0,"call_index":0}}`, "position.turn_group", false},

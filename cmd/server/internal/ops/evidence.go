@@ -31,6 +31,9 @@ type Evidence struct {
 	Run *effects.Run
 	// Turn is the turn that decided the effect, if any and still kept.
 	Turn *turns.Record
+	// Order is the effect's place in its ordering key's order: which effect holds it back and the
+	// key's chain. Nil for an unordered effect.
+	Order *Order
 }
 
 // Evidence returns the evidence behind effect id, or ErrNotFound (also outside the scope). It is
@@ -42,6 +45,9 @@ func (o *Ops) Evidence(ctx context.Context, scope Scope, id uuid.UUID) (*Evidenc
 	}
 	page, err := o.evidence(ctx, []*effects.Effect{e})
 	if err != nil {
+		return nil, err
+	}
+	if page[0].Order, err = o.order(ctx, e); err != nil {
 		return nil, err
 	}
 	return page[0], nil
