@@ -194,6 +194,8 @@ type limitView struct {
 	gen       uint64 // limiter.gen when the read began
 	overrides map[string]Limit
 	throttled map[string]throttle // by connector
+	// pauses are the operators' pauses (pause.go), by connector.
+	pauses map[string][]ConnectorPause
 }
 
 // throttle is what the view knows of a connector's paused or open limit keys (of every tenant).
@@ -357,8 +359,9 @@ func (l *limiter) current(ctx context.Context) (view *limitView, stale bool) {
 }
 
 // lookup returns the limit that applies to connector and whether its calls must be granted by
-// the database: it has a limit, or one of its keys is paused or its circuit not closed, or the
-// view is out of date (a notification came while it is read again: it may be a pause).
+// the database: it has a limit, or one of its keys is paused (by an upstream or an operator) or
+// its circuit not closed, or the view is out of date (a notification came while it is read
+// again: it may be a pause).
 func (l *limiter) lookup(ctx context.Context, connector *Connector) (Limit, bool) {
 	v, stale := l.current(ctx)
 	limit, ok := v.overrides[connector.Name]
@@ -366,7 +369,7 @@ func (l *limiter) lookup(ctx context.Context, connector *Connector) (Limit, bool
 		limit = connector.Limit
 	}
 	t := v.throttled[connector.Name]
-	return limit, stale || v.unknown || !limit.unlimited() || t.open || time.Now().Before(t.pausedUntil)
+	return limit, stale || v.unknown || !limit.unlimited() || t.open || time.Now().Before(t.pausedUntil) || len(v.pauses[connector.Name]) > 0
 }
 
 // load reads the view. On failure it keeps the previous one's contents, and the view it returns
@@ -377,7 +380,7 @@ func (l *limiter) load(ctx context.Context, previous *limitView) *limitView {
 		l.logger.WarnContext(ctx, "limits: read "+what, slog.String("error", err.Error()))
 		next.loadedAt = next.loadedAt.Add(limitLoadRetry - limitViewTTL)
 		if previous != nil {
-			next.overrides, next.throttled, next.unknown = previous.overrides, previous.throttled, previous.unknown
+			next.overrides, next.throttled, next.pauses, next.unknown = previous.overrides, previous.throttled, previous.pauses, previous.unknown
 		} else {
 			next.unknown = true // an operator's limit may apply: never call unlimited on no view
 		}
@@ -391,6 +394,16 @@ func (l *limiter) load(ctx context.Context, previous *limitView) *limitView {
 	throttled, err := q.LimitThrottled(ctx)
 	if err != nil {
 		return failed("paused connectors", err)
+	}
+	pauses, err := q.ConnectorPauses(ctx)
+	if err != nil {
+		return failed("the operators' pauses", err)
+	}
+	next.pauses = map[string][]ConnectorPause{}
+	for _, p := range pauses {
+		next.pauses[p.Connector] = append(next.pauses[p.Connector], ConnectorPause{
+			Connector: p.Connector, TenantID: p.TenantID, PausedBy: p.PausedBy, Reason: p.Reason, PausedAt: p.PausedAt,
+		})
 	}
 	next.overrides = make(map[string]Limit, len(rows))
 	for _, r := range rows {
@@ -413,10 +426,11 @@ func (l *limiter) load(ctx context.Context, previous *limitView) *limitView {
 	return next
 }
 
-// snapshot returns the view's throttled connectors, for the metrics (not to be changed).
-func (l *limiter) snapshot(ctx context.Context) map[string]throttle {
+// snapshot returns the view's throttled connectors and operators' pauses, for the metrics (not
+// to be changed).
+func (l *limiter) snapshot(ctx context.Context) (map[string]throttle, map[string][]ConnectorPause) {
 	v, _ := l.current(ctx)
-	return v.throttled
+	return v.throttled, v.pauses
 }
 
 func limitOfRow(r dbsqlc.ReckonConnectorLimit) Limit {
@@ -432,7 +446,7 @@ type grant struct {
 	limit  Limit
 	asked  bool          // the database was asked (and may hold a slot to release)
 	wait   time.Duration // how long to wait before asking again; 0: granted
-	reason string        // why it waits: rate, in_flight, paused or open; "probe" for a granted probe
+	reason string        // why it waits: rate, in_flight, paused, open or operator (pause.go); "probe" for a granted probe
 }
 
 // limited names the effect a call is for, to the limits: its id, tenant and enqueue time (its
@@ -855,7 +869,7 @@ func (c *Client) ClearLimit(ctx context.Context, connector string) (bool, error)
 
 // ResetLimit closes connector's circuits and ends its pauses (for every tenant): an operator's
 // word that the upstream is back. It reports whether anything was paused, open or counting
-// failures.
+// failures. An operator's pause (PauseConnector) is not ended by it: ResumeConnector ends that.
 func (c *Client) ResetLimit(ctx context.Context, connector string) (bool, error) {
 	return c.writeLimit(ctx, connector, "reset the limit state of", c.queries.LimitReset)
 }

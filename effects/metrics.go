@@ -28,6 +28,7 @@ import (
 //	reckon_effect_claim_batch_size                               effects per claim of unclaimed effects (claim.go)
 //	reckon_connector_limit_waits_total{connector,reason}         calls held back by a limit, pause or circuit (limit.go)
 //	reckon_connector_paused_seconds{connector}                   how long an upstream's Retry-After still pauses the connector
+//	reckon_connector_operator_paused_seconds{connector}          how long an operator's pause has held the connector (pause.go)
 //	reckon_connector_circuit{connector}                          the connector's circuit: 0 closed, 1 half open, 2 open
 //	reckon_effect_accepted_total{connector}                      acceptances awaiting a callback
 //	reckon_effect_callbacks_total{connector,to}                  callbacks that resolved an effect
@@ -113,7 +114,7 @@ func newMetrics(registerer prometheus.Registerer, client *Client) (*metrics, err
 		claimBatch: metric.Histogram("reckon_effect_claim_batch_size",
 			"Effects enqueued one at a time that this process claimed into dispatch jobs, per claim transaction that found any (_sum: effects claimed).", []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
 		limitWaits: metric.CounterVec("reckon_connector_limit_waits_total",
-			"Calls held back (their effect snoozed, no attempt spent) by the connector's rate (rate), cap on calls in flight (in_flight), an upstream's Retry-After (paused), an open circuit (open), or this process's other callers of the key asking first for longer than the call could wait (busy).", "connector", "reason"),
+			"Calls held back (their effect snoozed, no attempt spent) by the connector's rate (rate), cap on calls in flight (in_flight), an upstream's Retry-After (paused), an open circuit (open), this process's other callers of the key asking first for longer than the call could wait (busy), or an operator's pause (operator).", "connector", "reason"),
 		accepted: metric.CounterVec("reckon_effect_accepted_total",
 			"Dispatches the upstream accepted, to finish by callback.", "connector"),
 		callbacks: metric.CounterVec("reckon_effect_callbacks_total",
@@ -200,11 +201,14 @@ func (c *connectorCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // limitWaitReasons are the values of reckon_connector_limit_waits_total's reason label.
-var limitWaitReasons = []string{"rate", "in_flight", "paused", "open", "busy"}
+var limitWaitReasons = []string{"rate", "in_flight", "paused", "open", "busy", pauseReason}
 
 var (
 	pausedDesc = prometheus.NewDesc("reckon_connector_paused_seconds",
 		"Seconds an upstream's Retry-After still pauses the connector's calls (the longest of its tenants'); 0 when not paused.",
+		[]string{"connector"}, nil)
+	operatorPausedDesc = prometheus.NewDesc("reckon_connector_operator_paused_seconds",
+		"Seconds since an operator paused the connector (its oldest pause, of every tenant or of one); 0 when not paused.",
 		[]string{"connector"}, nil)
 	circuitDesc = prometheus.NewDesc("reckon_connector_circuit",
 		"The connector's circuit breaker (the worst of its tenants'): 0 closed, 1 half open (one probe call may go), 2 open.",
@@ -218,15 +222,21 @@ type throttleCollector struct{ client *Client }
 
 func (t *throttleCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pausedDesc
+	ch <- operatorPausedDesc
 	ch <- circuitDesc
 }
 
 func (t *throttleCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	throttled := t.client.limits.snapshot(ctx)
+	throttled, pauses := t.client.limits.snapshot(ctx)
 	names := t.client.registry.Names()
 	for name := range throttled {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for name := range pauses {
 		if !slices.Contains(names, name) {
 			names = append(names, name)
 		}
@@ -243,6 +253,11 @@ func (t *throttleCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, max(th.pausedUntil.Sub(now).Seconds(), 0), name)
 		ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, circuit, name)
+		pausedFor := 0.0
+		for _, p := range pauses[name] {
+			pausedFor = max(pausedFor, now.Sub(p.PausedAt).Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(operatorPausedDesc, prometheus.GaugeValue, pausedFor, name)
 	}
 }
 

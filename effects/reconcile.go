@@ -78,6 +78,13 @@ func (w *reconcileWorker) reconcile(ctx context.Context, span trace.Span, job *r
 		setOutcome(span, "waiting: owner has no settle hook", false, nil)
 		return river.JobSnooze(unknownConnectorSnooze)
 	}
+	// An operator's pause stops status checks too (pause.go): it snoozes, no attempt spent, and
+	// checks again when the pause is over (within River's scheduler interval of the resume).
+	if c.limits.operatorPaused(ctx, row.Connector, row.TenantID) {
+		setOutcome(span, "waiting: connector paused by an operator", false, nil)
+		c.metrics.limitWaits.WithLabelValues(row.Connector, pauseReason).Inc()
+		return river.JobSnooze(riverSchedulerInterval)
+	}
 	actor := "reactor:" + c.config.ID
 	t := transition{from: StateUnknown, fence: fence{jobID: &job.ID}, actor: actor}
 	duplicates, inconclusive := c.decideUnknown(ctx, row, connector, &t)

@@ -29,12 +29,15 @@ server connectors put -f definition.json   (or -f - for stdin; the JSON form of 
 server connectors list [-json]
 server connectors delete -name NAME
 server connectors limit show|set|clear|reset [NAME] [flags]   operators' limits of any connector (Go or HTTP):
-                       ` + "`server connectors limit -h`" + ` describes them`
+                       ` + "`server connectors limit -h`" + ` describes them
+server connectors pause NAME [-tenant T] -reason R    stop every reactor starting its calls (one tenant's with -tenant)
+server connectors resume NAME [-tenant T] -reason R   end that pause: its effects go out now
+server connectors pauses [-o table|json]              every operator's pause: who, why, since when`
 
 // runConnectors manages the HTTP connectors stored in reckon_connectors (package
 // effects/httpconn): put (insert or replace, validated like a Go connector), list and delete.
 // Reactors pick changes up at their next sync. limit manages the operators' limits of connectors
-// (connectorsLimit).
+// (connectorsLimit); pause, resume and pauses their pauses (connectorsPause).
 func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd, err := newCommand("server connectors", connectorsUsage, args, stdout)
 	if err != nil {
@@ -42,6 +45,9 @@ func runConnectors(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	}
 	if cmd.action == "limit" {
 		return connectorsLimit(ctx, cmd.args, stdout)
+	}
+	if cmd.action == "pause" || cmd.action == "resume" || cmd.action == "pauses" {
+		return connectorsPause(ctx, cmd, stdout)
 	}
 	fs := cmd.fs
 	var run func(context.Context, *pgxpool.Pool) error

@@ -1,9 +1,10 @@
 -- Connector limits (0025_limits, docs/design.md "Limits").
 
 -- name: LimitAcquire :one
--- Asks for one call under the connector's limits (reckon_limit_acquire): wait_ms 0 grants it.
+-- Asks for one call under the connector's limits and operators' pauses (reckon_limit_acquire_unpaused,
+-- 0036): wait_ms 0 grants it.
 SELECT a.wait_ms::integer AS wait_ms, a.reason::text AS reason
-FROM reckon_limit_acquire(@connector::text, @tenant_id::text, @effect_id::uuid, @queued_at::timestamptz,
+FROM reckon_limit_acquire_unpaused(@connector::text, @tenant_id::text, @effect_id::uuid, @queued_at::timestamptz,
     @rate::integer, @per_ms::integer, @burst::integer, @max_in_flight::integer, @per_tenant::boolean,
     @break_after::integer, @break_for_ms::integer, @hold_ms::integer, @grace_ms::integer) AS a;
 

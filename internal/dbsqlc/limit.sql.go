@@ -15,7 +15,7 @@ import (
 const limitAcquire = `-- name: LimitAcquire :one
 
 SELECT a.wait_ms::integer AS wait_ms, a.reason::text AS reason
-FROM reckon_limit_acquire($1::text, $2::text, $3::uuid, $4::timestamptz,
+FROM reckon_limit_acquire_unpaused($1::text, $2::text, $3::uuid, $4::timestamptz,
     $5::integer, $6::integer, $7::integer, $8::integer, $9::boolean,
     $10::integer, $11::integer, $12::integer, $13::integer) AS a
 `
@@ -42,7 +42,8 @@ type LimitAcquireRow struct {
 }
 
 // Connector limits (0025_limits, docs/design.md "Limits").
-// Asks for one call under the connector's limits (reckon_limit_acquire): wait_ms 0 grants it.
+// Asks for one call under the connector's limits and operators' pauses (reckon_limit_acquire_unpaused,
+// 0036): wait_ms 0 grants it.
 func (q *Queries) LimitAcquire(ctx context.Context, arg LimitAcquireParams) (LimitAcquireRow, error) {
 	row := q.db.QueryRow(ctx, limitAcquire,
 		arg.Connector,

@@ -631,6 +631,24 @@ type ReckonConnectorLimit struct {
 	SetAt       time.Time
 }
 
+type ReckonConnectorPause struct {
+	Connector string
+	TenantID  string
+	PausedBy  string
+	Reason    string
+	PausedAt  time.Time
+}
+
+type ReckonConnectorPauseLog struct {
+	ID        int64
+	Connector string
+	TenantID  string
+	Action    string
+	Actor     string
+	Reason    string
+	At        time.Time
+}
+
 type ReckonDefinitionChange struct {
 	ID         int64
 	Kind       string

@@ -59,6 +59,30 @@ def test_limits(client: reckon.Client, system: reckon.Client) -> None:
         system.get_limit(name)
 
 
+def test_pauses(client: reckon.Client, other: reckon.Client, system: reckon.Client) -> None:
+    name = unique("paused")
+    system.put_limit(name, reason="known to the server")  # a connector the server lists
+    paused = system.pause_connector(name, "upstream maintenance", tenant_id="acme", actor="ann")
+    assert paused["created"] is True and paused["tenant_id"] == "acme"
+    assert paused["paused_by"] == "api:py-system/ann" and paused["reason"] == "upstream maintenance"
+    again = system.pause_connector(name, "again", tenant_id="acme")
+    assert again["created"] is False and again["reason"] == "upstream maintenance"
+    assert [p["connector"] for p in system.list_pauses() if p["connector"] == name] == [name]
+    assert name in [p["connector"] for p in client.list_pauses()]  # acme's token sees acme's pause
+    assert name not in [p["connector"] for p in other.list_pauses()]  # globex's does not
+    with pytest.raises(reckon.Forbidden):
+        client.pause_connector(name, "a tenant's token")
+    with pytest.raises(reckon.InvalidRequest):
+        system.pause_connector(name, "")
+    with pytest.raises(reckon.NotFound):
+        system.pause_connector(unique("nowhere"), "no such connector")
+    assert system.resume_connector(name, "not paused for every tenant")["resumed"] is False
+    assert system.resume_connector(name, "done", tenant_id="acme") == {
+        "connector": name, "tenant_id": "acme", "resumed": True}
+    assert name not in [p["connector"] for p in system.list_pauses()]
+    system.delete_limit(name)
+
+
 def test_subscriptions_deliver_signed_batches(client: reckon.Client, other: reckon.Client, connectors) -> None:
     received: list[tuple[dict[str, str], bytes]] = []
     got = threading.Event()

@@ -4,7 +4,7 @@ import { EventStream, type EventStreamOptions } from "./events.js";
 import { sign } from "./signature.js";
 import { Transport, type RequestOptions, type TransportOptions } from "./transport.js";
 import type {
-  CancelRunRequest, Connector, ConnectorDefinition, CreateRunRequest, DecisionRequest, Effect,
+  CancelRunRequest, Connector, ConnectorDefinition, ConnectorPause, ConnectorPauseRequest, CreateRunRequest, DecisionRequest, Effect,
   EffectList, EnqueueRequest, Json, LimitRequest, LimitState, ListEffectsQuery, ListSagasQuery,
   MessageAccepted, MessageRequest, OperatorLimit, PauseRequest, ResolveRequest, Run, RunCancellation,
   Saga, SagaDefinition, SagaResolveRequest, SagaStartRequest, Subscription, SubscriptionRequest,
@@ -257,6 +257,21 @@ export class ReckonClient {
   /** `POST /v1/connectors/{name}/limit/reset`: close circuits, end pauses (system token). */
   resetLimit(name: string, opts?: RequestOptions): Promise<{ connector: string; reset: boolean }> {
     return this.#t.json("resetLimit", { params: { name }, body: {} }, opts);
+  }
+
+  /** `GET /v1/pauses`: the operators' pauses the token sees (every tenant's and its own). */
+  async listPauses(opts?: RequestOptions): Promise<ConnectorPause[]> {
+    return (await this.#t.json<{ pauses: ConnectorPause[] }>("listPauses", {}, opts)).pauses;
+  }
+
+  /** `POST /v1/connectors/{name}/pause`: stop every reactor starting its calls (system token). */
+  pauseConnector(name: string, pause: ConnectorPauseRequest, opts?: RequestOptions): Promise<ConnectorPause & { created: boolean }> {
+    return this.#t.json("pauseConnector", { params: { name }, body: pause }, opts);
+  }
+
+  /** `POST /v1/connectors/{name}/resume`: end its pause (system token). */
+  resumeConnector(name: string, resume: ConnectorPauseRequest, opts?: RequestOptions): Promise<{ connector: string; tenant_id: string; resumed: boolean }> {
+    return this.#t.json("resumeConnector", { params: { name }, body: resume }, opts);
   }
 
   // ---- Sagas

@@ -4,7 +4,7 @@
  * that is not declared here, and the conformance test holds this table to the document both ways.
  */
 import type {
-  CancelRunRequest, ConnectorDefinition, CreateRunRequest, DecisionRequest, EnqueueRequest,
+  CancelRunRequest, ConnectorDefinition, ConnectorPauseRequest, CreateRunRequest, DecisionRequest, EnqueueRequest,
   LimitRequest, MessageRequest, PauseRequest, ResolveRequest, SagaDefinition, SagaResolveRequest,
   SagaStartRequest, SubscriptionRequest, TurnHandlerRequest,
 } from "./types.js";
@@ -100,6 +100,9 @@ export const routes = {
   }),
   deleteLimit: route("DELETE", "/v1/connectors/{name}/limit"),
   resetLimit: route("POST", "/v1/connectors/{name}/limit/reset", { body: [] }),
+  listPauses: route("GET", "/v1/pauses"),
+  pauseConnector: route("POST", "/v1/connectors/{name}/pause", { body: fields<ConnectorPauseRequest>()("tenant_id", "reason", "actor") }),
+  resumeConnector: route("POST", "/v1/connectors/{name}/resume", { body: fields<ConnectorPauseRequest>()("tenant_id", "reason", "actor") }),
 
   putSagaDefinition: route("POST", "/v1/saga-definitions", {
     body: fields<SagaDefinition>()("name", "steps", "compensation_attempts", "created_at"),

@@ -237,6 +237,24 @@ export interface LimitState {
   waiting: number;
 }
 
+/** The body of `POST /v1/connectors/{name}/pause` and `.../resume`. */
+export interface ConnectorPauseRequest {
+  /** Only this tenant's effects; absent: every tenant's. */
+  tenant_id?: string;
+  reason: string;
+  actor?: string;
+}
+
+/** An operator's pause of a connector: no new call of it starts until it is resumed. */
+export interface ConnectorPause {
+  connector: string;
+  /** "" for every tenant's effects. */
+  tenant_id: string;
+  paused_by: string;
+  reason: string;
+  paused_at: string;
+}
+
 /** A step of a saga definition. */
 export interface SagaStepDefinition {
   name: string;

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { ConflictError, UnprocessableError, connectorHandler, toNodeListener, type ReckonClient, type ReckonEvent } from "@reckon/client";
+import { ConflictError, ReckonError, UnprocessableError, connectorHandler, toNodeListener, type ReckonClient, type ReckonEvent } from "@reckon/client";
 import { Stack, recorded, unique } from "./harness.js";
 import { checkRecorded } from "./conformance-check.js";
 
@@ -135,6 +135,20 @@ describe("connectors, limits, sagas, sessions, turn handlers, subscriptions", ()
     assert.ok((await client.listLimits()).limits.some((l) => l.connector === connector));
     assert.equal((await system.resetLimit(connector)).connector, connector);
     assert.deepEqual(await system.deleteLimit(connector), { connector, cleared: true });
+  });
+
+  test("pauses: pause, list, resume", async () => {
+    const paused = await system.pauseConnector(connector, { tenant_id: "acme", reason: "upstream maintenance", actor: "ann" });
+    assert.equal(paused.created, true);
+    assert.equal(paused.tenant_id, "acme");
+    assert.equal(paused.reason, "upstream maintenance");
+    assert.equal((await system.pauseConnector(connector, { tenant_id: "acme", reason: "again" })).created, false);
+    assert.ok((await client.listPauses()).some((p) => p.connector === connector && p.tenant_id === "acme"));
+    await assert.rejects(client.pauseConnector(connector, { reason: "a tenant's token" }), (x: unknown) => x instanceof ReckonError && x.status === 403);
+    await assert.rejects(system.pauseConnector(unique("nowhere"), { reason: "no such connector" }), (x: unknown) => x instanceof ReckonError && x.status === 404);
+    assert.equal((await system.resumeConnector(connector, { reason: "not paused for every tenant" })).resumed, false);
+    assert.deepEqual(await system.resumeConnector(connector, { tenant_id: "acme", reason: "done" }), { connector, tenant_id: "acme", resumed: true });
+    assert.ok(!(await system.listPauses()).some((p) => p.connector === connector));
   });
 
   test("saga definitions and sagas: define, list, get, start, list, get, resolve", async () => {

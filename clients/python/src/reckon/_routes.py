@@ -44,6 +44,7 @@ def _r(
 
 
 _DECISION = ("reason", "actor")
+_PAUSE = ("tenant_id", "reason", "actor")
 _LIMIT = ("rate", "per_ms", "burst", "max_in_flight", "per_tenant", "break_after", "break_for_ms", "reason")
 _CONNECTOR = (
     "name", "tags", "dispatch_url", "status_url", "compensate_url", "cancel_url", "business_key_fields",
@@ -86,6 +87,9 @@ ROUTES: tuple[Route, ...] = (
     _r("putLimit", "PUT", "/v1/connectors/{name}/limit", "put_limit", body=_LIMIT),
     _r("deleteLimit", "DELETE", "/v1/connectors/{name}/limit", "delete_limit"),
     _r("resetLimit", "POST", "/v1/connectors/{name}/limit/reset", "reset_limit"),
+    _r("listPauses", "GET", "/v1/pauses", "list_pauses"),
+    _r("pauseConnector", "POST", "/v1/connectors/{name}/pause", "pause_connector", body=_PAUSE),
+    _r("resumeConnector", "POST", "/v1/connectors/{name}/resume", "resume_connector", body=_PAUSE),
     # Sagas
     _r("putSagaDefinition", "POST", "/v1/saga-definitions", "put_saga_definition",
        body=("name", "steps", "compensation_attempts"), not_sent={"created_at": _READ_ONLY}),

@@ -369,6 +369,26 @@ class Client:
         result: JSONObject = self._do("resetLimit", {"name": connector}, request_key=request_key)
         return result
 
+    def list_pauses(self) -> list[JSONObject]:
+        """The operators' pauses of connectors the token sees (every tenant's and its own)."""
+        return list(self._do("listPauses").get("pauses", []))
+
+    def pause_connector(self, connector: str, reason: str, *, tenant_id: Optional[str] = None,
+                        actor: Optional[str] = None, request_key: Optional[str] = None) -> JSONObject:
+        """Stop every reactor starting the connector's calls (one tenant's with ``tenant_id``) until
+        it is resumed (a system token): the pause, with ``created`` false when it was paused already."""
+        result: JSONObject = self._do("pauseConnector", {"name": connector}, body=_body(
+            tenant_id=tenant_id, reason=reason, actor=actor), request_key=request_key)
+        return result
+
+    def resume_connector(self, connector: str, reason: str, *, tenant_id: Optional[str] = None,
+                         actor: Optional[str] = None, request_key: Optional[str] = None) -> JSONObject:
+        """End the connector's pause (of every tenant, or ``tenant_id``'s): ``{"connector",
+        "tenant_id", "resumed"}``."""
+        result: JSONObject = self._do("resumeConnector", {"name": connector}, body=_body(
+            tenant_id=tenant_id, reason=reason, actor=actor), request_key=request_key)
+        return result
+
     # -- sagas ---------------------------------------------------------------------------
 
     def put_saga_definition(self, name: str, steps: Sequence[Mapping[str, Any]], *,

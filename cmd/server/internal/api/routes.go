@@ -41,6 +41,12 @@ func (s *Server) routes() {
 	s.handleAction("DELETE /v1/connectors/{name}/limit", s.deleteLimit, admitSystem)
 	s.handleAction("POST /v1/connectors/{name}/limit/reset", s.resetLimit, admitSystem)
 
+	// Operators' pauses of connectors (effects.Client.PauseConnector), shared like the limits: any
+	// token reads (a tenant token sees no other tenant's pauses), system tokens pause and resume.
+	s.handleQuery("GET /v1/pauses", s.listPauses, admitSystem)
+	s.handleAction("POST /v1/connectors/{name}/pause", s.pauseConnector, admitSystem)
+	s.handleAction("POST /v1/connectors/{name}/resume", s.resumeConnector, admitSystem)
+
 	// Sagas (section 6): definitions shared by every tenant (any token reads, system tokens
 	// write), sagas per tenant.
 	s.handleMutation("POST /v1/saga-definitions", s.putSagaDefinition, admitSystem)

@@ -91,6 +91,14 @@ var limitNotices = map[string]struct {
 		func(s ops.ConnectorSummary) bool { return !s.Throttled() }},
 	"not-throttled": {"Nothing to reset: no pause, open circuit or failure.",
 		func(s ops.ConnectorSummary) bool { return !s.Throttled() }},
+	"paused": {"Paused: no reactor starts a call of it until an operator resumes it; calls in flight finish.",
+		func(s ops.ConnectorSummary) bool { return len(s.Pauses) > 0 }},
+	"already-paused": {"It was paused already: that pause stands as it was.",
+		func(s ops.ConnectorSummary) bool { return len(s.Pauses) > 0 }},
+	"resumed": {"Resumed: no pause holds its calls now; the effects it held go out.",
+		func(s ops.ConnectorSummary) bool { return len(s.Pauses) == 0 }},
+	"not-paused": {"There was no such pause to resume.",
+		func(ops.ConnectorSummary) bool { return true }},
 }
 
 // connectorPage shows a connector: its limits (its own, the operator's, its keys' state) with the
@@ -151,6 +159,40 @@ func (c *Console) changeLimit(change limitChange, done, nothing string) func(*re
 	}
 }
 
+// pauseConnector pauses the connector of the path from the form (tenant: "" for every tenant).
+func (c *Console) pauseConnector(req *request) error {
+	name := req.PathValue("name")
+	_, created, err := c.ops.PauseConnector(req.ctx(), req.scope, name, req.PostForm.Get("tenant"), req.actor(), req.PostForm.Get("reason"))
+	if err != nil {
+		return pauseError(err)
+	}
+	if !created {
+		return req.redirect(connectorPath(name, "already-paused"))
+	}
+	return req.redirect(connectorPath(name, "paused"))
+}
+
+// resumeConnector ends the pause of the connector of the path named by the form's tenant.
+func (c *Console) resumeConnector(req *request) error {
+	name := req.PathValue("name")
+	resumed, err := c.ops.ResumeConnector(req.ctx(), req.scope, name, req.PostForm.Get("tenant"), req.actor(), req.PostForm.Get("reason"))
+	if err != nil {
+		return pauseError(err)
+	}
+	if !resumed {
+		return req.redirect(connectorPath(name, "not-paused"))
+	}
+	return req.redirect(connectorPath(name, "resumed"))
+}
+
+// pauseError makes ops.ErrSharedPause a 403.
+func pauseError(err error) error {
+	if errors.Is(err, ops.ErrSharedPause) {
+		return forbidden("A connector's upstream is shared by every tenant: only an operator of all tenants may pause or resume it.")
+	}
+	return err
+}
+
 // limitError makes ops.ErrSharedLimit a 403.
 func limitError(err error) error {
 	if errors.Is(err, ops.ErrSharedLimit) {
@@ -160,7 +202,7 @@ func limitError(err error) error {
 }
 
 // Throttle says in a word or two why no call goes out, "" when calls do: "paused", "circuit open",
-// "circuit half open", or more of them joined.
+// "circuit half open", or more of them joined. An operator's pause is OperatorPause's.
 func (r connectorRow) Throttle() string {
 	var paused, open, halfOpen bool
 	for _, s := range r.LimitStates {
@@ -178,4 +220,17 @@ func (r connectorRow) Throttle() string {
 		}
 	}
 	return strings.Join(words, ", ")
+}
+
+// OperatorPause says whose calls an operator's pause holds, "" when none does: "every tenant",
+// or "tenant a, tenant b".
+func (r connectorRow) OperatorPause() string {
+	var whose []string
+	for _, p := range r.Pauses {
+		if p.TenantID == "" {
+			return "every tenant"
+		}
+		whose = append(whose, "tenant "+p.TenantID)
+	}
+	return strings.Join(whose, ", ")
 }

@@ -127,6 +127,8 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.Handle("POST /console/connectors/{name}/limit", c.action(roleOperator, c.setLimit))
 	mux.Handle("POST /console/connectors/{name}/limit/clear", c.action(roleOperator, c.changeLimit(c.ops.ClearLimit, "cleared", "not-set")))
 	mux.Handle("POST /console/connectors/{name}/limit/reset", c.action(roleOperator, c.changeLimit(c.ops.ResetLimit, "reset", "not-throttled")))
+	mux.Handle("POST /console/connectors/{name}/pause", c.action(roleOperator, c.pauseConnector))
+	mux.Handle("POST /console/connectors/{name}/resume", c.action(roleOperator, c.resumeConnector))
 	mux.Handle("GET /console/operators", c.view(roleAdmin, c.operatorList))
 	mux.Handle("POST /console/operators/{name}/revoke", c.action(roleAdmin, c.revokeOperator))
 	mux.Handle("/console/", c.view(roleViewer, func(*request) error { return errNotFound }))

@@ -41,6 +41,9 @@ type ConnectorSummary struct {
 	// LimitStates is the state of its limit keys that were ever used: the shared key (TenantID "")
 	// and, for a limit per tenant, the keys of the tenants in scope.
 	LimitStates []effects.LimitState
+	// Pauses are the operators' pauses of it in scope (effects.Client.PauseConnector): of every
+	// tenant (TenantID "") and of the tenants in scope.
+	Pauses []effects.ConnectorPause
 }
 
 // Throttled reports whether one of its limit keys is paused or has its circuit open or half open:
@@ -53,7 +56,8 @@ func (s ConnectorSummary) Throttled() bool {
 
 // Connectors lists, by name, the connectors registered in the effects client, the HTTP connectors
 // stored in the database, the connectors whose effects in scope changed state in the last hour,
-// and those with an operator's limit or a limit key in scope, each with its limits.
+// and those with an operator's limit, a limit key or an operator's pause in scope, each with its
+// limits and pauses.
 func (o *Ops) Connectors(ctx context.Context, scope Scope) ([]ConnectorSummary, error) {
 	byName := map[string]*ConnectorSummary{}
 	summary := func(name string) *ConnectorSummary {
@@ -110,6 +114,9 @@ func (o *Ops) Connectors(ctx context.Context, scope Scope) ([]ConnectorSummary, 
 		summary(row.Connector).Outcomes[effects.State(row.ToState)] = row.Count
 	}
 	if err := o.addLimits(ctx, scope, summary); err != nil {
+		return nil, err
+	}
+	if err := o.addPauses(ctx, scope, summary); err != nil {
 		return nil, err
 	}
 	out := make([]ConnectorSummary, 0, len(byName))
