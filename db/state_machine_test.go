@@ -254,3 +254,48 @@ func TestAuditIsAppendOnly(t *testing.T) {
 		})
 	}
 }
+
+// FAILED -> PENDING (a redrive, 0037) is the one transition that depends on its writer: the
+// trigger allows it to an operator actor only. Any other actor, by any statement, is refused, and
+// nothing is written.
+func TestStateMachineRedriveOnlyByOperator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, q, effect := setupEffect(t)
+	_, err := transition(ctx, q, effect.ID, pending, failed, "rejected")
+	require.NoError(t, err)
+	before := auditOf(t, q, effect.ID)
+
+	for _, actor := range []string{"tester", "reactor:r1", "operator", "operator:", "api:token/operator:x", "OPERATOR:alice"} {
+		_, err := pool.Exec(ctx, `UPDATE reckon_effects SET state = 'PENDING', transition_actor = $2, transition_reason = 'again'
+			WHERE id = $1`, effect.ID, actor)
+		requireTransitionRefused(t, err, fmt.Sprintf("illegal effect transition FAILED -> PENDING (effect %s): only an operator redrives", effect.ID))
+	}
+	_, err = pool.Exec(ctx, `UPDATE reckon_effects SET state = 'PENDING' WHERE id = $1`, effect.ID)
+	requireTransitionRefused(t, err, "only an operator redrives")
+	stored, err := q.EffectGetByID(ctx, effect.ID)
+	require.NoError(t, err)
+	require.Equal(t, failed, stored.State)
+	require.Equal(t, before, auditOf(t, q, effect.ID), "a refused redrive writes no audit row")
+
+	// An operator may; the audit row names them. Without a reason it is still refused.
+	_, err = pool.Exec(ctx, `UPDATE reckon_effects SET state = 'PENDING', transition_actor = 'operator:alice' WHERE id = $1`, effect.ID)
+	requireTransitionRefused(t, err, "needs transition_actor and transition_reason")
+	_, err = pool.Exec(ctx, `UPDATE reckon_effects SET state = 'PENDING', transition_actor = 'operator:alice', transition_reason = 'outage over'
+		WHERE id = $1`, effect.ID)
+	require.NoError(t, err)
+	after := auditOf(t, q, effect.ID)
+	require.Len(t, after, len(before)+1)
+	row := after[len(after)-1]
+	require.Equal(t, failed, *row.FromState)
+	require.Equal(t, pending, row.ToState)
+	require.Equal(t, "operator:alice", row.Actor)
+	require.Equal(t, "outage over", row.Reason)
+
+	// CONFIRMED stays terminal for operators too.
+	_, err = transition(ctx, q, effect.ID, pending, confirmed, "done")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE reckon_effects SET state = 'PENDING', transition_actor = 'operator:alice', transition_reason = 'again'
+		WHERE id = $1`, effect.ID)
+	requireTransitionRefused(t, err, "illegal effect transition CONFIRMED -> PENDING")
+}

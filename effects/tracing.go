@@ -43,6 +43,7 @@ const (
 	spanConnectorCancel     = "reckon.connector.cancel"
 	spanResolve             = "reckon.resolve"
 	spanCancel              = "reckon.cancel"
+	spanRedrive             = "reckon.redrive"
 	spanRiverWorkPrefix     = "river.work "
 )
 

@@ -29,6 +29,11 @@ server effects resolve ID -to CONFIRMED|FAILED|PENDING -reason R [-actor A]
                                         decide a STUCK effect
 server effects resolve -all [filters] -to STATE -reason R (-dry-run | -yes) [-actor A]
                                         decide every STUCK effect the filters match
+server effects redrive ID -reason R [-actor A]
+                                        send a FAILED effect again: PENDING, same idempotency key,
+                                        fresh attempt budget
+server effects redrive -all [filters] -reason R (-dry-run | -yes) [-actor A]
+                                        redrive every FAILED effect the filters match
 server effects cancel ID -reason R [-actor A]
                                         fail a PENDING effect never attempted
 server effects confirm ID -reason R [-actor A]
@@ -40,11 +45,11 @@ filters: -tenant T -state S -connector C -idempotency-key K -business-key K -run
          -created-after TIME -created-before TIME (RFC 3339)
 The audit trail records the actor as operator:cli:{OS user}, or operator:{A} with -actor A.`
 
-// effectFilterFlags are the filters of `server effects list` and `resolve -all`, by the names of
+// effectFilterFlags are the filters of `server effects list`, `resolve -all` and `redrive -all`, by the names of
 // ops.ParseEffectFilter (flags use '-' where it has '_').
 var effectFilterFlags = []string{"tenant", "state", "connector", "idempotency_key", "business_key", "run", "turn", "created_after", "created_before"}
 
-// runEffects: server effects list | show | awaiting | resolve | cancel | confirm | decline.
+// runEffects: server effects list | show | awaiting | resolve | redrive | cancel | confirm | decline.
 func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, err := newCommand("server effects", effectsUsage, args, stdout)
 	if err != nil {
@@ -75,7 +80,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if filter, err = parseEffectFilterFlags(filters, limit, after); err != nil {
 			return cmd.opsError(err)
 		}
-	} else if cmd.action == "resolve" {
+	} else if cmd.action == "resolve" || cmd.action == "redrive" {
 		for name, value := range filters {
 			if *value != "" {
 				return fmt.Errorf("%w: -%s filters effects for -all; with an ID it does not apply", errUsage, strings.ReplaceAll(name, "_", "-"))
@@ -95,7 +100,8 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	if bulk && !*dryRun && !*yes {
-		return fmt.Errorf("%w: -all changes every STUCK effect the filters match: add -dry-run to list them, then -yes to resolve them", errUsage)
+		return fmt.Errorf("%w: -all changes every %s effect the filters match: add -dry-run to list them, then -yes to %s them",
+			errUsage, map[string]string{"resolve": "STUCK", "redrive": "FAILED"}[cmd.action], cmd.action)
 	}
 	who := ""
 	if actor != nil {
@@ -128,6 +134,9 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 					return err
 				}
 				return printEvidence(stdout, *output, ev)
+			case bulk && cmd.action == "redrive":
+				filter.Scope = all
+				return redriveAll(ctx, o, filter, *dryRun, who, *reason, *output, stdout)
 			case bulk:
 				filter.Scope = all
 				return resolveAll(ctx, o, filter, *dryRun, to2, who, *reason, *output, stdout)
@@ -163,12 +172,15 @@ func defineEffectsFlags(fs *flag.FlagSet, action string) (*effectsFlags, bool) {
 		f.limit = fs.String("limit", "", fmt.Sprintf("effects per page (default %d, at most %d)", ops.DefaultLimit, ops.MaxLimit))
 		f.after = fs.String("after", "", "the cursor printed after the previous page")
 	case "show":
-	case "resolve", "cancel", "confirm", "decline":
+	case "resolve", "redrive", "cancel", "confirm", "decline":
 		if action == "resolve" {
 			f.to = fs.String("to", "", "the decision: CONFIRMED (it happened), FAILED (it did not) or PENDING (dispatch it again)")
-			f.all = fs.Bool("all", false, "resolve every STUCK effect the filters match instead of one ID")
-			f.dryRun = fs.Bool("dry-run", false, "with -all: list the effects that would be resolved, change nothing")
-			f.yes = fs.Bool("yes", false, "with -all: resolve them (required without -dry-run)")
+		}
+		if action == "resolve" || action == "redrive" {
+			state := map[string]string{"resolve": "STUCK", "redrive": "FAILED"}[action]
+			f.all = fs.Bool("all", false, action+" every "+state+" effect the filters match instead of one ID")
+			f.dryRun = fs.Bool("dry-run", false, "with -all: list the effects that would be "+action+"d, change nothing")
+			f.yes = fs.Bool("yes", false, "with -all: "+action+" them (required without -dry-run)")
 			addFilters()
 		}
 		f.reason = fs.String("reason", "", "why (required; recorded in the audit trail)")
@@ -183,7 +195,7 @@ func defineEffectsFlags(fs *flag.FlagSet, action string) (*effectsFlags, bool) {
 // awaiting and resolve -all takes (wantID false for those).
 func parseEffectArgs(cmd *command) (rawID string, wantID bool, err error) {
 	wantID = cmd.action != "list" && cmd.action != "awaiting"
-	if cmd.action == "resolve" {
+	if cmd.action == "resolve" || cmd.action == "redrive" {
 		// -all takes the place of the ID; look for it before parsing, as parseWithID needs to know.
 		for _, a := range cmd.args {
 			if a == "-all" || a == "--all" || a == "-all=true" || a == "--all=true" {
@@ -226,15 +238,40 @@ func resolveAll(ctx context.Context, o *ops.Ops, filter ops.EffectFilter, dryRun
 	if total > len(matched) {
 		return fmt.Errorf("%d STUCK effects match, more than %d at once: narrow the filters", total, ops.MaxBulk)
 	}
-	ids := make([]uuid.UUID, len(matched))
-	for i, e := range matched {
-		ids[i] = e.ID
-	}
-	result, err := o.ResolveMany(ctx, filter.Scope, ids, to, who, reason)
+	result, err := o.ResolveMany(ctx, filter.Scope, effectIDs(matched), to, who, reason)
 	if err != nil {
 		return err
 	}
 	return printBulk(stdout, output, result, to)
+}
+
+// redriveAll is `server effects redrive -all`: it lists the FAILED effects filter matches that a
+// redrive does not refuse by their record (at most ops.MaxBulk) with dryRun, else redrives them.
+func redriveAll(ctx context.Context, o *ops.Ops, filter ops.EffectFilter, dryRun bool, who, reason, output string, stdout io.Writer) error {
+	matched, total, err := o.PreviewRedrive(ctx, filter, ops.MaxBulk)
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		return printPreview(stdout, output, matched, total, "")
+	}
+	if total > len(matched) {
+		return fmt.Errorf("more than %d FAILED effects match: narrow the filters", ops.MaxBulk)
+	}
+	result, err := o.RedriveMany(ctx, filter.Scope, effectIDs(matched), who, reason)
+	if err != nil {
+		return err
+	}
+	return printBulk(stdout, output, result, "")
+}
+
+// effectIDs are the ids of list, in its order.
+func effectIDs(list []*effects.Effect) []uuid.UUID {
+	ids := make([]uuid.UUID, len(list))
+	for i, e := range list {
+		ids[i] = e.ID
+	}
+	return ids
 }
 
 // decideEffect is `server effects resolve|cancel|confirm|decline ID`, on every tenant's effects.
@@ -247,6 +284,9 @@ func decideEffect(ctx context.Context, o *ops.Ops, action string, id uuid.UUID, 
 	case "resolve":
 		e, err = o.Resolve(ctx, all, id, to, who, reason)
 		done = "resolved effect %s %s\n"
+	case "redrive":
+		e, err = o.Redrive(ctx, all, id, who, reason)
+		done = "redrove effect %s (%s): the reactors dispatch it again\n"
 	case "cancel":
 		e, err = o.Cancel(ctx, all, id, who, reason)
 		done = "cancelled effect %s (%s)\n"
@@ -438,8 +478,12 @@ func printEvidence(w io.Writer, output string, ev *ops.Evidence) error {
 	return tw.Flush()
 }
 
-// printPreview prints what resolve -all -dry-run would do: the count, then the effects.
+// printPreview prints what resolve -all -dry-run (to the decision) or redrive -all -dry-run (to
+// "") would do: the count, then the effects.
 func printPreview(w io.Writer, output string, list []*effects.Effect, total int, to effects.State) error {
+	if to == "" {
+		return printRedrivePreview(w, output, list, total)
+	}
 	if output == "json" {
 		return printJSON(w, struct {
 			WouldResolve int               `json:"would_resolve"`
@@ -456,7 +500,42 @@ func printPreview(w io.Writer, output string, list []*effects.Effect, total int,
 	return tw.Flush()
 }
 
+// printRedrivePreview prints what redrive -all -dry-run would do: the count, then the effects.
+func printRedrivePreview(w io.Writer, output string, list []*effects.Effect, total int) error {
+	if output == "json" {
+		return printJSON(w, struct {
+			WouldRedrive int               `json:"would_redrive"`
+			Effects      []*api.EffectJSON `json:"effects"`
+		}{total, effectsToJSON(list)})
+	}
+	more := ""
+	if total > len(list) {
+		more = "more than "
+	}
+	fmt.Fprintf(w, "%s%d effects would be redriven\n", more, len(list))
+	tw := newTable(w, "ID\tTENANT\tCONNECTOR\tIDEMPOTENCY KEY\tFAILED AT\tATTEMPTS\tERROR")
+	for _, e := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", e.ID, e.TenantID, e.Connector, e.IdempotencyKey,
+			e.UpdatedAt.UTC().Format(time.RFC3339), e.Attempts, e.MaxAttempts, oneLine(e.Error))
+	}
+	return tw.Flush()
+}
+
+// printBulk prints what resolve -all -yes (to the decision) or redrive -all -yes (to "") did.
 func printBulk(w io.Writer, output string, result *ops.BulkResult, to effects.State) error {
+	if to == "" {
+		if output == "json" {
+			return printJSON(w, struct {
+				Redriven []uuid.UUID          `json:"redriven"`
+				Skipped  map[uuid.UUID]string `json:"skipped"`
+			}{result.Resolved, result.Skipped})
+		}
+		fmt.Fprintf(w, "redrove %d effects\n", len(result.Resolved))
+		for id, why := range result.Skipped {
+			fmt.Fprintf(w, "skipped %s: %s\n", id, why)
+		}
+		return nil
+	}
 	if output == "json" {
 		return printJSON(w, struct {
 			Resolved []uuid.UUID          `json:"resolved"`

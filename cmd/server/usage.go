@@ -21,7 +21,8 @@ commands:
   operators   operator accounts: add -name N -role viewer|operator|admin [-tenants a,b] |
               list [-json] | revoke NAME
   effects     operators' view and actions: list [filters] | show ID | resolve ID -to S -reason R |
-              resolve -all [filters] -to S -reason R -dry-run|-yes | cancel ID -reason R
+              resolve -all [filters] -to S -reason R -dry-run|-yes | cancel ID -reason R |
+              redrive ID -reason R | redrive -all [filters] -reason R -dry-run|-yes
   connectors  HTTP connectors: put -f FILE | list [-json] | delete -name NAME |
               operators' limits: limit show [NAME] | limit set NAME [-rate N -per D …] |
               limit clear NAME | limit reset NAME

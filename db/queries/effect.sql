@@ -180,6 +180,14 @@ RETURNING inconclusive_checks;
 -- Gives a STUCK effect that an operator sends back to PENDING a fresh attempt budget.
 UPDATE reckon_effects SET attempts = 0 WHERE id = @id AND state = 'STUCK';
 
+-- name: EffectRedriveReset :exec
+-- Prepares a FAILED effect that an operator redrives for a dispatch like a fresh enqueue's: a fresh
+-- attempt budget, and no trace of an earlier acceptance upstream (correlation id, deadline), which
+-- the new attempt replaces. Not a transition: the caller's EffectSettle, in the same transaction,
+-- moves it to PENDING.
+UPDATE reckon_effects SET attempts = 0, correlation_id = NULL, deadline_at = NULL
+WHERE id = @id AND state = 'FAILED';
+
 -- name: EffectSetJob :one
 -- Hands an unresolved effect to a new job without a transition (the sweeper replacing a lost
 -- reconcile job).

@@ -1589,6 +1589,20 @@ func (q *Queries) EffectOrderLock(ctx context.Context, arg EffectOrderLockParams
 	return err
 }
 
+const effectRedriveReset = `-- name: EffectRedriveReset :exec
+UPDATE reckon_effects SET attempts = 0, correlation_id = NULL, deadline_at = NULL
+WHERE id = $1 AND state = 'FAILED'
+`
+
+// Prepares a FAILED effect that an operator redrives for a dispatch like a fresh enqueue's: a fresh
+// attempt budget, and no trace of an earlier acceptance upstream (correlation id, deadline), which
+// the new attempt replaces. Not a transition: the caller's EffectSettle, in the same transaction,
+// moves it to PENDING.
+func (q *Queries) EffectRedriveReset(ctx context.Context, id uuid.UUID) error {
+	_, err := q.db.Exec(ctx, effectRedriveReset, id)
+	return err
+}
+
 const effectResetAttempts = `-- name: EffectResetAttempts :exec
 UPDATE reckon_effects SET attempts = 0 WHERE id = $1 AND state = 'STUCK'
 `

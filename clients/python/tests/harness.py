@@ -161,7 +161,8 @@ class Bank:
     """A fake upstream that honours idempotency keys: its state is what the tests assert on.
 
     The effect's args choose its behaviour: ``mode`` ok | reject | retry | drop | accept |
-    fail_then_ok | unsure.
+    fail_then_ok | unsure | reject_once (rejected at its first dispatch, performed at the next: an
+    outage, then a redrive).
     """
 
     performed: dict[str, Any] = field(default_factory=dict)
@@ -184,6 +185,12 @@ class Bank:
                 return self.performed[call.idempotency_key]
         if mode == "reject":
             raise Rejected(f"refused: {call.args.get('why', 'no')}")
+        if mode == "reject_once":
+            with self.lock:
+                mine = [k for (k, key, _) in self.calls if k == "dispatch" and key == call.idempotency_key]
+                first = mine == ["dispatch"]
+            if first:
+                raise Rejected("refused: outage")
         if mode == "retry" and call.attempt == 1:
             raise Retryable("busy", after=1)
         if mode == "accept":

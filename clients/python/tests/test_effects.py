@@ -136,3 +136,23 @@ def test_one_client_shared_by_threads(client: reckon.Client, connectors: dict[st
     assert len({e["id"] for e in first}) == 200 and not any(e["deduplicated"] for e in first)
     assert [e["id"] for e in again] == [e["id"] for e in first] and all(e["deduplicated"] for e in again)
     assert client.wait_run(run, timeout=60)["effects"] == {"CONFIRMED": 200}
+
+
+def test_redrive(client: reckon.Client, connectors: dict[str, str], bank: Bank) -> None:
+    key = unique("rd")
+    e = client.enqueue(connectors["wsgi"], idempotency_key=key, args={"mode": "reject_once"})
+    failed = client.wait(e["id"], timeout=30)
+    assert failed["state"] == "FAILED" and "outage" in failed["error"]
+    redriven = client.redrive_effect(e["id"], "outage over", actor="alice")
+    assert redriven["state"] == "PENDING" and redriven["attempts"] == 0 and redriven["idempotency_key"] == key
+    done = client.wait(e["id"], timeout=30)
+    assert done["state"] == "CONFIRMED" and bank.performs[key] == 1
+    with pytest.raises(reckon.Conflict) as err:
+        client.redrive_effect(e["id"], "again")
+    assert err.value.code == "not_failed"
+
+    held = client.enqueue(connectors["wsgi"], idempotency_key=unique("rd"), require_confirmation=True)
+    client.decline_effect(held["id"], "no")
+    with pytest.raises(reckon.Conflict) as err:
+        client.redrive_effect(held["id"], "again")
+    assert err.value.code == "redrive_declined"

@@ -158,6 +158,15 @@ export class ReckonClient {
   }
 
   /**
+   * `POST /v1/effects/{id}/redrive`: a FAILED effect becomes PENDING again, with the same
+   * idempotency key and a fresh attempt budget. Refused (409) with `not_failed`,
+   * `redrive_compensation`, `redrive_declined`, `redrive_owned`, `run_cancelled`, `run_halted`.
+   */
+  redriveEffect(id: string, req: DecisionRequest, opts?: RequestOptions): Promise<Effect> {
+    return this.#t.json("redriveEffect", { params: { id }, body: req }, opts);
+  }
+
+  /**
    * Waits until an effect is settled (CONFIRMED, FAILED or STUCK), or `until` holds. Wakes on the
    * event stream's events of the effect and polls with backoff besides, so a broken stream only
    * slows it down.

@@ -67,6 +67,7 @@ export const routes = {
   cancelEffect: route("POST", "/v1/effects/{id}/cancel", { body: decision }),
   confirmEffect: route("POST", "/v1/effects/{id}/confirm", { body: decision }),
   declineEffect: route("POST", "/v1/effects/{id}/decline", { body: decision }),
+  redriveEffect: route("POST", "/v1/effects/{id}/redrive", { body: decision }),
 
   callback: route("POST", "/v1/callbacks/{correlation_id}", {
     headers: ["Idempotency-Key", "Reckon-Effect-Id", "Reckon-Signature"],

@@ -102,6 +102,27 @@ describe("effects", () => {
     await assert.rejects(client.resolveEffect(held4.id, { to: "PENDING", reason: "again" }), (e: unknown) => e instanceof ConflictError && e.code === "not_stuck");
   });
 
+  test("redrive: a FAILED effect is sent again; a declined one and a settled one are refused", async () => {
+    const { Rejected } = await import("@reckon/client");
+    const seen = new Set<string>();
+    const url = await stack.serve(toNodeListener(connectorHandler({
+      dispatch: (c) => { if (!seen.has(c.idempotencyKey)) { seen.add(c.idempotencyKey); throw new Rejected("outage"); } return { ok: true }; },
+    })));
+    const flaky = unique("ts.flaky");
+    await system.putConnector({ name: flaky, tags: ["write", "idempotent"], dispatch_url: `${url}/dispatch` });
+    await stack.reactorKnows(flaky);
+    const e = await client.enqueue({ connector: flaky, idempotency_key: unique("rd"), args: {} });
+    assert.equal((await client.waitForEffect(e.id)).state, "FAILED");
+    const redriven = await client.redriveEffect(e.id, { reason: "outage over", actor: "alice" });
+    assert.equal(redriven.state, "PENDING");
+    assert.equal(redriven.attempts, 0);
+    assert.equal((await client.waitForEffect(e.id)).state, "CONFIRMED");
+    await assert.rejects(client.redriveEffect(e.id, { reason: "again" }), (x: unknown) => x instanceof ConflictError && x.code === "not_failed");
+    const held = await client.enqueue({ connector, idempotency_key: unique("h"), args: {}, require_confirmation: true });
+    await client.declineEffect(held.id, { reason: "no" });
+    await assert.rejects(client.redriveEffect(held.id, { reason: "again" }), (x: unknown) => x instanceof ConflictError && x.code === "redrive_declined");
+  });
+
   test("a callback with the tenant token settles an accepted effect; a different repeat is callback_conflict", async () => {
     const url = await stack.serve(toNodeListener(connectorHandler({ dispatch: async () => { const { Accepted } = await import("@reckon/client"); throw new Accepted("corr-" + randomUUID()); } })));
     const name = unique("ts.acc");

@@ -69,6 +69,7 @@ ROUTES: tuple[Route, ...] = (
     _r("cancelEffect", "POST", "/v1/effects/{id}/cancel", "cancel_effect", body=_DECISION),
     _r("confirmEffect", "POST", "/v1/effects/{id}/confirm", "confirm_effect", body=_DECISION),
     _r("declineEffect", "POST", "/v1/effects/{id}/decline", "decline_effect", body=_DECISION),
+    _r("redriveEffect", "POST", "/v1/effects/{id}/redrive", "redrive_effect", body=_DECISION),
     # Callbacks: with a tenant token, or signed with the effect's callback secret.
     _r("callback", "POST", "/v1/callbacks/{correlation_id}", "callback",
        headers=("Reckon-Effect-Id", "Reckon-Signature"), body=("result", "error")),

@@ -122,6 +122,7 @@ class AsyncClient:
     cancel_effect = _async(Client.cancel_effect)
     confirm_effect = _async(Client.confirm_effect)
     decline_effect = _async(Client.decline_effect)
+    redrive_effect = _async(Client.redrive_effect)
     wait = _async(Client.wait)
     callback = _async(Client.callback)
     create_run = _async(Client.create_run)

@@ -210,6 +210,17 @@ class Client:
                                       request_key=request_key)
         return result
 
+    def redrive_effect(self, effect_id: str, reason: str, *, actor: Optional[str] = None,
+                       request_key: Optional[str] = None) -> JSONObject:
+        """Redrive a FAILED effect: PENDING again, same idempotency key, fresh attempt budget.
+
+        Refused with :class:`Conflict` codes ``not_failed``, ``redrive_compensation``,
+        ``redrive_declined``, ``redrive_owned``, ``run_cancelled`` and ``run_halted``.
+        """
+        result: JSONObject = self._do("redriveEffect", {"id": effect_id}, body=_body(reason=reason, actor=actor),
+                                      request_key=request_key)
+        return result
+
     def wait(self, effect_id: str, *, timeout: float = 60.0,
              until: Callable[[JSONObject], bool] = lambda e: bool(e.get("state") in SETTLED_STATES),
              events: bool = True) -> JSONObject:

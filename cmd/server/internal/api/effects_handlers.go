@@ -454,6 +454,12 @@ func (s *Server) declineEffect(ctx context.Context, tx pgx.Tx, call *Call) (int,
 	return s.decide(ctx, tx, call, s.effects.DeclineTx)
 }
 
+// redriveEffect: POST /v1/effects/{id}/redrive. The FAILED effect is PENDING again, dispatched
+// with the same idempotency key and a fresh attempt budget (effects.Client.RedriveTx).
+func (s *Server) redriveEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, any, error) {
+	return s.decide(ctx, tx, call, s.effects.RedriveTx)
+}
+
 func (s *Server) decide(ctx context.Context, tx pgx.Tx, call *Call,
 	decide func(context.Context, pgx.Tx, uuid.UUID, string, string, *effects.OperatorOpts) (*effects.Effect, error)) (int, any, error) {
 	var req decisionRequest
@@ -487,5 +493,27 @@ func operatorError(err error) error {
 	case errors.Is(err, effects.ErrNotCancellable):
 		return errorf(http.StatusConflict, codeNotCancellable, "%v; only a PENDING effect that was never attempted can be cancelled", strings.TrimPrefix(err.Error(), "effects: "))
 	}
-	return err
+	return redriveError(err)
+}
+
+// redriveError maps a redrive's refusals (effects.Client.Redrive) to 409s; anything else is err.
+func redriveError(err error) error {
+	code := ""
+	switch {
+	case errors.Is(err, effects.ErrNotFailed):
+		code = codeNotFailed
+	case errors.Is(err, effects.ErrRedriveCompensation):
+		code = codeRedriveCompensation
+	case errors.Is(err, effects.ErrRedriveDeclined):
+		code = codeRedriveDeclined
+	case errors.Is(err, effects.ErrRedriveOwned):
+		code = codeRedriveOwned
+	case errors.Is(err, effects.ErrRunCancelled):
+		code = codeRunCancelled
+	case errors.Is(err, effects.ErrRunMaxFailures):
+		code = codeRunHalted
+	default:
+		return err
+	}
+	return errorf(http.StatusConflict, code, "%v", strings.TrimPrefix(err.Error(), "effects: "))
 }

@@ -56,6 +56,10 @@ const (
 	codeInvalidTurnHandler   = "invalid_turn_handler"      // 400: a turn handler URL or timeout that cannot be stored
 	codeRunHalted            = "run_halted"                // 409: the run refuses effects: its max_steps or max_consecutive_failures is reached
 	codeRunCancelled         = "run_cancelled"             // 409: the run was cancelled: it refuses effects
+	codeNotFailed            = "not_failed"                // 409: redrive of an effect that is not FAILED
+	codeRedriveCompensation  = "redrive_compensation"      // 409: redrive of a compensation (its original's owner enqueues another)
+	codeRedriveDeclined      = "redrive_declined"          // 409: redrive of an effect whose confirmation was declined or expired
+	codeRedriveOwned         = "redrive_owned"             // 409: redrive of an owned effect (a saga step): its saga has acted on the failure
 	codeInternal             = "internal"                  // 500
 	codeNotImplemented       = "not_implemented"           // 501: a feature this server was not configured with
 	codeUnavailable          = "unavailable"               // 503: the request ended while waiting for the busy server, or it is stopping

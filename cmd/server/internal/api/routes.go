@@ -17,6 +17,7 @@ func (s *Server) routes() {
 	s.handleMutation("POST /v1/effects/{id}/cancel", s.cancelEffect)
 	s.handleMutation("POST /v1/effects/{id}/confirm", s.confirmEffect)
 	s.handleMutation("POST /v1/effects/{id}/decline", s.declineEffect)
+	s.handleMutation("POST /v1/effects/{id}/redrive", s.redriveEffect)
 
 	// Async effects and runs (docs/async.md).
 	s.handleAction("POST /v1/callbacks/{correlation_id}", s.callback)

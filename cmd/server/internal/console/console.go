@@ -112,6 +112,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.Handle("POST /console/effects/{id}/cancel", c.action(roleOperator, c.decideEffect(c.ops.Cancel, "cancelled")))
 	mux.Handle("POST /console/effects/{id}/confirm", c.action(roleOperator, c.decideEffect(c.ops.Confirm, "confirmed")))
 	mux.Handle("POST /console/effects/{id}/decline", c.action(roleOperator, c.decideEffect(c.ops.Decline, "declined")))
+	mux.Handle("POST /console/effects/{id}/redrive", c.action(roleOperator, c.decideEffect(c.ops.Redrive, "redriven")))
 	mux.Handle("GET /console/bulk", c.view(roleOperator, c.bulkPreview))
 	mux.Handle("POST /console/bulk", c.action(roleOperator, c.bulkResolve))
 	mux.Handle("GET /console/sagas", c.view(roleViewer, c.sagaList))

@@ -121,6 +121,8 @@ type effectListData struct {
 	Effects []*effects.Effect
 	Next    string
 	Bulk    string // the bulk preview of this filter, when it lists STUCK effects
+	// Redrive is the bulk redrive preview of this filter, when it lists FAILED effects.
+	Redrive string
 }
 
 // effectFilterFields are the query parameters of the effects page's filter.
@@ -151,6 +153,15 @@ func (c *Console) effectList(req *request) error {
 		}
 		data.Bulk = "/console/bulk?" + bulk.Encode()
 	}
+	if filter.State == effects.StateFailed && len(list) > 0 {
+		bulk := url.Values{"action": {"redrive"}}
+		for _, name := range effectFilterFields {
+			if v := query.Get(name); v != "" && name != "limit" {
+				bulk.Set(name, v)
+			}
+		}
+		data.Redrive = "/console/bulk?" + bulk.Encode()
+	}
 	return c.page(req, "effects", "Effects", data)
 }
 
@@ -163,6 +174,8 @@ type effectData struct {
 	Cancelable bool
 	// Awaiting: the effect awaits its confirmation (Confirm and Decline).
 	Awaiting bool
+	// Redrivable: FAILED, and its record does not refuse a redrive (ops.Redrivable).
+	Redrivable bool
 	// EnqueuedBy is the actor of the effect's first transition, its insert.
 	EnqueuedBy string
 	Notice     string
@@ -174,6 +187,7 @@ var notices = map[string]string{
 	"cancelled": "Cancelled.",
 	"confirmed": "Confirmed: the effect is dispatched as any other from now on.",
 	"declined":  "Declined: the effect is FAILED and will never be dispatched.",
+	"redriven":  "Redriven: the effect is PENDING again, with a fresh attempt budget and the same idempotency key; the reactors dispatch it.",
 }
 
 func (c *Console) effectPage(req *request) error {
@@ -190,7 +204,7 @@ func (c *Console) effectPage(req *request) error {
 	data := effectData{
 		Evidence: evidence, Targets: ops.ResolveTargets, Notice: notices[req.URL.Query().Get("done")],
 		Cancelable: e.State == effects.StatePending && e.Attempts == 0 && e.CorrelationID == "" && !awaiting,
-		Awaiting:   awaiting,
+		Awaiting:   awaiting, Redrivable: ops.Redrivable(e),
 	}
 	if len(evidence.History) > 0 && evidence.History[0].From == "" {
 		data.EnqueuedBy = evidence.History[0].Actor
@@ -257,6 +271,8 @@ func (c *Console) awaiting(req *request) error {
 }
 
 type bulkData struct {
+	// Action is "redrive" for a bulk redrive of FAILED effects, "" for a bulk resolve.
+	Action  string
 	Filter  url.Values // the filter, without "to"
 	To      effects.State
 	Targets []effects.State
@@ -278,13 +294,20 @@ func (c *Console) bulkPreview(req *request) error {
 	query := req.URL.Query()
 	data := bulkData{Filter: url.Values{}, Targets: ops.ResolveTargets}
 	for name, values := range query {
-		if name != "to" && name != "after" {
+		if name != "to" && name != "after" && name != "action" {
 			data.Filter[name] = values
 		}
 	}
 	filter, err := ops.ParseEffectFilter(data.Filter)
 	if err != nil {
 		return err
+	}
+	switch query.Get("action") {
+	case "redrive":
+		return c.bulkRedrivePreview(req, data, filter)
+	case "":
+	default:
+		return badField("action", "%q: want redrive, or none to resolve", query.Get("action"))
 	}
 	if filter.State != "" && filter.State != effects.StateStuck {
 		return badField("state", "bulk actions resolve STUCK effects only, not %s", filter.State)
@@ -302,12 +325,32 @@ func (c *Console) bulkPreview(req *request) error {
 	return c.page(req, "bulk", "Bulk resolve", data)
 }
 
-// bulkResolve resolves exactly the previewed ids that are still STUCK and in scope, and shows
-// what it did and skipped.
-func (c *Console) bulkResolve(req *request) error {
-	to, err := ops.ParseResolveTarget(req.PostForm.Get("to"))
-	if err != nil {
+// bulkRedrivePreview lists the FAILED effects a filter matches that a redrive does not refuse by
+// their record (at most bulkMax), with the confirmation form.
+func (c *Console) bulkRedrivePreview(req *request, data bulkData, filter ops.EffectFilter) error {
+	if filter.State != "" && filter.State != effects.StateFailed {
+		return badField("state", "a bulk redrive sends FAILED effects only, not %s", filter.State)
+	}
+	filter.Scope, filter.State = req.scope, effects.StateFailed
+	data.Filter.Set("state", string(effects.StateFailed))
+	data.Action = "redrive"
+	var err error
+	if data.Effects, data.Total, err = c.ops.PreviewRedrive(req.ctx(), filter, bulkMax); err != nil {
 		return err
+	}
+	return c.page(req, "bulk", "Bulk redrive", data)
+}
+
+// bulkResolve resolves exactly the previewed ids that are still STUCK and in scope (or, with
+// action=redrive, redrives those still FAILED), and shows what it did and skipped.
+func (c *Console) bulkResolve(req *request) error {
+	redrive := req.PostForm.Get("action") == "redrive"
+	var to effects.State
+	var err error
+	if !redrive {
+		if to, err = ops.ParseResolveTarget(req.PostForm.Get("to")); err != nil {
+			return err
+		}
 	}
 	reason := req.PostForm.Get("reason") // checked by ops, like every action's
 	raw := req.PostForm["id"]
@@ -327,15 +370,26 @@ func (c *Console) bulkResolve(req *request) error {
 			ids = append(ids, id)
 		}
 	}
-	result, err := c.ops.ResolveMany(req.ctx(), req.scope, ids, to, req.actor(), reason)
+	var result *ops.BulkResult
+	if redrive {
+		result, err = c.ops.RedriveMany(req.ctx(), req.scope, ids, req.actor(), reason)
+	} else {
+		result, err = c.ops.ResolveMany(req.ctx(), req.scope, ids, to, req.actor(), reason)
+	}
 	if err != nil {
 		return err
 	}
 	data := bulkData{To: to, Result: result, Reason: reason}
+	if redrive {
+		data.Action = "redrive"
+	}
 	for _, id := range ids {
 		if why, ok := result.Skipped[id]; ok {
 			data.Skipped = append(data.Skipped, skippedEffect{ID: id, Why: why})
 		}
+	}
+	if redrive {
+		return c.page(req, "bulk", "Bulk redrive: done", data)
 	}
 	return c.page(req, "bulk", "Bulk resolve: done", data)
 }

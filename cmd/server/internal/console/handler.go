@@ -273,6 +273,8 @@ func (c *Console) finish(req *request, err error) {
 	case errors.Is(err, effects.ErrNotStuck), errors.Is(err, effects.ErrNotCancellable),
 		errors.Is(err, saga.ErrNotStuck), errors.Is(err, saga.ErrResolveEffect):
 		he = &httpError{status: http.StatusConflict, message: err.Error()}
+	case errors.Is(err, effects.ErrNotFailed), ops.RedriveRefused(err):
+		he = &httpError{status: http.StatusConflict, message: "This effect cannot be redriven: " + strings.TrimPrefix(err.Error(), "effects: ")}
 	case errors.Is(err, effects.ErrNotAwaitingConfirmation):
 		he = &httpError{status: http.StatusConflict, message: "This effect does not await a confirmation (any more): " +
 			"it was confirmed or declined already, its confirmation expired, or it was cancelled. Its page shows what happened."}

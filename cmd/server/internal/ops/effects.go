@@ -116,6 +116,30 @@ func (o *Ops) Cancel(ctx context.Context, scope Scope, id uuid.UUID, actor, reas
 	})
 }
 
+// Redrive sends a FAILED effect in scope back to PENDING (effects.Client.Redrive): it is
+// dispatched again with the same idempotency key and a fresh attempt budget, by
+// "operator:{actor}" with reason in the audit trail. Errors: ErrNotFound (also outside the
+// scope), effects.ErrNotFailed, a refusal (RedriveRefused), a *FieldError for a bad actor or
+// reason; nothing changes then.
+func (o *Ops) Redrive(ctx context.Context, scope Scope, id uuid.UUID, actor, reason string) (*effects.Effect, error) {
+	return o.decide(ctx, scope, id, actor, reason, func(opts *effects.OperatorOpts) (*effects.Effect, error) {
+		return o.effects.Redrive(ctx, id, actor, reason, opts) // it records "operator:{actor}" itself
+	})
+}
+
+// RedriveRefused reports whether err is a redrive's refusal of a FAILED effect: a compensation,
+// an owned effect (a saga step), a declined or expired confirmation, or a run that was cancelled
+// or is halted by its failures.
+func RedriveRefused(err error) bool {
+	for _, refusal := range []error{effects.ErrRedriveCompensation, effects.ErrRedriveDeclined, effects.ErrRedriveOwned,
+		effects.ErrRunCancelled, effects.ErrRunMaxFailures} {
+		if errors.Is(err, refusal) {
+			return true
+		}
+	}
+	return false
+}
+
 // Confirm confirms an effect in scope awaiting its confirmation (effects.Client.Confirm), by
 // "operator:{actor}". Errors as Cancel's, with effects.ErrNotAwaitingConfirmation and
 // effects.ErrFourEyes.

@@ -200,3 +200,59 @@ func countOperatorRows(t *testing.T, h *harness) int {
 	require.NoError(t, h.pool.QueryRow(context.Background(), `SELECT count(*) FROM reckon_effect_transitions WHERE actor LIKE 'operator:%'`).Scan(&n))
 	return n
 }
+
+// A bulk redrive uses the bulk resolve's flow on FAILED effects: a preview (changing nothing),
+// then a confirmation that redrives exactly the previewed effects still FAILED and in scope, and
+// skips, saying why, the others — one redriven meanwhile, one its run refuses, one out of scope.
+func TestBulkRedrive(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	var wires []*effects.Effect
+	for i := range 3 {
+		wires = append(wires, h.insertEffect(t, "acme", connWire, fmt.Sprintf("wire-%d", i), effects.StateFailed))
+	}
+	inRun := h.insertEffect(t, "acme", connWire, "wire-run", effects.StateFailed, func(s *effects.Spec) { s.RunID = "run-1" })
+	h.insertEffect(t, "acme", connMail, "mail", effects.StateFailed)
+	other := h.insertEffect(t, "globex", connWire, "wire-g", effects.StateFailed)
+	h.insertEffect(t, "acme", connWire, "wire-stuck", effects.StateStuck)
+	scope := ops.Scope{Tenants: []string{"acme"}}
+
+	preview, total, err := h.ops.PreviewRedrive(ctx, ops.EffectFilter{Scope: scope, Connector: connWire}, 0)
+	require.NoError(t, err)
+	require.Equal(t, 4, total)
+	require.Equal(t, []uuid.UUID{inRun.ID, wires[2].ID, wires[1].ID, wires[0].ID}, ids(preview)) // newest first
+	_, total, err = h.ops.PreviewRedrive(ctx, ops.EffectFilter{Scope: scope, Connector: connWire}, 2)
+	require.NoError(t, err)
+	require.Greater(t, total, 2, "more than max match")
+	_, _, err = h.ops.PreviewRedrive(ctx, ops.EffectFilter{State: effects.StateStuck}, 3)
+	require.ErrorAs(t, err, new(*ops.FieldError))
+	require.Zero(t, countOperatorRows(t, h)) // a preview changes nothing
+
+	// Between preview and confirmation one is redriven by hand, and the run is cancelled.
+	_, err = h.ops.Redrive(ctx, scope, wires[1].ID, "console:ann", "checked by hand")
+	require.NoError(t, err)
+	_, err = h.effects.CancelRun(ctx, "run-1", "test", "stop", &effects.RunOpts{TenantID: "acme"})
+	require.NoError(t, err)
+	_, err = h.ops.RedriveMany(ctx, scope, ids(preview), "cli:bob", "")
+	require.ErrorAs(t, err, new(*ops.FieldError))
+	result, err := h.ops.RedriveMany(ctx, scope, append(ids(preview), other.ID), "cli:bob", "outage over")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{wires[2].ID, wires[0].ID}, result.Resolved)
+	require.Len(t, result.Skipped, 3)
+	require.Equal(t, "not FAILED any more", result.Skipped[wires[1].ID])
+	require.Equal(t, "not found", result.Skipped[other.ID])
+	require.Contains(t, result.Skipped[inRun.ID], "refused: ")
+	require.Contains(t, result.Skipped[inRun.ID], "was cancelled")
+	for id, want := range map[uuid.UUID]effects.State{
+		wires[0].ID: effects.StatePending, wires[1].ID: effects.StatePending, wires[2].ID: effects.StatePending,
+		inRun.ID: effects.StateFailed, other.ID: effects.StateFailed,
+	} {
+		e, err := h.effects.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, e.State)
+	}
+	require.Equal(t, 3, countOperatorRows(t, h))
+	_, err = h.ops.Redrive(ctx, scope, other.ID, "ann", "out of scope")
+	require.ErrorIs(t, err, ops.ErrNotFound)
+}
