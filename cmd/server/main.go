@@ -97,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runEffects(ctx, args[1:], stdout, stderr)
 	case "events":
 		err = runEvents(ctx, args[1:], stdout, stderr)
+	case "schedules":
+		err = runSchedules(ctx, args[1:], stdout, stderr)
 	case "mcp":
 		err = runMCP(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "version":

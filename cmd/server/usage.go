@@ -47,7 +47,7 @@ actions, ` + "`server COMMAND ACTION -h`" + ` lists an action's flags.
 flags of serve:`
 
 // commandNames are server's commands, for the messages that list them.
-var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "retention", "mcp", "version", "healthcheck", "help"}
+var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "schedules", "retention", "mcp", "version", "healthcheck", "help"}
 
 // helpArgs are the arguments that ask for help.
 var helpArgs = []string{"-h", "-help", "--help", "help"}
