@@ -95,8 +95,8 @@ func TestValidate(t *testing.T) {
 	t.Parallel()
 	registry := effects.NewRegistry()
 	noop := func(context.Context, effects.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
-	registry.MustRegister(effects.Connector{Name: "report.run", Dispatch: noop})
-	registry.MustRegister(effects.Connector{Name: "acme.only", Tenants: []string{"acme"}, Dispatch: noop})
+	registry.MustRegister(effects.Connector{Name: "report.run", Tags: []effects.Tag{effects.TagIdempotent}, Dispatch: noop})
+	registry.MustRegister(effects.Connector{Name: "acme.only", Tenants: []string{"acme"}, Tags: []effects.Tag{effects.TagIdempotent}, Dispatch: noop})
 	good := Definition{Tenant: "acme", Name: "nightly", Connector: "report.run", Cron: "0 2 * * *"}
 	require.NoError(t, good.Validate(registry))
 	tests := []struct {

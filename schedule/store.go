@@ -121,8 +121,12 @@ func fromRow(row dbsqlc.ReckonSchedule) *Schedule {
 			Tenant: row.TenantID, Name: row.Name, Connector: row.Connector, Args: row.Args,
 			Missed: Missed(row.Missed), Disabled: !row.Enabled,
 		},
-		NextTick: row.NextTick, LastTick: row.LastTick, LastEffectID: row.LastEffectID,
+		NextTick: row.NextTick.UTC(), LastEffectID: row.LastEffectID,
 		CreatedAt: row.CreatedAt, CreatedBy: row.CreatedBy, UpdatedAt: row.UpdatedAt, UpdatedBy: row.UpdatedBy,
+	}
+	if row.LastTick != nil {
+		last := row.LastTick.UTC()
+		s.LastTick = &last
 	}
 	if row.Cron != nil {
 		s.Cron = *row.Cron
