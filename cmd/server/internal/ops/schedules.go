@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
+	"time"
+
+	"github.com/reckonhq/reckon/cmd/server/internal/pagecursor"
 
 	"github.com/reckonhq/reckon/schedule"
 )
@@ -28,7 +32,7 @@ func scheduleError(err error) error {
 
 // Schedules lists the schedules in scope, of tenant ("" for every tenant in scope), by tenant and
 // name, at most limit (0: DefaultLimit) after the cursor after ("tenant/name" of the last one of
-// the previous page; "" from the first). next is the cursor of the next page ("" when this one is
+// the previous page, package pagecursor; "" from the first). next is the cursor of the next page ("" when this one is
 // the last). Errors: a *FieldError for a bad tenant, limit or cursor.
 func (o *Ops) Schedules(ctx context.Context, scope Scope, tenant string, limit int, after string) (page []*schedule.Schedule, next string, err error) {
 	if err := checkTenant(tenant); err != nil {
@@ -59,7 +63,7 @@ func (o *Ops) Schedules(ctx context.Context, scope Scope, tenant string, limit i
 	if len(page) > limit {
 		page = page[:limit]
 		last := page[limit-1]
-		next = last.Tenant + "/" + last.Name
+		next = pagecursor.Cursor{At: time.Unix(0, 0), ID: last.Tenant + "/" + last.Name}.String()
 	}
 	if page == nil {
 		page = []*schedule.Schedule{}
@@ -67,20 +71,20 @@ func (o *Ops) Schedules(ctx context.Context, scope Scope, tenant string, limit i
 	return page, next, nil
 }
 
-// scheduleCursor reads a Schedules cursor, "tenant/name".
+// scheduleCursor reads a Schedules cursor (package pagecursor), whose id is "tenant/name".
 func scheduleCursor(after string) (tenant, name string, err error) {
 	if after == "" {
 		return "", "", nil
 	}
-	if err := checkText(after); err != nil {
+	c, err := parseCursor(after)
+	if err != nil {
+		return "", "", err
+	}
+	tenant, name, ok := strings.Cut(c.ID, "/")
+	if !ok {
 		return "", "", badCursor
 	}
-	for i := range len(after) {
-		if after[i] == '/' {
-			return after[:i], after[i+1:], nil
-		}
-	}
-	return "", "", badCursor
+	return tenant, name, nil
 }
 
 // Schedule returns tenant's schedule name. Errors: ErrNotFound for one missing or outside scope.
