@@ -101,6 +101,7 @@ type Error struct {
 	Field, Problem string
 }
 
+// Error is "schedule: <field>: <problem>".
 func (e *Error) Error() string { return fmt.Sprintf("schedule: %s: %s", e.Field, e.Problem) }
 
 // Unwrap returns ErrInvalid.
