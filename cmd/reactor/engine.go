@@ -10,6 +10,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/internal/engine"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/events"
+	"github.com/reckonhq/reckon/schedule"
 	"github.com/reckonhq/reckon/turns"
 	"github.com/reckonhq/reckon/turns/httpturn"
 )
@@ -17,7 +18,8 @@ import (
 // newEngine builds the reactor's effects client and its plugins (package cmd/internal/engine), with
 // metrics to metrics: the turns client, which runs turns with an HTTP turn handler; the saga client,
 // whose settle hook advances every saga whose step or compensation settles here; the webhook
-// deliveries, effects of the built-in connector reckon.webhook; and the retention job unless
+// deliveries, effects of the built-in connector reckon.webhook; the scheduler of the stored
+// schedules (package schedule); and the retention job unless
 // -retention-interval is 0. Go connectors are registered by services that embed the reactor
 // (effects.Client in their own process); this one has the HTTP connectors stored in the database.
 func newEngine(pool *pgxpool.Pool, cfg *config, logger *slog.Logger, metrics prometheus.Registerer) (*engine.Engine, error) {
@@ -32,6 +34,7 @@ func newEngine(pool *pgxpool.Pool, cfg *config, logger *slog.Logger, metrics pro
 		Effects:      newEffectsConfig(cfg, registry, metrics),
 		Turns:        turnsConfig,
 		Webhooks:     &events.WebhookConfig{Registerer: metrics},
+		Schedules:    &schedule.Config{Registerer: metrics},
 		Confirmation: &cfg.confirmation,
 	}
 	if cfg.retention.Interval > 0 {

@@ -17,6 +17,7 @@
 //	server runs show|cancel -tenant T ID     a run's guardrails and pending events; cancel it (docs/operations.md)
 //	server retention status|run|policy|partitions   what retention keeps and prunes (docs/operations.md)
 //	server events tail [-pattern P …] [-after ID] [-tenant T]   follow the event stream (docs/operations.md)
+//	server schedules list|set|delete    periodic effects of a tenant, once per tick (docs/operations.md)
 //	server mcp -token T [-wait D]       an MCP server over stdin and stdout: T's connectors as tools (docs/mcp.md)
 //	server version [-o json] | -version   the version, commit and Go version it was built from
 //	server -h | help [COMMAND]          list the commands and serve's flags; COMMAND -h describes one
@@ -97,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runEffects(ctx, args[1:], stdout, stderr)
 	case "events":
 		err = runEvents(ctx, args[1:], stdout, stderr)
+	case "schedules":
+		err = runSchedules(ctx, args[1:], stdout, stderr)
 	case "mcp":
 		err = runMCP(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "version":

@@ -35,6 +35,9 @@ commands:
               partitions [-period day|month] [-premake D]
   events      webhook subscriptions: subscriptions list [-tenant T] | subscriptions create -url U
               [-tenant T] [-pattern P]… | subscriptions delete|pause|resume ID
+  schedules   periodic effects: list [-tenant T] [-o json] | set -tenant T NAME -connector C
+              (-cron EXPR | -every D) [-args JSON] [-missed skip|catch_up] [-disabled] |
+              delete -tenant T NAME
   mcp         an MCP server over stdin and stdout: -token T [-wait D] (docs/mcp.md); serve has /mcp
   version     the version, commit and Go version this binary was built from [-o json]
               (also -version)
@@ -48,7 +51,7 @@ actions, ` + "`server COMMAND ACTION -h`" + ` lists an action's flags.
 flags of serve:`
 
 // commandNames are server's commands, for the messages that list them.
-var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "retention", "mcp", "version", "healthcheck", "help"}
+var commandNames = []string{"migrate", "tenants", "tokens", "operators", "effects", "connectors", "sagas", "runs", "events", "schedules", "retention", "mcp", "version", "healthcheck", "help"}
 
 // helpArgs are the arguments that ask for help.
 var helpArgs = []string{"-h", "-help", "--help", "help"}

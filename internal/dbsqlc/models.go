@@ -959,6 +959,25 @@ type ReckonSagaTransition struct {
 	At        time.Time
 }
 
+type ReckonSchedule struct {
+	TenantID        string
+	Name            string
+	Connector       string
+	Args            json.RawMessage
+	Cron            *string
+	IntervalSeconds *int32
+	Missed          string
+	Enabled         bool
+	NextTick        time.Time
+	LastTick        *time.Time
+	LastEffectID    *uuid.UUID
+	LastError       *string
+	CreatedAt       time.Time
+	CreatedBy       string
+	UpdatedAt       time.Time
+	UpdatedBy       string
+}
+
 type ReckonStat struct {
 	Part       string
 	ComputedAt time.Time

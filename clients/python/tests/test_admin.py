@@ -156,3 +156,27 @@ def test_run_cancel(client: reckon.Client, connectors) -> None:
     assert err.value.code == "run_cancelled"
     with pytest.raises(reckon.NotFound):
         client.cancel_run(unique("nobody"), "no such run")
+
+
+def test_schedules(client: reckon.Client, admin: reckon.Client, other: reckon.Client, system: reckon.Client,
+                   upstreams: dict[str, Any]) -> None:
+    connector = unique("sched.conn")
+    system.put_connector(connector, upstreams["wsgi"].url + "/dispatch", tags=["write", "idempotent"])
+    name = unique("nightly")
+    made = admin.put_schedule("acme", name, connector, cron="0 2 * * *", args={"kind": "settlement"})
+    assert made["missed"] == "skip" and made["enabled"] is True and made["next_tick"].endswith("02:00:00Z")
+    replaced = system.put_schedule("acme", name, connector, interval_seconds=3600, missed="catch_up", enabled=False)
+    assert replaced["interval_seconds"] == 3600 and "cron" not in replaced and replaced["enabled"] is False
+    assert client.get_schedule("acme", name)["missed"] == "catch_up"
+    assert name in [s["name"] for s in client.list_schedules()["schedules"]]
+    assert name in [s["name"] for s in system.list_schedules(tenant="acme", limit=500)["schedules"]]
+    with pytest.raises(reckon.Forbidden):
+        client.put_schedule("acme", name, connector, cron="@hourly")
+    with pytest.raises(reckon.NotFound):
+        other.get_schedule("acme", name)
+    with pytest.raises(reckon.InvalidRequest) as err:
+        admin.put_schedule("acme", unique("bad"), connector, cron="61 * * * *")
+    assert err.value.code == "invalid_request" and "cron" in str(err.value)
+    assert admin.delete_schedule("acme", name) == {"tenant": "acme", "name": name, "deleted": True}
+    with pytest.raises(reckon.NotFound):
+        client.get_schedule("acme", name)

@@ -7,8 +7,8 @@ import type {
   CancelRunRequest, Connector, ConnectorDefinition, ConnectorPause, ConnectorPauseRequest, CreateRunRequest, DecisionRequest, Effect,
   EffectList, EnqueueRequest, Json, LimitRequest, LimitState, ListEffectsQuery, ListSagasQuery,
   MessageAccepted, MessageRequest, OperatorLimit, PauseRequest, ResolveRequest, Run, RunCancellation,
-  Saga, SagaDefinition, SagaResolveRequest, SagaStartRequest, Subscription, SubscriptionRequest,
-  ReckonEvent, Transition, Turn, TurnHandler, TurnHandlerRequest,
+  Saga, SagaDefinition, SagaResolveRequest, SagaStartRequest, Schedule, ScheduleRequest, Subscription,
+  SubscriptionRequest, ReckonEvent, Transition, Turn, TurnHandler, TurnHandlerRequest,
 } from "./types.js";
 
 /** Options of a {@link ReckonClient}. */
@@ -395,6 +395,26 @@ export class ReckonClient {
   /** `POST /v1/event-subscriptions/{id}/resume`. */
   resumeSubscription(id: string, opts?: RequestOptions): Promise<Subscription> {
     return this.#t.json("resumeSubscription", { params: { id }, body: {} }, opts);
+  }
+
+  /** `GET /v1/schedules`: one page of schedules by tenant and name (a tenant token: its own). */
+  listSchedules(query: { tenant?: string; limit?: number; cursor?: string } = {}, opts?: RequestOptions): Promise<{ schedules: Schedule[]; next_cursor?: string }> {
+    return this.#t.json("listSchedules", { query: { ...query } }, opts);
+  }
+
+  /** `GET /v1/schedules/{tenant}/{name}`. */
+  getSchedule(tenant: string, name: string, opts?: RequestOptions): Promise<Schedule> {
+    return this.#t.json("getSchedule", { params: { tenant, name } }, opts);
+  }
+
+  /** `PUT /v1/schedules/{tenant}/{name}`: create or replace a schedule (its tenant's admin token, or a system token). */
+  putSchedule(tenant: string, name: string, req: ScheduleRequest, opts?: RequestOptions): Promise<Schedule> {
+    return this.#t.json("putSchedule", { params: { tenant, name }, body: req }, opts);
+  }
+
+  /** `DELETE /v1/schedules/{tenant}/{name}`: no tick of it is enqueued after. */
+  deleteSchedule(tenant: string, name: string, opts?: RequestOptions): Promise<{ tenant: string; name: string; deleted: true }> {
+    return this.#t.json("deleteSchedule", { params: { tenant, name } }, opts);
   }
 
   // ---- waiting

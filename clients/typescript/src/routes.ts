@@ -6,7 +6,7 @@
 import type {
   CancelRunRequest, ConnectorDefinition, ConnectorPauseRequest, CreateRunRequest, DecisionRequest, EnqueueRequest,
   LimitRequest, MessageRequest, PauseRequest, ResolveRequest, SagaDefinition, SagaResolveRequest,
-  SagaStartRequest, SubscriptionRequest, TurnHandlerRequest,
+  SagaStartRequest, ScheduleRequest, SubscriptionRequest, TurnHandlerRequest,
 } from "./types.js";
 
 /** An HTTP method the API uses. */
@@ -134,6 +134,13 @@ export const routes = {
   deleteSubscription: route("DELETE", "/v1/event-subscriptions/{id}"),
   pauseSubscription: route("POST", "/v1/event-subscriptions/{id}/pause", { body: fields<PauseRequest>()("reason") }),
   resumeSubscription: route("POST", "/v1/event-subscriptions/{id}/resume", { body: [] }),
+
+  listSchedules: route("GET", "/v1/schedules", { query: ["tenant", "limit", "cursor"] }),
+  getSchedule: route("GET", "/v1/schedules/{tenant}/{name}"),
+  putSchedule: route("PUT", "/v1/schedules/{tenant}/{name}", {
+    body: fields<ScheduleRequest>()("connector", "args", "cron", "interval_seconds", "missed", "enabled"),
+  }),
+  deleteSchedule: route("DELETE", "/v1/schedules/{tenant}/{name}"),
 } as const satisfies Record<string, Route>;
 
 /** An operation id of the route table. */

@@ -370,6 +370,39 @@ export interface TurnHandler {
   updated_at: string;
 }
 
+/** The body of `PUT /v1/schedules/{tenant}/{name}`: exactly one of `cron` and `interval_seconds`. */
+export interface ScheduleRequest {
+  connector: string;
+  args?: Json;
+  /** A 5-field cron expression or a descriptor (`@hourly` …), UTC unless prefixed `CRON_TZ=<zone>`. */
+  cron?: string;
+  /** Ticks at each multiple of this many seconds since the Unix epoch (1 s or more). */
+  interval_seconds?: number;
+  /** `skip` (default): the latest missed tick only; `catch_up`: each, bounded. */
+  missed?: "skip" | "catch_up";
+  enabled?: boolean;
+}
+
+/** A tenant's schedule: one effect per tick, idempotency key `schedule/{name}/{tick}`. */
+export interface Schedule {
+  tenant: string;
+  name: string;
+  connector: string;
+  args: Json;
+  cron?: string;
+  interval_seconds?: number;
+  missed: "skip" | "catch_up";
+  enabled: boolean;
+  next_tick: string;
+  last_tick?: string;
+  last_effect_id?: string;
+  last_error?: string;
+  created_at: string;
+  created_by: string;
+  updated_at: string;
+  updated_by: string;
+}
+
 /** The body of `POST /v1/event-subscriptions`. */
 export interface SubscriptionRequest {
   url: string;

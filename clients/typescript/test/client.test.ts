@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { ConflictError, ReckonError, UnprocessableError, connectorHandler, toNodeListener, type ReckonClient, type ReckonEvent } from "@reckon/client";
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError, ReckonError, UnprocessableError, connectorHandler, toNodeListener, type ReckonClient, type ReckonEvent } from "@reckon/client";
 import { Stack, recorded, unique } from "./harness.js";
 import { checkRecorded } from "./conformance-check.js";
 
@@ -208,6 +208,26 @@ describe("connectors, limits, sagas, sessions, turn handlers, subscriptions", ()
     assert.equal((await client.pauseSubscription(sub.id, { reason: "maintenance" })).state, "paused");
     assert.equal((await client.resumeSubscription(sub.id)).state, "active");
     assert.deepEqual(await client.deleteSubscription(sub.id), { deleted: sub.id });
+  });
+
+  test("schedules: put, replace, get, list, refusals, delete", async () => {
+    const admin = stack.client(stack.adminToken);
+    const name = unique("nightly");
+    const made = await admin.putSchedule(stack.tenant, name, { connector, cron: "0 2 * * *", args: { kind: "settlement" } });
+    assert.equal(made.missed, "skip");
+    assert.equal(made.enabled, true);
+    assert.match(made.next_tick, /T02:00:00Z$/);
+    const replaced = await system.putSchedule(stack.tenant, name, { connector, interval_seconds: 3600, missed: "catch_up", enabled: false });
+    assert.equal(replaced.interval_seconds, 3600);
+    assert.equal(replaced.cron, undefined);
+    assert.equal((await client.getSchedule(stack.tenant, name)).missed, "catch_up");
+    assert.ok((await client.listSchedules()).schedules.some((s) => s.name === name));
+    assert.ok((await system.listSchedules({ tenant: stack.tenant, limit: 500 })).schedules.some((s) => s.name === name));
+    await assert.rejects(client.putSchedule(stack.tenant, name, { connector, cron: "@hourly" }), ForbiddenError);
+    await assert.rejects(admin.putSchedule(stack.tenant, unique("bad"), { connector, cron: "61 * * * *" }),
+      (e: unknown) => e instanceof BadRequestError && e.code === "invalid_request" && /cron/.test(e.message));
+    assert.deepEqual(await admin.deleteSchedule(stack.tenant, name), { tenant: stack.tenant, name, deleted: true });
+    await assert.rejects(client.getSchedule(stack.tenant, name), NotFoundError);
   });
 
   test("the OpenAPI documents", async () => {

@@ -1,6 +1,6 @@
 // Package engine composes what cmd/server and cmd/reactor run on a database, one way for both: the
-// effects client with its plugins — the turns client, the saga client, the webhook deliveries
-// and, when asked, the retention job — and the Loader of the stored HTTP connectors and saga
+// effects client with its plugins — the turns client, the saga client, the webhook deliveries,
+// the scheduler of the stored schedules and, when asked, the retention job — and the Loader of the stored HTTP connectors and saga
 // definitions (package cmd/internal/definitions). What differs between the binaries is in Config.
 package engine
 
@@ -17,6 +17,7 @@ import (
 	"github.com/reckonhq/reckon/retention"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/saga/sagadef"
+	"github.com/reckonhq/reckon/schedule"
 	"github.com/reckonhq/reckon/turns"
 )
 
@@ -38,6 +39,9 @@ type Config struct {
 	Turns *turns.Config
 	// Webhooks is the webhook deliveries' configuration. Default: the defaults.
 	Webhooks *events.WebhookConfig
+	// Schedules is the scheduler's configuration (package schedule): it enqueues the ticks of the
+	// stored schedules while the effects client runs. Default: the defaults.
+	Schedules *schedule.Config
 	// Retention, when set, adds the retention job (package retention). Default: none.
 	Retention *retention.Config
 	// Confirmation is applied to Effects: the confirmation holds of the effects enqueued. Default:
@@ -92,7 +96,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Engine, error) {
 }
 
 // newPlugins is the effects client's plugins: the turns and saga clients, the webhook deliveries
-// (each a connector's effect) and, if cfg asks, the retention job.
+// (each a connector's effect), the scheduler and, if cfg asks, the retention job.
 func newPlugins(pool *pgxpool.Pool, cfg *Config, sessions *turns.Client, sagas *saga.Client) ([]effects.Plugin, error) {
 	webhooksConfig := cfg.Webhooks
 	if webhooksConfig == nil {
@@ -103,7 +107,16 @@ func newPlugins(pool *pgxpool.Pool, cfg *Config, sessions *turns.Client, sagas *
 	if err != nil {
 		return nil, err
 	}
-	plugins := []effects.Plugin{sessions, sagas, webhooks}
+	schedulesConfig := cfg.Schedules
+	if schedulesConfig == nil {
+		schedulesConfig = &schedule.Config{}
+	}
+	schedulesConfig.Logger = cfg.Logger
+	scheduler, err := schedule.New(pool, schedulesConfig)
+	if err != nil {
+		return nil, err
+	}
+	plugins := []effects.Plugin{sessions, sagas, webhooks, scheduler}
 	if cfg.Retention != nil {
 		cfg.Retention.Logger = cfg.Logger
 		pruner, err := retention.New(pool, cfg.Retention)

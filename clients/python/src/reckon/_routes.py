@@ -116,6 +116,12 @@ ROUTES: tuple[Route, ...] = (
     _r("deleteSubscription", "DELETE", "/v1/event-subscriptions/{id}", "delete_subscription"),
     _r("pauseSubscription", "POST", "/v1/event-subscriptions/{id}/pause", "pause_subscription", body=("reason",)),
     _r("resumeSubscription", "POST", "/v1/event-subscriptions/{id}/resume", "resume_subscription"),
+    # Schedules: a tenant's periodic effects
+    _r("listSchedules", "GET", "/v1/schedules", "list_schedules", query=("tenant", "limit", "cursor")),
+    _r("getSchedule", "GET", "/v1/schedules/{tenant}/{name}", "get_schedule"),
+    _r("putSchedule", "PUT", "/v1/schedules/{tenant}/{name}", "put_schedule",
+       body=("connector", "args", "cron", "interval_seconds", "missed", "enabled")),
+    _r("deleteSchedule", "DELETE", "/v1/schedules/{tenant}/{name}", "delete_schedule"),
 )
 
 BY_ID: dict[str, Route] = {r.operation_id: r for r in ROUTES}

@@ -160,6 +160,10 @@ class AsyncClient:
     delete_subscription = _async(Client.delete_subscription)
     pause_subscription = _async(Client.pause_subscription)
     resume_subscription = _async(Client.resume_subscription)
+    list_schedules = _async(Client.list_schedules)
+    get_schedule = _async(Client.get_schedule)
+    put_schedule = _async(Client.put_schedule)
+    delete_schedule = _async(Client.delete_schedule)
 
     async def iter_effects(self, *, state: Optional[str] = None, connector: Optional[str] = None,
                            run: Optional[str] = None, page_size: Optional[int] = None) -> AsyncIterator[JSONObject]:

@@ -488,6 +488,32 @@ class Client:
         result: JSONObject = self._do("deleteTurnHandler", {"tenant": tenant}, request_key=request_key)
         return result
 
+    # -- schedules -----------------------------------------------------------------------
+
+    def list_schedules(self, *, tenant: Optional[str] = None, limit: Optional[int] = None,
+                       cursor: Optional[str] = None) -> JSONObject:
+        """One page of schedules by tenant and name: ``{"schedules": [...], "next_cursor": ...}``."""
+        result: JSONObject = self._do("listSchedules", query={"tenant": tenant, "limit": limit, "cursor": cursor})
+        return result
+
+    def get_schedule(self, tenant: str, name: str) -> JSONObject:
+        result: JSONObject = self._do("getSchedule", {"tenant": tenant, "name": name})
+        return result
+
+    def put_schedule(self, tenant: str, name: str, connector: str, *, cron: Optional[str] = None,
+                     interval_seconds: Optional[int] = None, args: Any = None, missed: Optional[str] = None,
+                     enabled: Optional[bool] = None, request_key: Optional[str] = None) -> JSONObject:
+        """Create or replace a schedule (its tenant's admin token, or a system token): ``cron`` or
+        ``interval_seconds``; ``missed`` is ``skip`` (default) or ``catch_up``."""
+        result: JSONObject = self._do("putSchedule", {"tenant": tenant, "name": name}, body=_body(
+            connector=connector, args=args, cron=cron, interval_seconds=interval_seconds, missed=missed,
+            enabled=enabled), request_key=request_key)
+        return result
+
+    def delete_schedule(self, tenant: str, name: str, *, request_key: Optional[str] = None) -> JSONObject:
+        result: JSONObject = self._do("deleteSchedule", {"tenant": tenant, "name": name}, request_key=request_key)
+        return result
+
     # -- events and subscriptions --------------------------------------------------------
 
     def events(self, *, patterns: Sequence[str] = (), after: Optional[str] = None, tenant: Optional[str] = None,

@@ -77,7 +77,7 @@ func (p listParams) parse(call *Call) (listQuery, error) {
 		}
 		q.limit = limit
 	}
-	if raw := query.Get("cursor"); raw != "" {
+	if raw := query.Get("cursor"); raw != "" && p.cursor { // else a filter: the handler's to read
 		after, err := decodeCursor(raw)
 		if err != nil {
 			return q, badRequest(codeInvalidCursor, "cursor %q was not issued by this API", raw)

@@ -80,6 +80,13 @@ func (s *Server) routes() {
 	s.handleMutation("DELETE /v1/event-subscriptions/{id}", s.deleteSubscription, admitSystem)
 	s.handleMutation("POST /v1/event-subscriptions/{id}/pause", s.pauseSubscription, admitSystem)
 	s.handleMutation("POST /v1/event-subscriptions/{id}/resume", s.resumeSubscription, admitSystem)
+
+	// Schedules (package schedule), per tenant: a tenant's tokens read its own, its admin tokens
+	// set and delete them; system tokens any tenant's.
+	s.handleQuery("GET /v1/schedules", s.listSchedules, admitSystem)
+	s.handleQuery("GET /v1/schedules/{tenant}/{name}", s.getSchedule, admitSystem)
+	s.handleAction("PUT /v1/schedules/{tenant}/{name}", s.putSchedule, admitSystem)
+	s.handleAction("DELETE /v1/schedules/{tenant}/{name}", s.deleteSchedule, admitSystem)
 }
 
 // documents are the OpenAPI 3.1 documents (package docs/openapi) that Register serves, with no

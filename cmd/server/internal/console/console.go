@@ -123,6 +123,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.Handle("POST /console/runs/{tenant}/{id}/cancel", c.action(roleOperator, c.cancelRun))
 	mux.Handle("GET /console/sessions", c.view(roleViewer, c.sessionList))
 	mux.Handle("GET /console/sessions/{session}", c.view(roleViewer, c.sessionPage))
+	mux.Handle("GET /console/schedules", c.view(roleViewer, c.scheduleList))
 	mux.Handle("GET /console/connectors", c.view(roleViewer, c.connectorList))
 	mux.Handle("GET /console/connectors/{name}", c.view(roleViewer, c.connectorPage))
 	mux.Handle("POST /console/connectors/{name}/limit", c.action(roleOperator, c.setLimit))

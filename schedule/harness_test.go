@@ -1,0 +1,111 @@
+package schedule_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/testkit"
+	"github.com/reckonhq/reckon/schedule"
+)
+
+// childEnv makes this test binary a child reactor with a scheduler (crash_test.go).
+const childEnv = "SCHEDULE_TEST_CHILD"
+
+func TestMain(m *testing.M) { testkit.MainOrChild(m, childEnv, runChild) }
+
+// connector is the connector of the tests' schedules: its calls succeed at once.
+const connector = "report.run"
+
+func newRegistry() *effects.Registry {
+	registry := effects.NewRegistry()
+	registry.MustRegister(effects.Connector{
+		Name: connector, Tags: []effects.Tag{effects.TagIdempotent}, Backoff: testkit.FastBackoff,
+		Dispatch: func(context.Context, effects.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
+	})
+	return registry
+}
+
+// newScheduler builds an effects client with a scheduler plugin on pool (not started) and
+// returns both; the metrics go to reg (nil: none).
+func newScheduler(t *testing.T, pool *pgxpool.Pool, interval time.Duration, reg prometheus.Registerer) (*schedule.Scheduler, *effects.Client) {
+	t.Helper()
+	s, err := schedule.New(pool, &schedule.Config{Interval: interval, Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	cfg := testkit.FastConfig(newRegistry())
+	cfg.Plugins = []effects.Plugin{s}
+	return s, testkit.NewClient(t, pool, cfg)
+}
+
+// runChild is a child reactor: an effects client with a scheduler that looks every 50ms.
+func runChild(string) int {
+	return testkit.RunReactor(func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Client, error) {
+		s, err := schedule.New(pool, &schedule.Config{Interval: 50 * time.Millisecond, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		cfg := testkit.FastConfig(newRegistry())
+		cfg.Logger = logger
+		cfg.ID = os.Getenv("REACTOR_ID")
+		cfg.Plugins = []effects.Plugin{s}
+		return effects.NewClient(pool, cfg)
+	})
+}
+
+// put stores a schedule of connector for tenant acme.
+func put(t *testing.T, pool *pgxpool.Pool, def schedule.Definition) *schedule.Schedule {
+	t.Helper()
+	def.Tenant, def.Connector = "acme", connector
+	s, _, err := schedule.Put(context.Background(), pool, newRegistry(), def, "test")
+	require.NoError(t, err)
+	return s
+}
+
+// setNextTick moves a schedule's next tick (a simulated outage: the ticks since are missed).
+func setNextTick(t *testing.T, pool *pgxpool.Pool, name string, tick time.Time) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `UPDATE reckon_schedules SET next_tick = $2 WHERE tenant_id = 'acme' AND name = $1`, name, tick)
+	require.NoError(t, err)
+}
+
+// ticks returns the ticks of name's effects in order, and fails the test if a tick has more than
+// one effect or an effect more than one insert in its audit trail.
+func ticks(t *testing.T, pool *pgxpool.Pool, name string) []time.Time {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT e.idempotency_key, count(*) OVER (PARTITION BY e.idempotency_key),
+		       (SELECT count(*) FROM reckon_effect_transitions tr WHERE tr.effect_id = e.id AND tr.from_state IS NULL)
+		FROM reckon_effects e WHERE e.tenant_id = 'acme' AND e.idempotency_key LIKE 'schedule/' || $1 || '/%'
+		ORDER BY e.idempotency_key`, name)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var key string
+		var copies, inserts int
+		require.NoError(t, rows.Scan(&key, &copies, &inserts))
+		require.Equal(t, 1, copies, "tick %s has one effect", key)
+		require.Equal(t, 1, inserts, "tick %s was inserted once", key)
+		tick, err := time.Parse(time.RFC3339, key[len("schedule/"+name+"/"):])
+		require.NoError(t, err)
+		out = append(out, tick)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// requireConsecutive fails unless ticks are every step apart, without a gap.
+func requireConsecutive(t *testing.T, ticks []time.Time, step time.Duration) {
+	t.Helper()
+	for i := 1; i < len(ticks); i++ {
+		require.Equal(t, step, ticks[i].Sub(ticks[i-1]), "ticks %s and %s", ticks[i-1], ticks[i])
+	}
+}
