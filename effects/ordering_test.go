@@ -334,3 +334,38 @@ func TestOrderingKeyRefused(t *testing.T) {
 	require.ErrorIs(t, err, effects.ErrInvalidArgs)
 	require.Zero(t, h.count(`SELECT count(*) FROM reckon_effects`))
 }
+
+// TestOrderingKeyRedriveWaitsForItsTurn: a redriven FAILED effect of a key whose turn another
+// effect holds waits — not called, no job — until that one settles, and then comes before the
+// key's later effects still waiting.
+func TestOrderingKeyRedriveWaitsForItsTurn(t *testing.T) {
+	t.Parallel()
+	h, u := setupOrdered(t)
+	ctx := context.Background()
+	u.mu.Lock()
+	u.fail[1] = effects.Permanent(errors.New("rejected"))
+	u.mu.Unlock()
+	u.hold(2)
+	first := h.enqueueOrdered("ordered.call", "again", 1, nil)
+	second := h.enqueueOrdered("ordered.call", "again", 2, nil)
+	third := h.enqueueOrdered("ordered.call", "again", 3, nil)
+	h.start()
+	require.Equal(t, effects.StateFailed, h.wait(first.ID).State)
+	u.awaitStart(t, 2) // the key is handed on to the second, which holds it
+
+	u.mu.Lock()
+	delete(u.fail, 1)
+	u.mu.Unlock()
+	redriven, err := h.client.Redrive(ctx, first.ID, "alice", "the upstream is fixed", nil)
+	require.NoError(t, err)
+	require.Equal(t, effects.StatePending, redriven.State)
+	require.True(t, h.waiting(first.ID), "a redriven effect waits for its key's turn")
+	require.Never(t, func() bool { return len(u.order("again")) > 2 }, 300*time.Millisecond, 20*time.Millisecond)
+
+	u.release(2)
+	require.Equal(t, effects.StateConfirmed, h.wait(third.ID).State)
+	require.Equal(t, effects.StateConfirmed, h.wait(first.ID).State)
+	require.Equal(t, effects.StateConfirmed, h.wait(second.ID).State)
+	require.Equal(t, []int{1, 2, 1, 3}, u.order("again"))
+	require.False(t, u.overlap, "two effects of one key were called at once")
+}

@@ -76,11 +76,19 @@ func (c *Client) RedriveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, 
 		return nil, err
 	}
 	q := dbsqlc.New(tx)
-	newJobID, err := c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, time.Time{})
-	if err != nil {
+	// An ordered effect waits for its key's turn again, ahead of the key's later effects that still
+	// wait (its order_seq is theirs to follow), and is claimed when the key is free (ordering.go).
+	var keys orderKeys
+	var newJobID *int64
+	if row.OrderingKey != nil {
+		keys.tenants, keys.keys = []string{row.TenantID}, []string{*row.OrderingKey}
+		if err := keys.lockTx(ctx, tx); err != nil {
+			return nil, err
+		}
+	} else if newJobID, err = c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, time.Time{}); err != nil {
 		return nil, err
 	}
-	if err := q.EffectRedriveReset(ctx, id); err != nil {
+	if err := q.EffectRedriveReset(ctx, dbsqlc.EffectRedriveResetParams{ID: id, Queue: c.config.Queue}); err != nil {
 		return nil, fmt.Errorf("effects: redrive effect %s: %w", id, err)
 	}
 	settled, err := c.settle(ctx, tx, id, transition{
@@ -89,6 +97,9 @@ func (c *Client) RedriveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, 
 		detail: map[string]any{"redrive": true, "attempts_before": row.Attempts, "error_before": deref(row.Error)},
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := keys.handOnTx(ctx, tx); err != nil {
 		return nil, err
 	}
 	return effectFromRow(settled), nil

@@ -183,9 +183,12 @@ UPDATE reckon_effects SET attempts = 0 WHERE id = @id AND state = 'STUCK';
 -- name: EffectRedriveReset :exec
 -- Prepares a FAILED effect that an operator redrives for a dispatch like a fresh enqueue's: a fresh
 -- attempt budget, and no trace of an earlier acceptance upstream (correlation id, deadline), which
--- the new attempt replaces. Not a transition: the caller's EffectSettle, in the same transaction,
--- moves it to PENDING.
-UPDATE reckon_effects SET attempts = 0, correlation_id = NULL, deadline_at = NULL
+-- the new attempt replaces. An ordered effect is left waiting for its key's turn (no queue; its
+-- claimers' queue in order_queue), which the caller then hands on. Not a transition: the caller's
+-- EffectSettle, in the same transaction, moves it to PENDING.
+UPDATE reckon_effects SET attempts = 0, correlation_id = NULL, deadline_at = NULL,
+    queue = CASE WHEN ordering_key IS NULL THEN queue END,
+    order_queue = CASE WHEN ordering_key IS NULL THEN order_queue ELSE coalesce(order_queue, queue, @queue::text) END
 WHERE id = @id AND state = 'FAILED';
 
 -- name: EffectSetJob :one

@@ -1590,16 +1590,24 @@ func (q *Queries) EffectOrderLock(ctx context.Context, arg EffectOrderLockParams
 }
 
 const effectRedriveReset = `-- name: EffectRedriveReset :exec
-UPDATE reckon_effects SET attempts = 0, correlation_id = NULL, deadline_at = NULL
-WHERE id = $1 AND state = 'FAILED'
+UPDATE reckon_effects SET attempts = 0, correlation_id = NULL, deadline_at = NULL,
+    queue = CASE WHEN ordering_key IS NULL THEN queue END,
+    order_queue = CASE WHEN ordering_key IS NULL THEN order_queue ELSE coalesce(order_queue, queue, $1::text) END
+WHERE id = $2 AND state = 'FAILED'
 `
+
+type EffectRedriveResetParams struct {
+	Queue string
+	ID    uuid.UUID
+}
 
 // Prepares a FAILED effect that an operator redrives for a dispatch like a fresh enqueue's: a fresh
 // attempt budget, and no trace of an earlier acceptance upstream (correlation id, deadline), which
-// the new attempt replaces. Not a transition: the caller's EffectSettle, in the same transaction,
-// moves it to PENDING.
-func (q *Queries) EffectRedriveReset(ctx context.Context, id uuid.UUID) error {
-	_, err := q.db.Exec(ctx, effectRedriveReset, id)
+// the new attempt replaces. An ordered effect is left waiting for its key's turn (no queue; its
+// claimers' queue in order_queue), which the caller then hands on. Not a transition: the caller's
+// EffectSettle, in the same transaction, moves it to PENDING.
+func (q *Queries) EffectRedriveReset(ctx context.Context, arg EffectRedriveResetParams) error {
+	_, err := q.db.Exec(ctx, effectRedriveReset, arg.Queue, arg.ID)
 	return err
 }
 
