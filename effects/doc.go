@@ -18,7 +18,9 @@
 //     key; any other becomes STUCK for an operator to Resolve.
 //
 // The state machine (docs/design.md) is enforced by the database, and every transition is
-// in reckon_effect_transitions with its actor and reason.
+// in reckon_effect_transitions with its actor and reason. FAILED is final for automation; an
+// operator may Redrive a FAILED effect (the database allows FAILED → PENDING to an operator
+// actor only): it is dispatched again under the same idempotency key with a fresh attempt budget.
 //
 // # Crash safety
 //

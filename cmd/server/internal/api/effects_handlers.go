@@ -356,7 +356,7 @@ func (req *resolveRequest) validate() error {
 	return (&decisionRequest{Reason: req.Reason, Actor: req.Actor}).validate()
 }
 
-// decisionRequest is the body of POST /v1/effects/{id}/confirm and /decline, and resolveRequest
+// decisionRequest is the body of POST /v1/effects/{id}/confirm, /decline and /redrive, and resolveRequest
 // without its "to". (Two flat types: the request decoder names unknown fields by the top-level
 // fields of the type it decodes into.)
 type decisionRequest struct {

@@ -128,6 +128,17 @@ func (h *harness) stuck(tenant, key string) *effects.Effect {
 	return e
 }
 
+// failed enqueues an effect of tenant and fails it, as a permanent rejection would.
+func (h *harness) failed(tenant, key string) *effects.Effect {
+	h.t.Helper()
+	e := h.enqueue(tenant, key, nil)
+	tag, err := h.pool.Exec(context.Background(),
+		`UPDATE reckon_effects SET state = 'FAILED', error = 'rejected', transition_actor = 'reactor', transition_reason = 'permanent failure' WHERE id = $1`, e.ID)
+	require.NoError(h.t, err)
+	require.EqualValues(h.t, 1, tag.RowsAffected())
+	return e
+}
+
 func (h *harness) state(id uuid.UUID) string {
 	h.t.Helper()
 	var state string
