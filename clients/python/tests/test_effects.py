@@ -136,3 +136,15 @@ def test_one_client_shared_by_threads(client: reckon.Client, connectors: dict[st
     assert len({e["id"] for e in first}) == 200 and not any(e["deduplicated"] for e in first)
     assert [e["id"] for e in again] == [e["id"] for e in first] and all(e["deduplicated"] for e in again)
     assert client.wait_run(run, timeout=60)["effects"] == {"CONFIRMED": 200}
+
+
+def test_ordering_key_holds_the_next_effect(client: reckon.Client, connectors: dict[str, str], bank: Bank) -> None:
+    key = unique("order")
+    first = client.enqueue(connectors["wsgi"], idempotency_key=unique("o"), ordering_key=key, require_confirmation=True)
+    second = client.enqueue(connectors["wsgi"], idempotency_key=unique("o"), ordering_key=key)
+    assert first["ordering_key"] == key and second["ordering_key"] == key
+    assert client.get_effect(second["id"])["held_by"] == first["id"]
+    assert "held_by" not in client.get_effect(first["id"])
+    client.decline_effect(first["id"], "not this one")
+    assert client.wait(second["id"], timeout=30)["state"] == "CONFIRMED"
+    assert "held_by" not in client.get_effect(second["id"])
