@@ -410,6 +410,7 @@ func TestConnectorCapabilities(t *testing.T) {
 	require.Nil(t, bare.Compensate)
 	require.Nil(t, bare.Cancel)
 	require.Nil(t, bare.BusinessKey)
+	require.Nil(t, bare.OrderingKey)
 	require.Zero(t, bare.AsyncTimeout, "the client's default")
 	require.False(t, bare.HardTimeout)
 	require.Equal(t, effects.PolicyIdempotent, effects.PolicyOf(&bare))
@@ -433,6 +434,13 @@ func TestConnectorCapabilities(t *testing.T) {
 	require.ErrorContains(t, err, "string, number or boolean")
 	_, err = c.BusinessKey(json.RawMessage(`[1]`))
 	require.ErrorContains(t, err, "JSON object")
+	full.OrderingKeyFields = []string{"account"}
+	c = full.Connector(nil)
+	key, err = c.OrderingKey(json.RawMessage(`{"account":"acc-1","amount":100}`))
+	require.NoError(t, err)
+	require.Equal(t, "acc-1", key)
+	_, err = c.OrderingKey(json.RawMessage(`{"amount":100}`))
+	require.ErrorContains(t, err, `ordering key: args have no field "account"`)
 
 	require.Equal(t, time.Second, c.Backoff(1))
 	require.Equal(t, 4*time.Second, c.Backoff(3))

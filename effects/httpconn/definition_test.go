@@ -63,6 +63,8 @@ func TestValidate(t *testing.T) {
 		{"business key field too long", with(func(d *httpconn.Definition) { d.BusinessKeyFields = []string{strings.Repeat("f", 201)} }), "business_key_fields[0] is longer than 200 bytes"},
 		{"64 business key fields", with(func(d *httpconn.Definition) { d.BusinessKeyFields = distinctFields(64) }), ""},
 		{"65 business key fields", with(func(d *httpconn.Definition) { d.BusinessKeyFields = distinctFields(65) }), "business_key_fields: 65 given, at most 64"},
+		{"repeated ordering key field", with(func(d *httpconn.Definition) { d.OrderingKeyFields = []string{"order", "order"} }), "ordering_key_fields: \"order\" appears twice"},
+		{"65 ordering key fields", with(func(d *httpconn.Definition) { d.OrderingKeyFields = distinctFields(65) }), "ordering_key_fields: 65 given, at most 64"},
 		{"16 tags", with(func(d *httpconn.Definition) { d.Tags = slices.Repeat(write, 8) }), ""},
 		{"17 tags", with(func(d *httpconn.Definition) { d.Tags = append(slices.Repeat(write, 8), effects.TagWrite) }), "tags: 17 given, at most 16"},
 		{"async: hard timeout with a cancel URL", with(func(d *httpconn.Definition) {

@@ -156,3 +156,15 @@ def test_redrive(client: reckon.Client, connectors: dict[str, str], bank: Bank) 
     with pytest.raises(reckon.Conflict) as err:
         client.redrive_effect(held["id"], "again")
     assert err.value.code == "redrive_declined"
+
+
+def test_ordering_key_holds_the_next_effect(client: reckon.Client, connectors: dict[str, str], bank: Bank) -> None:
+    key = unique("order")
+    first = client.enqueue(connectors["wsgi"], idempotency_key=unique("o"), ordering_key=key, require_confirmation=True)
+    second = client.enqueue(connectors["wsgi"], idempotency_key=unique("o"), ordering_key=key)
+    assert first["ordering_key"] == key and second["ordering_key"] == key
+    assert client.get_effect(second["id"])["held_by"] == first["id"]
+    assert "held_by" not in client.get_effect(first["id"])
+    client.decline_effect(first["id"], "not this one")
+    assert client.wait(second["id"], timeout=30)["state"] == "CONFIRMED"
+    assert "held_by" not in client.get_effect(second["id"])

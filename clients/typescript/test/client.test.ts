@@ -123,6 +123,17 @@ describe("effects", () => {
     await assert.rejects(client.redriveEffect(held.id, { reason: "again" }), (x: unknown) => x instanceof ConflictError && x.code === "redrive_declined");
   });
 
+  test("an ordering key holds the next effect until the one before it is settled", async () => {
+    const key = unique("order");
+    const first = await client.enqueue({ connector, idempotency_key: unique("o"), args: {}, ordering_key: key, require_confirmation: true });
+    const second = await client.enqueue({ connector, idempotency_key: unique("o"), args: {}, ordering_key: key });
+    assert.equal(first.ordering_key, key);
+    assert.equal((await client.getEffect(second.id)).held_by, first.id);
+    assert.equal((await client.getEffect(first.id)).held_by, undefined);
+    await client.declineEffect(first.id, { reason: "not this one" });
+    assert.equal((await client.waitForEffect(second.id)).state, "CONFIRMED");
+  });
+
   test("a callback with the tenant token settles an accepted effect; a different repeat is callback_conflict", async () => {
     const url = await stack.serve(toNodeListener(connectorHandler({ dispatch: async () => { const { Accepted } = await import("@reckon/client"); throw new Accepted("corr-" + randomUUID()); } })));
     const name = unique("ts.acc");
