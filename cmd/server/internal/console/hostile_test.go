@@ -161,6 +161,7 @@ func (w *world) routes() map[string]routeCase {
 			params: []string{"reason"}, form: url.Values{"reason": {"hostile sweep"}}},
 		"GET /console/sessions":           {least: viewer, params: []string{"after"}},
 		"GET /console/sessions/{session}": {least: viewer, wild: map[string]string{"session": acmeSession}},
+		"GET /console/schedules":          {least: viewer, params: []string{"after"}},
 		"GET /console/connectors":         {least: viewer},
 		"GET /console/connectors/{name}":  {least: viewer, wild: map[string]string{"name": "bank.wire"}, params: []string{"done"}},
 		// A connector the console does not list: a valid form is 404, a bad value 400.
