@@ -15,7 +15,3 @@ SELECT reckon_connector_resume(@connector::text, @tenant_id::text, @actor::text,
 -- name: ConnectorPauses :many
 -- Every operator's pause, by connector and tenant.
 SELECT * FROM reckon_connector_pauses ORDER BY connector, tenant_id;
-
--- name: ConnectorPauseLog :many
--- The pauses and resumes of a connector, newest first.
-SELECT * FROM reckon_connector_pause_log WHERE connector = @connector ORDER BY at DESC, id DESC LIMIT @max_rows;

@@ -51,44 +51,6 @@ func (q *Queries) ConnectorPause(ctx context.Context, arg ConnectorPauseParams) 
 	return i, err
 }
 
-const connectorPauseLog = `-- name: ConnectorPauseLog :many
-SELECT id, connector, tenant_id, action, actor, reason, at FROM reckon_connector_pause_log WHERE connector = $1 ORDER BY at DESC, id DESC LIMIT $2
-`
-
-type ConnectorPauseLogParams struct {
-	Connector string
-	MaxRows   int32
-}
-
-// The pauses and resumes of a connector, newest first.
-func (q *Queries) ConnectorPauseLog(ctx context.Context, arg ConnectorPauseLogParams) ([]ReckonConnectorPauseLog, error) {
-	rows, err := q.db.Query(ctx, connectorPauseLog, arg.Connector, arg.MaxRows)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []ReckonConnectorPauseLog
-	for rows.Next() {
-		var i ReckonConnectorPauseLog
-		if err := rows.Scan(
-			&i.ID,
-			&i.Connector,
-			&i.TenantID,
-			&i.Action,
-			&i.Actor,
-			&i.Reason,
-			&i.At,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const connectorPauses = `-- name: ConnectorPauses :many
 SELECT connector, tenant_id, paused_by, reason, paused_at FROM reckon_connector_pauses ORDER BY connector, tenant_id
 `

@@ -159,10 +159,10 @@ func (c *Console) changeLimit(change limitChange, done, nothing string) func(*re
 	}
 }
 
-// pauseConnector pauses the connector of the path from the form (tenant: "" for every tenant).
+// pauseConnector pauses the connector of the path from the form (tenant_id: "" for every tenant).
 func (c *Console) pauseConnector(req *request) error {
 	name := req.PathValue("name")
-	_, created, err := c.ops.PauseConnector(req.ctx(), req.scope, name, req.PostForm.Get("tenant"), req.actor(), req.PostForm.Get("reason"))
+	_, created, err := c.ops.PauseConnector(req.ctx(), req.scope, name, req.PostForm.Get("tenant_id"), req.actor(), req.PostForm.Get("reason"))
 	if err != nil {
 		return pauseError(err)
 	}
@@ -172,10 +172,10 @@ func (c *Console) pauseConnector(req *request) error {
 	return req.redirect(connectorPath(name, "paused"))
 }
 
-// resumeConnector ends the pause of the connector of the path named by the form's tenant.
+// resumeConnector ends the pause of the connector of the path named by the form's tenant_id.
 func (c *Console) resumeConnector(req *request) error {
 	name := req.PathValue("name")
-	resumed, err := c.ops.ResumeConnector(req.ctx(), req.scope, name, req.PostForm.Get("tenant"), req.actor(), req.PostForm.Get("reason"))
+	resumed, err := c.ops.ResumeConnector(req.ctx(), req.scope, name, req.PostForm.Get("tenant_id"), req.actor(), req.PostForm.Get("reason"))
 	if err != nil {
 		return pauseError(err)
 	}

@@ -171,7 +171,11 @@ func (w *world) routes() map[string]routeCase {
 				"break_after": {"3"}, "break_for": {"30s"}, "reason": {"hostile sweep"}}},
 		"POST /console/connectors/{name}/limit/clear": {least: operatorOn, wild: map[string]string{"name": "no.such"}, form: url.Values{}},
 		"POST /console/connectors/{name}/limit/reset": {least: operatorOn, wild: map[string]string{"name": "no.such"}, form: url.Values{}},
-		"GET /console/operators":                      {least: admin, params: []string{"revoked"}},
+		"POST /console/connectors/{name}/pause": {least: operatorOn, wild: map[string]string{"name": "no.such"},
+			params: []string{"tenant_id", "reason"}, form: url.Values{"tenant_id": {"acme"}, "reason": {"hostile sweep"}}},
+		"POST /console/connectors/{name}/resume": {least: operatorOn, wild: map[string]string{"name": "no.such"},
+			params: []string{"tenant_id", "reason"}, form: url.Values{"tenant_id": {"acme"}, "reason": {"hostile sweep"}}},
+		"GET /console/operators": {least: admin, params: []string{"revoked"}},
 		"POST /console/operators/{name}/revoke": {least: admin, wild: map[string]string{"name": "gone"},
 			form: url.Values{}},
 		"/console/": {least: viewer, wild: map[string]string{"*": "nope"}},
@@ -238,7 +242,10 @@ func (h *harness) snapshot() string {
 		(SELECT string_agg(concat_ws(':', connector, rate, per_ms, burst, max_in_flight, per_tenant, break_after, break_for_ms,
 			set_by, reason, set_at), ',' ORDER BY connector) FROM reckon_connector_limits),
 		(SELECT string_agg(concat_ws(':', connector, tenant_id, paused_until, failures, opened_until), ',' ORDER BY connector, tenant_id)
-			FROM reckon_limit_state))`).Scan(&s))
+			FROM reckon_limit_state),
+		(SELECT string_agg(concat_ws(':', connector, tenant_id, paused_by, reason, paused_at), ',' ORDER BY connector, tenant_id)
+			FROM reckon_connector_pauses),
+		(SELECT count(*) FROM reckon_connector_pause_log))`).Scan(&s))
 	return s
 }
 
@@ -435,6 +442,8 @@ func (w *world) acting(h *harness) map[string]routeCase {
 			form: url.Values{"rate": {"7"}, "reason": {"authorized?"}}},
 		"POST /console/connectors/{name}/limit/clear": {wild: map[string]string{"name": "bank.wire"}, form: url.Values{}},
 		"POST /console/connectors/{name}/limit/reset": {wild: map[string]string{"name": "bank.wire"}, form: url.Values{}},
+		"POST /console/connectors/{name}/pause":       {wild: map[string]string{"name": "bank.wire"}, form: reason},
+		"POST /console/connectors/{name}/resume":      {wild: map[string]string{"name": "bank.wire"}, form: reason},
 	}
 }
 
