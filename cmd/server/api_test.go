@@ -35,6 +35,40 @@ func (a apiAnswer) code() string {
 	return code
 }
 
+// startServer runs the server binary on env's database, and returns its API's client and the
+// process once it is listening.
+func startServer(t *testing.T, env []string, server string) (apiClient, *proctest.Process) {
+	t.Helper()
+	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
+	return apiClient{t: t, base: "http://" + srv.Addr(t)}, srv
+}
+
+// startFastReactor runs a reactor on env's database with the tests' short timings (flags added to
+// them), once it is listening.
+func startFastReactor(t *testing.T, env []string, flags ...string) *proctest.Process {
+	t.Helper()
+	reactor := proctest.Start(t, env, proctest.Binary(t, "reactor"), append([]string{"-addr", "127.0.0.1:0",
+		"-connector-sync-interval", "200ms", "-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms", "-sweep-interval", "200ms"}, flags...)...)
+	reactor.Addr(t)
+	return reactor
+}
+
+// putConnector stores the connector definition (JSON) with the system token, and requires it
+// created.
+func (c apiClient) putConnector(system, definition string) apiAnswer {
+	c.t.Helper()
+	r := c.do("POST", "/v1/connectors", system, definition)
+	require.Equal(c.t, http.StatusCreated, r.status, r.raw)
+	return r
+}
+
+// bankWire is the definition of the demo.bank.wire connector of the fake bank at bankURL
+// (fakebank's Reckon prefix included).
+func bankWire(bankURL string) string {
+	return `{"name":"demo.bank.wire","tags":["write","external","network"],"dispatch_url":"` + bankURL + `/wires",
+		"status_url":"` + bankURL + `/wires/status","timeout_ms":1000,"max_attempts":3}`
+}
+
 func (c apiClient) do(method, path, token, body string, headers ...string) apiAnswer {
 	c.t.Helper()
 	resp, raw := testkit.Do(c.t, method, c.base+path, token, body, headers...)

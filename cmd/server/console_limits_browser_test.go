@@ -9,8 +9,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
-
-	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestConsoleLimitsInBrowser drives a connector's limits in headless Chromium against the real
@@ -26,12 +24,10 @@ func TestConsoleLimitsInBrowser(t *testing.T) {
 	ctx := context.Background()
 	olga := operatorToken(t, env, server, "olga", "-role", "operator")
 
-	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
-	base := "http://" + srv.Addr(t)
-	api := apiClient{t: t, base: base}
-	r := api.do("POST", "/v1/connectors", systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
+	api, srv := startServer(t, env, server)
+	base := api.base
+	api.putConnector(systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
 		"dispatch_url":"http://127.0.0.1:9/wires","status_url":"http://127.0.0.1:9/wires/status","timeout_ms":1000,"max_attempts":3,"limit":{"rate":5,"max_in_flight":2}}`)
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	_, err := pool.Exec(ctx, `SELECT reckon_limit_release('bank.wire', '', gen_random_uuid(), false, 0, 30000, true, 60000)`)
 	require.NoError(t, err)
 	paused := func() bool {

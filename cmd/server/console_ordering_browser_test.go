@@ -9,8 +9,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
-
-	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestConsoleOrderingInBrowser: a stored HTTP connector makes its effects' ordering key of an
@@ -23,13 +21,11 @@ func TestConsoleOrderingInBrowser(t *testing.T) {
 	browser, shots, server, pool, env := consoleRig(t)
 	acme := tenantToken(t, env, server, "acme")
 	alice := operatorToken(t, env, server, "alice", "-role", "operator")
-	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
-	base := "http://" + srv.Addr(t)
-	api := apiClient{t: t, base: base}
+	api, srv := startServer(t, env, server)
+	base := api.base
 
-	r := api.do("POST", "/v1/connectors", systemToken(t, env, server), `{"name":"demo.bank.wire","tags":["write","external","network"],
+	r := api.putConnector(systemToken(t, env, server), `{"name":"demo.bank.wire","tags":["write","external","network"],
 		"dispatch_url":"http://127.0.0.1:9/wires","status_url":"http://127.0.0.1:9/wires/status","ordering_key_fields":["order"]}`)
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	require.Equal(t, []any{"order"}, r.body["ordering_key_fields"])
 	var ids []string
 	for _, key := range []string{"ship-1", "ship-2", "ship-3"} {

@@ -9,8 +9,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
-
-	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestConsolePauseInBrowser drives an operator's pause of a connector in headless Chromium
@@ -25,12 +23,10 @@ func TestConsolePauseInBrowser(t *testing.T) {
 	ctx := context.Background()
 	olga := operatorToken(t, env, server, "olga", "-role", "operator")
 
-	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
-	base := "http://" + srv.Addr(t)
-	api := apiClient{t: t, base: base}
-	r := api.do("POST", "/v1/connectors", systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
+	api, srv := startServer(t, env, server)
+	base := api.base
+	api.putConnector(systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
 		"dispatch_url":"http://127.0.0.1:9/wires","status_url":"http://127.0.0.1:9/wires/status","timeout_ms":1000,"max_attempts":3}`)
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	pauses := func() int {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_connector_pauses WHERE connector = 'bank.wire'`).Scan(&n))

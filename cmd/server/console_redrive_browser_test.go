@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/testkit/fakebank"
-	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestConsoleRedriveInBrowser drives redrive in headless Chromium against the real server and
@@ -31,19 +30,14 @@ func TestConsoleRedriveInBrowser(t *testing.T) {
 	alice := operatorToken(t, env, server, "alice", "-role", "operator")
 	victor := operatorToken(t, env, server, "victor", "-role", "viewer")
 
-	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
-	base := "http://" + srv.Addr(t)
-	api := apiClient{t: t, base: base}
-	reactor := proctest.Start(t, env, proctest.Binary(t, "reactor"), "-addr", "127.0.0.1:0", "-connector-sync-interval", "200ms",
-		"-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms", "-sweep-interval", "200ms")
-	reactor.Addr(t)
+	api, srv := startServer(t, env, server)
+	base := api.base
+	reactor := startFastReactor(t, env)
 
 	bank := fakebank.New(t)
 	bank.SetDefault(fakebank.Reject) // the outage: every wire is refused
 	bankURL := bank.URL() + fakebank.ReckonPrefix
-	r := api.do("POST", "/v1/connectors", systemToken(t, env, server), `{"name":"demo.bank.wire","tags":["write","external","network"],
-		"dispatch_url":"`+bankURL+`/wires","status_url":"`+bankURL+`/wires/status","timeout_ms":1000,"max_attempts":3}`)
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	api.putConnector(systemToken(t, env, server), bankWire(bankURL))
 	require.Eventually(t, func() bool { return reactor.Logged("http connector added") }, 30*time.Second, 20*time.Millisecond)
 
 	ids := map[string]string{}
