@@ -228,13 +228,7 @@ func (c *Client) failHeldTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, decisi
 // lockHeld checks a decision's actor and reason and locks the effect, which must await its
 // confirmation.
 func (c *Client) lockHeld(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (dbsqlc.ReckonEffect, error) {
-	if actor == "" || reason == "" {
-		return dbsqlc.ReckonEffect{}, errors.New("effects: a confirmation decision needs an actor and a reason")
-	}
-	if err := jsonx.CheckTexts("actor", actor, "reason", reason, "OperatorOpts.TenantID", opts.tenantID()); err != nil {
-		return dbsqlc.ReckonEffect{}, fmt.Errorf("effects: confirmation decision: %w", err)
-	}
-	row, err := c.lockEffect(ctx, tx, id, opts.tenantID())
+	row, err := c.lockForOperator(ctx, tx, id, "confirmation decision", actor, reason, opts)
 	if err != nil {
 		return dbsqlc.ReckonEffect{}, err
 	}

@@ -118,13 +118,7 @@ func (c *Client) Cancel(ctx context.Context, id uuid.UUID, actor, reason string,
 // usage error nothing was written and tx is still usable; a database error aborts tx. CancelTx
 // does not count the transition in the metrics.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (_ *Effect, err error) {
-	if actor == "" || reason == "" {
-		return nil, errors.New("effects: cancel needs an actor and a reason")
-	}
-	if err := jsonx.CheckTexts("actor", actor, "reason", reason, "OperatorOpts.TenantID", opts.tenantID()); err != nil {
-		return nil, fmt.Errorf("effects: cancel: %w", err)
-	}
-	row, err := c.lockEffect(ctx, tx, id, opts.tenantID())
+	row, err := c.lockForOperator(ctx, tx, id, "cancel", actor, reason, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -288,6 +282,19 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 		return nil, fmt.Errorf("effects: insert compensation of %s: %w", row.ID, err)
 	}
 	return effectFromRow(compensation), nil
+}
+
+// lockForOperator begins an operator's action (what, as its errors name it) on effect id in tx:
+// it checks actor and reason, which are required and must be storable, and locks the effect
+// (lockEffect).
+func (c *Client) lockForOperator(ctx context.Context, tx pgx.Tx, id uuid.UUID, what, actor, reason string, opts *OperatorOpts) (dbsqlc.ReckonEffect, error) {
+	if actor == "" || reason == "" {
+		return dbsqlc.ReckonEffect{}, fmt.Errorf("effects: %s needs an actor and a reason", what)
+	}
+	if err := jsonx.CheckTexts("actor", actor, "reason", reason, "OperatorOpts.TenantID", opts.tenantID()); err != nil {
+		return dbsqlc.ReckonEffect{}, fmt.Errorf("effects: %s: %w", what, err)
+	}
+	return c.lockEffect(ctx, tx, id, opts.tenantID())
 }
 
 // lockEffect reads effect id FOR UPDATE. With tenantID set, another tenant's effect is

@@ -59,13 +59,7 @@ func (c *Client) Redrive(ctx context.Context, id uuid.UUID, actor, reason string
 // written and tx is still usable; a database error aborts tx. RedriveTx does not count the
 // transition in the metrics, since it cannot know whether tx commits.
 func (c *Client) RedriveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, reason string, opts *OperatorOpts) (_ *Effect, err error) {
-	if actor == "" || reason == "" {
-		return nil, errors.New("effects: redrive needs an actor and a reason")
-	}
-	if err := jsonx.CheckTexts("actor", actor, "reason", reason, "OperatorOpts.TenantID", opts.tenantID()); err != nil {
-		return nil, fmt.Errorf("effects: redrive: %w", err)
-	}
-	row, err := c.lockEffect(ctx, tx, id, opts.tenantID())
+	row, err := c.lockForOperator(ctx, tx, id, "redrive", actor, reason, opts)
 	if err != nil {
 		return nil, err
 	}
