@@ -83,57 +83,54 @@ func connectorsLimit(ctx context.Context, args []string, stdout io.Writer) error
 		}
 	}
 	return cmd.runParsed(ctx, nil, func(ctx context.Context, pool *pgxpool.Pool) error {
-		logger, err := cmd.common.logger()
-		if err != nil {
-			return err
-		}
-		client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger})
-		if err != nil {
-			return err
-		}
-		defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started
-		o := ops.New(pool, client, nil, nil)
-		switch cmd.action {
-		case "show":
-			return showLimits(ctx, o, name, *output, stdout)
-		case "set":
-			if _, err := o.SetLimitByName(ctx, name, limit, cliActor(), reason); err != nil {
-				return limitUsageError(err)
+		return cmd.withOps(ctx, pool, func(o *ops.Ops) error {
+			switch cmd.action {
+			case "show":
+				return showLimits(ctx, o, name, *output, stdout)
+			case "set":
+				if _, err := o.SetLimitByName(ctx, name, limit, cliActor(), reason); err != nil {
+					return limitUsageError(err)
+				}
+				fmt.Fprintf(stdout, "connector %s limited: %v; every reactor applies it within seconds\n", name, limit)
+			case "clear":
+				cleared, err := o.ClearLimitByName(ctx, name)
+				if err != nil {
+					return limitUsageError(err)
+				}
+				if !cleared {
+					return fmt.Errorf("no operator's limit for connector %s", jsonx.SafeText(name))
+				}
+				fmt.Fprintf(stdout, "connector %s: operator's limit cleared; its own applies again\n", name)
+			case "reset":
+				changed, err := o.ResetLimitByName(ctx, name)
+				if err != nil {
+					return limitUsageError(err)
+				}
+				if !changed {
+					fmt.Fprintf(stdout, "connector %s: nothing was paused, open or counting failures\n", name)
+					return nil
+				}
+				fmt.Fprintf(stdout, "connector %s: circuits closed and pauses ended\n", name)
 			}
-			fmt.Fprintf(stdout, "connector %s limited: %v; every reactor applies it within seconds\n", name, limit)
-		case "clear":
-			cleared, err := o.ClearLimitByName(ctx, name)
-			if err != nil {
-				return limitUsageError(err)
-			}
-			if !cleared {
-				return fmt.Errorf("no operator's limit for connector %s", jsonx.SafeText(name))
-			}
-			fmt.Fprintf(stdout, "connector %s: operator's limit cleared; its own applies again\n", name)
-		case "reset":
-			changed, err := o.ResetLimitByName(ctx, name)
-			if err != nil {
-				return limitUsageError(err)
-			}
-			if !changed {
-				fmt.Fprintf(stdout, "connector %s: nothing was paused, open or counting failures\n", name)
-				return nil
-			}
-			fmt.Fprintf(stdout, "connector %s: circuits closed and pauses ended\n", name)
-		}
-		return nil
+			return nil
+		})
 	})
 }
 
 // limitUsageError makes an *ops.FieldError a usage mistake (exit status 2) naming the flag of its
 // field, or NAME.
 func limitUsageError(err error) error {
+	return fieldUsageError(err, map[string]string{"name": "NAME", "per_ms": "-per", "break_for_ms": "-break-for", "": "limit"})
+}
+
+// fieldUsageError makes an *ops.FieldError a usage mistake (exit status 2) naming the flag of its
+// field (flagOf); any other error is returned as it is.
+func fieldUsageError(err error, flags map[string]string) error {
 	var bad *ops.FieldError
 	if !errors.As(err, &bad) {
 		return err
 	}
-	flag := flagOf(bad.Field, map[string]string{"name": "NAME", "per_ms": "-per", "break_for_ms": "-break-for", "": "limit"})
-	return fmt.Errorf("%w: %s: %s", errUsage, flag, jsonx.SafeText(bad.Message))
+	return fmt.Errorf("%w: %s: %s", errUsage, flagOf(bad.Field, flags), jsonx.SafeText(bad.Message))
 }
 
 // flagOf names a field of a request (the API's name for it) as the CLI does: as flags names it,

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
-	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/jsonx"
 )
 
@@ -51,41 +50,33 @@ func connectorsPause(ctx context.Context, cmd *command, stdout io.Writer) error 
 		}
 	}
 	return cmd.runParsed(ctx, nil, func(ctx context.Context, pool *pgxpool.Pool) error {
-		logger, err := cmd.common.logger()
-		if err != nil {
-			return err
-		}
-		client, err := effects.NewClient(pool, &effects.Config{Registry: effects.NewRegistry(), Logger: logger})
-		if err != nil {
-			return err
-		}
-		defer client.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // never started
-		o := ops.New(pool, client, nil, nil)
-		switch cmd.action {
-		case "pauses":
-			return showPauses(ctx, o, *output, stdout)
-		case "pause":
-			pause, created, err := o.PauseConnector(ctx, ops.Scope{}, name, tenant, cliActor(), reason)
-			if err != nil {
-				return pauseUsageError(pauseNotFound(err, name))
+		return cmd.withOps(ctx, pool, func(o *ops.Ops) error {
+			switch cmd.action {
+			case "pauses":
+				return showPauses(ctx, o, *output, stdout)
+			case "pause":
+				pause, created, err := o.PauseConnector(ctx, ops.Scope{}, name, tenant, cliActor(), reason)
+				if err != nil {
+					return pauseUsageError(pauseNotFound(err, name))
+				}
+				if !created {
+					fmt.Fprintf(stdout, "connector %s was paused already %s by %s since %s: %s\n", name, pauseWhose(tenant),
+						pause.PausedBy, pause.PausedAt.UTC().Format(time.RFC3339), pause.Reason)
+					return nil
+				}
+				fmt.Fprintf(stdout, "connector %s paused %s: no reactor starts its calls until it is resumed\n", name, pauseWhose(tenant))
+			case "resume":
+				resumed, err := o.ResumeConnector(ctx, ops.Scope{}, name, tenant, cliActor(), reason)
+				if err != nil {
+					return pauseUsageError(pauseNotFound(err, name))
+				}
+				if !resumed {
+					return fmt.Errorf("connector %s is not paused %s", jsonx.SafeText(name), pauseWhose(tenant))
+				}
+				fmt.Fprintf(stdout, "connector %s resumed %s: its effects go out now\n", name, pauseWhose(tenant))
 			}
-			if !created {
-				fmt.Fprintf(stdout, "connector %s was paused already %s by %s since %s: %s\n", name, pauseWhose(tenant),
-					pause.PausedBy, pause.PausedAt.UTC().Format(time.RFC3339), pause.Reason)
-				return nil
-			}
-			fmt.Fprintf(stdout, "connector %s paused %s: no reactor starts its calls until it is resumed\n", name, pauseWhose(tenant))
-		case "resume":
-			resumed, err := o.ResumeConnector(ctx, ops.Scope{}, name, tenant, cliActor(), reason)
-			if err != nil {
-				return pauseUsageError(pauseNotFound(err, name))
-			}
-			if !resumed {
-				return fmt.Errorf("connector %s is not paused %s", jsonx.SafeText(name), pauseWhose(tenant))
-			}
-			fmt.Fprintf(stdout, "connector %s resumed %s: its effects go out now\n", name, pauseWhose(tenant))
-		}
-		return nil
+			return nil
+		})
 	})
 }
 
@@ -108,12 +99,7 @@ func pauseNotFound(err error, name string) error {
 // pauseUsageError makes an *ops.FieldError a usage mistake (exit status 2) naming the flag of its
 // field, or NAME.
 func pauseUsageError(err error) error {
-	var bad *ops.FieldError
-	if !errors.As(err, &bad) {
-		return err
-	}
-	flag := flagOf(bad.Field, map[string]string{"name": "NAME", "tenant_id": "-tenant"})
-	return fmt.Errorf("%w: %s: %s", errUsage, flag, jsonx.SafeText(bad.Message))
+	return fieldUsageError(err, map[string]string{"name": "NAME", "tenant_id": "-tenant"})
 }
 
 // showPauses prints every operator's pause.

@@ -95,15 +95,10 @@ func runSchedules(ctx context.Context, args []string, stdout, _ io.Writer) error
 // scheduleCLIError names a schedule missing, and a bad field by its flag (NAME for the name,
 // -every for the interval).
 func scheduleCLIError(err error, def schedule.Definition) error {
-	var bad *ops.FieldError
-	switch {
-	case errors.Is(err, ops.ErrNotFound):
+	if errors.Is(err, ops.ErrNotFound) {
 		return fmt.Errorf("tenant %s has no schedule %s", jsonx.SafeText(def.Tenant), jsonx.SafeText(def.Name))
-	case errors.As(err, &bad):
-		flag := flagOf(bad.Field, map[string]string{"name": "NAME", "interval_seconds": "-every"})
-		return fmt.Errorf("%w: %s: %s", errUsage, flag, jsonx.SafeText(bad.Message))
 	}
-	return err
+	return fieldUsageError(err, map[string]string{"name": "NAME", "interval_seconds": "-every"})
 }
 
 // listSchedules prints every schedule (of tenant, if given), page after page.
