@@ -15,12 +15,8 @@ ALTER TABLE reckon_effects ADD COLUMN IF NOT EXISTS order_queue text;
 ALTER TABLE reckon_effects ADD COLUMN IF NOT EXISTS not_before timestamptz;
 CREATE SEQUENCE IF NOT EXISTS reckon_effects_order_seq;
 
--- The unsettled effects of each key in order: the enqueue's check, the hand-on and "held by".
--- Built in the migration's transaction (the functions below cannot run outside one): no existing
--- row is ordered, so the index is empty, but its build reads the table once while writes to it
--- wait — a few seconds on a table of millions of effects.
-CREATE INDEX IF NOT EXISTS reckon_effects_ordering_idx ON reckon_effects (tenant_id, ordering_key, order_seq)
-    WHERE ordering_key IS NOT NULL AND state IN ('PENDING', 'UNKNOWN', 'STUCK');
+-- Their index, reckon_effects_ordering_idx, is built CONCURRENTLY by 0040_ordering_index: this
+-- migration's functions need a transaction, and a plain build would hold writers for a table read.
 
 -- reckon_order_lock takes the transaction advisory lock of a tenant's ordering key.
 CREATE OR REPLACE FUNCTION reckon_order_lock(tenant text, key text) RETURNS void

@@ -1,0 +1,2 @@
+-- reckon:no-transaction
+DROP INDEX CONCURRENTLY IF EXISTS reckon_effects_ordering_idx;
