@@ -211,6 +211,8 @@ func (s *Server) createEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 		return 0, nil, unknownConnector(spec.Connector)
 	case errors.Is(err, effects.ErrIdempotencyConflict):
 		return 0, nil, errorf(http.StatusConflict, codeIdempotencyConflict, "%v", err)
+	case errors.Is(err, effects.ErrBusinessKeyConflict):
+		return 0, nil, errorf(http.StatusConflict, codeBusinessKeyConflict, "%v", err)
 	case err != nil:
 		return 0, nil, fmt.Errorf("enqueue: %w", err)
 	}
@@ -508,6 +510,8 @@ func redriveError(err error) error {
 		code = codeRedriveDeclined
 	case errors.Is(err, effects.ErrRedriveOwned):
 		code = codeRedriveOwned
+	case errors.Is(err, effects.ErrRedriveBusinessKeyTaken):
+		code = codeBusinessKeyTaken
 	case errors.Is(err, effects.ErrRunCancelled):
 		code = codeRunCancelled
 	case errors.Is(err, effects.ErrRunMaxFailures):
