@@ -262,3 +262,23 @@ func TestRedriveRefusesTakenBusinessKey(t *testing.T) {
 	_, err = h.client.Enqueue(ctx, dedupSpec("r-3", "order-1", 11), nil)
 	require.ErrorIs(t, err, effects.ErrBusinessKeyConflict, "the redriven effect holds the key again")
 }
+
+// Do (an inline call) with the business key of an effect that is not FAILED returns that effect
+// and calls nothing.
+func TestBusinessKeyDedupInlineDo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := setup(t)
+	h.wireDedup()
+
+	first, err := h.client.Enqueue(ctx, dedupSpec("d-1", "order-1", 10), nil)
+	require.NoError(t, err)
+	got, err := h.client.Do(ctx, dedupSpec("d-2", "order-1", 10))
+	require.NoError(t, err)
+	require.Equal(t, first.ID, got.ID)
+	require.True(t, got.Deduplicated)
+	_, err = h.client.Do(ctx, dedupSpec("d-3", "order-1", 11))
+	require.ErrorIs(t, err, effects.ErrBusinessKeyConflict)
+	require.Zero(t, h.bank.Count("d-2")+h.bank.Count("d-3"), "nothing called")
+	require.Equal(t, 1, h.count(`SELECT count(*) FROM reckon_effects`))
+}
