@@ -211,8 +211,6 @@ func (s *Server) createEffect(ctx context.Context, tx pgx.Tx, call *Call) (int, 
 		return 0, nil, unknownConnector(spec.Connector)
 	case errors.Is(err, effects.ErrIdempotencyConflict):
 		return 0, nil, errorf(http.StatusConflict, codeIdempotencyConflict, "%v", err)
-	case errors.Is(err, effects.ErrBusinessKeyConflict):
-		return 0, nil, errorf(http.StatusConflict, codeBusinessKeyConflict, "%v", err)
 	case err != nil:
 		return 0, nil, fmt.Errorf("enqueue: %w", err)
 	}
@@ -234,6 +232,8 @@ func enqueueError(err error) *Error {
 		return nil
 	case errors.Is(err, effects.ErrInvalidArgs):
 		return badRequest(codeInvalidRequest, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
+	case errors.Is(err, effects.ErrBusinessKeyConflict):
+		return errorf(http.StatusConflict, codeBusinessKeyConflict, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrPruned):
 		return errorf(http.StatusConflict, codeEffectPruned, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrRunCancelled):
