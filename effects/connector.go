@@ -37,6 +37,13 @@ type Connector struct {
 	// BusinessKey derives the effect's business key from its args when the spec gives none, e.g.
 	// "account:amount:date". Optional.
 	BusinessKey func(args json.RawMessage) (string, error)
+	// DedupByBusinessKey makes the business key (Spec.BusinessKey, else BusinessKey's) deduplicate
+	// like an idempotency key: while an effect of the tenant with this connector and business key
+	// is not FAILED, enqueueing another with the key returns that effect (Deduplicated set) when
+	// the args and owner agree, and fails with ErrBusinessKeyConflict when they do not. The
+	// database decides (a unique index), so it holds under concurrent enqueues. An effect without
+	// a business key, and a compensation, are not deduplicated. Default false.
+	DedupByBusinessKey bool
 	// OrderingKey derives the effect's ordering key (Spec.OrderingKey) from its args when the spec
 	// gives none, e.g. the order id: the connector's effects for one key are then dispatched one
 	// at a time, in enqueue order. Returning "" leaves the effect unordered. Optional.

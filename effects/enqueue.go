@@ -106,6 +106,7 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 type enqueueBatch struct {
 	resolved      []*resolvedSpec // one per spec
 	unique        []int           // the index of the first spec of each (tenant, idempotency key)
+	same          []int           // for each spec, the index in resolved of the spec whose effect it gets
 	holds         []*hold         // confirmation holds (confirm.go), nil: none
 	ids           []uuid.UUID     // the id of each new effect
 	scheduledAt   time.Time
@@ -121,7 +122,7 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 	if err := jsonx.CheckTexts("EnqueueOpts.Actor", actor, "EnqueueOpts.Reason", reason); err != nil {
 		return nil, fmt.Errorf("effects: enqueue: %w", err)
 	}
-	resolved, unique, err := c.resolveBatch(specs)
+	resolved, unique, same, err := c.resolveBatch(specs)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 		return nil, err
 	}
 
-	b := &enqueueBatch{resolved: resolved, unique: unique, actor: actor, reason: reason}
+	b := &enqueueBatch{resolved: resolved, unique: unique, same: same, actor: actor, reason: reason}
 	if opts != nil {
 		b.scheduledAt = opts.ScheduledAt
 	}
@@ -157,35 +158,49 @@ func (c *Client) enqueueManyTx(ctx context.Context, tx pgx.Tx, specs []Spec, opt
 }
 
 // resolveBatch resolves specs and checks their owners. It returns the index of the first spec of
-// each (tenant, idempotency key) in unique; a later spec with the key and other args (or another
-// connector) is ErrIdempotencyConflict.
-func (c *Client) resolveBatch(specs []Spec) (resolved []*resolvedSpec, unique []int, err error) {
-	resolved = make([]*resolvedSpec, len(specs))
-	first := map[[2]string]int{} // (tenant, key) → index of its first spec
+// each (tenant, idempotency key) in unique, and for each spec the index of the spec whose effect
+// it gets in same: a later spec with the key and other args (or another connector) is
+// ErrIdempotencyConflict. A later spec with another key and the deduplicating business key of an
+// earlier one (Connector.DedupByBusinessKey) is that one's replay too, or ErrBusinessKeyConflict
+// with other args or another owner.
+func (c *Client) resolveBatch(specs []Spec) (resolved []*resolvedSpec, unique, same []int, err error) {
+	resolved, same = make([]*resolvedSpec, len(specs)), make([]int, len(specs))
+	first := map[[2]string]int{}    // (tenant, key) → index of its first spec
+	firstBiz := map[[3]string]int{} // (tenant, connector, business key) → index of its first spec
 	for i, spec := range specs {
 		res, err := c.registry.resolve(spec)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if err := c.checkOwner(ptr(spec.Owner)); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		resolved[i] = res
-		k := [2]string{res.tenantID, res.idempotencyKey}
-		if j, ok := first[k]; ok {
+		k, biz := [2]string{res.tenantID, res.idempotencyKey}, [3]string{res.tenantID, res.connector.Name, res.dedupKey()}
+		j, ok := first[k]
+		if !ok && biz[2] != "" {
+			if j, ok = firstBiz[biz]; ok && (!jsonx.Equal(resolved[j].args, res.args) || resolved[j].spec.Owner != res.spec.Owner) {
+				return nil, nil, nil, fmt.Errorf("%w: business key %q appears twice in the batch with different args", ErrBusinessKeyConflict, biz[2])
+			}
+		}
+		if ok {
 			if resolved[j].connector.Name != res.connector.Name || !jsonx.Equal(resolved[j].args, res.args) {
-				return nil, nil, fmt.Errorf("%w: key %q appears twice in the batch with different args", ErrIdempotencyConflict, res.idempotencyKey)
+				return nil, nil, nil, fmt.Errorf("%w: key %q appears twice in the batch with different args", ErrIdempotencyConflict, res.idempotencyKey)
 			}
 			if r := resolved[j]; r.spec.AsyncTimeout == 0 && !r.spec.AsyncHardTimeout {
 				// The effect takes the async options of the first of its specs that has any.
 				r.spec.AsyncTimeout, r.spec.AsyncHardTimeout = res.spec.AsyncTimeout, res.spec.AsyncHardTimeout
 			}
+			first[k], same[i] = j, j
 			continue
 		}
-		first[k] = i
+		first[k], same[i] = i, i
+		if biz[2] != "" {
+			firstBiz[biz] = i
+		}
 		unique = append(unique, i)
 	}
-	return resolved, unique, nil
+	return resolved, unique, same, nil
 }
 
 // holdsOf returns the confirmation hold of each unique spec (confirm.go), indexed like resolved.
@@ -257,16 +272,15 @@ func (c *Client) insertBatchTx(ctx context.Context, tx pgx.Tx, b *enqueueBatch) 
 			used[*row.JobID] = true
 		}
 	}
-	byKey := map[[2]string]*Effect{}
+	effectOf := make(map[int]*Effect, len(b.unique)) // index of a unique spec → its effect
 	for _, i := range b.unique {
-		r := b.resolved[i]
 		effect, ok := byID[b.ids[i]]
 		if !ok {
-			if effect, err = c.existingFor(ctx, tx, r); err != nil {
+			if effect, err = c.existingFor(ctx, tx, b.resolved[i]); err != nil {
 				return nil, err
 			}
 		}
-		byKey[[2]string{r.tenantID, r.idempotencyKey}] = effect
+		effectOf[i] = effect
 	}
 	var unused []int64 // every effect of theirs was already recorded
 	for _, id := range jobs {
@@ -278,8 +292,8 @@ func (c *Client) insertBatchTx(ctx context.Context, tx pgx.Tx, b *enqueueBatch) 
 		return nil, err
 	}
 	result := make([]*Effect, len(b.resolved))
-	for i, r := range b.resolved {
-		result[i] = byKey[[2]string{r.tenantID, r.idempotencyKey}]
+	for i := range b.resolved {
+		result[i] = effectOf[b.same[i]]
 	}
 	return result, nil
 }
@@ -399,10 +413,16 @@ func (c *Client) deleteJobs(ctx context.Context, tx pgx.Tx, ids []int64) error {
 
 // existingFor returns the effect holding r's idempotency key, marked deduplicated, after an insert
 // of r found the key taken; ErrIdempotencyConflict when the effect was recorded with another
-// connector or other args; ErrPruned when no effect holds the key but a tombstone keeps it.
+// connector or other args. When no effect holds the key: the effect holding r's deduplicating
+// business key (businessKeyHolder), else ErrPruned when a tombstone keeps the key.
 func (c *Client) existingFor(ctx context.Context, tx pgx.Tx, r *resolvedSpec) (*Effect, error) {
 	q := dbsqlc.New(tx)
 	row, err := q.EffectGetByIdempotencyKey(ctx, dbsqlc.EffectGetByIdempotencyKeyParams{TenantID: r.tenantID, IdempotencyKey: r.idempotencyKey})
+	if postgres.NoRows(err) && r.dedupKey() != "" {
+		if effect, err := businessKeyHolder(ctx, q, r); effect != nil || err != nil {
+			return effect, err
+		}
+	}
 	if postgres.NoRows(err) {
 		return nil, prunedKeyError(ctx, q, r.tenantID, r.idempotencyKey)
 	}
@@ -415,6 +435,30 @@ func (c *Client) existingFor(ctx context.Context, tx pgx.Tx, r *resolvedSpec) (*
 	}
 	if !same || row.Connector != r.connector.Name || deref(row.Owner) != r.spec.Owner {
 		return nil, fmt.Errorf("%w: key %q belongs to effect %s (%s, owner %q)", ErrIdempotencyConflict, r.idempotencyKey, row.ID, row.Connector, deref(row.Owner))
+	}
+	effect := effectFromRow(row)
+	effect.Deduplicated = true
+	return effect, nil
+}
+
+// businessKeyHolder returns the effect that holds r's deduplicating business key, marked
+// deduplicated, when its args and owner are r's; ErrBusinessKeyConflict when they are not; nil
+// when no effect holds the key (any more: its holder FAILED since the insert).
+func businessKeyHolder(ctx context.Context, q *dbsqlc.Queries, r *resolvedSpec) (*Effect, error) {
+	key := r.dedupKey()
+	row, err := q.EffectGetByBusinessKey(ctx, dbsqlc.EffectGetByBusinessKeyParams{TenantID: r.tenantID, Connector: r.connector.Name, BusinessKey: &key})
+	if postgres.NoRows(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("effects: read effect with business key %q: %w", key, err)
+	}
+	same, err := q.EffectArgsEqual(ctx, dbsqlc.EffectArgsEqualParams{ID: row.ID, Args: r.args})
+	if err != nil {
+		return nil, fmt.Errorf("effects: compare args of business key %q: %w", key, err)
+	}
+	if !same || deref(row.Owner) != r.spec.Owner {
+		return nil, fmt.Errorf("%w: business key %q belongs to effect %s (%s, owner %q)", ErrBusinessKeyConflict, key, row.ID, row.State, deref(row.Owner))
 	}
 	effect := effectFromRow(row)
 	effect.Deduplicated = true
@@ -454,7 +498,7 @@ func effectInsert(id uuid.UUID, r *resolvedSpec, h *hold) dbsqlc.EffectInsertPar
 		MaxAttempts: int32(r.maxAttempts), TimeoutMs: timeoutMS(r.connector),
 		RunID: nonZero(&r.spec.RunID), TurnID: r.spec.TurnID, TurnGroup: nonZero(&r.spec.TurnGroup),
 		Owner: nonZero(&r.spec.Owner), AsyncHardTimeout: r.spec.AsyncHardTimeout,
-		OrderingKey: nonZero(&r.orderingKey),
+		OrderingKey: nonZero(&r.orderingKey), BusinessKeyDedup: r.dedupKey() != "",
 	}
 	if r.spec.AsyncTimeout > 0 {
 		ms := int32(r.spec.AsyncTimeout / time.Millisecond)
@@ -491,6 +535,12 @@ func appendEffectInsert(m *dbsqlc.EffectInsertManyParams, n, count int, e dbsqlc
 	m.ConfirmationPrompts = append(m.ConfirmationPrompts, deref(e.ConfirmationPrompt))
 	m.ConfirmationTtlMs = append(m.ConfirmationTtlMs, deref(e.ConfirmationTtlMs))
 	m.ConfirmationFourEyes = append(m.ConfirmationFourEyes, deref(e.ConfirmationFourEyes))
+	if e.BusinessKeyDedup {
+		if m.BusinessKeyDedups == nil {
+			m.BusinessKeyDedups = make([]bool, count)
+		}
+		m.BusinessKeyDedups[n] = true
+	}
 	if e.AsyncTimeoutMs != nil || e.AsyncHardTimeout {
 		if m.AsyncTimeoutMs == nil {
 			m.AsyncTimeoutMs, m.AsyncHardTimeouts = make([]int32, count), make([]bool, count)

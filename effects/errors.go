@@ -15,6 +15,10 @@ var (
 	// ErrIdempotencyConflict: the idempotency key is taken by an effect with other args or
 	// another connector.
 	ErrIdempotencyConflict = errors.New("effects: idempotency key already used with different args")
+	// ErrBusinessKeyConflict: the connector deduplicates by business key
+	// (Connector.DedupByBusinessKey), and an effect of the tenant that is not FAILED already holds
+	// the business key with other args (or another owner). Nothing is enqueued.
+	ErrBusinessKeyConflict = errors.New("effects: business key already held by an effect with different args")
 	// ErrPruned: the idempotency key belonged to an effect that settled and was then pruned by
 	// retention, and its tombstone keeps the key for the dedup window: the enqueue is a late
 	// duplicate and nothing is enqueued. errors.As with *PrunedError tells which effect it was.

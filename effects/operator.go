@@ -249,6 +249,7 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 	e.Policy, e.Tags = dbsqlc.ReckonEffectPolicy(PolicyIdempotent), []string{string(TagWrite), string(TagIdempotent)}
 	e.TimeoutMs = row.TimeoutMs
 	e.CompensatesID, e.JobID, e.TraceContext = &row.ID, jobID, c.tracing.carrierOf(ctx)
+	e.BusinessKeyDedup = false // the original holds the business key: a compensation never dedups against it
 	e.Actor, e.Reason = actor, "compensation: "+reason
 	if row.OrderingKey != nil {
 		e.OrderingKey, e.OrderSeq = row.OrderingKey, row.OrderSeq

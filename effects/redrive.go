@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/reckonhq/reckon/internal/dbsqlc"
 	"github.com/reckonhq/reckon/internal/jsonx"
@@ -30,6 +31,10 @@ var (
 	// compensates (or has compensated) when a step fails. The owner has moved on: redriving the
 	// step would call it behind the owner's back.
 	ErrRedriveOwned = errors.New("effects: an owned effect (a saga step) cannot be redriven: its owner has acted on the failure")
+	// ErrRedriveBusinessKeyTaken: the effect's connector deduplicates by business key
+	// (Connector.DedupByBusinessKey), and a newer effect that is not FAILED holds the business key
+	// now: redriving would make two live effects of one business key.
+	ErrRedriveBusinessKeyTaken = errors.New("effects: the business key of the effect is held by another effect")
 )
 
 // Redrive sends a FAILED effect back to PENDING, in a transaction of its own: it is dispatched
@@ -39,7 +44,8 @@ var (
 // 0037).
 //
 // Refused, with nothing changed: ErrNotFound (also another tenant's effect with opts.TenantID),
-// ErrNotFailed, ErrRedriveCompensation, ErrRedriveDeclined, ErrRedriveOwned, ErrRunCancelled (its
+// ErrNotFailed, ErrRedriveCompensation, ErrRedriveDeclined, ErrRedriveOwned,
+// ErrRedriveBusinessKeyTaken, ErrRunCancelled (its
 // run was cancelled) and ErrRunMaxFailures (its run is halted by max_consecutive_failures), or a
 // usage error (a missing or unstorable actor or reason). A database error rolls the redrive back,
 // so Redrive can simply be called again: a redrive that was in fact recorded makes the retry
@@ -90,6 +96,9 @@ func (c *Client) RedriveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, 
 		actor: "operator:" + actor, reason: jsonx.SafeText("redrive: " + reason),
 		detail: map[string]any{"redrive": true, "attempts_before": row.Attempts, "error_before": deref(row.Error)},
 	})
+	if isBusinessKeyTaken(err) { // a concurrent enqueue took the key after checkRedrivable
+		return nil, fmt.Errorf("%w: effect %s, business key %q", ErrRedriveBusinessKeyTaken, id, deref(row.BusinessKey))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +106,12 @@ func (c *Client) RedriveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, 
 		return nil, err
 	}
 	return effectFromRow(settled), nil
+}
+
+// isBusinessKeyTaken reports whether err is the refusal of reckon_effects_business_key_uniq.
+func isBusinessKeyTaken(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "reckon_effects_business_key_uniq"
 }
 
 // checkRedrivable says why the locked effect row cannot be redriven (nil: it can). A run's
@@ -111,10 +126,19 @@ func (c *Client) checkRedrivable(ctx context.Context, tx pgx.Tx, row dbsqlc.Reck
 		return fmt.Errorf("%w: effect %s: confirmation %s", ErrRedriveDeclined, row.ID, *row.Confirmation)
 	case row.Owner != nil:
 		return fmt.Errorf("%w: effect %s is owned by %q", ErrRedriveOwned, row.ID, *row.Owner)
-	case row.RunID == nil:
-		return nil
 	}
 	q := dbsqlc.New(tx)
+	if row.BusinessKeyDedup && row.BusinessKey != nil {
+		holder, err := q.EffectGetByBusinessKey(ctx, dbsqlc.EffectGetByBusinessKeyParams{TenantID: row.TenantID, Connector: row.Connector, BusinessKey: row.BusinessKey})
+		if err == nil {
+			return fmt.Errorf("%w: effect %s: business key %q is held by effect %s (%s)", ErrRedriveBusinessKeyTaken, row.ID, *row.BusinessKey, holder.ID, holder.State)
+		} else if !postgres.NoRows(err) {
+			return fmt.Errorf("effects: read holder of business key %q: %w", *row.BusinessKey, err)
+		}
+	}
+	if row.RunID == nil {
+		return nil
+	}
 	runRow, err := q.RunGetForUpdate(ctx, dbsqlc.RunGetForUpdateParams{TenantID: row.TenantID, ID: *row.RunID})
 	if postgres.NoRows(err) {
 		return nil // the run's row was pruned: no guardrail left to break

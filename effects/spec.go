@@ -105,6 +105,14 @@ type resolvedSpec struct {
 	spec           Spec
 }
 
+// dedupKey is r's deduplicating business key (Connector.DedupByBusinessKey), "" when it has none.
+func (r *resolvedSpec) dedupKey() string {
+	if !r.connector.DedupByBusinessKey {
+		return ""
+	}
+	return r.businessKey
+}
+
 func (r *Registry) resolve(spec Spec) (*resolvedSpec, error) {
 	if spec.Connector == "" {
 		return nil, errors.New("effects: spec needs a Connector")

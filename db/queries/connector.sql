@@ -5,13 +5,13 @@ INSERT INTO reckon_connectors (
     max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
     async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt,
     limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms,
-    description, args_schema, tenants, ordering_key_fields
+    description, args_schema, tenants, ordering_key_fields, dedup_by_business_key
 ) VALUES (
     @name, @tags, @dispatch_url, @status_url, @compensate_url, @business_key_fields, @timeout_ms,
     @max_attempts, @status_check_limit, @backoff_initial_ms, @backoff_max_ms, @unsafe,
     sqlc.narg(async_timeout_ms), @hard_timeout, sqlc.narg(cancel_url), @requires_confirmation, sqlc.narg(confirmation_prompt),
     @limit_rate, @limit_per_ms, @limit_burst, @limit_max_in_flight, @limit_per_tenant, @limit_break_after, @limit_break_for_ms,
-    @description, sqlc.narg(args_schema), @tenants, @ordering_key_fields
+    @description, sqlc.narg(args_schema), @tenants, @ordering_key_fields, @dedup_by_business_key
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -20,6 +20,7 @@ ON CONFLICT (name) DO UPDATE SET
     compensate_url = excluded.compensate_url,
     business_key_fields = excluded.business_key_fields,
     ordering_key_fields = excluded.ordering_key_fields,
+    dedup_by_business_key = excluded.dedup_by_business_key,
     timeout_ms = excluded.timeout_ms,
     max_attempts = excluded.max_attempts,
     status_check_limit = excluded.status_check_limit,

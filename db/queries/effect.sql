@@ -7,14 +7,17 @@
 -- An effect with neither job nor lease is left for the claimers of queue (EffectClaim). An
 -- ordered effect (ordering_key) takes the next order_seq unless it is given one (a compensation
 -- takes its original's), and is recorded waiting for its turn: no queue, its claimers' queue in
--- order_queue (EffectOrderHandOn gives it the queue when its turn comes).
+-- order_queue (EffectOrderHandOn gives it the queue when its turn comes). An effect with
+-- business_key_dedup is skipped too while another effect not FAILED holds its (tenant, connector,
+-- business key) (reckon_effects_business_key_uniq, 0039: the conflict has no target, so both unique
+-- keys are arbiters); EffectGetByBusinessKey reads the holder.
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id, queue,
     confirmation, confirmation_prompt, confirmation_expires_at, confirmation_four_eyes,
     lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
     async_timeout_ms, async_hard_timeout, transition_actor, transition_reason, transition_detail,
-    ordering_key, order_seq, order_queue, not_before
+    ordering_key, order_seq, order_queue, not_before, business_key_dedup
 )
 SELECT
     @id, @tenant_id, @connector, @args, @idempotency_key, @business_key, @policy, @tags, @max_attempts,
@@ -27,12 +30,12 @@ SELECT
     sqlc.narg(ordering_key)::text,
     CASE WHEN sqlc.narg(ordering_key)::text IS NOT NULL
          THEN coalesce(sqlc.narg(order_seq)::bigint, nextval('reckon_effects_order_seq')) END,
-    sqlc.narg(order_queue)::text, sqlc.narg(not_before)::timestamptz
+    sqlc.narg(order_queue)::text, sqlc.narg(not_before)::timestamptz, @business_key_dedup
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = @tenant_id AND t.idempotency_key = @idempotency_key AND t.expires_at > now()
 )
-ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING *;
 
 -- name: EffectInsertMany :many
@@ -44,12 +47,14 @@ RETURNING *;
 -- may async_timeout_ms and async_hard_timeouts (no effect has async options): unnest runs the
 -- arrays in lockstep and pads a shorter one with NULLs. So may ordering_keys (no effect is
 -- ordered); an ordered effect ('' stands for none) takes the next order_seq, in the order of the
--- arrays, and order_queue and not_before (as EffectInsert's; queue is '' for it: waiting).
+-- arrays, and order_queue and not_before (as EffectInsert's; queue is '' for it: waiting). So
+-- may business_key_dedups (no effect dedups by business key); a row whose business key is held is
+-- skipped, as for EffectInsert.
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, run_id, turn_id, turn_group, job_id, queue, confirmation, confirmation_prompt,
     confirmation_expires_at, confirmation_four_eyes, owner, trace_context, async_timeout_ms, async_hard_timeout,
-    transition_actor, transition_reason, ordering_key, order_seq, order_queue, not_before
+    transition_actor, transition_reason, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
@@ -63,7 +68,8 @@ SELECT
     nullif(u.ordering_key, ''),
     CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN nextval('reckon_effects_order_seq') END,
     CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN sqlc.narg(order_queue)::text END,
-    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN sqlc.narg(not_before)::timestamptz END
+    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN sqlc.narg(not_before)::timestamptz END,
+    coalesce(u.business_key_dedup, false)
 FROM (
     SELECT
         unnest(sqlc.arg(ids)::uuid[]) AS id,
@@ -89,14 +95,22 @@ FROM (
         unnest(sqlc.narg(async_timeout_ms)::integer[]) AS async_timeout_ms,
         unnest(sqlc.narg(async_hard_timeouts)::boolean[]) AS async_hard_timeout,
         unnest(sqlc.narg(trace_contexts)::jsonb[]) AS trace_context,
-        unnest(sqlc.narg(ordering_keys)::text[]) AS ordering_key
+        unnest(sqlc.narg(ordering_keys)::text[]) AS ordering_key,
+        unnest(sqlc.narg(business_key_dedups)::boolean[]) AS business_key_dedup
 ) AS u
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = u.tenant_id AND t.idempotency_key = u.idempotency_key AND t.expires_at > now()
 )
-ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING *;
+
+-- name: EffectGetByBusinessKey :one
+-- The effect that holds a deduplicating business key (reckon_effects_business_key_uniq, 0039): at
+-- most one, not FAILED.
+SELECT * FROM reckon_effects
+WHERE tenant_id = @tenant_id AND connector = @connector AND business_key = @business_key
+  AND business_key_dedup AND state <> 'FAILED';
 
 -- name: EffectGetByID :one
 SELECT * FROM reckon_effects WHERE id = @id;

@@ -121,6 +121,7 @@ func (d Definition) Connector(client *http.Client) effects.Connector {
 	if len(d.BusinessKeyFields) > 0 {
 		c.BusinessKey = d.businessKey
 	}
+	c.DedupByBusinessKey = d.DedupByBusinessKey
 	if len(d.OrderingKeyFields) > 0 {
 		c.OrderingKey = d.orderingKey
 	}

@@ -34,6 +34,10 @@ type Definition struct {
 	// top-level fields of its args joined with ':' (strings as they are, numbers and booleans as
 	// JSON). Optional; at most MaxBusinessKeyFields, distinct, each 1 to 200 bytes.
 	BusinessKeyFields []string
+	// DedupByBusinessKey makes the business key deduplicate (effects.Connector.DedupByBusinessKey):
+	// while an effect of the tenant with this connector and business key is not FAILED, another
+	// enqueue with the key gets that effect back, or a conflict when its args differ. Default false.
+	DedupByBusinessKey bool
 	// OrderingKeyFields makes an effect's ordering key (effects.Spec.OrderingKey), when the
 	// enqueuer gives none, from these top-level fields of its args, joined as BusinessKeyFields
 	// are: the connector's effects with the same key are dispatched one at a time, in enqueue
@@ -313,22 +317,23 @@ func keyOf(what string, names []string, args json.RawMessage) (string, error) {
 
 // definitionJSON is the JSON form of a Definition.
 type definitionJSON struct {
-	Name              string        `json:"name"`
-	Tags              []effects.Tag `json:"tags"`
-	DispatchURL       string        `json:"dispatch_url"`
-	StatusURL         string        `json:"status_url,omitempty"`
-	CompensateURL     string        `json:"compensate_url,omitempty"`
-	BusinessKeyFields []string      `json:"business_key_fields,omitempty"`
-	OrderingKeyFields []string      `json:"ordering_key_fields,omitempty"`
-	TimeoutMS         int64         `json:"timeout_ms,omitempty"`
-	MaxAttempts       int           `json:"max_attempts,omitempty"`
-	StatusCheckLimit  int           `json:"status_check_limit,omitempty"`
-	BackoffInitialMS  int64         `json:"backoff_initial_ms,omitempty"`
-	BackoffMaxMS      int64         `json:"backoff_max_ms,omitempty"`
-	Unsafe            bool          `json:"unsafe,omitempty"`
-	AsyncTimeoutMS    *int64        `json:"async_timeout_ms,omitempty"` // nil: the reactor's
-	HardTimeout       bool          `json:"hard_timeout,omitempty"`
-	CancelURL         string        `json:"cancel_url,omitempty"`
+	Name               string        `json:"name"`
+	Tags               []effects.Tag `json:"tags"`
+	DispatchURL        string        `json:"dispatch_url"`
+	StatusURL          string        `json:"status_url,omitempty"`
+	CompensateURL      string        `json:"compensate_url,omitempty"`
+	BusinessKeyFields  []string      `json:"business_key_fields,omitempty"`
+	OrderingKeyFields  []string      `json:"ordering_key_fields,omitempty"`
+	DedupByBusinessKey bool          `json:"dedup_by_business_key,omitempty"`
+	TimeoutMS          int64         `json:"timeout_ms,omitempty"`
+	MaxAttempts        int           `json:"max_attempts,omitempty"`
+	StatusCheckLimit   int           `json:"status_check_limit,omitempty"`
+	BackoffInitialMS   int64         `json:"backoff_initial_ms,omitempty"`
+	BackoffMaxMS       int64         `json:"backoff_max_ms,omitempty"`
+	Unsafe             bool          `json:"unsafe,omitempty"`
+	AsyncTimeoutMS     *int64        `json:"async_timeout_ms,omitempty"` // nil: the reactor's
+	HardTimeout        bool          `json:"hard_timeout,omitempty"`
+	CancelURL          string        `json:"cancel_url,omitempty"`
 	// RequiresConfirmation and ConfirmationPrompt: the confirmation hold of the connector's effects.
 	RequiresConfirmation bool   `json:"requires_confirmation,omitempty"`
 	ConfirmationPrompt   string `json:"confirmation_prompt,omitempty"`
@@ -345,7 +350,7 @@ type definitionJSON struct {
 }
 
 // MarshalJSON writes d as {"name","tags","dispatch_url","status_url","compensate_url",
-// "business_key_fields","ordering_key_fields","timeout_ms","max_attempts","status_check_limit","backoff_initial_ms",
+// "business_key_fields","dedup_by_business_key","ordering_key_fields","timeout_ms","max_attempts","status_check_limit","backoff_initial_ms",
 // "backoff_max_ms","unsafe","async_timeout_ms","hard_timeout","cancel_url",
 // "requires_confirmation","confirmation_prompt","limit","description","args_schema","tenants",
 // "created_at","updated_at"}; unset optional fields are left out.
@@ -353,7 +358,8 @@ func (d Definition) MarshalJSON() ([]byte, error) {
 	out := definitionJSON{
 		Name: d.Name, Tags: d.Tags, DispatchURL: d.DispatchURL, StatusURL: d.StatusURL,
 		CompensateURL: d.CompensateURL, BusinessKeyFields: d.BusinessKeyFields, OrderingKeyFields: d.OrderingKeyFields,
-		TimeoutMS: d.Timeout.Milliseconds(), MaxAttempts: d.MaxAttempts, StatusCheckLimit: d.StatusCheckLimit,
+		DedupByBusinessKey: d.DedupByBusinessKey,
+		TimeoutMS:          d.Timeout.Milliseconds(), MaxAttempts: d.MaxAttempts, StatusCheckLimit: d.StatusCheckLimit,
 		BackoffInitialMS: d.BackoffInitial.Milliseconds(), BackoffMaxMS: d.BackoffMax.Milliseconds(), Unsafe: d.Unsafe,
 		HardTimeout: d.HardTimeout, CancelURL: d.CancelURL,
 		RequiresConfirmation: d.RequiresConfirmation, ConfirmationPrompt: d.ConfirmationPrompt,
@@ -410,7 +416,8 @@ func (d *Definition) UnmarshalJSON(data []byte) error {
 	*d = Definition{
 		Name: in.Name, Tags: in.Tags, DispatchURL: in.DispatchURL, StatusURL: in.StatusURL,
 		CompensateURL: in.CompensateURL, BusinessKeyFields: in.BusinessKeyFields, OrderingKeyFields: in.OrderingKeyFields,
-		Timeout: time.Duration(in.TimeoutMS) * time.Millisecond, MaxAttempts: in.MaxAttempts,
+		DedupByBusinessKey: in.DedupByBusinessKey,
+		Timeout:            time.Duration(in.TimeoutMS) * time.Millisecond, MaxAttempts: in.MaxAttempts,
 		StatusCheckLimit: in.StatusCheckLimit, BackoffInitial: time.Duration(in.BackoffInitialMS) * time.Millisecond,
 		BackoffMax: time.Duration(in.BackoffMaxMS) * time.Millisecond, Unsafe: in.Unsafe,
 		AsyncTimeout: asyncTimeout, HardTimeout: in.HardTimeout, CancelURL: in.CancelURL,

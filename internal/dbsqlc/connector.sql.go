@@ -23,7 +23,7 @@ func (q *Queries) ConnectorDelete(ctx context.Context, name string) (string, err
 }
 
 const connectorGet = `-- name: ConnectorGet :one
-SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt, limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms, description, args_schema, tenants, ordering_key_fields FROM reckon_connectors WHERE name = $1
+SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt, limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms, description, args_schema, tenants, ordering_key_fields, dedup_by_business_key FROM reckon_connectors WHERE name = $1
 `
 
 func (q *Queries) ConnectorGet(ctx context.Context, name string) (ReckonConnector, error) {
@@ -60,12 +60,13 @@ func (q *Queries) ConnectorGet(ctx context.Context, name string) (ReckonConnecto
 		&i.ArgsSchema,
 		&i.Tenants,
 		&i.OrderingKeyFields,
+		&i.DedupByBusinessKey,
 	)
 	return i, err
 }
 
 const connectorList = `-- name: ConnectorList :many
-SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt, limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms, description, args_schema, tenants, ordering_key_fields FROM reckon_connectors ORDER BY name
+SELECT name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms, max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe, created_at, updated_at, async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt, limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms, description, args_schema, tenants, ordering_key_fields, dedup_by_business_key FROM reckon_connectors ORDER BY name
 `
 
 // Every HTTP connector, by name.
@@ -109,6 +110,7 @@ func (q *Queries) ConnectorList(ctx context.Context) ([]ReckonConnector, error) 
 			&i.ArgsSchema,
 			&i.Tenants,
 			&i.OrderingKeyFields,
+			&i.DedupByBusinessKey,
 		); err != nil {
 			return nil, err
 		}
@@ -139,13 +141,13 @@ INSERT INTO reckon_connectors (
     max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
     async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt,
     limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms,
-    description, args_schema, tenants, ordering_key_fields
+    description, args_schema, tenants, ordering_key_fields, dedup_by_business_key
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7,
     $8, $9, $10, $11, $12,
     $13, $14, $15, $16, $17,
     $18, $19, $20, $21, $22, $23, $24,
-    $25, $26, $27, $28
+    $25, $26, $27, $28, $29
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -154,6 +156,7 @@ ON CONFLICT (name) DO UPDATE SET
     compensate_url = excluded.compensate_url,
     business_key_fields = excluded.business_key_fields,
     ordering_key_fields = excluded.ordering_key_fields,
+    dedup_by_business_key = excluded.dedup_by_business_key,
     timeout_ms = excluded.timeout_ms,
     max_attempts = excluded.max_attempts,
     status_check_limit = excluded.status_check_limit,
@@ -176,7 +179,7 @@ ON CONFLICT (name) DO UPDATE SET
     args_schema = excluded.args_schema,
     tenants = excluded.tenants,
     updated_at = now()
-RETURNING reckon_connectors.name, reckon_connectors.tags, reckon_connectors.dispatch_url, reckon_connectors.status_url, reckon_connectors.compensate_url, reckon_connectors.business_key_fields, reckon_connectors.timeout_ms, reckon_connectors.max_attempts, reckon_connectors.status_check_limit, reckon_connectors.backoff_initial_ms, reckon_connectors.backoff_max_ms, reckon_connectors.unsafe, reckon_connectors.created_at, reckon_connectors.updated_at, reckon_connectors.async_timeout_ms, reckon_connectors.hard_timeout, reckon_connectors.cancel_url, reckon_connectors.requires_confirmation, reckon_connectors.confirmation_prompt, reckon_connectors.limit_rate, reckon_connectors.limit_per_ms, reckon_connectors.limit_burst, reckon_connectors.limit_max_in_flight, reckon_connectors.limit_per_tenant, reckon_connectors.limit_break_after, reckon_connectors.limit_break_for_ms, reckon_connectors.description, reckon_connectors.args_schema, reckon_connectors.tenants, reckon_connectors.ordering_key_fields, (xmax = 0)::boolean AS inserted
+RETURNING reckon_connectors.name, reckon_connectors.tags, reckon_connectors.dispatch_url, reckon_connectors.status_url, reckon_connectors.compensate_url, reckon_connectors.business_key_fields, reckon_connectors.timeout_ms, reckon_connectors.max_attempts, reckon_connectors.status_check_limit, reckon_connectors.backoff_initial_ms, reckon_connectors.backoff_max_ms, reckon_connectors.unsafe, reckon_connectors.created_at, reckon_connectors.updated_at, reckon_connectors.async_timeout_ms, reckon_connectors.hard_timeout, reckon_connectors.cancel_url, reckon_connectors.requires_confirmation, reckon_connectors.confirmation_prompt, reckon_connectors.limit_rate, reckon_connectors.limit_per_ms, reckon_connectors.limit_burst, reckon_connectors.limit_max_in_flight, reckon_connectors.limit_per_tenant, reckon_connectors.limit_break_after, reckon_connectors.limit_break_for_ms, reckon_connectors.description, reckon_connectors.args_schema, reckon_connectors.tenants, reckon_connectors.ordering_key_fields, reckon_connectors.dedup_by_business_key, (xmax = 0)::boolean AS inserted
 `
 
 type ConnectorUpsertParams struct {
@@ -208,6 +211,7 @@ type ConnectorUpsertParams struct {
 	ArgsSchema           json.RawMessage
 	Tenants              []string
 	OrderingKeyFields    []string
+	DedupByBusinessKey   bool
 }
 
 type ConnectorUpsertRow struct {
@@ -246,6 +250,7 @@ func (q *Queries) ConnectorUpsert(ctx context.Context, arg ConnectorUpsertParams
 		arg.ArgsSchema,
 		arg.Tenants,
 		arg.OrderingKeyFields,
+		arg.DedupByBusinessKey,
 	)
 	var i ConnectorUpsertRow
 	err := row.Scan(
@@ -279,6 +284,7 @@ func (q *Queries) ConnectorUpsert(ctx context.Context, arg ConnectorUpsertParams
 		&i.ReckonConnector.ArgsSchema,
 		&i.ReckonConnector.Tenants,
 		&i.ReckonConnector.OrderingKeyFields,
+		&i.ReckonConnector.DedupByBusinessKey,
 		&i.Inserted,
 	)
 	return i, err

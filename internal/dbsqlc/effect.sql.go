@@ -27,7 +27,7 @@ WHERE id = $4
   AND state = 'PENDING'
   AND CASE WHEN $5::uuid IS NOT NULL THEN lease_token = $5::uuid
            ELSE job_id IS NOT DISTINCT FROM $6::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
 
 type EffectAcceptParams struct {
@@ -101,6 +101,7 @@ func (q *Queries) EffectAccept(ctx context.Context, arg EffectAcceptParams) (Rec
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }
@@ -203,7 +204,7 @@ const effectConfirmationDecide = `-- name: EffectConfirmationDecide :one
 UPDATE reckon_effects SET confirmation = $1::text, confirmation_by = $2::text,
     confirmation_at = now(), confirmation_reason = $3::text
 WHERE id = $4 AND state = 'PENDING' AND confirmation = 'AWAITING'
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
 
 type EffectConfirmationDecideParams struct {
@@ -273,6 +274,7 @@ func (q *Queries) EffectConfirmationDecide(ctx context.Context, arg EffectConfir
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }
@@ -323,8 +325,78 @@ func (q *Queries) EffectCountPendingIrreversibleByTurn(ctx context.Context, turn
 	return count, err
 }
 
+const effectGetByBusinessKey = `-- name: EffectGetByBusinessKey :one
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup FROM reckon_effects
+WHERE tenant_id = $1 AND connector = $2 AND business_key = $3
+  AND business_key_dedup AND state <> 'FAILED'
+`
+
+type EffectGetByBusinessKeyParams struct {
+	TenantID    string
+	Connector   string
+	BusinessKey *string
+}
+
+// The effect that holds a deduplicating business key (reckon_effects_business_key_uniq, 0039): at
+// most one, not FAILED.
+func (q *Queries) EffectGetByBusinessKey(ctx context.Context, arg EffectGetByBusinessKeyParams) (ReckonEffect, error) {
+	row := q.db.QueryRow(ctx, effectGetByBusinessKey, arg.TenantID, arg.Connector, arg.BusinessKey)
+	var i ReckonEffect
+	err := row.Scan(
+		&i.ID,
+		&i.TenantID,
+		&i.Connector,
+		&i.Args,
+		&i.IdempotencyKey,
+		&i.BusinessKey,
+		&i.Policy,
+		&i.Tags,
+		&i.State,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LeaseOwner,
+		&i.LeaseToken,
+		&i.LeaseExpiresAt,
+		&i.Result,
+		&i.Error,
+		&i.DeadlineAt,
+		&i.RunID,
+		&i.TurnID,
+		&i.TurnGroup,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.TransitionActor,
+		&i.TransitionReason,
+		&i.TransitionDetail,
+		&i.JobID,
+		&i.TimeoutMs,
+		&i.CompensatesID,
+		&i.Owner,
+		&i.CorrelationID,
+		&i.AsyncTimeoutMs,
+		&i.AsyncHardTimeout,
+		&i.InconclusiveChecks,
+		&i.TraceContext,
+		&i.Queue,
+		&i.Confirmation,
+		&i.ConfirmationPrompt,
+		&i.ConfirmationExpiresAt,
+		&i.ConfirmationBy,
+		&i.ConfirmationAt,
+		&i.ConfirmationReason,
+		&i.ConfirmationFourEyes,
+		&i.InsertInputs,
+		&i.OrderingKey,
+		&i.OrderSeq,
+		&i.OrderQueue,
+		&i.NotBefore,
+		&i.BusinessKeyDedup,
+	)
+	return i, err
+}
+
 const effectGetByID = `-- name: EffectGetByID :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE id = $1
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup FROM reckon_effects WHERE id = $1
 `
 
 func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -378,12 +450,13 @@ func (q *Queries) EffectGetByID(ctx context.Context, id uuid.UUID) (ReckonEffect
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }
 
 const effectGetByIDForUpdate = `-- name: EffectGetByIDForUpdate :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE id = $1 FOR UPDATE
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup FROM reckon_effects WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (ReckonEffect, error) {
@@ -437,12 +510,13 @@ func (q *Queries) EffectGetByIDForUpdate(ctx context.Context, id uuid.UUID) (Rec
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }
 
 const effectGetByIdempotencyKey = `-- name: EffectGetByIdempotencyKey :one
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = $2
 `
 
 type EffectGetByIdempotencyKeyParams struct {
@@ -501,6 +575,7 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }
@@ -512,7 +587,7 @@ INSERT INTO reckon_effects (
     confirmation, confirmation_prompt, confirmation_expires_at, confirmation_four_eyes,
     lease_owner, lease_token, lease_expires_at, attempts, owner, trace_context,
     async_timeout_ms, async_hard_timeout, transition_actor, transition_reason, transition_detail,
-    ordering_key, order_seq, order_queue, not_before
+    ordering_key, order_seq, order_queue, not_before, business_key_dedup
 )
 SELECT
     $1, $2, $3, $4, $5, $6, $7, $8, $9,
@@ -525,13 +600,13 @@ SELECT
     $33::text,
     CASE WHEN $33::text IS NOT NULL
          THEN coalesce($34::bigint, nextval('reckon_effects_order_seq')) END,
-    $35::text, $36::timestamptz
+    $35::text, $36::timestamptz, $37
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = $2 AND t.idempotency_key = $5 AND t.expires_at > now()
 )
-ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
+ON CONFLICT DO NOTHING
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
 
 type EffectInsertParams struct {
@@ -571,6 +646,7 @@ type EffectInsertParams struct {
 	OrderSeq             *int64
 	OrderQueue           *string
 	NotBefore            *time.Time
+	BusinessKeyDedup     bool
 }
 
 // Inserts a PENDING effect unless its idempotency key exists for the tenant or is kept by a live
@@ -581,7 +657,10 @@ type EffectInsertParams struct {
 // An effect with neither job nor lease is left for the claimers of queue (EffectClaim). An
 // ordered effect (ordering_key) takes the next order_seq unless it is given one (a compensation
 // takes its original's), and is recorded waiting for its turn: no queue, its claimers' queue in
-// order_queue (EffectOrderHandOn gives it the queue when its turn comes).
+// order_queue (EffectOrderHandOn gives it the queue when its turn comes). An effect with
+// business_key_dedup is skipped too while another effect not FAILED holds its (tenant, connector,
+// business key) (reckon_effects_business_key_uniq, 0039: the conflict has no target, so both unique
+// keys are arbiters); EffectGetByBusinessKey reads the holder.
 func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (ReckonEffect, error) {
 	row := q.db.QueryRow(ctx, effectInsert,
 		arg.ID,
@@ -620,6 +699,7 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		arg.OrderSeq,
 		arg.OrderQueue,
 		arg.NotBefore,
+		arg.BusinessKeyDedup,
 	)
 	var i ReckonEffect
 	err := row.Scan(
@@ -670,6 +750,7 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }
@@ -679,7 +760,7 @@ INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, run_id, turn_id, turn_group, job_id, queue, confirmation, confirmation_prompt,
     confirmation_expires_at, confirmation_four_eyes, owner, trace_context, async_timeout_ms, async_hard_timeout,
-    transition_actor, transition_reason, ordering_key, order_seq, order_queue, not_before
+    transition_actor, transition_reason, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 )
 SELECT
     u.id, u.tenant_id, u.connector, u.args, u.idempotency_key, nullif(u.business_key, ''),
@@ -693,7 +774,8 @@ SELECT
     nullif(u.ordering_key, ''),
     CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN nextval('reckon_effects_order_seq') END,
     CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN $3::text END,
-    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN $4::timestamptz END
+    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN $4::timestamptz END,
+    coalesce(u.business_key_dedup, false)
 FROM (
     SELECT
         unnest($5::uuid[]) AS id,
@@ -719,14 +801,15 @@ FROM (
         unnest($25::integer[]) AS async_timeout_ms,
         unnest($26::boolean[]) AS async_hard_timeout,
         unnest($27::jsonb[]) AS trace_context,
-        unnest($28::text[]) AS ordering_key
+        unnest($28::text[]) AS ordering_key,
+        unnest($29::boolean[]) AS business_key_dedup
 ) AS u
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = u.tenant_id AND t.idempotency_key = u.idempotency_key AND t.expires_at > now()
 )
-ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
+ON CONFLICT DO NOTHING
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
 
 type EffectInsertManyParams struct {
@@ -758,6 +841,7 @@ type EffectInsertManyParams struct {
 	AsyncHardTimeouts    []bool
 	TraceContexts        []json.RawMessage
 	OrderingKeys         []string
+	BusinessKeyDedups    []bool
 }
 
 // Inserts many PENDING effects in one statement; rows whose idempotency key exists, or is kept by
@@ -768,7 +852,9 @@ type EffectInsertManyParams struct {
 // may async_timeout_ms and async_hard_timeouts (no effect has async options): unnest runs the
 // arrays in lockstep and pads a shorter one with NULLs. So may ordering_keys (no effect is
 // ordered); an ordered effect (” stands for none) takes the next order_seq, in the order of the
-// arrays, and order_queue and not_before (as EffectInsert's; queue is ” for it: waiting).
+// arrays, and order_queue and not_before (as EffectInsert's; queue is ” for it: waiting). So
+// may business_key_dedups (no effect dedups by business key); a row whose business key is held is
+// skipped, as for EffectInsert.
 func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyParams) ([]ReckonEffect, error) {
 	rows, err := q.db.Query(ctx, effectInsertMany,
 		arg.Actor,
@@ -799,6 +885,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 		arg.AsyncHardTimeouts,
 		arg.TraceContexts,
 		arg.OrderingKeys,
+		arg.BusinessKeyDedups,
 	)
 	if err != nil {
 		return nil, err
@@ -855,6 +942,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 			&i.OrderSeq,
 			&i.OrderQueue,
 			&i.NotBefore,
+			&i.BusinessKeyDedup,
 		); err != nil {
 			return nil, err
 		}
@@ -867,9 +955,9 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 }
 
 const effectList = `-- name: EffectList :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, e.insert_inputs, e.ordering_key, e.order_seq, e.order_queue, e.not_before FROM unnest($1::text[]) AS t(tenant_id)
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, e.insert_inputs, e.ordering_key, e.order_seq, e.order_queue, e.not_before, e.business_key_dedup FROM unnest($1::text[]) AS t(tenant_id)
 CROSS JOIN LATERAL (
-    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects r
+    SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup FROM reckon_effects r
     WHERE r.tenant_id = t.tenant_id
       AND ($2::reckon_effect_state IS NULL OR r.state = $2::reckon_effect_state)
       AND ($3::text IS NULL OR r.connector = $3::text)
@@ -981,6 +1069,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 			&i.OrderSeq,
 			&i.OrderQueue,
 			&i.NotBefore,
+			&i.BusinessKeyDedup,
 		); err != nil {
 			return nil, err
 		}
@@ -993,7 +1082,7 @@ func (q *Queries) EffectList(ctx context.Context, arg EffectListParams) ([]Recko
 }
 
 const effectListByCorrelationIDForUpdate = `-- name: EffectListByCorrelationIDForUpdate :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup FROM reckon_effects
 WHERE correlation_id = $1 AND ($2::text = '' OR tenant_id = $2::text)
 ORDER BY id
 LIMIT 2
@@ -1064,6 +1153,7 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 			&i.OrderSeq,
 			&i.OrderQueue,
 			&i.NotBefore,
+			&i.BusinessKeyDedup,
 		); err != nil {
 			return nil, err
 		}
@@ -1076,7 +1166,7 @@ func (q *Queries) EffectListByCorrelationIDForUpdate(ctx context.Context, arg Ef
 }
 
 const effectListByIDs = `-- name: EffectListByIDs :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE id = ANY ($1::uuid[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup FROM reckon_effects WHERE id = ANY ($1::uuid[])
 `
 
 func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]ReckonEffect, error) {
@@ -1136,6 +1226,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 			&i.OrderSeq,
 			&i.OrderQueue,
 			&i.NotBefore,
+			&i.BusinessKeyDedup,
 		); err != nil {
 			return nil, err
 		}
@@ -1148,7 +1239,7 @@ func (q *Queries) EffectListByIDs(ctx context.Context, ids []uuid.UUID) ([]Recko
 }
 
 const effectListByIdempotencyKeys = `-- name: EffectListByIdempotencyKeys :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup FROM reckon_effects WHERE tenant_id = $1 AND idempotency_key = ANY ($2::text[])
 `
 
 type EffectListByIdempotencyKeysParams struct {
@@ -1213,6 +1304,7 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 			&i.OrderSeq,
 			&i.OrderQueue,
 			&i.NotBefore,
+			&i.BusinessKeyDedup,
 		); err != nil {
 			return nil, err
 		}
@@ -1225,7 +1317,7 @@ func (q *Queries) EffectListByIdempotencyKeys(ctx context.Context, arg EffectLis
 }
 
 const effectListByRun = `-- name: EffectListByRun :many
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup FROM reckon_effects WHERE tenant_id = $1 AND run_id = $2::text ORDER BY created_at, id
 `
 
 type EffectListByRunParams struct {
@@ -1291,6 +1383,7 @@ func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams
 			&i.OrderSeq,
 			&i.OrderQueue,
 			&i.NotBefore,
+			&i.BusinessKeyDedup,
 		); err != nil {
 			return nil, err
 		}
@@ -1303,7 +1396,7 @@ func (q *Queries) EffectListByRun(ctx context.Context, arg EffectListByRunParams
 }
 
 const effectListPendingByRunForUpdate = `-- name: EffectListPendingByRunForUpdate :many
-SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, e.insert_inputs, e.ordering_key, e.order_seq, e.order_queue, e.not_before, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
+SELECT e.id, e.tenant_id, e.connector, e.args, e.idempotency_key, e.business_key, e.policy, e.tags, e.state, e.attempts, e.max_attempts, e.lease_owner, e.lease_token, e.lease_expires_at, e.result, e.error, e.deadline_at, e.run_id, e.turn_id, e.turn_group, e.created_at, e.updated_at, e.transition_actor, e.transition_reason, e.transition_detail, e.job_id, e.timeout_ms, e.compensates_id, e.owner, e.correlation_id, e.async_timeout_ms, e.async_hard_timeout, e.inconclusive_checks, e.trace_context, e.queue, e.confirmation, e.confirmation_prompt, e.confirmation_expires_at, e.confirmation_by, e.confirmation_at, e.confirmation_reason, e.confirmation_four_eyes, e.insert_inputs, e.ordering_key, e.order_seq, e.order_queue, e.not_before, e.business_key_dedup, coalesce(j.state::text, '')::text AS job_state, coalesce(j.attempt, 0)::integer AS job_attempt
 FROM reckon_effects e
 LEFT JOIN river_job j ON j.id = e.job_id
 WHERE e.tenant_id = $1 AND e.run_id = $2::text AND e.state = 'PENDING' AND e.compensates_id IS NULL
@@ -1381,6 +1474,7 @@ func (q *Queries) EffectListPendingByRunForUpdate(ctx context.Context, arg Effec
 			&i.ReckonEffect.OrderSeq,
 			&i.ReckonEffect.OrderQueue,
 			&i.ReckonEffect.NotBefore,
+			&i.ReckonEffect.BusinessKeyDedup,
 			&i.JobState,
 			&i.JobAttempt,
 		); err != nil {
@@ -1633,7 +1727,7 @@ WHERE id = $3
   AND state = 'PENDING'
   AND CASE WHEN $4::uuid IS NOT NULL THEN lease_token = $4::uuid
            ELSE job_id IS NOT DISTINCT FROM $5::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
 
 type EffectRetryLaterParams struct {
@@ -1703,6 +1797,7 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }
@@ -1710,7 +1805,7 @@ func (q *Queries) EffectRetryLater(ctx context.Context, arg EffectRetryLaterPara
 const effectSetCorrelationID = `-- name: EffectSetCorrelationID :one
 UPDATE reckon_effects SET correlation_id = $1::text
 WHERE id = $2 AND correlation_id IS NULL
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
 
 type EffectSetCorrelationIDParams struct {
@@ -1771,6 +1866,7 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }
@@ -1778,7 +1874,7 @@ func (q *Queries) EffectSetCorrelationID(ctx context.Context, arg EffectSetCorre
 const effectSetJob = `-- name: EffectSetJob :one
 UPDATE reckon_effects SET job_id = $1::bigint
 WHERE id = $2 AND state = $3 AND job_id IS NOT DISTINCT FROM $4::bigint
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
 
 type EffectSetJobParams struct {
@@ -1846,6 +1942,7 @@ func (q *Queries) EffectSetJob(ctx context.Context, arg EffectSetJobParams) (Rec
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }
@@ -1868,7 +1965,7 @@ WHERE id = $9
   AND state = $10
   AND CASE WHEN $11::uuid IS NOT NULL THEN lease_token = $11::uuid
            ELSE job_id IS NOT DISTINCT FROM $12::bigint END
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
 
 type EffectSettleParams struct {
@@ -1955,6 +2052,7 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }
@@ -2168,7 +2266,7 @@ SET state = $1,
     transition_reason = $3::text,
     transition_detail = $4
 WHERE id = $5 AND state = $6
-RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before
+RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
 
 type EffectTransitionParams struct {
@@ -2240,6 +2338,7 @@ func (q *Queries) EffectTransition(ctx context.Context, arg EffectTransitionPara
 		&i.OrderSeq,
 		&i.OrderQueue,
 		&i.NotBefore,
+		&i.BusinessKeyDedup,
 	)
 	return i, err
 }

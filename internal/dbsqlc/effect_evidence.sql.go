@@ -13,7 +13,7 @@ import (
 
 const effectListCompensationsOf = `-- name: EffectListCompensationsOf :many
 
-SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before FROM reckon_effects WHERE compensates_id = ANY ($1::uuid[]) ORDER BY compensates_id, created_at DESC, id DESC
+SELECT id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup FROM reckon_effects WHERE compensates_id = ANY ($1::uuid[]) ORDER BY compensates_id, created_at DESC, id DESC
 `
 
 // Reads of many effects' evidence at once (effects.Client.Compensations; the histories are
@@ -76,6 +76,7 @@ func (q *Queries) EffectListCompensationsOf(ctx context.Context, ids []uuid.UUID
 			&i.OrderSeq,
 			&i.OrderQueue,
 			&i.NotBefore,
+			&i.BusinessKeyDedup,
 		); err != nil {
 			return nil, err
 		}

@@ -615,6 +615,7 @@ type ReckonConnector struct {
 	ArgsSchema           json.RawMessage
 	Tenants              []string
 	OrderingKeyFields    []string
+	DedupByBusinessKey   bool
 }
 
 type ReckonConnectorLimit struct {
@@ -704,11 +705,12 @@ type ReckonEffect struct {
 	ConfirmationReason    *string
 	ConfirmationFourEyes  bool
 	// The insert's actor, reason and detail, kept by the BEFORE INSERT check for the AFTER INSERT trigger that records them; cleared by the first transition (migration 0031)
-	InsertInputs json.RawMessage
-	OrderingKey  *string
-	OrderSeq     *int64
-	OrderQueue   *string
-	NotBefore    *time.Time
+	InsertInputs     json.RawMessage
+	OrderingKey      *string
+	OrderSeq         *int64
+	OrderQueue       *string
+	NotBefore        *time.Time
+	BusinessKeyDedup bool
 }
 
 type ReckonEffectTombstone struct {

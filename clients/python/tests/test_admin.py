@@ -180,3 +180,24 @@ def test_schedules(client: reckon.Client, admin: reckon.Client, other: reckon.Cl
     assert admin.delete_schedule("acme", name) == {"tenant": "acme", "name": name, "deleted": True}
     with pytest.raises(reckon.NotFound):
         client.get_schedule("acme", name)
+
+
+def test_connector_dedup_by_business_key(client: reckon.Client, system: reckon.Client,
+                                         upstreams: dict[str, Any]) -> None:
+    name = unique("dedup.conn")
+    url = upstreams["wsgi"].url
+    made = system.put_connector(name, url + "/dispatch", tags=["write", "idempotent"], business_key_fields=["order"],
+                                dedup_by_business_key=True, requires_confirmation=True, confirmation_prompt="sure?")
+    assert made["dedup_by_business_key"] is True
+    order = unique("order")
+    first = client.enqueue(name, idempotency_key=unique("k"), args={"order": order, "amount": 1})  # held: PENDING
+    replay = client.enqueue(name, idempotency_key=unique("k"), args={"order": order, "amount": 1})
+    assert replay["id"] == first["id"] and replay["deduplicated"] is True
+    with pytest.raises(reckon.Conflict) as err:
+        client.enqueue(name, idempotency_key=unique("k"), args={"order": order, "amount": 2})
+    assert err.value.code == "business_key_conflict"
+    client.decline_effect(first["id"], "cleaning up")  # FAILED: the key is free again
+    fresh = client.enqueue(name, idempotency_key=unique("k"), args={"order": order, "amount": 2})
+    assert fresh["id"] != first["id"]
+    client.decline_effect(fresh["id"], "cleaning up")
+    assert system.delete_connector(name)["deleted"] is True

@@ -160,7 +160,8 @@ export class ReckonClient {
   /**
    * `POST /v1/effects/{id}/redrive`: a FAILED effect becomes PENDING again, with the same
    * idempotency key and a fresh attempt budget. Refused (409) with `not_failed`,
-   * `redrive_compensation`, `redrive_declined`, `redrive_owned`, `run_cancelled`, `run_halted`.
+   * `redrive_compensation`, `redrive_declined`, `redrive_owned`, `business_key_taken`, `run_cancelled`,
+   * `run_halted`.
    */
   redriveEffect(id: string, req: DecisionRequest, opts?: RequestOptions): Promise<Effect> {
     return this.#t.json("redriveEffect", { params: { id }, body: req }, opts);

@@ -84,7 +84,7 @@ export const routes = {
   putConnector: route("POST", "/v1/connectors", {
     body: fields<ConnectorDefinition>()(
       "name", "tags", "dispatch_url", "status_url", "compensate_url", "cancel_url",
-      "business_key_fields", "ordering_key_fields", "timeout_ms", "max_attempts", "status_check_limit",
+      "business_key_fields", "ordering_key_fields", "dedup_by_business_key", "timeout_ms", "max_attempts", "status_check_limit",
       "backoff_initial_ms", "backoff_max_ms", "unsafe", "async_timeout_ms", "hard_timeout",
       "requires_confirmation", "confirmation_prompt", "limit", "description", "args_schema", "tenants",
       "created_at", "updated_at"),

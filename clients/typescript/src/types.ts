@@ -188,6 +188,8 @@ export interface ConnectorDefinition {
   business_key_fields?: string[];
   /** Top-level args fields joined with `:` to make the ordering key when the enqueuer gives none. */
   ordering_key_fields?: string[];
+  /** The business key deduplicates: a second enqueue with it while the first effect is not FAILED is its replay, or 409 `business_key_conflict`. */
+  dedup_by_business_key?: boolean;
   timeout_ms?: number;
   max_attempts?: number;
   status_check_limit?: number;

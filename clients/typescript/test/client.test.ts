@@ -134,6 +134,26 @@ describe("effects", () => {
     assert.equal((await client.waitForEffect(second.id)).state, "CONFIRMED");
   });
 
+  test("dedup_by_business_key: a second effect of a held business key is the first's replay, or business_key_conflict", async () => {
+    const name = unique("ts.dedup");
+    const made = await system.putConnector({
+      name, tags: ["write", "idempotent"], dispatch_url: "http://127.0.0.1:9/none", business_key_fields: ["order"],
+      dedup_by_business_key: true, requires_confirmation: true, confirmation_prompt: "sure?",
+    });
+    assert.equal(made.dedup_by_business_key, true);
+    const order = unique("order");
+    const first = await client.enqueue({ connector: name, idempotency_key: unique("bk"), args: { order, amount: 1 } });
+    const replay = await client.enqueue({ connector: name, idempotency_key: unique("bk"), args: { order, amount: 1 } });
+    assert.equal(replay.id, first.id);
+    assert.equal(replay.deduplicated, true);
+    await assert.rejects(client.enqueue({ connector: name, idempotency_key: unique("bk"), args: { order, amount: 2 } }),
+      (x: unknown) => x instanceof ConflictError && x.code === "business_key_conflict");
+    await client.declineEffect(first.id, { reason: "cleaning up" });
+    const fresh = await client.enqueue({ connector: name, idempotency_key: unique("bk"), args: { order, amount: 2 } });
+    assert.notEqual(fresh.id, first.id);
+    await client.declineEffect(fresh.id, { reason: "cleaning up" });
+  });
+
   test("a callback with the tenant token settles an accepted effect; a different repeat is callback_conflict", async () => {
     const url = await stack.serve(toNodeListener(connectorHandler({ dispatch: async () => { const { Accepted } = await import("@reckon/client"); throw new Accepted("corr-" + randomUUID()); } })));
     const name = unique("ts.acc");

@@ -48,7 +48,7 @@ _PAUSE = ("tenant_id", "reason", "actor")
 _LIMIT = ("rate", "per_ms", "burst", "max_in_flight", "per_tenant", "break_after", "break_for_ms", "reason")
 _CONNECTOR = (
     "name", "tags", "dispatch_url", "status_url", "compensate_url", "cancel_url", "business_key_fields",
-    "ordering_key_fields",
+    "ordering_key_fields", "dedup_by_business_key",
     "timeout_ms", "max_attempts", "status_check_limit", "backoff_initial_ms", "backoff_max_ms", "unsafe",
     "async_timeout_ms", "hard_timeout", "requires_confirmation", "confirmation_prompt", "limit",
     "description", "args_schema", "tenants",

@@ -215,7 +215,7 @@ class Client:
         """Redrive a FAILED effect: PENDING again, same idempotency key, fresh attempt budget.
 
         Refused with :class:`Conflict` codes ``not_failed``, ``redrive_compensation``,
-        ``redrive_declined``, ``redrive_owned``, ``run_cancelled`` and ``run_halted``.
+        ``redrive_declined``, ``redrive_owned``, ``business_key_taken``, ``run_cancelled`` and ``run_halted``.
         """
         result: JSONObject = self._do("redriveEffect", {"id": effect_id}, body=_body(reason=reason, actor=actor),
                                       request_key=request_key)
@@ -316,12 +316,15 @@ class Client:
         args_schema: Optional[Mapping[str, Any]] = None,
         tenants: Optional[Sequence[str]] = None,
         ordering_key_fields: Optional[Sequence[str]] = None,
+        dedup_by_business_key: Optional[bool] = None,
         request_key: Optional[str] = None,
     ) -> JSONObject:
         """Create or replace an HTTP connector (a system token): its URLs, policy and limits.
 
         ``description`` and ``args_schema`` (a JSON Schema of the args, checked at every enqueue)
         describe it as a tool (the MCP gateway's); ``tenants`` restricts it to those tenants.
+        ``dedup_by_business_key`` makes the business key deduplicate: a second enqueue with the key
+        while the first effect is not FAILED is its replay, or ``business_key_conflict`` (409).
         """
         result: JSONObject = self._do("putConnector", body=_body(
             name=name, dispatch_url=dispatch_url, tags=list(tags) if tags is not None else None,
@@ -333,7 +336,8 @@ class Client:
             confirmation_prompt=confirmation_prompt, limit=dict(limit) if limit is not None else None,
             description=description, args_schema=dict(args_schema) if args_schema is not None else None,
             tenants=list(tenants) if tenants is not None else None,
-            ordering_key_fields=list(ordering_key_fields) if ordering_key_fields is not None else None),
+            ordering_key_fields=list(ordering_key_fields) if ordering_key_fields is not None else None,
+            dedup_by_business_key=dedup_by_business_key),
             request_key=request_key)
         return result
 

@@ -232,6 +232,8 @@ func enqueueError(err error) *Error {
 		return nil
 	case errors.Is(err, effects.ErrInvalidArgs):
 		return badRequest(codeInvalidRequest, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
+	case errors.Is(err, effects.ErrBusinessKeyConflict):
+		return errorf(http.StatusConflict, codeBusinessKeyConflict, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrPruned):
 		return errorf(http.StatusConflict, codeEffectPruned, "%s; nothing was enqueued", strings.TrimPrefix(err.Error(), "effects: "))
 	case errors.Is(err, effects.ErrRunCancelled):
@@ -508,6 +510,8 @@ func redriveError(err error) error {
 		code = codeRedriveDeclined
 	case errors.Is(err, effects.ErrRedriveOwned):
 		code = codeRedriveOwned
+	case errors.Is(err, effects.ErrRedriveBusinessKeyTaken):
+		code = codeBusinessKeyTaken
 	case errors.Is(err, effects.ErrRunCancelled):
 		code = codeRunCancelled
 	case errors.Is(err, effects.ErrRunMaxFailures):

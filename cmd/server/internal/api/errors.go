@@ -60,6 +60,8 @@ const (
 	codeRedriveCompensation  = "redrive_compensation"      // 409: redrive of a compensation (its original's owner enqueues another)
 	codeRedriveDeclined      = "redrive_declined"          // 409: redrive of an effect whose confirmation was declined or expired
 	codeRedriveOwned         = "redrive_owned"             // 409: redrive of an owned effect (a saga step): its saga has acted on the failure
+	codeBusinessKeyConflict  = "business_key_conflict"     // 409: the connector dedups by business key, and an effect not FAILED holds the key with other args
+	codeBusinessKeyTaken     = "business_key_taken"        // 409: redrive of an effect whose deduplicating business key a newer effect holds
 	codeInternal             = "internal"                  // 500
 	codeNotImplemented       = "not_implemented"           // 501: a feature this server was not configured with
 	codeUnavailable          = "unavailable"               // 503: the request ended while waiting for the busy server, or it is stopping

@@ -87,7 +87,7 @@ func (s *session) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 		return nil, invalidParams("unknown tool %q", params.Name)
 	case errors.Is(err, effects.ErrIdempotencyConflict):
 		return nil, invalidParams("idempotency key %q belongs to another call (another tool or other arguments); nothing was recorded", key)
-	case errors.Is(err, effects.ErrPruned), errors.Is(err, effects.ErrRunCancelled), errors.Is(err, effects.ErrRunMaxSteps), errors.Is(err, effects.ErrRunMaxFailures):
+	case errors.Is(err, effects.ErrPruned), errors.Is(err, effects.ErrBusinessKeyConflict), errors.Is(err, effects.ErrRunCancelled), errors.Is(err, effects.ErrRunMaxSteps), errors.Is(err, effects.ErrRunMaxFailures):
 		return nil, invalidParams("%s; nothing was recorded", strings.TrimPrefix(err.Error(), "effects: "))
 	case err != nil:
 		return nil, s.internal(ctx, "enqueue", err, key)

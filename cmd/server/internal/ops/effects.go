@@ -128,10 +128,11 @@ func (o *Ops) Redrive(ctx context.Context, scope Scope, id uuid.UUID, actor, rea
 }
 
 // RedriveRefused reports whether err is a redrive's refusal of a FAILED effect: a compensation,
-// an owned effect (a saga step), a declined or expired confirmation, or a run that was cancelled
+// an owned effect (a saga step), a declined or expired confirmation, a business key a newer
+// effect holds (effects.ErrRedriveBusinessKeyTaken), or a run that was cancelled
 // or is halted by its failures.
 func RedriveRefused(err error) bool {
-	for _, refusal := range []error{effects.ErrRedriveCompensation, effects.ErrRedriveDeclined, effects.ErrRedriveOwned,
+	for _, refusal := range []error{effects.ErrRedriveCompensation, effects.ErrRedriveDeclined, effects.ErrRedriveOwned, effects.ErrRedriveBusinessKeyTaken,
 		effects.ErrRunCancelled, effects.ErrRunMaxFailures} {
 		if errors.Is(err, refusal) {
 			return true
