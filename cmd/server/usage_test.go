@@ -82,7 +82,7 @@ func TestCommandMistakes(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"bogus"}, []string{`unknown command "bogus"`, "migrate, tenants, tokens, operators, effects, connectors, sagas, runs, events, retention, mcp, version, healthcheck, help", "server -h"}},
+		{[]string{"bogus"}, []string{`unknown command "bogus"`, "migrate, tenants, tokens, operators, effects, connectors, sagas, runs, events, schedules, retention, mcp, version, healthcheck, help", "server -h"}},
 		{[]string{"help", "bogus"}, []string{`unknown command "bogus"`}},
 		{[]string{"-database-url", "postgres://x/y", "migrate", "up"}, []string{`-database-url given before "migrate"`, "server migrate up -database-url"}},
 		{[]string{"-log-format", "json", "-database-url", "postgres://x/y", "tokens", "list"}, []string{`-database-url, -log-format given before "tokens"`}},
