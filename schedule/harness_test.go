@@ -109,3 +109,13 @@ func requireConsecutive(t *testing.T, ticks []time.Time, step time.Duration) {
 		require.Equal(t, step, ticks[i].Sub(ticks[i-1]), "ticks %s and %s", ticks[i-1], ticks[i])
 	}
 }
+
+// steadyNow is now truncated to unit, after waiting out the end of the unit when less than 5 s of
+// it are left: the rounds of a test that expects a tick at that time then see no later one.
+func steadyNow(unit time.Duration) time.Time {
+	now := time.Now().UTC()
+	if left := now.Truncate(unit).Add(unit).Sub(now); left < 5*time.Second {
+		time.Sleep(left + 10*time.Millisecond)
+	}
+	return time.Now().UTC().Truncate(unit)
+}

@@ -46,7 +46,7 @@ func TestTickEnqueuedAgainIsTheSameEffect(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	s, _ := newScheduler(t, pool, time.Second, nil)
 	put(t, pool, schedule.Definition{Name: "hourly", Interval: time.Hour})
-	tick := time.Now().UTC().Truncate(time.Hour)
+	tick := steadyNow(time.Hour)
 	for range 3 {
 		setNextTick(t, pool, "hourly", tick)
 		_, err := s.Round(context.Background())
@@ -66,7 +66,7 @@ func TestTwoSchedulersEnqueueEachTickOnce(t *testing.T) {
 	a, _ := newScheduler(t, pool, time.Second, nil)
 	b, _ := newScheduler(t, pool, time.Second, nil)
 	put(t, pool, schedule.Definition{Name: "sync", Interval: time.Minute, Missed: schedule.CatchUp})
-	latest := time.Now().UTC().Truncate(time.Minute)
+	latest := steadyNow(time.Minute)
 	for range 5 {
 		setNextTick(t, pool, "sync", latest.Add(-30*time.Minute))
 		var wg sync.WaitGroup
@@ -94,7 +94,7 @@ func TestMissedTicksSkipOrCatchUp(t *testing.T) {
 	s, _ := newScheduler(t, pool, time.Second, reg)
 	put(t, pool, schedule.Definition{Name: "skipper", Interval: time.Minute})
 	put(t, pool, schedule.Definition{Name: "catcher", Interval: time.Minute, Missed: schedule.CatchUp})
-	latest := time.Now().UTC().Truncate(time.Minute)
+	latest := steadyNow(time.Minute)
 	setNextTick(t, pool, "skipper", latest.Add(-10*time.Minute))
 	setNextTick(t, pool, "catcher", latest.Add(-10*time.Minute))
 	more, err := s.Round(context.Background())
@@ -148,7 +148,7 @@ func TestRefusedTickStaysDue(t *testing.T) {
 		Tenant: "acme", Name: "orphan", Connector: "not.here", Interval: time.Hour,
 	}, "test")
 	require.NoError(t, err)
-	tick := time.Now().UTC().Truncate(time.Hour)
+	tick := steadyNow(time.Hour)
 	setNextTick(t, pool, "orphan", tick)
 	_, err = s.Round(context.Background())
 	require.NoError(t, err)
