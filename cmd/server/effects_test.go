@@ -323,4 +323,14 @@ func TestEffectsCLIRedrive(t *testing.T) {
 		require.Equal(t, "PENDING", effectState(t, pool, id))
 	}
 	require.Equal(t, "FAILED", effectState(t, pool, mail))
+
+	// Business-key dedup: a FAILED effect whose business key a newer effect now holds is not
+	// redriven, and nothing changes.
+	_, err := pool.Exec(context.Background(), `UPDATE reckon_effects SET business_key = 'order-9', business_key_dedup = true WHERE id = ANY($1)`,
+		[]uuid.UUID{mail, seedEffect(t, pool, "acme", "mail.send", "mail-2", "PENDING")})
+	require.NoError(t, err)
+	code, _, errOut = runEffectsCLI(t, pool, "redrive", mail.String(), "-reason", "again")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "business key of the effect is held by another effect")
+	require.Equal(t, "FAILED", effectState(t, pool, mail))
 }
