@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ type cpuSample struct {
 	at          time.Time
 	busy, total uint64         // ticks summed over all CPUs
 	postgres    map[int]uint64 // pid → user + system ticks
+	database    map[int]uint64 // the postgres processes serving the bench database: pid → ticks
 }
 
 // machineCPU returns the machine's busy and total CPU ticks from /proc/stat.
@@ -77,34 +79,61 @@ func busyWindows(ctx context.Context) <-chan float64 {
 	return out
 }
 
-// sampleCPU reads /proc/stat and /proc/<pid>/stat of every process named postgres.
-func sampleCPU() (cpuSample, error) {
-	s := cpuSample{at: time.Now(), postgres: map[int]uint64{}}
+// procStat returns the command name and user + system CPU ticks of process pid, from
+// /proc/<pid>/stat.
+func procStat(pid int) (comm string, ticks uint64, err error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, err // exited meanwhile
+	}
+	text := string(raw)
+	open, end := strings.IndexByte(text, '('), strings.LastIndexByte(text, ')')
+	if open < 0 || end < open {
+		return "", 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	rest := strings.Fields(text[end+1:]) // from field 3 (state) on
+	if len(rest) < 13 {
+		return "", 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	utime, _ := strconv.ParseUint(rest[11], 10, 64)
+	stime, _ := strconv.ParseUint(rest[12], 10, 64)
+	return text[open+1 : end], utime + stime, nil
+}
+
+// sampleCPU reads /proc/stat and /proc/<pid>/stat of every process named postgres; the ticks of
+// those serving database (their title names it: backends and autovacuum workers) also go into
+// the sample's dbTicks.
+func sampleCPU(database string) (cpuSample, error) {
+	s := cpuSample{at: time.Now(), postgres: map[int]uint64{}, database: map[int]uint64{}}
 	var err error
 	if s.busy, s.total, err = machineCPU(); err != nil {
 		return s, err
 	}
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, path := range paths {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			continue // exited meanwhile
-		}
-		text := string(raw)
-		open, end := strings.IndexByte(text, '('), strings.LastIndexByte(text, ')')
-		if open < 0 || end < open || text[open+1:end] != "postgres" {
-			continue
-		}
-		rest := strings.Fields(text[end+1:]) // from field 3 (state) on
-		if len(rest) < 13 {
-			continue
-		}
-		utime, _ := strconv.ParseUint(rest[11], 10, 64)
-		stime, _ := strconv.ParseUint(rest[12], 10, 64)
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-		s.postgres[pid] = utime + stime
+		comm, ticks, err := procStat(pid)
+		if err != nil || comm != "postgres" {
+			continue
+		}
+		s.postgres[pid] = ticks
+		if title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && slices.Contains(strings.Fields(strings.ReplaceAll(string(title), "\x00", " ")), database) {
+			s.database[pid] = ticks
+		}
 	}
 	return s, nil
+}
+
+// cpuSeconds returns the CPU seconds the processes of e (a later sample's map) used since s (an
+// earlier one's); a process absent from s started in between and counts whole.
+func cpuSeconds(s, e map[int]uint64) float64 {
+	var ticks uint64
+	for pid, t := range e {
+		if t >= s[pid] {
+			ticks += t - s[pid]
+		}
+	}
+	return float64(ticks) / clockTicks
 }
 
 // usage returns how busy the machine's CPUs were between s and e (0–100 %) and how many cores
@@ -113,14 +142,8 @@ func (s cpuSample) usage(e cpuSample) (busyPct, postgresCores float64) {
 	if e.total > s.total {
 		busyPct = 100 * float64(e.busy-s.busy) / float64(e.total-s.total)
 	}
-	var ticks uint64
-	for pid, t := range e.postgres {
-		if t >= s.postgres[pid] {
-			ticks += t - s.postgres[pid]
-		}
-	}
 	if secs := e.at.Sub(s.at).Seconds(); secs > 0 {
-		postgresCores = float64(ticks) / clockTicks / secs
+		postgresCores = cpuSeconds(s.postgres, e.postgres) / secs
 	}
 	return busyPct, postgresCores
 }

@@ -39,6 +39,13 @@
 // batching) exporting to an in-memory exporter — and names their results "…+tracing"; -tracing
 // both runs each scenario twice in the same run, off then on, and reports the ratios.
 //
+// -statements K prints, after each scenario, its K most expensive statements on the bench database
+// by total execution time, from pg_stat_statements (which the server must preload), with calls,
+// mean time, rows and WAL bytes per call.
+//
+// -setup-sql runs SQL on the bench database after its migrations: an experiment (an index
+// dropped, a trigger disabled) to measure what a part of the schema costs.
+//
 // -events both runs each scenario without the event stream (its triggers disabled, effect
 // transitions without a transaction id or position index, as before it) and with it, in the order
 // off, on, on, off; it names the results without it "…-events_off", reports each setting's mean of
@@ -111,6 +118,8 @@ type options struct {
 	keep             bool
 	tracing          string
 	events           string
+	statements       int
+	setupSQL         string
 }
 
 func main() {
@@ -146,6 +155,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&o.keep, "keep", false, "keep the bench database afterwards")
 	fs.StringVar(&o.events, "events", eventsOn, "the event stream: on (as shipped), off (no events written: its triggers disabled) or both (each scenario off, then on, and their ratio)")
 	fs.StringVar(&o.tracing, "tracing", tracingOff, "OpenTelemetry tracing of the Reckon clients: off, memory (on, against an in-memory exporter) or both (each scenario off, then on, and their ratio)")
+	fs.IntVar(&o.statements, "statements", 0, "print each scenario's this many most expensive statements from pg_stat_statements (0: none; the server must preload it)")
+	fs.StringVar(&o.setupSQL, "setup-sql", "", "SQL run on the bench database after its migrations, for experiments (drop an index, disable a trigger); its results are not Reckon's as shipped")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -165,6 +176,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if !slices.Contains([]string{tracingOff, tracingMemory, tracingBoth}, o.tracing) {
 		return fmt.Errorf("-tracing %q: want off, memory or both", o.tracing)
+	}
+	if o.statements < 0 {
+		return errors.New("-statements must not be negative")
 	}
 	if o.n < 1 || o.workers < 1 || o.dispatchBatch < 1 || o.claimInterval <= 0 || o.concurrency < 1 || o.batch < 1 || o.memoryN < 1 || o.storageN < 1 || o.retentionBacklog < 1 || o.duration <= 0 {
 		return errors.New("-n, -w, -dispatch-batch, -claim-interval, -c, -batch, -memory-n, -storage-n, -retention-backlog and -duration must be positive")
@@ -187,8 +201,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer b.close()
 	for _, scenario := range o.scenarios {
+		if o.statements > 0 {
+			if err := b.resetStatements(ctx); err != nil {
+				return err
+			}
+		}
 		if err := b.runScenarioEvents(ctx, scenario); err != nil {
 			return fmt.Errorf("scenario %s: %w", scenario, err)
+		}
+		if o.statements > 0 {
+			if err := b.reportStatements(ctx, scenario); err != nil {
+				return err
+			}
 		}
 	}
 	b.report()
@@ -238,10 +262,16 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	if err := db.Migrate(ctx, b.pool, b.logger); err != nil {
 		return nil, err
 	}
+	if o.setupSQL != "" {
+		b.progress("experiment: %s", o.setupSQL)
+		if _, err := b.pool.Exec(ctx, o.setupSQL); err != nil {
+			return nil, fmt.Errorf("-setup-sql: %w", err)
+		}
+	}
 	var version string
 	_ = b.pool.QueryRow(ctx, `SHOW server_version`).Scan(&version)
 	b.results.Setup = map[string]any{"n": o.n, "workers": o.workers, "concurrency": o.concurrency, "batch": o.batch,
-		"duration_seconds": o.duration.Seconds(), "tracing": o.tracing, "events": o.events, "storage_n": o.storageN, "retention_backlog": o.retentionBacklog, "postgres": version, "started_at": time.Now().UTC()}
+		"duration_seconds": o.duration.Seconds(), "tracing": o.tracing, "events": o.events, "storage_n": o.storageN, "retention_backlog": o.retentionBacklog, "setup_sql": o.setupSQL, "postgres": version, "started_at": time.Now().UTC()}
 	return b, nil
 }
 

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/reckonhq/reckon/effects"
@@ -24,12 +26,14 @@ import (
 
 // runReactorProcess is `bench reactor`: a reactor process with the bench connectors, which
 // prints "ready" and then its Go heap every 100ms on stdout until ctx ends (SIGTERM); with
-// -tracing memory, the spans it exported as its last line.
+// -tracing memory, the spans it exported as its last line. With -river it is River's side of the
+// comparison instead: a River client working the no-op jobs of the river queue.
 func runReactorProcess(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("bench reactor", flag.ContinueOnError)
 	databaseURL := fs.String("database-url", "", "bench database")
 	workers := fs.Int("workers", 100, "workers")
 	tracing := fs.String("tracing", tracingOff, "off or memory")
+	riverOnly := fs.Bool("river", false, "work River no-op jobs instead of effects")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -48,10 +52,19 @@ func runReactorProcess(ctx context.Context, args []string) int {
 		return 1
 	}
 	defer pool.Close()
-	client, err := effects.NewClient(pool, &effects.Config{
-		Registry: benchRegistry(), Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Workers: *workers, FetchCooldown: fetchCooldown, FetchPollInterval: fetchPollInterval, TracerProvider: provider,
-	})
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var client interface {
+		Start(context.Context) error
+		Stop(context.Context) error
+	}
+	if *riverOnly {
+		client, err = river.NewClient(riverpgxv5.New(pool), riverConfig(logger, noopWorkers(), riverQueue, *workers))
+	} else {
+		client, err = effects.NewClient(pool, &effects.Config{
+			Registry: benchRegistry(), Logger: logger,
+			Workers: *workers, FetchCooldown: fetchCooldown, FetchPollInterval: fetchPollInterval, TracerProvider: provider,
+		})
+	}
 	if err == nil {
 		err = client.Start(ctx)
 	}
@@ -91,7 +104,9 @@ type reactorProcess struct {
 	spans    *spanCounter // where the spans it reports are added; nil with tracing off
 }
 
-func (b *bench) startReactors(k int) ([]*reactorProcess, error) {
+// startReactors starts k reactor processes (`bench reactor`, with args) and waits until they are
+// ready.
+func (b *bench) startReactors(k int, args ...string) ([]*reactorProcess, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -103,7 +118,7 @@ func (b *bench) startReactors(k int) ([]*reactorProcess, error) {
 			tracing = tracingMemory
 		}
 		p := &reactorProcess{ready: make(chan struct{}), done: make(chan struct{}), spans: b.spans}
-		p.cmd = exec.Command(self, "reactor", "-database-url", b.url, "-workers", strconv.Itoa(b.o.workers), "-tracing", tracing)
+		p.cmd = exec.Command(self, append([]string{"reactor", "-database-url", b.url, "-workers", strconv.Itoa(b.o.workers), "-tracing", tracing}, args...)...)
 		p.cmd.Stderr = os.Stderr
 		stdout, err := p.cmd.StdoutPipe()
 		if err != nil {
@@ -191,8 +206,22 @@ func stopReactors(procs []*reactorProcess) {
 	}
 }
 
-// scale dispatches N full-protocol effects with 1, 2 and 4 reactor processes on the same queue.
+// scale measures what dispatch costs and how it spreads over processes: N no-op River jobs
+// worked by one River process (River's side), then N full-protocol effects dispatched by 1, 2 and
+// 4 reactor processes on the same queue.
 func (b *bench) scale(ctx context.Context) error {
+	if err := b.reset(ctx); err != nil {
+		return err
+	}
+	if err := b.insertRiverJobs(ctx, "scale-river"); err != nil {
+		return err
+	}
+	riverDone := func(ctx context.Context, name string) (time.Time, error) {
+		return b.waitDone(ctx, name, riverRemaining, riverEnd)
+	}
+	if err := b.measureProcesses(ctx, "scale-river", "1 River process, no-op jobs, from process start", 1, riverDone, "-river"); err != nil {
+		return err
+	}
 	for _, k := range []int{1, 2, 4} {
 		client, err := b.resetClient(ctx, 1)
 		if err != nil {
@@ -204,41 +233,62 @@ func (b *bench) scale(ctx context.Context) error {
 		if err := b.analyze(ctx); err != nil {
 			return err
 		}
-		start := time.Now()
-		procs, err := b.startReactors(k)
-		if err == nil {
-			err = b.measureScale(ctx, k, start)
-		}
-		stopReactors(procs)
-		if err != nil {
+		label := fmt.Sprintf("%d reactor process(es), full protocol, from process start", k)
+		if err := b.measureProcesses(ctx, fmt.Sprintf("scale-%d", k), label, k, b.waitEffectsDone); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// measureScale waits for k running reactor processes to dispatch every effect and records their
-// throughput since start, with whether Postgres had room to grow: how busy the CPUs were while the
-// reactors worked (sampled from now: their start-up leaves them idle), and Postgres's share.
-func (b *bench) measureScale(ctx context.Context, k int, start time.Time) error {
-	before, cpuErr := sampleCPU()
+// measureProcesses starts k worker processes (`bench reactor` with args), waits with done for
+// them to work off the queue and records the result name: the throughput since their start, the
+// CPU they and Postgres spent per 1,000 effects (or jobs), and whether Postgres had room to grow:
+// how busy the CPUs were while the processes worked (sampled once they are ready: their start-up
+// leaves the CPUs idle), and Postgres's share.
+func (b *bench) measureProcesses(ctx context.Context, name, label string, k int, done func(context.Context, string) (time.Time, error), args ...string) error {
+	start := time.Now()
+	procs, err := b.startReactors(k, args...)
+	if err != nil {
+		stopReactors(procs)
+		return err
+	}
+	before, cpuErr := sampleCPU(b.name)
+	procsBefore := procTicks(procs)
 	windowsCtx, stopWindows := context.WithCancel(ctx)
 	median := busyWindows(windowsCtx)
-	name := fmt.Sprintf("scale-%d", k)
-	end, err := b.waitEffectsDone(ctx, name)
+	end, err := done(ctx, name)
 	stopWindows()
+	after, sampleErr := sampleCPU(b.name)
+	procsAfter := procTicks(procs)
+	stopReactors(procs)
 	if err != nil {
 		return err
 	}
-	res := throughput(name, fmt.Sprintf("%d reactor process(es), full protocol, from process start", k), b.o.n, end.Sub(start))
-	if after, err := sampleCPU(); err == nil && cpuErr == nil {
-		busy, pg := before.usage(after)
-		res.Extra = map[string]float64{"cpu_busy_pct": busy, "cpu_busy_median_pct": <-median, "postgres_cores": pg}
+	res := throughput(name, label, b.o.n, end.Sub(start))
+	res.Extra = map[string]float64{"per_process": res.PerSecond / float64(k), "cpu_busy_median_pct": <-median}
+	if cpuErr == nil && sampleErr == nil {
+		thousands := float64(b.o.n) / 1000
+		res.Extra["cpu_busy_pct"], res.Extra["postgres_cores"] = before.usage(after)
+		res.Extra["worker_cpu_s_per_1000"] = cpuSeconds(procsBefore, procsAfter) / thousands
+		res.Extra["postgres_cpu_s_per_1000"] = cpuSeconds(before.database, after.database) / thousands
 	}
 	b.results.add(res)
-	b.progress("%s: %.0f effects/s, CPUs %.0f%% busy (median 100-ms window %.0f%%), Postgres %.2f cores", name, res.PerSecond,
-		res.Extra["cpu_busy_pct"], res.Extra["cpu_busy_median_pct"], res.Extra["postgres_cores"])
+	b.progress("%s: %.0f/s (%.0f per process), CPU s per 1,000: processes %.3f, Postgres %.3f; CPUs %.0f%% busy (median 100-ms window %.0f%%)",
+		name, res.PerSecond, res.Extra["per_process"], res.Extra["worker_cpu_s_per_1000"], res.Extra["postgres_cpu_s_per_1000"],
+		res.Extra["cpu_busy_pct"], res.Extra["cpu_busy_median_pct"])
 	return nil
+}
+
+// procTicks returns the CPU ticks each of procs has used so far (pid → ticks).
+func procTicks(procs []*reactorProcess) map[int]uint64 {
+	ticks := make(map[int]uint64, len(procs))
+	for _, p := range procs {
+		if _, t, err := procStat(p.cmd.Process.Pid); err == nil {
+			ticks[p.cmd.Process.Pid] = t
+		}
+	}
+	return ticks
 }
 
 // memory starts one reactor process with memoryN effects waiting and records its peak RSS and Go

@@ -32,6 +32,8 @@ type results struct {
 	Targets []target           `json:"targets"`
 	// Spans is how many spans each scenario's run with tracing on exported (-tracing).
 	Spans map[string]int64 `json:"spans,omitempty"`
+	// Statements is each scenario's most expensive statements (-statements).
+	Statements map[string][]statement `json:"statements,omitempty"`
 }
 
 func throughput(name, label string, count int, elapsed time.Duration) result {
@@ -167,16 +169,21 @@ func (b *bench) reportDetails() {
 	}
 }
 
-// reportScaling prints how busy the CPUs were in the scale scenarios and how throughput grew with
-// reactor processes, which it records in the ratios.
+// reportScaling prints, for River's process and 1, 2 and 4 reactor processes, the throughput per
+// process, the CPU seconds per 1,000 effects (or jobs) of the processes and of Postgres, and how
+// busy the CPUs were; and how throughput grew with reactor processes, which it records in the
+// ratios.
 func (b *bench) reportScaling() {
 	r := &b.results
-	for _, k := range []string{"scale-1", "scale-2", "scale-4"} {
-		if busy, ok := r.extra(k, "cpu_busy_pct"); ok {
-			extra := r.get(k).Extra
-			fmt.Fprintf(b.out, "%-12s CPUs %.0f%% busy over the run (median 100-ms window %.0f%%), Postgres %.2f of %d cores\n",
-				k, busy, extra["cpu_busy_median_pct"], extra["postgres_cores"], runtime.NumCPU())
+	for _, k := range []string{"scale-river", "scale-1", "scale-2", "scale-4"} {
+		res := r.get(k)
+		if res == nil {
+			continue
 		}
+		x := res.Extra
+		fmt.Fprintf(b.out, "%-12s %.0f/s per process; CPU seconds per 1,000: processes %.3f + Postgres %.3f = %.3f; CPUs %.0f%% busy (median 100-ms window %.0f%%), Postgres %.2f of %d cores\n",
+			k, x["per_process"], x["worker_cpu_s_per_1000"], x["postgres_cpu_s_per_1000"], cpuPer1000(res),
+			x["cpu_busy_pct"], x["cpu_busy_median_pct"], x["postgres_cores"], runtime.NumCPU())
 	}
 	if one := r.rate("scale-1"); one > 0 {
 		for _, k := range []string{"scale-2", "scale-4"} {
@@ -186,6 +193,12 @@ func (b *bench) reportScaling() {
 			}
 		}
 	}
+}
+
+// cpuPer1000 is the CPU seconds a scale run spent per 1,000 effects (or jobs): its worker
+// processes' and Postgres's.
+func cpuPer1000(res *result) float64 {
+	return res.Extra["worker_cpu_s_per_1000"] + res.Extra["postgres_cpu_s_per_1000"]
 }
 
 // check records a target: its goal, what was measured, the value and whether it met the goal.
@@ -230,20 +243,17 @@ func (b *bench) checkTargets(river, peer float64) {
 	r.checkScaling()
 }
 
-// checkScaling checks that throughput grows from 1 to 2 reactor processes. Growth is due only
-// while there is room: with the CPUs saturated by one reactor process and its Postgres, a second
-// process can only share them.
+// checkScaling checks what one reactor process and its Postgres spend in CPU per 1,000
+// full-protocol effects against what one River process and its Postgres spend per 1,000 no-op
+// jobs. Unlike throughput, CPU time does not hide a cost behind idle or saturated CPUs.
 func (r *results) checkScaling() {
-	one, two := r.rate("scale-1"), r.rate("scale-2")
-	if one <= 0 || two <= 0 {
+	reckon, river := r.get("scale-1"), r.get("scale-river")
+	if reckon == nil || river == nil || cpuPer1000(river) <= 0 {
 		return
 	}
-	busy, _ := r.extra("scale-1", "cpu_busy_median_pct")
-	goal := "throughput grows from 1 to 2 reactor processes"
-	if busy >= saturatedPct {
-		goal = fmt.Sprintf("%s (CPUs %.0f%% busy at 1: saturated)", goal, busy)
-	}
-	r.check(goal, "scale-2/scale-1", two/one, two/one > 1 || busy >= saturatedPct)
+	v := cpuPer1000(reckon) / cpuPer1000(river)
+	r.Ratios["scale-1/scale-river cpu"] = v
+	r.check("CPU per 1,000, reactor + Postgres ≤ 1.1 × River's", "scale-1/scale-river CPU s", v, v <= 1.1)
 }
 
 // reportTargets prints the targets checked, met or missed, and beside them the WAL written per

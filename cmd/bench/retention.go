@@ -84,12 +84,12 @@ func (b *bench) retention(ctx context.Context) error {
 		return err
 	}
 	b.checkpoint(ctx)
-	before, cpuErr := sampleCPU()
+	before, cpuErr := sampleCPU(b.name)
 	alone, err := b.pruneBacklog(ctx)
 	if err != nil {
 		return err
 	}
-	after, sampleErr := sampleCPU()
+	after, sampleErr := sampleCPU(b.name)
 	if pruned := alone.Removed[retention.TableEffects]; pruned != int64(b.o.retentionBacklog) {
 		return fmt.Errorf("prune only: %d effects pruned, want the backlog's %d", pruned, b.o.retentionBacklog)
 	}
@@ -156,7 +156,7 @@ func (b *bench) retentionDispatch(ctx context.Context, name string, prune bool) 
 		err    error
 	}
 	done := make(chan pruneOutcome, 1)
-	before, cpuErr := sampleCPU()
+	before, cpuErr := sampleCPU(b.name)
 	start := time.Now()
 	if prune {
 		go func() {
@@ -168,7 +168,7 @@ func (b *bench) retentionDispatch(ctx context.Context, name string, prune bool) 
 		return run, err
 	}
 	end, err := b.waitEffectsDone(ctx, name)
-	if after, sampleErr := sampleCPU(); sampleErr == nil && cpuErr == nil {
+	if after, sampleErr := sampleCPU(b.name); sampleErr == nil && cpuErr == nil {
 		run.cpuBusy, run.postgresCores = before.usage(after)
 	}
 	if prune && err == nil {

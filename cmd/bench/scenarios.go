@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,15 +56,21 @@ func (w *peerWorker) Work(ctx context.Context, job *river.Job[peerArgs]) error {
 	})
 }
 
-// riverClient returns a started River client working queue with the given workers.
-func (b *bench) riverClient(ctx context.Context, workers *river.Workers, queue string) (*river.Client[pgx.Tx], error) {
-	client, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{
-		Logger:            b.logger,
-		Queues:            map[string]river.QueueConfig{queue: {MaxWorkers: b.o.workers}},
+// riverConfig is the configuration of a River client working queue with the given workers, n at
+// a time: the same for every River client of the run, in this process or a reactor process.
+func riverConfig(logger *slog.Logger, workers *river.Workers, queue string, n int) *river.Config {
+	return &river.Config{
+		Logger:            logger,
+		Queues:            map[string]river.QueueConfig{queue: {MaxWorkers: n}},
 		Workers:           workers,
 		FetchCooldown:     fetchCooldown,
 		FetchPollInterval: fetchPollInterval,
-	})
+	}
+}
+
+// riverClient returns a started River client working queue with the given workers.
+func (b *bench) riverClient(ctx context.Context, workers *river.Workers, queue string) (*river.Client[pgx.Tx], error) {
+	client, err := river.NewClient(riverpgxv5.New(b.pool), riverConfig(b.logger, workers, queue, b.o.workers))
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +95,9 @@ func noopWorkers() *river.Workers {
 	return workers
 }
 
+// riverQueue is the queue of the River no-op jobs.
+const riverQueue = "bench_river"
+
 // River settings shared by every client of the run, River's and Reckon's alike.
 const (
 	fetchCooldown     = 1 * time.Millisecond
@@ -98,6 +108,21 @@ func (b *bench) river(ctx context.Context) error {
 	if err := b.reset(ctx); err != nil {
 		return err
 	}
+	start := time.Now()
+	if err := b.insertRiverJobs(ctx, "river"); err != nil {
+		return err
+	}
+	end, err := b.workUntilDone(ctx, noopWorkers(), riverQueue, "river", riverRemaining, riverEnd)
+	if err != nil {
+		return err
+	}
+	b.results.add(throughput("river", "River no-op jobs", b.o.n, end.Sub(start)))
+	return nil
+}
+
+// insertRiverJobs inserts n no-op jobs into River's queue in batches, as River's users insert
+// many, and analyzes the tables.
+func (b *bench) insertRiverJobs(ctx context.Context, name string) error {
 	inserter, err := river.NewClient(riverpgxv5.New(b.pool), &river.Config{Logger: b.logger})
 	if err != nil {
 		return err
@@ -106,24 +131,21 @@ func (b *bench) river(ctx context.Context) error {
 	for done := 0; done < b.o.n; done += b.o.batch {
 		params := make([]river.InsertManyParams, min(b.o.batch, b.o.n-done))
 		for i := range params {
-			params[i] = river.InsertManyParams{Args: noopArgs{}, InsertOpts: &river.InsertOpts{Queue: "bench_river"}}
+			params[i] = river.InsertManyParams{Args: noopArgs{}, InsertOpts: &river.InsertOpts{Queue: riverQueue}}
 		}
 		if _, err := inserter.InsertManyFast(ctx, params); err != nil {
 			return err
 		}
 	}
-	b.progress("river: %d jobs inserted in %v", b.o.n, time.Since(start).Round(time.Millisecond))
-	if err := b.analyze(ctx); err != nil {
-		return err
-	}
-	end, err := b.workUntilDone(ctx, noopWorkers(), "bench_river", "river", `FROM river_job WHERE queue = 'bench_river' AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')`,
-		`SELECT max(finalized_at) FROM river_job WHERE queue = 'bench_river'`)
-	if err != nil {
-		return err
-	}
-	b.results.add(throughput("river", "River no-op jobs", b.o.n, end.Sub(start)))
-	return nil
+	b.progress("%s: %d jobs inserted in %v", name, b.o.n, time.Since(start).Round(time.Millisecond))
+	return b.analyze(ctx)
 }
+
+// The no-op jobs River has yet to work (for waitDone), and when it finished the last.
+const (
+	riverRemaining = `FROM river_job WHERE queue = '` + riverQueue + `' AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')`
+	riverEnd       = `SELECT max(finalized_at) FROM river_job WHERE queue = '` + riverQueue + `'`
+)
 
 func (b *bench) peer(ctx context.Context) error {
 	if err := b.reset(ctx); err != nil {
