@@ -61,6 +61,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -158,6 +159,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.statements, "statements", 0, "print each scenario's this many most expensive statements from pg_stat_statements (0: none; the server must preload it)")
 	fs.StringVar(&o.setupSQL, "setup-sql", "", "SQL run on the bench database after its migrations, for experiments (drop an index, disable a trigger); its results are not Reckon's as shipped")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile of the run (allocations since the start: go tool pprof -sample_index=alloc_space) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -184,6 +186,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("-n, -w, -dispatch-batch, -claim-interval, -c, -batch, -memory-n, -storage-n, -retention-backlog and -duration must be positive")
 	}
 
+	if *memProfile != "" {
+		runtime.MemProfileRate = 64 << 10 // a sample per 64 KiB allocated: finer than the default, cheap enough
+		defer func() {
+			if err := writeHeapProfile(*memProfile); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: -memprofile:", err)
+			}
+		}()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -273,6 +283,19 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	b.results.Setup = map[string]any{"n": o.n, "workers": o.workers, "concurrency": o.concurrency, "batch": o.batch,
 		"duration_seconds": o.duration.Seconds(), "tracing": o.tracing, "events": o.events, "storage_n": o.storageN, "retention_backlog": o.retentionBacklog, "setup_sql": o.setupSQL, "postgres": version, "started_at": time.Now().UTC()}
 	return b, nil
+}
+
+// writeHeapProfile writes the heap profile, with every allocation since the start, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func (b *bench) close() {
