@@ -339,7 +339,7 @@ func (b *bench) reset(ctx context.Context) error {
 	}
 	defer conn.Release()
 	_, err = conn.Exec(ctx, `SET session_replication_role = replica;
-		TRUNCATE river_job, reckon_effects, reckon_effect_transitions CASCADE;
+		TRUNCATE river_job, reckon_effects, reckon_effect_transitions, reckon_sagas CASCADE;
 		DO $$ BEGIN IF to_regclass('reckon_events') IS NOT NULL THEN TRUNCATE reckon_events; END IF; END $$;
 		DROP TABLE IF EXISTS bench_peer;
 		SET session_replication_role = DEFAULT`)
