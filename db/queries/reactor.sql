@@ -1,9 +1,11 @@
 -- name: ReactorRegister :one
 -- Registers a started reactor, which holds its lock. A reactor restarted under the same id starts
 -- afresh: its predecessor's jobs were taken over before (see RiverJobTakeOver).
-INSERT INTO reckon_reactors (id, queue) VALUES (@id, @queue)
+-- (The times come from the VALUES, not from now() in DO UPDATE SET, which Citus refuses.)
+INSERT INTO reckon_reactors (id, queue, started_at, heartbeat_at) VALUES (@id, @queue, now(), now())
 ON CONFLICT (id) DO UPDATE
-SET queue = excluded.queue, started_at = now(), heartbeat_at = now(), dead_at = NULL, taken_over_by = NULL, jobs_taken_over = 0
+SET queue = excluded.queue, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+    dead_at = NULL, taken_over_by = NULL, jobs_taken_over = 0
 RETURNING *;
 
 -- name: ReactorHeartbeat :one
@@ -34,9 +36,9 @@ ORDER BY r.id;
 
 -- name: ReactorMarkDead :one
 -- Records that the caller found the reactor dead and took its jobs over. The first finder's time
--- and name stay; the count adds up.
+-- and name stay; the count adds up. (reckon_pick, not coalesce(dead_at, now()), which Citus refuses.)
 UPDATE reckon_reactors
-SET dead_at = coalesce(dead_at, now()),
+SET dead_at = reckon_pick(dead_at IS NULL, now(), dead_at),
     taken_over_by = coalesce(taken_over_by, @taken_over_by::text),
     jobs_taken_over = jobs_taken_over + @jobs::integer
 WHERE id = @id

@@ -138,7 +138,7 @@ func (q *Queries) ReactorListRunningJobOwners(ctx context.Context, arg ReactorLi
 
 const reactorMarkDead = `-- name: ReactorMarkDead :one
 UPDATE reckon_reactors
-SET dead_at = coalesce(dead_at, now()),
+SET dead_at = reckon_pick(dead_at IS NULL, now(), dead_at),
     taken_over_by = coalesce(taken_over_by, $1::text),
     jobs_taken_over = jobs_taken_over + $2::integer
 WHERE id = $3
@@ -157,7 +157,7 @@ type ReactorMarkDeadRow struct {
 }
 
 // Records that the caller found the reactor dead and took its jobs over. The first finder's time
-// and name stay; the count adds up.
+// and name stay; the count adds up. (reckon_pick, not coalesce(dead_at, now()), which Citus refuses.)
 func (q *Queries) ReactorMarkDead(ctx context.Context, arg ReactorMarkDeadParams) (ReactorMarkDeadRow, error) {
 	row := q.db.QueryRow(ctx, reactorMarkDead, arg.TakenOverBy, arg.Jobs, arg.ID)
 	var i ReactorMarkDeadRow
@@ -166,9 +166,10 @@ func (q *Queries) ReactorMarkDead(ctx context.Context, arg ReactorMarkDeadParams
 }
 
 const reactorRegister = `-- name: ReactorRegister :one
-INSERT INTO reckon_reactors (id, queue) VALUES ($1, $2)
+INSERT INTO reckon_reactors (id, queue, started_at, heartbeat_at) VALUES ($1, $2, now(), now())
 ON CONFLICT (id) DO UPDATE
-SET queue = excluded.queue, started_at = now(), heartbeat_at = now(), dead_at = NULL, taken_over_by = NULL, jobs_taken_over = 0
+SET queue = excluded.queue, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+    dead_at = NULL, taken_over_by = NULL, jobs_taken_over = 0
 RETURNING id, queue, started_at, heartbeat_at, dead_at, taken_over_by, jobs_taken_over
 `
 
@@ -179,6 +180,7 @@ type ReactorRegisterParams struct {
 
 // Registers a started reactor, which holds its lock. A reactor restarted under the same id starts
 // afresh: its predecessor's jobs were taken over before (see RiverJobTakeOver).
+// (The times come from the VALUES, not from now() in DO UPDATE SET, which Citus refuses.)
 func (q *Queries) ReactorRegister(ctx context.Context, arg ReactorRegisterParams) (ReckonReactor, error) {
 	row := q.db.QueryRow(ctx, reactorRegister, arg.ID, arg.Queue)
 	var i ReckonReactor
