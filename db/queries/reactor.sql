@@ -44,12 +44,15 @@ SET dead_at = reckon_pick(dead_at IS NULL, now(), dead_at),
 WHERE id = @id
 RETURNING heartbeat_at, dead_at;
 
+-- name: ReactorListForgotten :many
+-- The reactors not heard from for a day (long dead: a live one beats every second), which
+-- ReactorDeleteForgotten forgets once their lock is found free (a reactor restarted under the same
+-- id holds it). The lock is tried apart, not in the DELETE's WHERE: an advisory lock must be tried
+-- where the reactors hold theirs, and Citus would run a DELETE's WHERE on the node of the table.
+SELECT id FROM reckon_reactors WHERE heartbeat_at < now() - interval '1 day' ORDER BY id;
+
 -- name: ReactorDeleteForgotten :execrows
--- Forgets reactors not heard from for a day (long dead: a live one beats every second) whose
--- lock is free.
-DELETE FROM reckon_reactors
-WHERE heartbeat_at < now() - interval '1 day'
-  AND pg_try_advisory_xact_lock(@namespace::integer, hashtext(id));
+DELETE FROM reckon_reactors WHERE id = @id AND heartbeat_at < now() - interval '1 day';
 
 -- name: ReactorEndSilentConnection :one
 -- Ends the server backend that holds a silent reactor's lock: a reactor that stopped beating for

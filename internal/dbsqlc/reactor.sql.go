@@ -32,15 +32,11 @@ func (q *Queries) ReactorCountLive(ctx context.Context, arg ReactorCountLivePara
 }
 
 const reactorDeleteForgotten = `-- name: ReactorDeleteForgotten :execrows
-DELETE FROM reckon_reactors
-WHERE heartbeat_at < now() - interval '1 day'
-  AND pg_try_advisory_xact_lock($1::integer, hashtext(id))
+DELETE FROM reckon_reactors WHERE id = $1 AND heartbeat_at < now() - interval '1 day'
 `
 
-// Forgets reactors not heard from for a day (long dead: a live one beats every second) whose
-// lock is free.
-func (q *Queries) ReactorDeleteForgotten(ctx context.Context, namespace int32) (int64, error) {
-	result, err := q.db.Exec(ctx, reactorDeleteForgotten, namespace)
+func (q *Queries) ReactorDeleteForgotten(ctx context.Context, id string) (int64, error) {
+	result, err := q.db.Exec(ctx, reactorDeleteForgotten, id)
 	if err != nil {
 		return 0, err
 	}
@@ -84,6 +80,34 @@ func (q *Queries) ReactorHeartbeat(ctx context.Context, id string) (*time.Time, 
 	var dead_at *time.Time
 	err := row.Scan(&dead_at)
 	return dead_at, err
+}
+
+const reactorListForgotten = `-- name: ReactorListForgotten :many
+SELECT id FROM reckon_reactors WHERE heartbeat_at < now() - interval '1 day' ORDER BY id
+`
+
+// The reactors not heard from for a day (long dead: a live one beats every second), which
+// ReactorDeleteForgotten forgets once their lock is found free (a reactor restarted under the same
+// id holds it). The lock is tried apart, not in the DELETE's WHERE: an advisory lock must be tried
+// where the reactors hold theirs, and Citus would run a DELETE's WHERE on the node of the table.
+func (q *Queries) ReactorListForgotten(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, reactorListForgotten)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const reactorListRunningJobOwners = `-- name: ReactorListRunningJobOwners :many
