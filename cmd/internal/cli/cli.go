@@ -85,7 +85,7 @@ func ParseLogLevel(level string) (slog.Level, error) {
 }
 
 // OpenDatabase is postgres.OpenPool with the migrator of the pool, which reads (and applies) the schema's
-// migrations and logs to logger. schema is the -schema flag (SchemaFlag): "" or "public" is the
+// migrations and logs to logger. schema is the -schema flag (SchemaFlagUsage): "" or "public" is the
 // database's default schema. The caller closes the pool.
 func OpenDatabase(ctx context.Context, databaseURL string, maxConns int, schema string, logger *slog.Logger) (*pgxpool.Pool, *db.Migrator, error) {
 	schema = poolSchema(schema)
