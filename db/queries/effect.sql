@@ -28,8 +28,10 @@ SELECT
     @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner), sqlc.narg(trace_context),
     sqlc.narg(async_timeout_ms), @async_hard_timeout, @actor::text, @reason::text, @detail,
     sqlc.narg(ordering_key)::text,
+    -- The sequence is named as text, cast when the branch runs: an unordered insert does not
+    -- refer to it at all (Citus runs this statement on a worker, where the sequence is missing).
     CASE WHEN sqlc.narg(ordering_key)::text IS NOT NULL
-         THEN coalesce(sqlc.narg(order_seq)::bigint, nextval('reckon_effects_order_seq')) END,
+         THEN coalesce(sqlc.narg(order_seq)::bigint, nextval('reckon_effects_order_seq'::text::regclass)) END,
     sqlc.narg(order_queue)::text, sqlc.narg(not_before)::timestamptz, @business_key_dedup
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t

@@ -598,8 +598,10 @@ SELECT
     $22, $23, $24, $25, $26, $27,
     $28, $29, $30::text, $31::text, $32,
     $33::text,
+    -- The sequence is named as text, cast when the branch runs: an unordered insert does not
+    -- refer to it at all (Citus runs this statement on a worker, where the sequence is missing).
     CASE WHEN $33::text IS NOT NULL
-         THEN coalesce($34::bigint, nextval('reckon_effects_order_seq')) END,
+         THEN coalesce($34::bigint, nextval('reckon_effects_order_seq'::text::regclass)) END,
     $35::text, $36::timestamptz, $37
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
