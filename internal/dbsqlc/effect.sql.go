@@ -2062,7 +2062,16 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 const effectSettleMany = `-- name: EffectSettleMany :many
 WITH settled AS (
     UPDATE reckon_effects e
-    SET state = u.to_state::reckon_effect_state,
+    -- The state spelled out rather than cast (u.to_state::reckon_effect_state): an enum's input
+    -- function is STABLE, and Citus refuses a STABLE function of a column in an UPDATE. A name
+    -- that is no state leaves NULL, which the NOT NULL column refuses, as the cast would.
+    SET state = CASE u.to_state
+            WHEN 'PENDING' THEN 'PENDING'::reckon_effect_state
+            WHEN 'CONFIRMED' THEN 'CONFIRMED'::reckon_effect_state
+            WHEN 'FAILED' THEN 'FAILED'::reckon_effect_state
+            WHEN 'UNKNOWN' THEN 'UNKNOWN'::reckon_effect_state
+            WHEN 'STUCK' THEN 'STUCK'::reckon_effect_state
+        END,
         attempts = e.attempts + 1,
         result = coalesce(u.result, e.result),
         error = coalesce(nullif(u.error, ''), e.error),
