@@ -27,6 +27,8 @@ type Migrator struct {
 	retry      txn.Policy
 	// lockTimeout is the lock_timeout setting of the migrations' statements ("0": none).
 	lockTimeout string
+	// schema is MigratorConfig.Schema.
+	schema string
 }
 
 // MigratorConfig configures a Migrator. The zero value is ready to use.
@@ -49,6 +51,12 @@ type MigratorConfig struct {
 	// error is returned (and the migration stays pending). The context bounds it too. Default:
 	// 10 minutes.
 	MaxRetryWait time.Duration
+	// Schema is the schema the pool's connections use (ConfigureSchema): Up creates it if it does
+	// not exist, and every operation first checks that it is the connections' current schema, so a
+	// pool opened without ConfigureSchema is refused rather than migrated into public. The
+	// migration lock is per database: migrators of different schemas run one after another.
+	// Default: "" (the connections' current schema, normally public, is used and not checked).
+	Schema string
 }
 
 // Defaults of MigratorConfig.
@@ -63,6 +71,11 @@ const (
 func NewMigrator(pool *pgxpool.Pool, config *MigratorConfig) (*Migrator, error) {
 	if config == nil {
 		config = &MigratorConfig{}
+	}
+	if config.Schema != "" {
+		if err := ValidateSchema(config.Schema); err != nil {
+			return nil, fmt.Errorf("migrator: %w", err)
+		}
 	}
 	logger := config.Logger
 	if logger == nil {
@@ -100,7 +113,7 @@ func NewMigrator(pool *pgxpool.Pool, config *MigratorConfig) (*Migrator, error) 
 		Message: "migration lost a lock to the running code; rolled back, running it again",
 	}
 	return &Migrator{pool: pool, logger: logger, migrations: migrations, river: riverMigrator,
-		retry: retry, lockTimeout: lockSetting}, nil
+		retry: retry, lockTimeout: lockSetting, schema: config.Schema}, nil
 }
 
 // Migrate applies every pending migration, River's first and then Reckon's: what `server migrate
@@ -169,7 +182,7 @@ CREATE TABLE IF NOT EXISTS reckon_schema_migrations (
 // at most about LockTimeout at a time, and a busy database delays an upgrade instead of failing it.
 func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 	result := &Result{}
-	err := m.withLock(ctx, func(conn *pgxpool.Conn) error {
+	err := m.withLock(ctx, true, func(conn *pgxpool.Conn) error {
 		river, err := m.migrateRiver(ctx, conn, rivermigrate.DirectionUp)
 		result.River = river
 		if err != nil {
@@ -221,7 +234,7 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) (*Result, error) {
 		return nil, fmt.Errorf("migrate down: steps must be positive, got %d", steps)
 	}
 	result := &Result{}
-	err := m.withLock(ctx, func(conn *pgxpool.Conn) error {
+	err := m.withLock(ctx, false, func(conn *pgxpool.Conn) error {
 		applied, err := appliedVersions(ctx, conn)
 		if err != nil {
 			return err
@@ -385,6 +398,9 @@ func (m *Migrator) Status(ctx context.Context) (*Status, error) {
 		return nil, fmt.Errorf("migration status: %w", err)
 	}
 	defer conn.Release()
+	if _, err := m.checkSchema(ctx, conn, false); err != nil {
+		return nil, err
+	}
 	applied, err := appliedVersions(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -417,10 +433,10 @@ func (m *Migrator) Status(ctx context.Context) (*Status, error) {
 // lockPollInterval is how often a migrator waiting for the migration lock tries to take it.
 const lockPollInterval = 200 * time.Millisecond
 
-// withLock runs fn on a dedicated connection holding the migration advisory lock. The lock is
-// released before the connection goes back to the pool; if releasing fails the connection is
-// closed instead, which frees the lock.
-func (m *Migrator) withLock(ctx context.Context, fn func(conn *pgxpool.Conn) error) (err error) {
+// withLock runs fn on a dedicated connection holding the migration advisory lock, once the schema
+// is checked (and with create, created: checkSchema). The lock is released before the connection
+// goes back to the pool; if releasing fails the connection is closed instead, which frees the lock.
+func (m *Migrator) withLock(ctx context.Context, create bool, fn func(conn *pgxpool.Conn) error) (err error) {
 	conn, err := m.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: acquire connection: %w", err)
@@ -439,10 +455,45 @@ func (m *Migrator) withLock(ctx context.Context, fn func(conn *pgxpool.Conn) err
 		}
 		conn.Release()
 	}()
+	if exists, err := m.checkSchema(ctx, conn, create); err != nil {
+		return err
+	} else if !exists {
+		return fmt.Errorf("migrate: schema %s does not exist (migrate up creates it)", m.schema)
+	}
 	if _, err := conn.Exec(ctx, createVersionTable); err != nil {
 		return fmt.Errorf("migrate: create reckon_schema_migrations: %w", err)
 	}
 	return fn(conn)
+}
+
+// checkSchema, with MigratorConfig.Schema set, checks that it is conn's current schema, having
+// created it first if create is set, and reports whether it exists. Without create, a schema that
+// does not exist (search_path names it, and nothing else) is not an error: Status reports every
+// migration pending, Down refuses.
+func (m *Migrator) checkSchema(ctx context.Context, conn *pgxpool.Conn, create bool) (exists bool, err error) {
+	if m.schema == "" {
+		return true, nil
+	}
+	if create {
+		if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{m.schema}.Sanitize()); err != nil {
+			return false, fmt.Errorf("migrate: create schema %s: %w", m.schema, err)
+		}
+	}
+	var current *string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&current); err != nil {
+		return false, fmt.Errorf("migrate: read the current schema: %w", err)
+	}
+	if current == nil && !create {
+		return false, nil
+	}
+	if current == nil || *current != m.schema {
+		got := "none"
+		if current != nil {
+			got = *current
+		}
+		return false, fmt.Errorf("migrate: schema %s: the connections' current schema is %s; open the pool with db.ConfigureSchema (search_path) for the same schema", m.schema, got)
+	}
+	return true, nil
 }
 
 // lock takes the migration advisory lock on conn, waiting while another migrator holds it.

@@ -161,11 +161,40 @@ func (l *liveness) run(ctx context.Context) {
 		}
 		if time.Since(lastForget) > forgetEvery {
 			lastForget = time.Now()
-			if _, err := l.c.queries.ReactorDeleteForgotten(ctx, ReactorLockNamespace); err != nil && ctx.Err() == nil {
+			if _, err := l.c.forgetGone(ctx); err != nil && ctx.Err() == nil {
 				l.c.logger.WarnContext(ctx, "forget long-gone reactors", slog.String("error", err.Error()))
 			}
 		}
 	}
+}
+
+// forgetGone deletes, in one transaction, the registrations of the reactors not heard from for a
+// day whose liveness lock it takes (a transaction lock: a reactor restarted under the same id
+// waits for the commit, then registers afresh), and returns how many.
+func (c *Client) forgetGone(ctx context.Context) (int64, error) {
+	return inTx(ctx, c, func(tx pgx.Tx) (int64, error) {
+		q := dbsqlc.New(tx)
+		ids, err := q.ReactorListForgotten(ctx)
+		if err != nil {
+			return 0, err
+		}
+		var forgotten int64
+		for _, id := range ids {
+			free, err := reactorLock(id).TryLockTx(ctx, tx)
+			if err != nil {
+				return 0, err
+			}
+			if !free {
+				continue
+			}
+			n, err := q.ReactorDeleteForgotten(ctx, id)
+			if err != nil {
+				return 0, err
+			}
+			forgotten += n
+		}
+		return forgotten, nil
+	})
 }
 
 // beat writes the heartbeat on the lock's connection, getting the connection and the lock back

@@ -46,7 +46,7 @@ func runReactorProcess(ctx context.Context, args []string) int {
 			fmt.Printf("spans %d\n", counter.spans.Load())
 		}()
 	}
-	pool, err := postgres.OpenPool(ctx, *databaseURL, 0)
+	pool, err := postgres.OpenPool(ctx, *databaseURL, 0, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

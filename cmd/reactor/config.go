@@ -15,6 +15,7 @@ import (
 // defaults to the value given here.
 type config struct {
 	databaseURL    string
+	schema         string
 	logFormat      string
 	logLevel       string
 	addr           string
@@ -62,6 +63,7 @@ func parseConfig(fs *flag.FlagSet, args []string) (*config, error) {
 	c := &config{}
 	env := cli.EnvFlags{FlagSet: fs}
 	fs.StringVar(&c.databaseURL, "database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
+	fs.StringVar(&c.schema, "schema", cli.Env("RECKON_SCHEMA", "public"), cli.SchemaFlagUsage)
 	fs.StringVar(&c.logFormat, "log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
 	fs.StringVar(&c.logLevel, "log-level", cli.Env("RECKON_LOG_LEVEL", cli.DefaultLogLevel), "least severe records logged: debug, info, warn or error (env RECKON_LOG_LEVEL)")
 	fs.StringVar(&c.addr, "addr", cli.Env("RECKON_REACTOR_ADDR", "127.0.0.1:9090"), "address of /healthz, /readyz and /metrics (env RECKON_REACTOR_ADDR)")
@@ -153,7 +155,7 @@ func (c *config) validate() error {
 	case c.statsInterval < 100*time.Millisecond || c.statsInterval > time.Hour:
 		return fmt.Errorf("-stats-interval must be between 100ms and 1h, got %v", c.statsInterval)
 	}
-	if err := errors.Join(c.retention.Validate(), c.confirmation.Validate()); err != nil {
+	if err := errors.Join(cli.CheckSchema(c.schema), c.retention.Validate(), c.confirmation.Validate()); err != nil {
 		return err
 	}
 	if c.turnHandlerURL != "" {

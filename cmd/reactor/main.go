@@ -189,7 +189,7 @@ func serve(ctx context.Context, logger *slog.Logger, cfg *config) error {
 // openCurrent opens the database, refuses one whose schema is not current and makes the
 // partitions of the audit histories and the event log ahead.
 func openCurrent(ctx context.Context, logger *slog.Logger, cfg *config) (*pgxpool.Pool, *db.Migrator, error) {
-	pool, migrator, err := cli.OpenDatabase(ctx, cfg.databaseURL, cfg.dbConns, logger)
+	pool, migrator, err := cli.OpenDatabase(ctx, cfg.databaseURL, cfg.dbConns, cfg.schema, logger)
 	if err != nil {
 		return nil, nil, err
 	}

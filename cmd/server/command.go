@@ -17,28 +17,32 @@ import (
 	"github.com/reckonhq/reckon/cmd/internal/cli"
 	"github.com/reckonhq/reckon/cmd/internal/health"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
-	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/jsonx"
-	"github.com/reckonhq/reckon/internal/postgres"
 )
 
 // commonFlags are the flags of serve and of every command.
 type commonFlags struct {
 	databaseURL string
+	schema      string
 	logFormat   string
 	logLevel    string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.databaseURL, "database-url", cli.Env("DATABASE_URL", cli.DefaultDatabaseURL), "Postgres connection string (env DATABASE_URL)")
+	fs.StringVar(&c.schema, "schema", cli.Env("RECKON_SCHEMA", "public"), cli.SchemaFlagUsage)
 	fs.StringVar(&c.logFormat, "log-format", cli.Env("RECKON_LOG_FORMAT", "text"), "log format: text or json (env RECKON_LOG_FORMAT)")
 	fs.StringVar(&c.logLevel, "log-level", cli.Env("RECKON_LOG_LEVEL", cli.DefaultLogLevel), "least severe records logged: debug, info, warn or error (env RECKON_LOG_LEVEL)")
 }
 
-// logger is the logger -log-format and -log-level ask for; an unknown format or level is a usage
+// logger is the logger -log-format and -log-level ask for; an unknown format or level, or an
+// invalid -schema (checked here too, since every command asks for its logger first), is a usage
 // mistake.
 func (c *commonFlags) logger() (*slog.Logger, error) {
+	if err := c.checkSchema(); err != nil {
+		return nil, err
+	}
 	logger, err := cli.NewLogger(c.logFormat, c.logLevel)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
@@ -46,19 +50,26 @@ func (c *commonFlags) logger() (*slog.Logger, error) {
 	return logger, nil
 }
 
-// withPool opens a pool of -database-url (maxConns as for postgres.OpenPool), checks that the database
-// has every migration this binary knows (else an error saying to run `server migrate up`), calls fn
-// with it and closes it.
+// checkSchema refuses an invalid -schema: a usage mistake.
+func (c *commonFlags) checkSchema() error {
+	if err := cli.CheckSchema(c.schema); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// withPool opens a pool of -database-url in -schema (maxConns as for postgres.OpenPool), checks
+// that the database has every migration this binary knows (else an error saying to run `server
+// migrate up`), calls fn with it and closes it.
 func (c *commonFlags) withPool(ctx context.Context, maxConns int, fn func(context.Context, *pgxpool.Pool) error) error {
-	pool, err := postgres.OpenPool(ctx, c.databaseURL, maxConns)
+	if err := c.checkSchema(); err != nil {
+		return err
+	}
+	pool, migrator, err := cli.OpenDatabase(ctx, c.databaseURL, maxConns, c.schema, nil)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	migrator, err := db.NewMigrator(pool, nil)
-	if err != nil {
-		return err
-	}
 	status, err := migrator.Status(ctx)
 	if err != nil {
 		return err

@@ -162,7 +162,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, err := f.tlsFiles.Config(); err != nil {
 		return err
 	}
-	pool, migrator, err := cli.OpenDatabase(ctx, f.common.databaseURL, int(f.dbConns), logger)
+	pool, migrator, err := cli.OpenDatabase(ctx, f.common.databaseURL, int(f.dbConns), f.common.schema, logger)
 	if err != nil {
 		return err
 	}
@@ -391,7 +391,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			logger.Info("created database")
 		}
 	}
-	pool, migrator, err := cli.OpenDatabase(ctx, cmd.common.databaseURL, 0, logger)
+	pool, migrator, err := cli.OpenDatabase(ctx, cmd.common.databaseURL, 0, cmd.common.schema, logger)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -174,6 +175,50 @@ func TestMigrateTwoProcessesAtOnce(t *testing.T) {
 	require.Positive(t, reckonVersions)
 }
 
+// TestBinariesInSchema: `server migrate up -schema NAME` puts Reckon's and River's tables in that
+// schema (creating it), and the binaries given the same schema, by flag or RECKON_SCHEMA, work in
+// it; the default schema, public, stays empty and unmigrated.
+func TestBinariesInSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	server := proctest.Binary(t, "server")
+	reactor := proctest.Binary(t, "reactor")
+	pool := pgtest.NewEmptyDB(t)
+	env := []string{"DATABASE_URL=" + pool.Config().ConnString()}
+
+	res := proctest.Run(t, env, server, "migrate", "up", "-schema", "cell1")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Regexp(t, `applied [1-9]\d* River and [1-9]\d* Reckon migrations`, res.Stdout)
+	res = proctest.Run(t, env, server, "migrate", "status", "-schema", "cell1")
+	require.Contains(t, res.Stdout, "schema is current")
+	res = proctest.Run(t, env, server, "migrate", "status")
+	require.Contains(t, res.Stdout, "schema is NOT current", "public is not migrated")
+	var inPublic int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace`).Scan(&inPublic))
+	require.Zero(t, inPublic)
+
+	cellEnv := append(slices.Clone(env), "RECKON_SCHEMA=cell1")
+	res = proctest.Run(t, cellEnv, server, "tenants", "create", "acme")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	var tenants int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM cell1.reckon_tenants WHERE id = 'acme'`).Scan(&tenants))
+	require.Equal(t, 1, tenants)
+	res = proctest.Run(t, env, server, "tenants", "list")
+	require.Equal(t, 1, res.ExitCode, "public is not migrated")
+	require.Contains(t, res.Stderr, "run `server migrate up` first")
+
+	rct := proctest.Start(t, env, reactor, "-addr", "127.0.0.1:0", "-schema", "cell1")
+	srv := proctest.Start(t, cellEnv, server, "-addr", "127.0.0.1:0")
+	for _, base := range []string{"http://" + rct.Addr(t), "http://" + srv.Addr(t)} {
+		code, body := get(t, base+"/readyz")
+		require.Equal(t, http.StatusOK, code, "%s: %s", base, body)
+	}
+	var reactors int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM cell1.reckon_reactors WHERE dead_at IS NULL`).Scan(&reactors))
+	require.Equal(t, 1, reactors)
+	stopBoth(t, srv, rct)
+}
+
 func TestMigrateCreatesDatabase(t *testing.T) {
 	t.Parallel()
 	server := proctest.Binary(t, "server")
@@ -227,6 +272,11 @@ func TestBadCommandLines(t *testing.T) {
 		{reactor, []string{"-log-format", "xml"}, `log format "xml"`},
 		{reactor, []string{"-nope"}, "flag provided but not defined: -nope"},
 		{reactor, []string{"-db-conns", "2"}, "-db-conns at least 4"},
+		{server, []string{"migrate", "up", "-schema", "Cell1"}, `-schema (or RECKON_SCHEMA): schema "Cell1": want lowercase letters`},
+		{server, []string{"migrate", "up", "-schema", `x"; DROP SCHEMA public; --`}, "want lowercase letters"},
+		{server, []string{"tenants", "list", "-schema", "pg_cell"}, "a name Postgres reserves"},
+		{server, []string{"-schema", ""}, "schema: empty name"},
+		{reactor, []string{"-schema", strings.Repeat("c", 47)}, "longer than 46 characters"},
 	} {
 		res := proctest.Run(t, env, tc.bin, tc.args...)
 		require.Equal(t, 2, res.ExitCode, "%v: %s", tc.args, res.Stderr)

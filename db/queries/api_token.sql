@@ -22,6 +22,7 @@ SELECT * FROM reckon_api_tokens WHERE system ORDER BY created_at, id;
 
 -- name: APITokenRevoke :one
 -- Revokes a token (a second revoke keeps the first time). No row when there is no such token.
-UPDATE reckon_api_tokens SET revoked_at = coalesce(revoked_at, now())
+-- (reckon_pick: Citus refuses now() in a COALESCE.)
+UPDATE reckon_api_tokens SET revoked_at = reckon_pick(revoked_at IS NULL, now(), revoked_at)
 WHERE id = @id
 RETURNING *;

@@ -1,17 +1,18 @@
 -- name: ConnectorUpsert :one
--- Inserts or replaces an HTTP connector; inserted is true for a new one.
+-- Inserts or replaces an HTTP connector; inserted is true for a new one. (Times come from the
+-- VALUES: Citus refuses now() in DO UPDATE SET.)
 INSERT INTO reckon_connectors (
     name, tags, dispatch_url, status_url, compensate_url, business_key_fields, timeout_ms,
     max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
     async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt,
     limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms,
-    description, args_schema, tenants, ordering_key_fields, dedup_by_business_key
+    description, args_schema, tenants, ordering_key_fields, dedup_by_business_key, updated_at
 ) VALUES (
     @name, @tags, @dispatch_url, @status_url, @compensate_url, @business_key_fields, @timeout_ms,
     @max_attempts, @status_check_limit, @backoff_initial_ms, @backoff_max_ms, @unsafe,
     sqlc.narg(async_timeout_ms), @hard_timeout, sqlc.narg(cancel_url), @requires_confirmation, sqlc.narg(confirmation_prompt),
     @limit_rate, @limit_per_ms, @limit_burst, @limit_max_in_flight, @limit_per_tenant, @limit_break_after, @limit_break_for_ms,
-    @description, sqlc.narg(args_schema), @tenants, @ordering_key_fields, @dedup_by_business_key
+    @description, sqlc.narg(args_schema), @tenants, @ordering_key_fields, @dedup_by_business_key, now()
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -42,7 +43,7 @@ ON CONFLICT (name) DO UPDATE SET
     description = excluded.description,
     args_schema = excluded.args_schema,
     tenants = excluded.tenants,
-    updated_at = now()
+    updated_at = excluded.updated_at
 RETURNING sqlc.embed(reckon_connectors), (xmax = 0)::boolean AS inserted;
 
 -- name: ConnectorGet :one

@@ -28,8 +28,10 @@ SELECT
     @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner), sqlc.narg(trace_context),
     sqlc.narg(async_timeout_ms), @async_hard_timeout, @actor::text, @reason::text, @detail,
     sqlc.narg(ordering_key)::text,
+    -- The sequence is named as text, cast when the branch runs: an unordered insert does not
+    -- refer to it at all (Citus runs this statement on a worker, where the sequence is missing).
     CASE WHEN sqlc.narg(ordering_key)::text IS NOT NULL
-         THEN coalesce(sqlc.narg(order_seq)::bigint, nextval('reckon_effects_order_seq')) END,
+         THEN coalesce(sqlc.narg(order_seq)::bigint, nextval('reckon_effects_order_seq'::text::regclass)) END,
     sqlc.narg(order_queue)::text, sqlc.narg(not_before)::timestamptz, @business_key_dedup
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
@@ -287,7 +289,16 @@ WHERE id = ANY (@ids::uuid[]) AND state IN ('CONFIRMED', 'FAILED', 'STUCK');
 -- and settlement times (the settle latency); the missing ones were fenced out.
 WITH settled AS (
     UPDATE reckon_effects e
-    SET state = u.to_state::reckon_effect_state,
+    -- The state spelled out rather than cast (u.to_state::reckon_effect_state): an enum's input
+    -- function is STABLE, and Citus refuses a STABLE function of a column in an UPDATE. A name
+    -- that is no state leaves NULL, which the NOT NULL column refuses, as the cast would.
+    SET state = CASE u.to_state
+            WHEN 'PENDING' THEN 'PENDING'::reckon_effect_state
+            WHEN 'CONFIRMED' THEN 'CONFIRMED'::reckon_effect_state
+            WHEN 'FAILED' THEN 'FAILED'::reckon_effect_state
+            WHEN 'UNKNOWN' THEN 'UNKNOWN'::reckon_effect_state
+            WHEN 'STUCK' THEN 'STUCK'::reckon_effect_state
+        END,
         attempts = e.attempts + 1,
         result = coalesce(u.result, e.result),
         error = coalesce(nullif(u.error, ''), e.error),

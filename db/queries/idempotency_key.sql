@@ -9,12 +9,14 @@ WHERE tenant_id = @tenant_id AND key = @key AND created_at >= now() - make_inter
 -- claimed more than ttl_seconds ago (past the TTL, not purged yet) is free and claimed afresh. A
 -- concurrent transaction holding a claim on the same key makes this one wait for its outcome: if it
 -- commits, the key is taken; if it rolls back, this claim succeeds.
-INSERT INTO reckon_idempotency_keys AS k (tenant_id, key, method, path, request_sha256)
-VALUES (@tenant_id, @key, @method, @path, @request_sha256)
+-- (now() comes in the VALUES and is read as excluded.created_at: Citus refuses a function that is
+-- not IMMUTABLE in DO UPDATE SET or its WHERE.)
+INSERT INTO reckon_idempotency_keys AS k (tenant_id, key, method, path, request_sha256, created_at)
+VALUES (@tenant_id, @key, @method, @path, @request_sha256, now())
 ON CONFLICT (tenant_id, key) DO UPDATE
 SET method = excluded.method, path = excluded.path, request_sha256 = excluded.request_sha256,
-    status = NULL, response = NULL, created_at = now()
-WHERE k.created_at < now() - make_interval(secs => @ttl_seconds::double precision)
+    status = NULL, response = NULL, created_at = excluded.created_at
+WHERE excluded.created_at - k.created_at > make_interval(secs => @ttl_seconds::double precision)
 RETURNING tenant_id;
 
 -- name: IdempotencyKeyComplete :exec

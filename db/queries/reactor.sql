@@ -1,9 +1,11 @@
 -- name: ReactorRegister :one
 -- Registers a started reactor, which holds its lock. A reactor restarted under the same id starts
 -- afresh: its predecessor's jobs were taken over before (see RiverJobTakeOver).
-INSERT INTO reckon_reactors (id, queue) VALUES (@id, @queue)
+-- (The times come from the VALUES, not from now() in DO UPDATE SET, which Citus refuses.)
+INSERT INTO reckon_reactors (id, queue, started_at, heartbeat_at) VALUES (@id, @queue, now(), now())
 ON CONFLICT (id) DO UPDATE
-SET queue = excluded.queue, started_at = now(), heartbeat_at = now(), dead_at = NULL, taken_over_by = NULL, jobs_taken_over = 0
+SET queue = excluded.queue, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+    dead_at = NULL, taken_over_by = NULL, jobs_taken_over = 0
 RETURNING *;
 
 -- name: ReactorHeartbeat :one
@@ -34,20 +36,23 @@ ORDER BY r.id;
 
 -- name: ReactorMarkDead :one
 -- Records that the caller found the reactor dead and took its jobs over. The first finder's time
--- and name stay; the count adds up.
+-- and name stay; the count adds up. (reckon_pick, not coalesce(dead_at, now()), which Citus refuses.)
 UPDATE reckon_reactors
-SET dead_at = coalesce(dead_at, now()),
+SET dead_at = reckon_pick(dead_at IS NULL, now(), dead_at),
     taken_over_by = coalesce(taken_over_by, @taken_over_by::text),
     jobs_taken_over = jobs_taken_over + @jobs::integer
 WHERE id = @id
 RETURNING heartbeat_at, dead_at;
 
+-- name: ReactorListForgotten :many
+-- The reactors not heard from for a day (long dead: a live one beats every second), which
+-- ReactorDeleteForgotten forgets once their lock is found free (a reactor restarted under the same
+-- id holds it). The lock is tried apart, not in the DELETE's WHERE: an advisory lock must be tried
+-- where the reactors hold theirs, and Citus would run a DELETE's WHERE on the node of the table.
+SELECT id FROM reckon_reactors WHERE heartbeat_at < now() - interval '1 day' ORDER BY id;
+
 -- name: ReactorDeleteForgotten :execrows
--- Forgets reactors not heard from for a day (long dead: a live one beats every second) whose
--- lock is free.
-DELETE FROM reckon_reactors
-WHERE heartbeat_at < now() - interval '1 day'
-  AND pg_try_advisory_xact_lock(@namespace::integer, hashtext(id));
+DELETE FROM reckon_reactors WHERE id = @id AND heartbeat_at < now() - interval '1 day';
 
 -- name: ReactorEndSilentConnection :one
 -- Ends the server backend that holds a silent reactor's lock: a reactor that stopped beating for

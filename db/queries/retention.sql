@@ -424,20 +424,28 @@ WHERE id = @id;
 SELECT * FROM reckon_retention_runs ORDER BY started_at DESC, id DESC LIMIT sqlc.arg(max_rows)::integer;
 
 -- name: RetentionLockTry :one
--- Takes the retention lock on this session, if free (pg_advisory_unlock, or the end of the session,
--- frees it).
-SELECT pg_try_advisory_lock(sqlc.arg(namespace)::integer, sqlc.arg(key)::integer)::boolean AS locked;
+-- Takes the retention lock of the current schema on this session, if free (pg_advisory_unlock, or
+-- the end of the session, frees it). The lock is per schema, so that deployments in different
+-- schemas of one database (db.ConfigureSchema) prune each its own at once: its second key is key
+-- itself in public (the key of every version before schemas, so a rolling upgrade keeps one run at
+-- a time), else hashtext('<schema>:<key>').
+SELECT pg_try_advisory_lock(sqlc.arg(namespace)::integer,
+    CASE WHEN current_schema() = 'public' THEN sqlc.arg(key)::integer
+         ELSE hashtext(current_schema() || ':' || sqlc.arg(key)::integer::text) END)::boolean AS locked;
 
 -- name: RetentionUnlock :exec
-SELECT pg_advisory_unlock(sqlc.arg(namespace)::integer, sqlc.arg(key)::integer);
+SELECT pg_advisory_unlock(sqlc.arg(namespace)::integer,
+    CASE WHEN current_schema() = 'public' THEN sqlc.arg(key)::integer
+         ELSE hashtext(current_schema() || ':' || sqlc.arg(key)::integer::text) END);
 
 -- name: RetentionLockHeld :one
--- Whether a session holds the retention lock (a run is in progress somewhere).
+-- Whether a session holds the current schema's retention lock (a run is in progress somewhere).
 SELECT EXISTS (
     SELECT 1 FROM pg_locks l
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
       AND l.classid::bigint = (sqlc.arg(namespace)::integer::bigint & 4294967295)
-      AND l.objid::bigint = (sqlc.arg(key)::integer::bigint & 4294967295)
+      AND l.objid::bigint = (CASE WHEN current_schema() = 'public' THEN sqlc.arg(key)::integer
+                                  ELSE hashtext(current_schema() || ':' || sqlc.arg(key)::integer::text) END::bigint & 4294967295)
       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
 )::boolean AS held;
 

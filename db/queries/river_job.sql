@@ -17,9 +17,10 @@ SET state = CASE
         WHEN attempt >= max_attempts THEN 'discarded'::river_job_state
         ELSE 'available'::river_job_state
     END,
-    scheduled_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN scheduled_at ELSE now() END,
-    finalized_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN now() END,
-    errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt, 'error', @error::text, 'trace', '')),
+    scheduled_at = reckon_pick(metadata ? 'cancel_attempted_at' OR attempt >= max_attempts, scheduled_at, now()),
+    finalized_at = reckon_pick(metadata ? 'cancel_attempted_at' OR attempt >= max_attempts, now(), NULL),
+    errors = array_append(errors, jsonb_build_object('at', now(), 'error', @error::text, 'trace', '')
+        || jsonb_set('{}', '{attempt}', attempt::text::jsonb)),
     metadata = metadata || jsonb_build_object('reckon:taken_over_from', @owner::text)
 WHERE state = 'running' AND queue = @queue::text AND attempted_by[cardinality(attempted_by)] = @owner::text
 RETURNING id, kind, state, attempted_at;
@@ -40,14 +41,15 @@ SET state = CASE
         WHEN attempt >= max_attempts THEN 'discarded'::river_job_state
         ELSE 'available'::river_job_state
     END,
-    scheduled_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN scheduled_at ELSE now() END,
-    finalized_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN now() END,
-    errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt,
-        'error', 'River client ' || coalesce(attempted_by[cardinality(attempted_by)], '?') || @error::text, 'trace', '')),
-    metadata = metadata || jsonb_build_object('reckon:taken_over_from', coalesce(attempted_by[cardinality(attempted_by)], ''))
+    scheduled_at = reckon_pick(metadata ? 'cancel_attempted_at' OR attempt >= max_attempts, scheduled_at, now()),
+    finalized_at = reckon_pick(metadata ? 'cancel_attempted_at' OR attempt >= max_attempts, now(), NULL),
+    errors = array_append(errors, jsonb_build_object('at', now(), 'trace', '')
+        || jsonb_object(ARRAY['error'], ARRAY['River client ' || coalesce(attempted_by[cardinality(attempted_by)], '?') || @error::text])
+        || jsonb_set('{}', '{attempt}', attempt::text::jsonb)),
+    metadata = metadata || jsonb_object(ARRAY['reckon:taken_over_from'], ARRAY[coalesce(attempted_by[cardinality(attempted_by)], '')])
 WHERE state = 'running' AND queue = @queue::text AND kind = ANY (@kinds::text[])
   AND args ? 'timeout_ms'
-  AND attempted_at < now() - make_interval(0, 0, 0, 0, 0, 0,
+  AND now() - attempted_at > make_interval(0, 0, 0, 0, 0, 0,
       ((args->>'timeout_ms')::bigint + sqlc.arg(margin_ms)::bigint)::float8 / 1000)
   AND NOT EXISTS (SELECT 1 FROM reckon_reactors r WHERE r.id = attempted_by[cardinality(attempted_by)])
 RETURNING id, kind, state, attempted_at, coalesce(attempted_by[cardinality(attempted_by)], '')::text AS owner;

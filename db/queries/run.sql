@@ -10,12 +10,13 @@ RETURNING *;
 
 -- name: RunStart :one
 -- Creates the tenant's run with its guardrails, or sets the guardrails of its existing run.
-INSERT INTO reckon_runs AS r (tenant_id, id, max_steps, max_consecutive_failures)
-VALUES (@tenant_id, @id, sqlc.narg(max_steps), sqlc.narg(max_consecutive_failures))
+-- (updated_at comes from the VALUES: Citus refuses now() in DO UPDATE SET.)
+INSERT INTO reckon_runs AS r (tenant_id, id, max_steps, max_consecutive_failures, updated_at)
+VALUES (@tenant_id, @id, sqlc.narg(max_steps), sqlc.narg(max_consecutive_failures), now())
 ON CONFLICT (tenant_id, id) DO UPDATE
 SET max_steps = excluded.max_steps,
     max_consecutive_failures = excluded.max_consecutive_failures,
-    updated_at = now()
+    updated_at = excluded.updated_at
 RETURNING *;
 
 -- name: RunGet :one
@@ -25,9 +26,10 @@ SELECT * FROM reckon_runs WHERE tenant_id = @tenant_id AND id = @id;
 SELECT * FROM reckon_runs WHERE tenant_id = @tenant_id AND id = @id FOR UPDATE;
 
 -- name: RunCancel :one
--- Marks a run cancelled (the first cancellation's actor and reason are kept).
+-- Marks a run cancelled (the first cancellation's time, actor and reason are kept; reckon_pick, as
+-- Citus refuses now() in a COALESCE).
 UPDATE reckon_runs
-SET cancelled_at = coalesce(cancelled_at, now()),
+SET cancelled_at = reckon_pick(cancelled_at IS NULL, now(), cancelled_at),
     cancelled_by = coalesce(cancelled_by, @actor::text),
     cancel_reason = coalesce(cancel_reason, @reason::text),
     updated_at = now()

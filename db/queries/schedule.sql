@@ -5,16 +5,17 @@
 -- and last effect, and its next tick when its timing is unchanged and it was and stays enabled
 -- (a tick due but not yet enqueued is not lost); otherwise next_tick is the caller's (the first
 -- tick after now of the new definition). inserted says whether it is new.
+-- (updated_at comes from the VALUES: Citus refuses now() in DO UPDATE SET.)
 INSERT INTO reckon_schedules AS s (tenant_id, name, connector, args, cron, interval_seconds, missed, enabled,
-    next_tick, created_by, updated_by)
+    next_tick, created_by, updated_by, updated_at)
 VALUES (@tenant_id, @name, @connector, @args, sqlc.narg(cron), sqlc.narg(interval_seconds), @missed, @enabled,
-    @next_tick, @actor, @actor)
+    @next_tick, @actor, @actor, now())
 ON CONFLICT (tenant_id, name) DO UPDATE SET connector = EXCLUDED.connector, args = EXCLUDED.args,
     cron = EXCLUDED.cron, interval_seconds = EXCLUDED.interval_seconds, missed = EXCLUDED.missed,
     enabled = EXCLUDED.enabled, last_error = NULL,
     next_tick = CASE WHEN s.enabled AND EXCLUDED.enabled AND s.cron IS NOT DISTINCT FROM EXCLUDED.cron
         AND s.interval_seconds IS NOT DISTINCT FROM EXCLUDED.interval_seconds THEN s.next_tick ELSE EXCLUDED.next_tick END,
-    updated_at = now(), updated_by = EXCLUDED.updated_by
+    updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by
 RETURNING s.*, (xmax = 0)::boolean AS inserted;
 
 -- name: ScheduleGet :one

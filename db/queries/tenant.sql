@@ -12,7 +12,8 @@ SELECT * FROM reckon_tenants ORDER BY id;
 
 -- name: TenantSetDisabled :one
 -- Disables (disabled = true) or re-enables a tenant. No row when there is no such tenant.
+-- (reckon_pick: Citus refuses now() in a CASE or COALESCE.)
 UPDATE reckon_tenants
-SET disabled_at = CASE WHEN @disabled::boolean THEN coalesce(disabled_at, now()) END
+SET disabled_at = reckon_pick(@disabled::boolean, reckon_pick(disabled_at IS NULL, now(), disabled_at), NULL)
 WHERE id = @id
 RETURNING *;

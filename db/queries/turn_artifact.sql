@@ -7,11 +7,12 @@ SELECT * FROM reckon_turn_artifacts WHERE turn_group = @turn_group AND name = @n
 SELECT * FROM reckon_turn_artifacts WHERE turn_group = @turn_group ORDER BY name;
 
 -- name: TurnArtifactUpsert :exec
--- Saves an artifact of the turn group, replacing the one of the same name.
+-- Saves an artifact of the turn group, replacing the one of the same name. (saved_at comes from the
+-- VALUES: Citus refuses now() in DO UPDATE SET.)
 INSERT INTO reckon_turn_artifacts (
-    turn_group, name, data, input_fingerprint, dependency_fingerprint, policy, turn_id, tenant_id, session_key
+    turn_group, name, data, input_fingerprint, dependency_fingerprint, policy, turn_id, tenant_id, session_key, saved_at
 ) VALUES (
-    @turn_group, @name, @data, @input_fingerprint, @dependency_fingerprint, @policy, @turn_id, @tenant_id, @session_key
+    @turn_group, @name, @data, @input_fingerprint, @dependency_fingerprint, @policy, @turn_id, @tenant_id, @session_key, now()
 )
 ON CONFLICT (turn_group, name) DO UPDATE SET
     data = excluded.data,
@@ -21,7 +22,7 @@ ON CONFLICT (turn_group, name) DO UPDATE SET
     turn_id = excluded.turn_id,
     tenant_id = excluded.tenant_id,
     session_key = excluded.session_key,
-    saved_at = now();
+    saved_at = excluded.saved_at;
 
 -- name: TurnArtifactEmit :exec
 -- Writes an artifact event (artifact.reused, artifact.invalidated) of a turn to the event stream.

@@ -150,12 +150,13 @@ func (q *Queries) APITokenListSystem(ctx context.Context) ([]ReckonApiToken, err
 }
 
 const aPITokenRevoke = `-- name: APITokenRevoke :one
-UPDATE reckon_api_tokens SET revoked_at = coalesce(revoked_at, now())
+UPDATE reckon_api_tokens SET revoked_at = reckon_pick(revoked_at IS NULL, now(), revoked_at)
 WHERE id = $1
 RETURNING id, tenant_id, name, prefix, token_sha256, admin, created_at, revoked_at, system
 `
 
 // Revokes a token (a second revoke keeps the first time). No row when there is no such token.
+// (reckon_pick: Citus refuses now() in a COALESCE.)
 func (q *Queries) APITokenRevoke(ctx context.Context, id uuid.UUID) (ReckonApiToken, error) {
 	row := q.db.QueryRow(ctx, aPITokenRevoke, id)
 	var i ReckonApiToken

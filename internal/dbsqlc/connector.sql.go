@@ -141,13 +141,13 @@ INSERT INTO reckon_connectors (
     max_attempts, status_check_limit, backoff_initial_ms, backoff_max_ms, unsafe,
     async_timeout_ms, hard_timeout, cancel_url, requires_confirmation, confirmation_prompt,
     limit_rate, limit_per_ms, limit_burst, limit_max_in_flight, limit_per_tenant, limit_break_after, limit_break_for_ms,
-    description, args_schema, tenants, ordering_key_fields, dedup_by_business_key
+    description, args_schema, tenants, ordering_key_fields, dedup_by_business_key, updated_at
 ) VALUES (
     $1, $2, $3, $4, $5, $6, $7,
     $8, $9, $10, $11, $12,
     $13, $14, $15, $16, $17,
     $18, $19, $20, $21, $22, $23, $24,
-    $25, $26, $27, $28, $29
+    $25, $26, $27, $28, $29, now()
 )
 ON CONFLICT (name) DO UPDATE SET
     tags = excluded.tags,
@@ -178,7 +178,7 @@ ON CONFLICT (name) DO UPDATE SET
     description = excluded.description,
     args_schema = excluded.args_schema,
     tenants = excluded.tenants,
-    updated_at = now()
+    updated_at = excluded.updated_at
 RETURNING reckon_connectors.name, reckon_connectors.tags, reckon_connectors.dispatch_url, reckon_connectors.status_url, reckon_connectors.compensate_url, reckon_connectors.business_key_fields, reckon_connectors.timeout_ms, reckon_connectors.max_attempts, reckon_connectors.status_check_limit, reckon_connectors.backoff_initial_ms, reckon_connectors.backoff_max_ms, reckon_connectors.unsafe, reckon_connectors.created_at, reckon_connectors.updated_at, reckon_connectors.async_timeout_ms, reckon_connectors.hard_timeout, reckon_connectors.cancel_url, reckon_connectors.requires_confirmation, reckon_connectors.confirmation_prompt, reckon_connectors.limit_rate, reckon_connectors.limit_per_ms, reckon_connectors.limit_burst, reckon_connectors.limit_max_in_flight, reckon_connectors.limit_per_tenant, reckon_connectors.limit_break_after, reckon_connectors.limit_break_for_ms, reckon_connectors.description, reckon_connectors.args_schema, reckon_connectors.tenants, reckon_connectors.ordering_key_fields, reckon_connectors.dedup_by_business_key, (xmax = 0)::boolean AS inserted
 `
 
@@ -219,7 +219,8 @@ type ConnectorUpsertRow struct {
 	Inserted        bool
 }
 
-// Inserts or replaces an HTTP connector; inserted is true for a new one.
+// Inserts or replaces an HTTP connector; inserted is true for a new one. (Times come from the
+// VALUES: Citus refuses now() in DO UPDATE SET.)
 func (q *Queries) ConnectorUpsert(ctx context.Context, arg ConnectorUpsertParams) (ConnectorUpsertRow, error) {
 	row := q.db.QueryRow(ctx, connectorUpsert,
 		arg.Name,

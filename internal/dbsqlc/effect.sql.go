@@ -598,8 +598,10 @@ SELECT
     $22, $23, $24, $25, $26, $27,
     $28, $29, $30::text, $31::text, $32,
     $33::text,
+    -- The sequence is named as text, cast when the branch runs: an unordered insert does not
+    -- refer to it at all (Citus runs this statement on a worker, where the sequence is missing).
     CASE WHEN $33::text IS NOT NULL
-         THEN coalesce($34::bigint, nextval('reckon_effects_order_seq')) END,
+         THEN coalesce($34::bigint, nextval('reckon_effects_order_seq'::text::regclass)) END,
     $35::text, $36::timestamptz, $37
 WHERE NOT EXISTS (
     SELECT 1 FROM reckon_effect_tombstones t
@@ -2060,7 +2062,16 @@ func (q *Queries) EffectSettle(ctx context.Context, arg EffectSettleParams) (Rec
 const effectSettleMany = `-- name: EffectSettleMany :many
 WITH settled AS (
     UPDATE reckon_effects e
-    SET state = u.to_state::reckon_effect_state,
+    -- The state spelled out rather than cast (u.to_state::reckon_effect_state): an enum's input
+    -- function is STABLE, and Citus refuses a STABLE function of a column in an UPDATE. A name
+    -- that is no state leaves NULL, which the NOT NULL column refuses, as the cast would.
+    SET state = CASE u.to_state
+            WHEN 'PENDING' THEN 'PENDING'::reckon_effect_state
+            WHEN 'CONFIRMED' THEN 'CONFIRMED'::reckon_effect_state
+            WHEN 'FAILED' THEN 'FAILED'::reckon_effect_state
+            WHEN 'UNKNOWN' THEN 'UNKNOWN'::reckon_effect_state
+            WHEN 'STUCK' THEN 'STUCK'::reckon_effect_state
+        END,
         attempts = e.attempts + 1,
         result = coalesce(u.result, e.result),
         error = coalesce(nullif(u.error, ''), e.error),

@@ -10,12 +10,12 @@ import (
 )
 
 const idempotencyKeyClaim = `-- name: IdempotencyKeyClaim :one
-INSERT INTO reckon_idempotency_keys AS k (tenant_id, key, method, path, request_sha256)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO reckon_idempotency_keys AS k (tenant_id, key, method, path, request_sha256, created_at)
+VALUES ($1, $2, $3, $4, $5, now())
 ON CONFLICT (tenant_id, key) DO UPDATE
 SET method = excluded.method, path = excluded.path, request_sha256 = excluded.request_sha256,
-    status = NULL, response = NULL, created_at = now()
-WHERE k.created_at < now() - make_interval(secs => $6::double precision)
+    status = NULL, response = NULL, created_at = excluded.created_at
+WHERE excluded.created_at - k.created_at > make_interval(secs => $6::double precision)
 RETURNING tenant_id
 `
 
@@ -32,6 +32,8 @@ type IdempotencyKeyClaimParams struct {
 // claimed more than ttl_seconds ago (past the TTL, not purged yet) is free and claimed afresh. A
 // concurrent transaction holding a claim on the same key makes this one wait for its outcome: if it
 // commits, the key is taken; if it rolls back, this claim succeeds.
+// (now() comes in the VALUES and is read as excluded.created_at: Citus refuses a function that is
+// not IMMUTABLE in DO UPDATE SET or its WHERE.)
 func (q *Queries) IdempotencyKeyClaim(ctx context.Context, arg IdempotencyKeyClaimParams) (string, error) {
 	row := q.db.QueryRow(ctx, idempotencyKeyClaim,
 		arg.TenantID,

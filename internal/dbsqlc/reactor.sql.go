@@ -32,15 +32,11 @@ func (q *Queries) ReactorCountLive(ctx context.Context, arg ReactorCountLivePara
 }
 
 const reactorDeleteForgotten = `-- name: ReactorDeleteForgotten :execrows
-DELETE FROM reckon_reactors
-WHERE heartbeat_at < now() - interval '1 day'
-  AND pg_try_advisory_xact_lock($1::integer, hashtext(id))
+DELETE FROM reckon_reactors WHERE id = $1 AND heartbeat_at < now() - interval '1 day'
 `
 
-// Forgets reactors not heard from for a day (long dead: a live one beats every second) whose
-// lock is free.
-func (q *Queries) ReactorDeleteForgotten(ctx context.Context, namespace int32) (int64, error) {
-	result, err := q.db.Exec(ctx, reactorDeleteForgotten, namespace)
+func (q *Queries) ReactorDeleteForgotten(ctx context.Context, id string) (int64, error) {
+	result, err := q.db.Exec(ctx, reactorDeleteForgotten, id)
 	if err != nil {
 		return 0, err
 	}
@@ -84,6 +80,34 @@ func (q *Queries) ReactorHeartbeat(ctx context.Context, id string) (*time.Time, 
 	var dead_at *time.Time
 	err := row.Scan(&dead_at)
 	return dead_at, err
+}
+
+const reactorListForgotten = `-- name: ReactorListForgotten :many
+SELECT id FROM reckon_reactors WHERE heartbeat_at < now() - interval '1 day' ORDER BY id
+`
+
+// The reactors not heard from for a day (long dead: a live one beats every second), which
+// ReactorDeleteForgotten forgets once their lock is found free (a reactor restarted under the same
+// id holds it). The lock is tried apart, not in the DELETE's WHERE: an advisory lock must be tried
+// where the reactors hold theirs, and Citus would run a DELETE's WHERE on the node of the table.
+func (q *Queries) ReactorListForgotten(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, reactorListForgotten)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const reactorListRunningJobOwners = `-- name: ReactorListRunningJobOwners :many
@@ -138,7 +162,7 @@ func (q *Queries) ReactorListRunningJobOwners(ctx context.Context, arg ReactorLi
 
 const reactorMarkDead = `-- name: ReactorMarkDead :one
 UPDATE reckon_reactors
-SET dead_at = coalesce(dead_at, now()),
+SET dead_at = reckon_pick(dead_at IS NULL, now(), dead_at),
     taken_over_by = coalesce(taken_over_by, $1::text),
     jobs_taken_over = jobs_taken_over + $2::integer
 WHERE id = $3
@@ -157,7 +181,7 @@ type ReactorMarkDeadRow struct {
 }
 
 // Records that the caller found the reactor dead and took its jobs over. The first finder's time
-// and name stay; the count adds up.
+// and name stay; the count adds up. (reckon_pick, not coalesce(dead_at, now()), which Citus refuses.)
 func (q *Queries) ReactorMarkDead(ctx context.Context, arg ReactorMarkDeadParams) (ReactorMarkDeadRow, error) {
 	row := q.db.QueryRow(ctx, reactorMarkDead, arg.TakenOverBy, arg.Jobs, arg.ID)
 	var i ReactorMarkDeadRow
@@ -166,9 +190,10 @@ func (q *Queries) ReactorMarkDead(ctx context.Context, arg ReactorMarkDeadParams
 }
 
 const reactorRegister = `-- name: ReactorRegister :one
-INSERT INTO reckon_reactors (id, queue) VALUES ($1, $2)
+INSERT INTO reckon_reactors (id, queue, started_at, heartbeat_at) VALUES ($1, $2, now(), now())
 ON CONFLICT (id) DO UPDATE
-SET queue = excluded.queue, started_at = now(), heartbeat_at = now(), dead_at = NULL, taken_over_by = NULL, jobs_taken_over = 0
+SET queue = excluded.queue, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+    dead_at = NULL, taken_over_by = NULL, jobs_taken_over = 0
 RETURNING id, queue, started_at, heartbeat_at, dead_at, taken_over_by, jobs_taken_over
 `
 
@@ -179,6 +204,7 @@ type ReactorRegisterParams struct {
 
 // Registers a started reactor, which holds its lock. A reactor restarted under the same id starts
 // afresh: its predecessor's jobs were taken over before (see RiverJobTakeOver).
+// (The times come from the VALUES, not from now() in DO UPDATE SET, which Citus refuses.)
 func (q *Queries) ReactorRegister(ctx context.Context, arg ReactorRegisterParams) (ReckonReactor, error) {
 	row := q.db.QueryRow(ctx, reactorRegister, arg.ID, arg.Queue)
 	var i ReckonReactor

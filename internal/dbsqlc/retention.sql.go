@@ -308,7 +308,8 @@ SELECT EXISTS (
     SELECT 1 FROM pg_locks l
     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
       AND l.classid::bigint = ($1::integer::bigint & 4294967295)
-      AND l.objid::bigint = ($2::integer::bigint & 4294967295)
+      AND l.objid::bigint = (CASE WHEN current_schema() = 'public' THEN $2::integer
+                                  ELSE hashtext(current_schema() || ':' || $2::integer::text) END::bigint & 4294967295)
       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
 )::boolean AS held
 `
@@ -318,7 +319,7 @@ type RetentionLockHeldParams struct {
 	Key       int32
 }
 
-// Whether a session holds the retention lock (a run is in progress somewhere).
+// Whether a session holds the current schema's retention lock (a run is in progress somewhere).
 func (q *Queries) RetentionLockHeld(ctx context.Context, arg RetentionLockHeldParams) (bool, error) {
 	row := q.db.QueryRow(ctx, retentionLockHeld, arg.Namespace, arg.Key)
 	var held bool
@@ -327,7 +328,9 @@ func (q *Queries) RetentionLockHeld(ctx context.Context, arg RetentionLockHeldPa
 }
 
 const retentionLockTry = `-- name: RetentionLockTry :one
-SELECT pg_try_advisory_lock($1::integer, $2::integer)::boolean AS locked
+SELECT pg_try_advisory_lock($1::integer,
+    CASE WHEN current_schema() = 'public' THEN $2::integer
+         ELSE hashtext(current_schema() || ':' || $2::integer::text) END)::boolean AS locked
 `
 
 type RetentionLockTryParams struct {
@@ -335,8 +338,11 @@ type RetentionLockTryParams struct {
 	Key       int32
 }
 
-// Takes the retention lock on this session, if free (pg_advisory_unlock, or the end of the session,
-// frees it).
+// Takes the retention lock of the current schema on this session, if free (pg_advisory_unlock, or
+// the end of the session, frees it). The lock is per schema, so that deployments in different
+// schemas of one database (db.ConfigureSchema) prune each its own at once: its second key is key
+// itself in public (the key of every version before schemas, so a rolling upgrade keeps one run at
+// a time), else hashtext('<schema>:<key>').
 func (q *Queries) RetentionLockTry(ctx context.Context, arg RetentionLockTryParams) (bool, error) {
 	row := q.db.QueryRow(ctx, retentionLockTry, arg.Namespace, arg.Key)
 	var locked bool
@@ -1238,7 +1244,9 @@ func (q *Queries) RetentionTurnLock(ctx context.Context, groups []uuid.UUID) ([]
 }
 
 const retentionUnlock = `-- name: RetentionUnlock :exec
-SELECT pg_advisory_unlock($1::integer, $2::integer)
+SELECT pg_advisory_unlock($1::integer,
+    CASE WHEN current_schema() = 'public' THEN $2::integer
+         ELSE hashtext(current_schema() || ':' || $2::integer::text) END)
 `
 
 type RetentionUnlockParams struct {

@@ -45,9 +45,10 @@ SET state = CASE
         WHEN attempt >= max_attempts THEN 'discarded'::river_job_state
         ELSE 'available'::river_job_state
     END,
-    scheduled_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN scheduled_at ELSE now() END,
-    finalized_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN now() END,
-    errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt, 'error', $1::text, 'trace', '')),
+    scheduled_at = reckon_pick(metadata ? 'cancel_attempted_at' OR attempt >= max_attempts, scheduled_at, now()),
+    finalized_at = reckon_pick(metadata ? 'cancel_attempted_at' OR attempt >= max_attempts, now(), NULL),
+    errors = array_append(errors, jsonb_build_object('at', now(), 'error', $1::text, 'trace', '')
+        || jsonb_set('{}', '{attempt}', attempt::text::jsonb)),
     metadata = metadata || jsonb_build_object('reckon:taken_over_from', $2::text)
 WHERE state = 'running' AND queue = $3::text AND attempted_by[cardinality(attempted_by)] = $2::text
 RETURNING id, kind, state, attempted_at
@@ -103,14 +104,15 @@ SET state = CASE
         WHEN attempt >= max_attempts THEN 'discarded'::river_job_state
         ELSE 'available'::river_job_state
     END,
-    scheduled_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN scheduled_at ELSE now() END,
-    finalized_at = CASE WHEN metadata ? 'cancel_attempted_at' OR attempt >= max_attempts THEN now() END,
-    errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt,
-        'error', 'River client ' || coalesce(attempted_by[cardinality(attempted_by)], '?') || $1::text, 'trace', '')),
-    metadata = metadata || jsonb_build_object('reckon:taken_over_from', coalesce(attempted_by[cardinality(attempted_by)], ''))
+    scheduled_at = reckon_pick(metadata ? 'cancel_attempted_at' OR attempt >= max_attempts, scheduled_at, now()),
+    finalized_at = reckon_pick(metadata ? 'cancel_attempted_at' OR attempt >= max_attempts, now(), NULL),
+    errors = array_append(errors, jsonb_build_object('at', now(), 'trace', '')
+        || jsonb_object(ARRAY['error'], ARRAY['River client ' || coalesce(attempted_by[cardinality(attempted_by)], '?') || $1::text])
+        || jsonb_set('{}', '{attempt}', attempt::text::jsonb)),
+    metadata = metadata || jsonb_object(ARRAY['reckon:taken_over_from'], ARRAY[coalesce(attempted_by[cardinality(attempted_by)], '')])
 WHERE state = 'running' AND queue = $2::text AND kind = ANY ($3::text[])
   AND args ? 'timeout_ms'
-  AND attempted_at < now() - make_interval(0, 0, 0, 0, 0, 0,
+  AND now() - attempted_at > make_interval(0, 0, 0, 0, 0, 0,
       ((args->>'timeout_ms')::bigint + $4::bigint)::float8 / 1000)
   AND NOT EXISTS (SELECT 1 FROM reckon_reactors r WHERE r.id = attempted_by[cardinality(attempted_by)])
 RETURNING id, kind, state, attempted_at, coalesce(attempted_by[cardinality(attempted_by)], '')::text AS owner

@@ -11,7 +11,7 @@ import (
 
 const runCancel = `-- name: RunCancel :one
 UPDATE reckon_runs
-SET cancelled_at = coalesce(cancelled_at, now()),
+SET cancelled_at = reckon_pick(cancelled_at IS NULL, now(), cancelled_at),
     cancelled_by = coalesce(cancelled_by, $1::text),
     cancel_reason = coalesce(cancel_reason, $2::text),
     updated_at = now()
@@ -26,7 +26,8 @@ type RunCancelParams struct {
 	ID       string
 }
 
-// Marks a run cancelled (the first cancellation's actor and reason are kept).
+// Marks a run cancelled (the first cancellation's time, actor and reason are kept; reckon_pick, as
+// Citus refuses now() in a COALESCE).
 func (q *Queries) RunCancel(ctx context.Context, arg RunCancelParams) (ReckonRun, error) {
 	row := q.db.QueryRow(ctx, runCancel,
 		arg.Actor,
@@ -172,12 +173,12 @@ func (q *Queries) RunLockForEnqueue(ctx context.Context, arg RunLockForEnqueuePa
 }
 
 const runStart = `-- name: RunStart :one
-INSERT INTO reckon_runs AS r (tenant_id, id, max_steps, max_consecutive_failures)
-VALUES ($1, $2, $3, $4)
+INSERT INTO reckon_runs AS r (tenant_id, id, max_steps, max_consecutive_failures, updated_at)
+VALUES ($1, $2, $3, $4, now())
 ON CONFLICT (tenant_id, id) DO UPDATE
 SET max_steps = excluded.max_steps,
     max_consecutive_failures = excluded.max_consecutive_failures,
-    updated_at = now()
+    updated_at = excluded.updated_at
 RETURNING id, tenant_id, max_steps, max_consecutive_failures, cancelled_at, cancelled_by, cancel_reason, created_at, updated_at
 `
 
@@ -189,6 +190,7 @@ type RunStartParams struct {
 }
 
 // Creates the tenant's run with its guardrails, or sets the guardrails of its existing run.
+// (updated_at comes from the VALUES: Citus refuses now() in DO UPDATE SET.)
 func (q *Queries) RunStart(ctx context.Context, arg RunStartParams) (ReckonRun, error) {
 	row := q.db.QueryRow(ctx, runStart,
 		arg.TenantID,

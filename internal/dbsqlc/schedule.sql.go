@@ -266,15 +266,15 @@ func (q *Queries) ScheduleLockDue(ctx context.Context, arg ScheduleLockDueParams
 const schedulePut = `-- name: SchedulePut :one
 
 INSERT INTO reckon_schedules AS s (tenant_id, name, connector, args, cron, interval_seconds, missed, enabled,
-    next_tick, created_by, updated_by)
+    next_tick, created_by, updated_by, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-    $9, $10, $10)
+    $9, $10, $10, now())
 ON CONFLICT (tenant_id, name) DO UPDATE SET connector = EXCLUDED.connector, args = EXCLUDED.args,
     cron = EXCLUDED.cron, interval_seconds = EXCLUDED.interval_seconds, missed = EXCLUDED.missed,
     enabled = EXCLUDED.enabled, last_error = NULL,
     next_tick = CASE WHEN s.enabled AND EXCLUDED.enabled AND s.cron IS NOT DISTINCT FROM EXCLUDED.cron
         AND s.interval_seconds IS NOT DISTINCT FROM EXCLUDED.interval_seconds THEN s.next_tick ELSE EXCLUDED.next_tick END,
-    updated_at = now(), updated_by = EXCLUDED.updated_by
+    updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by
 RETURNING s.tenant_id, s.name, s.connector, s.args, s.cron, s.interval_seconds, s.missed, s.enabled, s.next_tick, s.last_tick, s.last_effect_id, s.last_error, s.created_at, s.created_by, s.updated_at, s.updated_by, (xmax = 0)::boolean AS inserted
 `
 
@@ -316,6 +316,7 @@ type SchedulePutRow struct {
 // and last effect, and its next tick when its timing is unchanged and it was and stays enabled
 // (a tick due but not yet enqueued is not lost); otherwise next_tick is the caller's (the first
 // tick after now of the new definition). inserted says whether it is new.
+// (updated_at comes from the VALUES: Citus refuses now() in DO UPDATE SET.)
 func (q *Queries) SchedulePut(ctx context.Context, arg SchedulePutParams) (SchedulePutRow, error) {
 	row := q.db.QueryRow(ctx, schedulePut,
 		arg.TenantID,

@@ -80,7 +80,7 @@ func (q *Queries) TenantList(ctx context.Context) ([]ReckonTenant, error) {
 
 const tenantSetDisabled = `-- name: TenantSetDisabled :one
 UPDATE reckon_tenants
-SET disabled_at = CASE WHEN $1::boolean THEN coalesce(disabled_at, now()) END
+SET disabled_at = reckon_pick($1::boolean, reckon_pick(disabled_at IS NULL, now(), disabled_at), NULL)
 WHERE id = $2
 RETURNING id, name, created_at, disabled_at
 `
@@ -91,6 +91,7 @@ type TenantSetDisabledParams struct {
 }
 
 // Disables (disabled = true) or re-enables a tenant. No row when there is no such tenant.
+// (reckon_pick: Citus refuses now() in a CASE or COALESCE.)
 func (q *Queries) TenantSetDisabled(ctx context.Context, arg TenantSetDisabledParams) (ReckonTenant, error) {
 	row := q.db.QueryRow(ctx, tenantSetDisabled, arg.Disabled, arg.ID)
 	var i ReckonTenant

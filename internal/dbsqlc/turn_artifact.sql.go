@@ -103,9 +103,9 @@ func (q *Queries) TurnArtifactListByGroup(ctx context.Context, turnGroup uuid.UU
 
 const turnArtifactUpsert = `-- name: TurnArtifactUpsert :exec
 INSERT INTO reckon_turn_artifacts (
-    turn_group, name, data, input_fingerprint, dependency_fingerprint, policy, turn_id, tenant_id, session_key
+    turn_group, name, data, input_fingerprint, dependency_fingerprint, policy, turn_id, tenant_id, session_key, saved_at
 ) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8, $9
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, now()
 )
 ON CONFLICT (turn_group, name) DO UPDATE SET
     data = excluded.data,
@@ -115,7 +115,7 @@ ON CONFLICT (turn_group, name) DO UPDATE SET
     turn_id = excluded.turn_id,
     tenant_id = excluded.tenant_id,
     session_key = excluded.session_key,
-    saved_at = now()
+    saved_at = excluded.saved_at
 `
 
 type TurnArtifactUpsertParams struct {
@@ -130,7 +130,8 @@ type TurnArtifactUpsertParams struct {
 	SessionKey            string
 }
 
-// Saves an artifact of the turn group, replacing the one of the same name.
+// Saves an artifact of the turn group, replacing the one of the same name. (saved_at comes from the
+// VALUES: Citus refuses now() in DO UPDATE SET.)
 func (q *Queries) TurnArtifactUpsert(ctx context.Context, arg TurnArtifactUpsertParams) error {
 	_, err := q.db.Exec(ctx, turnArtifactUpsert,
 		arg.TurnGroup,

@@ -39,9 +39,9 @@ func (q *Queries) TurnHandlerGet(ctx context.Context, tenantID string) (ReckonTu
 }
 
 const turnHandlerUpsert = `-- name: TurnHandlerUpsert :one
-INSERT INTO reckon_turn_handlers (tenant_id, url, timeout_ms)
-VALUES ($1, $2, $3)
-ON CONFLICT (tenant_id) DO UPDATE SET url = excluded.url, timeout_ms = excluded.timeout_ms, updated_at = now()
+INSERT INTO reckon_turn_handlers (tenant_id, url, timeout_ms, updated_at)
+VALUES ($1, $2, $3, now())
+ON CONFLICT (tenant_id) DO UPDATE SET url = excluded.url, timeout_ms = excluded.timeout_ms, updated_at = excluded.updated_at
 RETURNING reckon_turn_handlers.tenant_id, reckon_turn_handlers.url, reckon_turn_handlers.timeout_ms, reckon_turn_handlers.created_at, reckon_turn_handlers.updated_at, (xmax = 0)::boolean AS inserted
 `
 
@@ -57,6 +57,7 @@ type TurnHandlerUpsertRow struct {
 }
 
 // Sets a tenant's HTTP turn handler; inserted is true for a new one.
+// (updated_at comes from the VALUES: Citus refuses now() in DO UPDATE SET.)
 func (q *Queries) TurnHandlerUpsert(ctx context.Context, arg TurnHandlerUpsertParams) (TurnHandlerUpsertRow, error) {
 	row := q.db.QueryRow(ctx, turnHandlerUpsert, arg.TenantID, arg.Url, arg.TimeoutMs)
 	var i TurnHandlerUpsertRow

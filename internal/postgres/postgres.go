@@ -19,14 +19,20 @@ import (
 )
 
 // OpenPool connects to databaseURL and checks that the database answers. maxConns > 0 sets the
-// pool's size (pgx's default is max(4, CPUs), too few for a reactor).
-func OpenPool(ctx context.Context, databaseURL string, maxConns int) (*pgxpool.Pool, error) {
+// pool's size (pgx's default is max(4, CPUs), too few for a reactor). A schema other than "" puts
+// the pool's connections in that schema (db.ConfigureSchema); an invalid name is an error.
+func OpenPool(ctx context.Context, databaseURL string, maxConns int, schema string) (*pgxpool.Pool, error) {
 	config, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	if maxConns > 0 {
 		config.MaxConns = int32(maxConns)
+	}
+	if schema != "" {
+		if err := db.ConfigureSchema(config, schema); err != nil {
+			return nil, err
+		}
 	}
 	db.ConfigurePool(config)
 	pool, err := pgxpool.NewWithConfig(ctx, config)

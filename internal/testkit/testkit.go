@@ -226,7 +226,7 @@ func RunReactor(build func(pool *pgxpool.Pool, logger *slog.Logger) (*effects.Cl
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	pool, err := postgres.OpenPool(ctx, os.Getenv("DATABASE_URL"), childDBConns)
+	pool, err := postgres.OpenPool(ctx, os.Getenv("DATABASE_URL"), childDBConns, "")
 	if err != nil {
 		return fail("pool", err)
 	}

@@ -85,18 +85,41 @@ func ParseLogLevel(level string) (slog.Level, error) {
 }
 
 // OpenDatabase is postgres.OpenPool with the migrator of the pool, which reads (and applies) the schema's
-// migrations and logs to logger. The caller closes the pool.
-func OpenDatabase(ctx context.Context, databaseURL string, maxConns int, logger *slog.Logger) (*pgxpool.Pool, *db.Migrator, error) {
-	pool, err := postgres.OpenPool(ctx, databaseURL, maxConns)
+// migrations and logs to logger. schema is the -schema flag (SchemaFlagUsage): "" or "public" is the
+// database's default schema. The caller closes the pool.
+func OpenDatabase(ctx context.Context, databaseURL string, maxConns int, schema string, logger *slog.Logger) (*pgxpool.Pool, *db.Migrator, error) {
+	schema = poolSchema(schema)
+	pool, err := postgres.OpenPool(ctx, databaseURL, maxConns, schema)
 	if err != nil {
 		return nil, nil, err
 	}
-	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger})
+	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Logger: logger, Schema: schema})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
 	}
 	return pool, migrator, nil
+}
+
+// SchemaFlagUsage is the usage text of every binary's -schema flag, whose default is
+// Env("RECKON_SCHEMA", "public").
+const SchemaFlagUsage = "Postgres schema of Reckon's and River's tables: lowercase letters, digits and underscores; created by `server migrate up` (env RECKON_SCHEMA)"
+
+// CheckSchema checks a -schema value (db.ValidateSchema); the error names the flag.
+func CheckSchema(schema string) error {
+	if err := db.ValidateSchema(schema); err != nil {
+		return fmt.Errorf("-schema (or RECKON_SCHEMA): %w", err)
+	}
+	return nil
+}
+
+// poolSchema is the schema OpenDatabase gives the pool: none for public, the database's default
+// (so that a default deployment's connections stay exactly as before: search_path untouched).
+func poolSchema(schema string) string {
+	if schema == "public" {
+		return ""
+	}
+	return schema
 }
 
 // maxCancelGrace bounds the part of Serve's drain kept for cancelled requests to return.

@@ -1,0 +1,137 @@
+//go:build citus
+
+// The Citus checks need a Citus cluster: `eval "$(../shared/ci/citus-env)"`, then
+// `go test -tags citus -run Citus ./db/`. They are not part of the default test run.
+
+package db_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/db"
+)
+
+// generatedQueryRE finds a query of internal/dbsqlc: `const name = "-- name: Name :kind\n…"`.
+var generatedQueryRE = regexp.MustCompile("(?s)const \\w+ = `-- name: (\\w+) :\\w+\n(.*?)`")
+
+// citusPlanQueries returns every query of internal/dbsqlc by name, or of the sqlc-generated files
+// RECKON_CITUS_QUERY_FILES names (a glob: River's own queries, say, in riverpgxv5's
+// internal/dbsqlc; River's "/* TEMPLATE: schema */" prefix is dropped).
+func citusPlanQueries(t *testing.T) map[string]string {
+	t.Helper()
+	glob := "../internal/dbsqlc/*.sql.go"
+	if v := os.Getenv("RECKON_CITUS_QUERY_FILES"); v != "" {
+		glob = v
+	}
+	files, err := filepath.Glob(glob)
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	queries := map[string]string{}
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		require.NoError(t, err)
+		// sqlc writes a backtick inside a query (in its comments) as "` + "`" + `": a space will do.
+		text := strings.ReplaceAll(string(src), "` + \"`\" + `", " ")
+		for _, match := range generatedQueryRE.FindAllStringSubmatch(text, -1) {
+			queries[match[1]] = strings.ReplaceAll(match[2], "/* TEMPLATE: schema */", "")
+		}
+	}
+	return queries
+}
+
+// TestCitusPlansEveryQuery migrates a schema on the Citus coordinator RECKON_CITUS_URL names,
+// distributes it (citus_schema_distribute), and has Citus plan every query of internal/dbsqlc
+// (EXPLAIN of the prepared statement with NULL arguments: planning, not running), listing those
+// it refuses. It fails without RECKON_CITUS_URL. The queries Citus still refuses are listed in
+// citusRefused: the test fails when another one is refused, and when a listed one plans (take
+// it off the list).
+func TestCitusPlansEveryQuery(t *testing.T) {
+	url := os.Getenv("RECKON_CITUS_URL")
+	require.NotEmpty(t, url, "RECKON_CITUS_URL is not set (../shared/ci/citus-env starts a Citus cluster)")
+	ctx := context.Background()
+	schema := fmt.Sprintf("citus_check_%d", os.Getpid())
+	config, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	require.NoError(t, db.ConfigureSchema(config, schema))
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	require.NoError(t, err)
+	defer pool.Close()
+	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Schema: schema})
+	require.NoError(t, err)
+	_, err = migrator.Up(ctx)
+	require.NoError(t, err)
+	defer func() {
+		_, err := pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		require.NoError(t, err)
+	}()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET citus.enable_unsafe_triggers = on`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `SELECT citus_schema_distribute($1)`, schema)
+	require.NoError(t, err)
+
+	queries := citusPlanQueries(t)
+	names := make([]string, 0, len(queries))
+	for name := range queries {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var refused, errs []string
+	for i, name := range names {
+		if err := citusPlan(ctx, conn.Conn(), fmt.Sprintf("reckon_citus_check_%d", i), queries[name]); err != nil {
+			refused = append(refused, name)
+			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+		}
+	}
+	t.Logf("%d queries, %d refused by Citus:\n%s", len(names), len(refused), strings.Join(errs, "\n"))
+	if os.Getenv("RECKON_CITUS_QUERY_FILES") == "" {
+		require.Equal(t, citusRefused, refused, "the queries Citus refuses to plan")
+	}
+}
+
+// citusRefused are the queries of internal/dbsqlc Citus still refuses to plan in a distributed
+// schema, sorted (issue 40's work list; docs/deploy.md says why).
+var citusRefused = []string{
+	"EffectInsertMany",        // correlated subqueries in the INSERT … SELECT
+	"EffectObservationInsert", // INSERT … SELECT into the partitioned audit table
+	"EventSubscriptionInsert", // a subquery within an INSERT
+	"LimitClear",
+	"LimitReset",
+	"ReactorResignLeadership",
+	"TurnComplete", // the session mutex: pg_backend_pid() and clock_timestamp()
+	"TurnEnd",
+	"TurnInsert", // a subquery within an INSERT
+	"TurnStart",
+}
+
+// citusPlan prepares sql on conn as statement and has Citus plan it with NULL arguments (EXPLAIN
+// EXECUTE: planned, not run).
+func citusPlan(ctx context.Context, conn *pgx.Conn, statement, sql string) error {
+	if _, err := conn.Exec(ctx, "PREPARE "+statement+" AS "+sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	defer conn.Exec(ctx, "DEALLOCATE "+statement, pgx.QueryExecModeSimpleProtocol) //nolint:errcheck // the session ends with the test
+	var params int
+	if err := conn.QueryRow(ctx, `SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = $1`, statement).Scan(&params); err != nil {
+		return err
+	}
+	explain := "EXPLAIN EXECUTE " + statement
+	if params > 0 {
+		explain += "(" + strings.TrimSuffix(strings.Repeat("NULL,", params), ",") + ")"
+	}
+	_, err := conn.Exec(ctx, explain, pgx.QueryExecModeSimpleProtocol)
+	return err
+}

@@ -1,0 +1,1 @@
+DROP FUNCTION IF EXISTS reckon_pick(boolean, timestamptz, timestamptz);
