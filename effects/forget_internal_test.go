@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/internal/testkit/pgtest"
@@ -33,14 +34,9 @@ func TestForgetGone(t *testing.T) {
 	forgotten, err := client.forgetGone(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, forgotten)
-	var left []string
 	rows, err := pool.Query(ctx, `SELECT id FROM reckon_reactors ORDER BY id`)
 	require.NoError(t, err)
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		left = append(left, id)
-	}
-	require.NoError(t, rows.Err())
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
 	require.Equal(t, []string{"held", "recent"}, left)
 }
