@@ -47,7 +47,7 @@ func TestSchedulersSurviveSIGKILL(t *testing.T) {
 	}, 15*time.Second, 50*time.Millisecond)
 
 	got := ticks(t, pool, "beat") // one effect per tick, each inserted once
-	requireConsecutive(t, got, time.Second)
+	testkit.RequireConsecutive(t, got, time.Second)
 	require.False(t, got[0].After(began.Add(time.Second)), "the first tick of the window is there: %s", got[0])
 	require.False(t, got[len(got)-1].Before(ended.Add(-time.Second)), "the last tick of the window is there: %s", got[len(got)-1])
 	t.Logf("%d SIGKILLs; %d ticks from %s to %s, each enqueued once", kills, len(got), got[0].Format(time.TimeOnly), got[len(got)-1].Format(time.TimeOnly))

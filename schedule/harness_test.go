@@ -76,38 +76,10 @@ func setNextTick(t *testing.T, pool *pgxpool.Pool, name string, tick time.Time) 
 	require.NoError(t, err)
 }
 
-// ticks returns the ticks of name's effects in order, and fails the test if a tick has more than
-// one effect or an effect more than one insert in its audit trail.
+// ticks is testkit.ScheduledTicks of the tenant acme.
 func ticks(t *testing.T, pool *pgxpool.Pool, name string) []time.Time {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `
-		SELECT e.idempotency_key, count(*) OVER (PARTITION BY e.idempotency_key),
-		       (SELECT count(*) FROM reckon_effect_transitions tr WHERE tr.effect_id = e.id AND tr.from_state IS NULL)
-		FROM reckon_effects e WHERE e.tenant_id = 'acme' AND e.idempotency_key LIKE 'schedule/' || $1 || '/%'
-		ORDER BY e.idempotency_key`, name)
-	require.NoError(t, err)
-	defer rows.Close()
-	var out []time.Time
-	for rows.Next() {
-		var key string
-		var copies, inserts int
-		require.NoError(t, rows.Scan(&key, &copies, &inserts))
-		require.Equal(t, 1, copies, "tick %s has one effect", key)
-		require.Equal(t, 1, inserts, "tick %s was inserted once", key)
-		tick, err := time.Parse(time.RFC3339, key[len("schedule/"+name+"/"):])
-		require.NoError(t, err)
-		out = append(out, tick)
-	}
-	require.NoError(t, rows.Err())
-	return out
-}
-
-// requireConsecutive fails unless ticks are every step apart, without a gap.
-func requireConsecutive(t *testing.T, ticks []time.Time, step time.Duration) {
-	t.Helper()
-	for i := 1; i < len(ticks); i++ {
-		require.Equal(t, step, ticks[i].Sub(ticks[i-1]), "ticks %s and %s", ticks[i-1], ticks[i])
-	}
+	return testkit.ScheduledTicks(t, pool, "acme", name)
 }
 
 // steadyNow is now truncated to unit, after waiting out the end of the unit when less than 5 s of

@@ -27,7 +27,7 @@ func TestScheduleFiresEachTickOnce(t *testing.T) {
 
 	require.Eventually(t, func() bool { return len(ticks(t, pool, "heartbeat")) >= 3 }, 10*time.Second, 20*time.Millisecond)
 	got := ticks(t, pool, "heartbeat")
-	requireConsecutive(t, got, time.Second)
+	testkit.RequireConsecutive(t, got, time.Second)
 	require.Equal(t, 0, testkit.Count(t, pool, `SELECT count(*) FROM reckon_effects WHERE args <> '{"report":"hb"}'::jsonb`))
 	require.GreaterOrEqual(t, testkit.Metric(t, reg, "reckon_schedule_ticks_total", nil), 3.0)
 
@@ -83,7 +83,7 @@ func TestTwoSchedulersEnqueueEachTickOnce(t *testing.T) {
 	got := ticks(t, pool, "sync")
 	require.Len(t, got, 31)
 	require.Equal(t, latest.Add(-30*time.Minute), got[0])
-	requireConsecutive(t, got, time.Minute)
+	testkit.RequireConsecutive(t, got, time.Minute)
 }
 
 // After an outage, skip enqueues the latest missed tick only and catch_up each one, in order.
@@ -105,7 +105,7 @@ func TestMissedTicksSkipOrCatchUp(t *testing.T) {
 	caught := ticks(t, pool, "catcher")
 	require.Len(t, caught, 11)
 	require.Equal(t, latest.Add(-10*time.Minute), caught[0])
-	requireConsecutive(t, caught, time.Minute)
+	testkit.RequireConsecutive(t, caught, time.Minute)
 	require.Equal(t, 1.0, testkit.Metric(t, reg, "reckon_schedule_missed_total", map[string]string{"policy": "skip"}))
 	for _, name := range []string{"skipper", "catcher"} {
 		got, err := schedule.Get(context.Background(), pool, "acme", name)
@@ -135,7 +135,7 @@ func TestCatchUpIsBoundedAcrossRounds(t *testing.T) {
 	// The latest CatchUpMax ticks due at the first round, then those that came due meanwhile.
 	require.GreaterOrEqual(t, len(got), schedule.CatchUpMax)
 	require.Less(t, len(got), schedule.CatchUpMax+60)
-	requireConsecutive(t, got, time.Second)
+	testkit.RequireConsecutive(t, got, time.Second)
 }
 
 // A tick the effects client refuses (its connector unknown to this reactor) stays due, with the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/proctest"
 	"github.com/reckonhq/reckon/schedule"
 )
@@ -44,27 +45,9 @@ func TestScheduleTicksOnceAcrossKilledReactors(t *testing.T) {
 		return next.After(ended)
 	}, 20*time.Second, 50*time.Millisecond, "the live reactors catch up")
 
-	rows, err := f.pool.Query(ctx, `
-		SELECT e.idempotency_key, count(*) OVER (PARTITION BY e.idempotency_key),
-		       (SELECT count(*) FROM reckon_effect_transitions tr WHERE tr.effect_id = e.id AND tr.from_state IS NULL)
-		FROM reckon_effects e WHERE e.idempotency_key LIKE 'schedule/beat/%' ORDER BY e.idempotency_key`)
-	require.NoError(t, err)
-	var ticks []time.Time
-	for rows.Next() {
-		var key string
-		var copies, inserts int
-		require.NoError(t, rows.Scan(&key, &copies, &inserts))
-		require.Equal(t, 1, copies, key)
-		require.Equal(t, 1, inserts, key)
-		tick, err := time.Parse(time.RFC3339, key[len("schedule/beat/"):])
-		require.NoError(t, err)
-		ticks = append(ticks, tick)
-	}
-	require.NoError(t, rows.Err())
+	ticks := testkit.ScheduledTicks(t, f.pool, "default", "beat")
 	require.NotEmpty(t, ticks)
-	for i := 1; i < len(ticks); i++ {
-		require.Equal(t, time.Second, ticks[i].Sub(ticks[i-1]), "no tick missing between %s and %s", ticks[i-1], ticks[i])
-	}
+	testkit.RequireConsecutive(t, ticks, time.Second)
 	require.False(t, ticks[0].After(began.Add(time.Second)), "the window's first tick: %s", ticks[0])
 	require.False(t, ticks[len(ticks)-1].Before(ended.Add(-time.Second)), "the window's last tick: %s", ticks[len(ticks)-1])
 	t.Logf("%d SIGKILLs of reactor binaries; %d ticks, each enqueued once", kills, len(ticks))
