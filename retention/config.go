@@ -81,25 +81,34 @@ func (c *Config) setDefaults() {
 
 // Validate reports what is wrong with the configuration, naming the field.
 func (c *Config) Validate() error {
+	if err := c.ValidateAs(func(field string) string { return "Config." + field }); err != nil {
+		return fmt.Errorf("retention: %w", err)
+	}
+	if c.Now == nil || c.Logger == nil {
+		return errors.New("retention: Config.Now and Config.Logger must not be nil")
+	}
+	return nil
+}
+
+// ValidateAs checks the durations and sizes as Validate does, naming each field (EffectRetention,
+// AuditRetention, …) as name returns it: the reactor's flags are named -effect-retention and so on.
+func (c *Config) ValidateAs(name func(field string) string) error {
 	switch {
 	case c.EffectRetention < MinEffectRetention:
-		return fmt.Errorf("retention: Config.EffectRetention must be at least %v, got %v", MinEffectRetention, c.EffectRetention)
-	case c.AuditRetention < 0:
-		return fmt.Errorf("retention: Config.AuditRetention must be 0 (keep forever) or positive, got %v", c.AuditRetention)
-	case c.AuditRetention > 0 && c.AuditRetention < c.EffectRetention:
-		return fmt.Errorf("retention: Config.AuditRetention %v must be 0 (keep forever) or at least EffectRetention %v: an effect's history outlives it", c.AuditRetention, c.EffectRetention)
+		return fmt.Errorf("%s must be at least %v, got %v", name("EffectRetention"), MinEffectRetention, c.EffectRetention)
+	case c.AuditRetention < 0 || (c.AuditRetention > 0 && c.AuditRetention < c.EffectRetention):
+		return fmt.Errorf("%s must be 0 (keep forever) or at least %s %v (an effect's history outlives it), got %v",
+			name("AuditRetention"), name("EffectRetention"), c.EffectRetention, c.AuditRetention)
 	case c.EventRetention < 0 || (c.EventRetention > 0 && c.EventRetention < time.Hour):
-		return fmt.Errorf("retention: Config.EventRetention must be 0 (keep forever) or at least 1h, got %v", c.EventRetention)
+		return fmt.Errorf("%s must be 0 (keep forever) or at least 1h, got %v", name("EventRetention"), c.EventRetention)
 	case c.DedupWindow < 0 || (c.DedupWindow > 0 && c.DedupWindow < time.Second):
-		return fmt.Errorf("retention: Config.DedupWindow must be 0 (no tombstones) or at least 1s, got %v", c.DedupWindow)
+		return fmt.Errorf("%s must be 0 (no tombstones) or at least 1s, got %v", name("DedupWindow"), c.DedupWindow)
 	case c.IdempotencyTTL < time.Second:
-		return fmt.Errorf("retention: Config.IdempotencyTTL must be at least 1s, got %v", c.IdempotencyTTL)
+		return fmt.Errorf("%s must be at least 1s, got %v", name("IdempotencyTTL"), c.IdempotencyTTL)
 	case c.BatchSize < 1 || c.BatchSize > 10_000:
-		return fmt.Errorf("retention: Config.BatchSize must be between 1 and 10000, got %d", c.BatchSize)
+		return fmt.Errorf("%s must be between 1 and 10000, got %d", name("BatchSize"), c.BatchSize)
 	case c.Interval < time.Second:
-		return fmt.Errorf("retention: Config.Interval must be at least 1s, got %v", c.Interval)
-	case c.Now == nil || c.Logger == nil:
-		return errors.New("retention: Config.Now and Config.Logger must not be nil")
+		return fmt.Errorf("%s must be at least 1s, got %v", name("Interval"), c.Interval)
 	}
 	return nil
 }

@@ -43,25 +43,20 @@ func (f *RetentionFlags) RegisterInterval(env *EnvFlags) {
 		"how often the leader among the reactors runs retention (and once when it starts); 0: this reactor never runs it")
 }
 
-// Validate names the flag whose value is out of range.
+// Validate names the flag whose value is out of range (retention.Config.ValidateAs's rules).
 func (f *RetentionFlags) Validate() error {
-	switch {
-	case f.EffectRetention < retention.MinEffectRetention:
-		return fmt.Errorf("-effect-retention must be at least %v, got %v", retention.MinEffectRetention, f.EffectRetention)
-	case f.AuditRetention < 0 || (f.AuditRetention > 0 && f.AuditRetention < f.EffectRetention):
-		return fmt.Errorf("-audit-retention must be 0 (keep forever) or at least -effect-retention %v, got %v", f.EffectRetention, f.AuditRetention)
-	case f.EventRetention < 0 || (f.EventRetention > 0 && f.EventRetention < time.Hour):
-		return fmt.Errorf("-event-retention must be 0 (keep forever) or at least 1h, got %v", f.EventRetention)
-	case f.DedupWindow < 0 || (f.DedupWindow > 0 && f.DedupWindow < time.Second):
-		return fmt.Errorf("-dedup-window must be 0 (no tombstones) or at least 1s, got %v", f.DedupWindow)
-	case f.IdempotencyTTL < time.Second:
-		return fmt.Errorf("-idempotency-ttl must be at least 1s, got %v", f.IdempotencyTTL)
-	case f.BatchSize < 1 || f.BatchSize > 10_000:
-		return fmt.Errorf("-retention-batch must be between 1 and 10000, got %d", f.BatchSize)
-	case f.Interval < 0 || (f.Interval > 0 && f.Interval < time.Second):
+	if f.Interval < 0 || (f.Interval > 0 && f.Interval < time.Second) {
 		return fmt.Errorf("-retention-interval must be 0 (no retention on this reactor) or at least 1s, got %v", f.Interval)
 	}
-	return nil
+	c := f.Config()
+	c.Interval = max(c.Interval, time.Second) // 0 is this reactor's "never", checked above
+	return c.ValidateAs(func(field string) string { return retentionFlagNames[field] })
+}
+
+// retentionFlagNames are the flags of retention.Config's fields.
+var retentionFlagNames = map[string]string{
+	"EffectRetention": "-effect-retention", "AuditRetention": "-audit-retention", "EventRetention": "-event-retention",
+	"DedupWindow": "-dedup-window", "IdempotencyTTL": "-idempotency-ttl", "BatchSize": "-retention-batch", "Interval": "-retention-interval",
 }
 
 // Config is the retention.Config of the flags (Logger, Registerer and Now left to the caller).
