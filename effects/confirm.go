@@ -3,7 +3,6 @@ package effects
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -32,18 +31,6 @@ const (
 	ConfirmationDeclined  Confirmation = "DECLINED"  // declined: the effect is FAILED
 	ConfirmationExpired   Confirmation = "EXPIRED"   // its ConfirmationTTL passed: the effect is FAILED
 )
-
-// ErrNotAwaitingConfirmation is the error of a confirmation or a decline of an effect that does not
-// await one (never held, already decided, or no longer PENDING).
-var ErrNotAwaitingConfirmation = errors.New("effects: the effect does not await a confirmation")
-
-// ErrConfirmationRequired is the error of Do for an effect that must be confirmed first: it cannot
-// be performed inline.
-var ErrConfirmationRequired = errors.New("effects: the effect requires a confirmation")
-
-// ErrFourEyes is the error of a confirmation by the actor that enqueued the effect, refused under
-// Config.FourEyes.
-var ErrFourEyes = errors.New("effects: the effect's confirmation must come from someone other than the actor that enqueued it")
 
 // MaxConfirmationTTL bounds Spec.ConfirmationTTL and Config.ConfirmationTTL.
 const MaxConfirmationTTL = 30 * 24 * time.Hour

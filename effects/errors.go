@@ -45,6 +45,39 @@ var (
 	// Config.TakeoverGrace, another reactor took it for dead and handed its running jobs to
 	// others, so it stopped its work (Client.Fatal). Restart the process.
 	ErrPresumedDead = errors.New("effects: this reactor was taken for dead and its jobs were handed to other reactors")
+
+	// Of Redrive; each leaves the effect as it was.
+
+	// ErrNotFailed: only a FAILED effect can be redriven.
+	ErrNotFailed = errors.New("effects: effect is not FAILED")
+	// ErrRedriveCompensation: a compensation is not redriven; its original's owner (a saga,
+	// an operator) enqueues another one (CompensateOpts.KeySuffix).
+	ErrRedriveCompensation = errors.New("effects: a compensation cannot be redriven")
+	// ErrRedriveDeclined: the effect FAILED because its confirmation hold was declined or
+	// expired; nobody confirmed the call, so a redrive would make it unconfirmed. Enqueue it
+	// again to ask again.
+	ErrRedriveDeclined = errors.New("effects: an effect whose confirmation was declined or expired cannot be redriven")
+	// ErrRedriveOwned: the effect has an owner (Spec.Owner, a saga step's effect), whose settle
+	// hook has already acted on the failure in the transaction that recorded it — a saga
+	// compensates (or has compensated) when a step fails. The owner has moved on: redriving the
+	// step would call it behind the owner's back.
+	ErrRedriveOwned = errors.New("effects: an owned effect (a saga step) cannot be redriven: its owner has acted on the failure")
+	// ErrRedriveBusinessKeyTaken: the effect's connector deduplicates by business key
+	// (Connector.DedupByBusinessKey), and a newer effect that is not FAILED holds the business key
+	// now: redriving would make two live effects of one business key.
+	ErrRedriveBusinessKeyTaken = errors.New("effects: the business key of the effect is held by another effect")
+
+	// Of confirmations (Config.Confirmation, Client.Confirm, Client.Decline).
+
+	// ErrNotAwaitingConfirmation is the error of a confirmation or a decline of an effect that does not
+	// await one (never held, already decided, or no longer PENDING).
+	ErrNotAwaitingConfirmation = errors.New("effects: the effect does not await a confirmation")
+	// ErrConfirmationRequired is the error of Do for an effect that must be confirmed first: it cannot
+	// be performed inline.
+	ErrConfirmationRequired = errors.New("effects: the effect requires a confirmation")
+	// ErrFourEyes is the error of a confirmation by the actor that enqueued the effect, refused under
+	// Config.FourEyes.
+	ErrFourEyes = errors.New("effects: the effect's confirmation must come from someone other than the actor that enqueued it")
 )
 
 // PrunedError is the ErrPruned of an enqueue (errors.Is(err, ErrPruned)): the effect that held the

@@ -15,28 +15,6 @@ import (
 	"github.com/reckonhq/reckon/internal/postgres"
 )
 
-// Sentinel errors of Redrive. Test with errors.Is. Each leaves the effect as it was.
-var (
-	// ErrNotFailed: only a FAILED effect can be redriven.
-	ErrNotFailed = errors.New("effects: effect is not FAILED")
-	// ErrRedriveCompensation: a compensation is not redriven; its original's owner (a saga,
-	// an operator) enqueues another one (CompensateOpts.KeySuffix).
-	ErrRedriveCompensation = errors.New("effects: a compensation cannot be redriven")
-	// ErrRedriveDeclined: the effect FAILED because its confirmation hold was declined or
-	// expired; nobody confirmed the call, so a redrive would make it unconfirmed. Enqueue it
-	// again to ask again.
-	ErrRedriveDeclined = errors.New("effects: an effect whose confirmation was declined or expired cannot be redriven")
-	// ErrRedriveOwned: the effect has an owner (Spec.Owner, a saga step's effect), whose settle
-	// hook has already acted on the failure in the transaction that recorded it — a saga
-	// compensates (or has compensated) when a step fails. The owner has moved on: redriving the
-	// step would call it behind the owner's back.
-	ErrRedriveOwned = errors.New("effects: an owned effect (a saga step) cannot be redriven: its owner has acted on the failure")
-	// ErrRedriveBusinessKeyTaken: the effect's connector deduplicates by business key
-	// (Connector.DedupByBusinessKey), and a newer effect that is not FAILED holds the business key
-	// now: redriving would make two live effects of one business key.
-	ErrRedriveBusinessKeyTaken = errors.New("effects: the business key of the effect is held by another effect")
-)
-
 // Redrive sends a FAILED effect back to PENDING, in a transaction of its own: it is dispatched
 // again like a fresh enqueue, with the same idempotency key (the upstream deduplicates if the
 // failure in fact took effect), a fresh attempt budget, and actor ("operator:{actor}") and reason
