@@ -62,9 +62,18 @@ func (c apiClient) putConnector(system, definition string) apiAnswer {
 	return r
 }
 
-// bankWire is the definition of the demo.bank.wire connector of the fake bank at bankURL
-// (fakebank's Reckon prefix included).
-func bankWire(bankURL string) string {
+// putConnectorFor stores the connector definition (JSON) with the system token, requires it
+// created, and waits until reactor has loaded it: a reactor that meets a connector it has not
+// synced yet snoozes the job for 30s.
+func (c apiClient) putConnectorFor(reactor *proctest.Process, system, definition string) {
+	c.t.Helper()
+	c.putConnector(system, definition)
+	require.Eventually(c.t, func() bool { return reactor.Logged("http connector added") }, 30*time.Second, 20*time.Millisecond)
+}
+
+// bankWire is the definition of the demo.bank.wire connector of the fake bank.
+func bankWire(bank *fakebank.Bank) string {
+	bankURL := bank.URL() + fakebank.ReckonPrefix
 	return `{"name":"demo.bank.wire","tags":["write","external","network"],"dispatch_url":"` + bankURL + `/wires",
 		"status_url":"` + bankURL + `/wires/status","timeout_ms":1000,"max_attempts":3}`
 }
@@ -176,21 +185,14 @@ func TestAPIEndToEndWithReactor(t *testing.T) {
 	server, _, env := serverOnDB(t)
 	token := tenantToken(t, env, server, "acme", "-name", "ops")
 
-	srv := proctest.Start(t, env, server, "-addr", "127.0.0.1:0")
-	api := apiClient{t: t, base: "http://" + srv.Addr(t)}
-	reactor := proctest.Start(t, env, proctest.Binary(t, "reactor"), "-addr", "127.0.0.1:0", "-connector-sync-interval", "200ms",
-		"-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms", "-sweep-interval", "200ms", "-in-flight-margin", "2s")
-	reactor.Addr(t)
+	api, srv := startServer(t, env, server)
+	reactor := startFastReactor(t, env, "-in-flight-margin", "2s")
 
 	bank := fakebank.New(t)
 	base := bank.URL() + fakebank.ReckonPrefix
-	r := api.do("POST", "/v1/connectors", systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
+	api.putConnectorFor(reactor, systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
 		"dispatch_url":"`+base+`/wires","status_url":"`+base+`/wires/status","timeout_ms":1000,
 		"status_check_limit":2,"backoff_initial_ms":20,"backoff_max_ms":200}`)
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
-	// A reactor that meets a connector it has not synced yet snoozes the job for 30s: let it load
-	// the connector first.
-	require.Eventually(t, func() bool { return reactor.Logged("http connector added") }, 30*time.Second, 20*time.Millisecond)
 	bank.Script("w-fog", fakebank.PerformThenDrop)
 	bank.ScriptStatus("w-fog", fakebank.StatusInconclusive, fakebank.StatusInconclusive)
 
@@ -210,7 +212,7 @@ func TestAPIEndToEndWithReactor(t *testing.T) {
 
 	stuck := api.do("GET", "/v1/effects?state=STUCK", token, "")
 	require.Len(t, stuck.body["effects"], 1)
-	r = api.do("POST", "/v1/effects/"+ids["w-fog"]+"/resolve", token, `{"to":"CONFIRMED","reason":"the bank's statement shows the wire","actor":"alice"}`)
+	r := api.do("POST", "/v1/effects/"+ids["w-fog"]+"/resolve", token, `{"to":"CONFIRMED","reason":"the bank's statement shows the wire","actor":"alice"}`)
 	require.Equal(t, http.StatusOK, r.status, r.raw)
 	require.Equal(t, "CONFIRMED", stateOf("w-fog"))
 	r = api.do("GET", "/v1/effects/"+ids["w-fog"], token, "")

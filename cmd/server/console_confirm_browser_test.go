@@ -35,9 +35,7 @@ func TestConsoleConfirmationInBrowser(t *testing.T) {
 	reactor := startFastReactor(t, env)
 
 	bank := fakebank.New(t)
-	bankURL := bank.URL() + fakebank.ReckonPrefix
-	api.putConnector(systemToken(t, env, server), bankWire(bankURL))
-	require.Eventually(t, func() bool { return reactor.Logged("http connector added") }, 30*time.Second, 20*time.Millisecond)
+	api.putConnectorFor(reactor, systemToken(t, env, server), bankWire(bank))
 
 	ids := map[string]string{}
 	for _, w := range []struct{ key, extra string }{

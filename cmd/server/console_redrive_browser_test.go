@@ -36,9 +36,7 @@ func TestConsoleRedriveInBrowser(t *testing.T) {
 
 	bank := fakebank.New(t)
 	bank.SetDefault(fakebank.Reject) // the outage: every wire is refused
-	bankURL := bank.URL() + fakebank.ReckonPrefix
-	api.putConnector(systemToken(t, env, server), bankWire(bankURL))
-	require.Eventually(t, func() bool { return reactor.Logged("http connector added") }, 30*time.Second, 20*time.Millisecond)
+	api.putConnectorFor(reactor, systemToken(t, env, server), bankWire(bank))
 
 	ids := map[string]string{}
 	for _, key := range []string{"outage-1", "outage-2", "outage-3"} {

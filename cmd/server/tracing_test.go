@@ -73,15 +73,11 @@ func startTracedStack(t *testing.T, tracing []string) (*tracedStack, func(sql st
 	s := &tracedStack{token: tenantToken(t, env, server, "acme", "-name", "ops"), bank: newTracedBank(t)}
 	s.srv = proctest.Start(t, append(env, tracing...), server, "-addr", "127.0.0.1:0")
 	s.api = apiClient{t: t, base: "http://" + s.srv.Addr(t)}
-	s.reactor = proctest.Start(t, append(env, tracing...), proctest.Binary(t, "reactor"), "-addr", "127.0.0.1:0",
-		"-connector-sync-interval", "200ms", "-fetch-poll-interval", "50ms", "-fetch-cooldown", "10ms", "-sweep-interval", "200ms")
-	s.reactor.Addr(t)
+	s.reactor = startFastReactor(t, append(env, tracing...))
 	base := s.bank.URL() + fakebank.ReckonPrefix
-	r := s.api.do("POST", "/v1/connectors", systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
+	s.api.putConnectorFor(s.reactor, systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
 		"dispatch_url":"`+base+`/wires","status_url":"`+base+`/wires/status","timeout_ms":2000,
 		"status_check_limit":3,"backoff_initial_ms":20,"backoff_max_ms":200}`)
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
-	require.Eventually(t, func() bool { return s.reactor.Logged("http connector added") }, 30*time.Second, 20*time.Millisecond)
 	return s, func(sql string, args ...any) int { return testkit.Count(t, pool, sql, args...) }
 }
 
