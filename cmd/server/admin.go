@@ -183,24 +183,24 @@ func describeToken(t *tenants.Token) string {
 // parseWithID parses flags around one positional ID argument (required when wantID, forbidden
 // otherwise). Flags may come before or after the ID.
 func parseWithID(fs *flag.FlagSet, args []string, wantID bool) (string, error) {
-	if err := parseFlags(fs, args); err != nil {
+	id, err := parseWithArg(fs, args)
+	switch {
+	case err != nil:
 		return "", err
-	}
-	if !wantID {
-		if fs.NArg() > 0 {
-			return "", fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-		}
-		return "", nil
-	}
-	if fs.NArg() == 0 {
+	case wantID && id == "":
 		return "", fmt.Errorf("%w: %s needs an ID", errUsage, fs.Name())
-	}
-	id := fs.Arg(0)
-	if err := parseFlags(fs, fs.Args()[1:]); err != nil {
-		return "", err
-	}
-	if fs.NArg() > 0 {
-		return "", fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	case !wantID && id != "":
+		return "", fmt.Errorf("%w: unexpected argument %q", errUsage, id)
 	}
 	return id, nil
+}
+
+// parseWithArg parses flags around at most one positional argument, which it returns ("" when
+// there is none). Flags may come before or after it.
+func parseWithArg(fs *flag.FlagSet, args []string) (string, error) {
+	if err := parseFlags(fs, args); err != nil || fs.NArg() == 0 {
+		return "", err
+	}
+	arg := fs.Arg(0)
+	return arg, parse(fs, fs.Args()[1:])
 }

@@ -54,14 +54,9 @@ func connectorsLimit(ctx context.Context, args []string, stdout io.Writer) error
 		return cmd.unknownAction("connectors limit action")
 	}
 	// NAME, then flags; show takes no NAME to list every connector.
-	if err := parseFlags(fs, cmd.args); err != nil {
+	name, err := parseWithArg(fs, cmd.args)
+	if err != nil {
 		return err
-	}
-	name := fs.Arg(0)
-	if fs.NArg() > 0 {
-		if err := parse(fs, fs.Args()[1:]); err != nil {
-			return err
-		}
 	}
 	if name == "" && cmd.action != "show" {
 		return fmt.Errorf("%w: %s needs a connector NAME", errUsage, fs.Name())

@@ -26,14 +26,9 @@ func connectorsPause(ctx context.Context, cmd *command, stdout io.Writer) error 
 		fs.StringVar(&tenant, "tenant", "", "only this tenant's effects (default: every tenant's)")
 		fs.StringVar(&reason, "reason", "", "why, recorded with the pause and in its log (required, at most 2000 bytes)")
 	}
-	if err := parseFlags(fs, cmd.args); err != nil {
+	name, err := parseWithArg(fs, cmd.args)
+	if err != nil {
 		return err
-	}
-	name := fs.Arg(0)
-	if fs.NArg() > 0 {
-		if err := parse(fs, fs.Args()[1:]); err != nil {
-			return err
-		}
 	}
 	switch {
 	case cmd.action == "pauses" && name != "":
