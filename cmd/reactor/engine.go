@@ -37,9 +37,10 @@ func newEngine(pool *pgxpool.Pool, cfg *config, logger *slog.Logger, metrics pro
 		Schedules:    &schedule.Config{Registerer: metrics},
 		Confirmation: &cfg.confirmation,
 	}
-	if cfg.retention.Interval > 0 {
-		engineConfig.Retention = cfg.retention.Config()
-		engineConfig.Retention.Registerer = metrics
+	if cfg.retention.Config.Interval > 0 {
+		retentionConfig := cfg.retention.Config
+		retentionConfig.Registerer = metrics
+		engineConfig.Retention = &retentionConfig
 	}
 	return engine.New(pool, engineConfig)
 }
@@ -63,7 +64,7 @@ func newEffectsConfig(cfg *config, registry *effects.Registry, metrics prometheu
 		AsyncTimeout:      cfg.asyncTimeout,
 		StatsInterval:     cfg.statsInterval,
 		// A River job is only the vehicle of an effect: its row and transitions are the record.
-		JobRetention: min(24*time.Hour, cfg.retention.EffectRetention),
+		JobRetention: min(24*time.Hour, cfg.retention.Config.EffectRetention),
 	}
 }
 

@@ -69,9 +69,9 @@ func retentionStatusOrRun(ctx context.Context, cmd *command, stdout io.Writer) e
 	}
 	// A run holds the retention lock on a connection of its own while it works on others.
 	return cmd.common.withPool(ctx, 4, func(ctx context.Context, pool *pgxpool.Pool) error {
-		config := flags.Config()
+		config := flags.Config
 		config.Logger = logger
-		r, err := retention.New(pool, config)
+		r, err := retention.New(pool, &config)
 		if err != nil {
 			return err
 		}
