@@ -40,18 +40,8 @@ func TestCrashWindows(t *testing.T) {
 			path:      []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>PENDING", "PENDING>CONFIRMED"},
 		},
 		{
-			name: "during the call, after the upstream performed",
-			arm: func(b *fakebank.Bank, key string) <-chan string {
-				b.Script(key, fakebank.PerformThenHang)
-				performed := make(chan string, 1)
-				go func() {
-					for entry := range b.Performed() {
-						performed <- entry.Key
-						return
-					}
-				}()
-				return performed
-			},
+			name:      "during the call, after the upstream performed",
+			arm:       (*fakebank.Bank).HangAfterPerforming,
 			performed: 1,
 			path:      []string{">PENDING", "PENDING>UNKNOWN", "UNKNOWN>CONFIRMED"},
 		},

@@ -53,17 +53,7 @@ func TestOrderingCrashWindows(t *testing.T) {
 	}{
 		{
 			name: "the head during its call, after the upstream performed",
-			arm: func(b *fakebank.Bank, key string) <-chan string {
-				b.Script(key, fakebank.PerformThenHang)
-				performed := make(chan string, 1)
-				go func() {
-					for entry := range b.Performed() {
-						performed <- entry.Key
-						return
-					}
-				}()
-				return performed
-			},
+			arm:  (*fakebank.Bank).HangAfterPerforming,
 		},
 		{
 			name: "the head after its call, before its outcome is recorded",

@@ -277,6 +277,20 @@ func (b *Bank) Calls(path string) int {
 // channel is buffered (10000); entries are dropped when it is full.
 func (b *Bank) Performed() <-chan Entry { return b.performed }
 
+// HangAfterPerforming scripts key PerformThenHang and returns a channel (buffered 1) that
+// receives the key of the next call the bank performs: the moment a crash test kills the caller,
+// with the upstream's effect made and no answer sent.
+func (b *Bank) HangAfterPerforming(key string) <-chan string {
+	b.Script(key, PerformThenHang)
+	performed := make(chan string, 1)
+	go func() {
+		if entry, ok := <-b.Performed(); ok {
+			performed <- entry.Key
+		}
+	}()
+	return performed
+}
+
 // Arm arms checkpoint name once: the next GET /checkpoint?name=name&key=KEY sends KEY on the
 // returned channel (buffered 1) and is then held without an answer until the client goes away or
 // the bank is closed. Arming the same name several times arms that many successive requests, in
