@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/reckonhq/reckon/effects"
 )
@@ -64,23 +61,13 @@ func (b *bench) ordered(ctx context.Context) error {
 // enqueueOrdered records n effects, the i-th with ordering key i mod keys (none when keys is 0),
 // in batches.
 func (b *bench) enqueueOrdered(ctx context.Context, client *effects.Client, prefix string, n, keys int) error {
-	for done := 0; done < n; done += b.o.batch {
-		specs := make([]effects.Spec, min(b.o.batch, n-done))
-		for i := range specs {
-			specs[i] = effects.Spec{Connector: "bench.idempotent", IdempotencyKey: fmt.Sprintf("%s-%d", prefix, done+i), Args: json.RawMessage(`{"amount":1}`)}
-			if keys > 0 {
-				specs[i].OrderingKey = fmt.Sprintf("key-%d", (done+i)%keys)
-			}
+	return b.enqueueSpecs(ctx, client, n, func(i int) effects.Spec {
+		spec := benchSpec("bench.idempotent", fmt.Sprintf("%s-%d", prefix, i))
+		if keys > 0 {
+			spec.OrderingKey = fmt.Sprintf("key-%d", i%keys)
 		}
-		err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-			_, err := client.EnqueueManyTx(ctx, tx, specs, nil)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return spec
+	})
 }
 
 // reportOrdered prints each ordered run's throughput against the unordered reference's, and

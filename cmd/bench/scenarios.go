@@ -234,10 +234,16 @@ func benchSpec(connector, key string) effects.Spec {
 
 // enqueueEffects records n effects of connector in batches and returns when they are committed.
 func (b *bench) enqueueEffects(ctx context.Context, client *effects.Client, connector, prefix string, n int) error {
+	return b.enqueueSpecs(ctx, client, n, func(i int) effects.Spec { return benchSpec(connector, fmt.Sprintf("%s-%d", prefix, i)) })
+}
+
+// enqueueSpecs records the n effects spec(0) … spec(n-1) in batches (EnqueueManyTx) and returns
+// when they are committed.
+func (b *bench) enqueueSpecs(ctx context.Context, client *effects.Client, n int, spec func(i int) effects.Spec) error {
 	for done := 0; done < n; done += b.o.batch {
 		specs := make([]effects.Spec, min(b.o.batch, n-done))
 		for i := range specs {
-			specs[i] = benchSpec(connector, fmt.Sprintf("%s-%d", prefix, done+i))
+			specs[i] = spec(done + i)
 		}
 		err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 			_, err := client.EnqueueManyTx(ctx, tx, specs, nil)
