@@ -16,6 +16,7 @@ import (
 
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/internal/dbsqlc"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
@@ -318,9 +319,7 @@ func TestMigrateMarksGhosts(t *testing.T) {
 	require.Equal(t, before, historyRows(t, pool, "reckon_effect_transitions"))
 	_, err = migrator.Up(ctx)
 	require.NoError(t, err)
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_audit_ghosts`).Scan(&n))
-	require.Equal(t, len(ghosts), n)
+	require.Equal(t, len(ghosts), testkit.Count(t, pool, `SELECT count(*) FROM reckon_audit_ghosts`))
 	require.Empty(t, auditCheck(t, pool))
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // TestConsoleLimitsInBrowser drives a connector's limits in headless Chromium against the real
@@ -31,9 +33,7 @@ func TestConsoleLimitsInBrowser(t *testing.T) {
 	_, err := pool.Exec(ctx, `SELECT reckon_limit_release('bank.wire', '', gen_random_uuid(), false, 0, 30000, true, 60000)`)
 	require.NoError(t, err)
 	paused := func() bool {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_limit_state WHERE connector = 'bank.wire' AND paused_until > now()`).Scan(&n))
-		return n > 0
+		return testkit.Count(t, pool, `SELECT count(*) FROM reckon_limit_state WHERE connector = 'bank.wire' AND paused_until > now()`) > 0
 	}
 	require.True(t, paused())
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // TestConsolePauseInBrowser drives an operator's pause of a connector in headless Chromium
@@ -28,9 +30,7 @@ func TestConsolePauseInBrowser(t *testing.T) {
 	api.putConnector(systemToken(t, env, server), `{"name":"bank.wire","tags":["write","external","network"],
 		"dispatch_url":"http://127.0.0.1:9/wires","status_url":"http://127.0.0.1:9/wires/status","timeout_ms":1000,"max_attempts":3}`)
 	pauses := func() int {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_connector_pauses WHERE connector = 'bank.wire'`).Scan(&n))
-		return n
+		return testkit.Count(t, pool, `SELECT count(*) FROM reckon_connector_pauses WHERE connector = 'bank.wire'`)
 	}
 
 	op := consoleTab{t: t, ctx: newTab(t, browser), base: base, shots: shots}

@@ -24,6 +24,7 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/console"
 	"github.com/reckonhq/reckon/cmd/server/internal/operator"
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
+	"github.com/reckonhq/reckon/internal/testkit"
 )
 
 // TestConsoleAtScale times the console's pages over HTTP (the console's handler as the server
@@ -50,8 +51,7 @@ func TestConsoleAtScale(t *testing.T) {
 	pool, err := pgxpool.New(ctx, big)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_effects`).Scan(&n))
+	n := testkit.Count(t, pool, `SELECT count(*) FROM reckon_effects`)
 	t.Logf("reckon_effects: %d rows", n)
 
 	name := "scale-" + uuid.NewString()[:8]

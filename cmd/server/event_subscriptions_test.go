@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/events"
-	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestEventSubscriptionsCLI drives `server events subscriptions create|list|pause|resume|delete`
@@ -15,12 +14,7 @@ import (
 func TestEventSubscriptionsCLI(t *testing.T) {
 	t.Parallel()
 	server, _, env := serverOnDB(t)
-	run := func(wantExit int, args ...string) proctest.Result {
-		t.Helper()
-		res := proctest.Run(t, env, server, append([]string{"events", "subscriptions"}, args...)...)
-		require.Equal(t, wantExit, res.ExitCode, "%v: %s%s", args, res.Stdout, res.Stderr)
-		return res
-	}
+	run := cliCommand(t, env, server, "events", "subscriptions")
 
 	res := run(2, "create", "-url", "ftp://example.com/")
 	require.Contains(t, res.Stderr, "-url")

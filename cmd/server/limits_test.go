@@ -13,7 +13,6 @@ import (
 	"github.com/reckonhq/reckon/cmd/server/internal/api"
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestConnectorLimitCLI drives `server connectors limit show|set|clear|reset` through the real
@@ -26,12 +25,7 @@ func TestConnectorLimitCLI(t *testing.T) {
 	server, pool, env := serverOnDB(t)
 	ctx := context.Background()
 	client := testkit.NewClient(t, pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
-	run := func(wantExit int, args ...string) proctest.Result {
-		t.Helper()
-		res := proctest.Run(t, env, server, append([]string{"connectors", "limit"}, args...)...)
-		require.Equal(t, wantExit, res.ExitCode, "%v: %s%s", args, res.Stdout, res.Stderr)
-		return res
-	}
+	run := cliCommand(t, env, server, "connectors", "limit")
 	showJSON := func() api.ConnectorLimitJSON {
 		t.Helper()
 		var out api.ConnectorLimitJSON

@@ -32,6 +32,18 @@ func serverOnDB(t *testing.T) (server string, pool *pgxpool.Pool, env []string) 
 	return server, pool, []string{"DATABASE_URL=" + pool.Config().ConnString()}
 }
 
+// cliCommand returns a runner of the server binary's command (its words, "connectors", "limit")
+// on env's database: it runs the command with args, requires the exit status wantExit and returns
+// the result.
+func cliCommand(t *testing.T, env []string, server string, command ...string) func(wantExit int, args ...string) proctest.Result {
+	return func(wantExit int, args ...string) proctest.Result {
+		t.Helper()
+		res := proctest.Run(t, env, server, append(slices.Clone(command), args...)...)
+		require.Equal(t, wantExit, res.ExitCode, "%v: %s%s", args, res.Stdout, res.Stderr)
+		return res
+	}
+}
+
 // tenantToken creates tenant with the server binary's CLI and returns a new token of it, made by
 // `tokens create -tenant tenant` with flags.
 func tenantToken(t *testing.T, env []string, server, tenant string, flags ...string) string {

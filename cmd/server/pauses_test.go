@@ -10,7 +10,6 @@ import (
 
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestConnectorPauseCLI drives `server connectors pause|resume|pauses` through the real binary:
@@ -22,12 +21,7 @@ func TestConnectorPauseCLI(t *testing.T) {
 	server, pool, env := serverOnDB(t)
 	ctx := context.Background()
 	client := testkit.NewClient(t, pool, &effects.Config{Registry: effects.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
-	run := func(wantExit int, args ...string) proctest.Result {
-		t.Helper()
-		res := proctest.Run(t, env, server, append([]string{"connectors"}, args...)...)
-		require.Equal(t, wantExit, res.ExitCode, "%v: %s%s", args, res.Stdout, res.Stderr)
-		return res
-	}
+	run := cliCommand(t, env, server, "connectors")
 	run(0, "put", "-name", "bank.api", "-dispatch-url", "http://127.0.0.1:9/dispatch", "-tags", "idempotent")
 
 	res := run(0, "pauses")

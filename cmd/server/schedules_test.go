@@ -10,7 +10,6 @@ import (
 	"github.com/reckonhq/reckon/effects"
 	"github.com/reckonhq/reckon/effects/httpconn"
 	"github.com/reckonhq/reckon/internal/testkit"
-	"github.com/reckonhq/reckon/internal/testkit/proctest"
 )
 
 // TestSchedulesCLI drives `server schedules set|list|delete` through the real binary: set creates
@@ -24,12 +23,7 @@ func TestSchedulesCLI(t *testing.T) {
 		Name: "report.run", Tags: []effects.Tag{effects.TagIdempotent}, DispatchURL: "http://127.0.0.1:1/reports",
 	})
 	require.NoError(t, err)
-	run := func(wantExit int, args ...string) proctest.Result {
-		t.Helper()
-		res := proctest.Run(t, env, server, append([]string{"schedules"}, args...)...)
-		require.Equal(t, wantExit, res.ExitCode, "%v: %s%s", args, res.Stdout, res.Stderr)
-		return res
-	}
+	run := cliCommand(t, env, server, "schedules")
 	count := func() int { return testkit.Count(t, pool, `SELECT count(*) FROM reckon_schedules`) }
 
 	require.Contains(t, run(0, "list").Stdout, "no schedules")

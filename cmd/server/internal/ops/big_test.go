@@ -17,6 +17,7 @@ import (
 
 	"github.com/reckonhq/reckon/cmd/server/internal/ops"
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/saga"
 	"github.com/reckonhq/reckon/turns"
 )
@@ -45,8 +46,7 @@ func TestBigDatabase(t *testing.T) {
 	t.Cleanup(pool.Close)
 	o := bigOps(t, pool)
 
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_effects`).Scan(&n))
+	n := testkit.Count(t, pool, `SELECT count(*) FROM reckon_effects`)
 	t.Logf("reckon_effects: %d rows", n)
 
 	// A sample of values to filter by.
