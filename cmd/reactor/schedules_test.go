@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,26 +27,8 @@ func TestScheduleTicksOnceAcrossKilledReactors(t *testing.T) {
 	}, "test")
 	require.NoError(t, err)
 	began := time.Now()
-	kills := 0
-	for time.Since(began) < 10*time.Second {
-		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
-		i := rand.IntN(len(reactors))
-		reactors[i].Signal(t, syscall.SIGKILL)
-		reactors[i].Wait(t, 10*time.Second)
-		kills++
-		reactors[i] = f.startReactor()
-	}
-	ended := time.Now()
-	require.Eventually(t, func() bool {
-		var next time.Time
-		require.NoError(t, f.pool.QueryRow(ctx, `SELECT next_tick FROM reckon_schedules WHERE name = 'beat'`).Scan(&next))
-		return next.After(ended)
-	}, 20*time.Second, 50*time.Millisecond, "the live reactors catch up")
-
-	ticks := testkit.ScheduledTicks(t, f.pool, "default", "beat")
-	require.NotEmpty(t, ticks)
-	testkit.RequireConsecutive(t, ticks, time.Second)
-	require.False(t, ticks[0].After(began.Add(time.Second)), "the window's first tick: %s", ticks[0])
-	require.False(t, ticks[len(ticks)-1].Before(ended.Add(-time.Second)), "the window's last tick: %s", ticks[len(ticks)-1])
+	kills := proctest.KillRandomly(t, reactors, 10*time.Second, 300*time.Millisecond, time.Second,
+		func() *proctest.Process { return f.startReactor() })
+	ticks := testkit.RequireTickedThrough(t, f.pool, "default", "beat", time.Second, began, time.Now())
 	t.Logf("%d SIGKILLs of reactor binaries; %d ticks, each enqueued once", kills, len(ticks))
 }

@@ -43,3 +43,23 @@ func RequireConsecutive(t *testing.T, ticks []time.Time, step time.Duration) {
 		require.Equal(t, step, ticks[i].Sub(ticks[i-1]), "no tick missing between %s and %s", ticks[i-1], ticks[i])
 	}
 }
+
+// RequireTickedThrough waits until the schedule's next tick is after ended — the reactors alive
+// then have caught up on what killed ones left due — and requires its ticks (ScheduledTicks: each
+// once) every step apart from at most a step after began to at least a step before ended. It
+// returns them.
+func RequireTickedThrough(t *testing.T, pool *pgxpool.Pool, tenant, name string, step time.Duration, began, ended time.Time) []time.Time {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var next time.Time
+		require.NoError(t, pool.QueryRow(context.Background(),
+			`SELECT next_tick FROM reckon_schedules WHERE tenant_id = $1 AND name = $2`, tenant, name).Scan(&next))
+		return next.After(ended)
+	}, 20*time.Second, 50*time.Millisecond, "the live reactors catch up")
+	ticks := ScheduledTicks(t, pool, tenant, name)
+	require.NotEmpty(t, ticks)
+	RequireConsecutive(t, ticks, step)
+	require.False(t, ticks[0].After(began.Add(step)), "the window's first tick is there: %s", ticks[0])
+	require.False(t, ticks[len(ticks)-1].Before(ended.Add(-step)), "the window's last tick is there: %s", ticks[len(ticks)-1])
+	return ticks
+}

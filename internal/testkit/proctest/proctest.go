@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,6 +182,22 @@ func (p *Process) Kill() error {
 	}
 	<-p.done
 	return nil
+}
+
+// KillRandomly, for d, waits a random pause from minPause to maxPause, SIGKILLs one of procs
+// chosen at random, waits for it to be gone and puts start() in its place. It returns how many it
+// killed.
+func KillRandomly(tb testing.TB, procs []*Process, d, minPause, maxPause time.Duration, start func() *Process) int {
+	tb.Helper()
+	kills := 0
+	for began := time.Now(); time.Since(began) < d; kills++ {
+		time.Sleep(minPause + rand.N(maxPause-minPause))
+		i := rand.IntN(len(procs))
+		procs[i].Signal(tb, syscall.SIGKILL)
+		procs[i].Wait(tb, 10*time.Second)
+		procs[i] = start()
+	}
+	return kills
 }
 
 // Wait waits up to timeout for the process to exit and returns its exit code.
