@@ -6,7 +6,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -32,22 +31,12 @@ const insertSQL = `INSERT INTO reckon_effects (id, tenant_id, connector, idempot
 // the ids.
 func insertConcurrently(t *testing.T, pool *pgxpool.Pool, key string, n int) []uuid.UUID {
 	t.Helper()
-	ids := make([]uuid.UUID, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	errs := make(chan error, n)
+	ids, errs := make([]uuid.UUID, n), make([]error, n)
 	for i := range ids {
 		ids[i] = uuid.New()
-		wg.Go(func() {
-			<-start
-			_, err := pool.Exec(context.Background(), insertSQL, ids[i], key)
-			errs <- err
-		})
 	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	testkit.AtOnce(n, func(i int) { _, errs[i] = pool.Exec(context.Background(), insertSQL, ids[i], key) })
+	for _, err := range errs {
 		require.NoError(t, err)
 	}
 	return ids

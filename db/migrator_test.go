@@ -17,6 +17,7 @@ import (
 
 	"github.com/reckonhq/reckon/db"
 	"github.com/reckonhq/reckon/internal/postgres"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/pgtest"
 )
 
@@ -167,22 +168,9 @@ func TestMigrateConcurrently(t *testing.T) {
 	target := pgtest.NewEmptyDB(t)
 
 	const migrators = 4
-	var (
-		start   = make(chan struct{})
-		wg      sync.WaitGroup
-		results = make([]*db.Result, migrators)
-		errs    = make([]error, migrators)
-	)
-	for i, migrator := range separateMigrators(t, target, migrators, nil) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i], errs[i] = migrator.Up(ctx)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	results, errs := make([]*db.Result, migrators), make([]error, migrators)
+	separate := separateMigrators(t, target, migrators, nil)
+	testkit.AtOnce(migrators, func(i int) { results[i], errs[i] = separate[i].Up(ctx) })
 
 	var reckon, river []int
 	for i := range migrators {

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/reckonhq/reckon/effects"
+	"github.com/reckonhq/reckon/internal/testkit"
 	"github.com/reckonhq/reckon/internal/testkit/fakebank"
 )
 
@@ -186,16 +186,9 @@ func TestBusinessKeyDedupConcurrent(t *testing.T) {
 	run := func(order string, amount func(i int) int) ([]*effects.Effect, []error) {
 		const n = 20
 		results, errs := make([]*effects.Effect, n), make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				results[i], errs[i] = h.client.Enqueue(context.Background(), dedupSpec(fmt.Sprintf("%s-%d", order, i), order, amount(i)), nil)
-			})
-		}
-		close(start)
-		wg.Wait()
+		testkit.AtOnce(n, func(i int) {
+			results[i], errs[i] = h.client.Enqueue(context.Background(), dedupSpec(fmt.Sprintf("%s-%d", order, i), order, amount(i)), nil)
+		})
 		return results, errs
 	}
 

@@ -88,16 +88,7 @@ func atOnce(t *testing.T, n int, fn func() (*effects.Effect, error)) []*effects.
 	t.Helper()
 	out := make([]*effects.Effect, n)
 	errs := make([]error, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			out[i], errs[i] = fn()
-		})
-	}
-	close(start)
-	wg.Wait()
+	testkit.AtOnce(n, func(i int) { out[i], errs[i] = fn() })
 	for _, err := range errs {
 		require.NoError(t, err)
 	}

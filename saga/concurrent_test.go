@@ -3,7 +3,6 @@ package saga_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,25 +97,16 @@ func TestDeduplicatedStartRecordsNothing(t *testing.T) {
 	require.True(t, again.Deduplicated)
 	require.Equal(t, first.ID, again.ID)
 
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, 12)
-	for i := range 12 {
+	errs := make([]error, 12)
+	testkit.AtOnce(len(errs), func(i int) {
 		// order-2 fails at its last step and is compensated: compensations are inserted too.
 		key, ship := []string{"order-1", "order-2"}[i%2], []int64{7, 0}[i%2]
-		wg.Go(func() {
-			<-start
-			_, err := h.sagas.Start(ctx, "order", order{Account: "k", Amount: 3, ShipAmount: ship}, &saga.StartOpts{Key: key})
-			if errors.Is(err, saga.ErrStartKeyConflict) {
-				err = nil // lost the race for a new key: told to start again
-			}
-			errs <- err
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+		_, err := h.sagas.Start(ctx, "order", order{Account: "k", Amount: 3, ShipAmount: ship}, &saga.StartOpts{Key: key})
+		if !errors.Is(err, saga.ErrStartKeyConflict) { // lost the race for a new key: told to start again
+			errs[i] = err
+		}
+	})
+	for _, err := range errs {
 		require.NoError(t, err)
 	}
 

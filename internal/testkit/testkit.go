@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -289,4 +290,19 @@ func RequireNoRunningJobs(tb testing.TB, db Querier) {
 	require.Eventually(tb, func() bool {
 		return Count(tb, db, `SELECT count(*) FROM river_job WHERE state = 'running'`) == 0
 	}, 10*time.Second, 20*time.Millisecond, "no River job is left running without a live worker")
+}
+
+// AtOnce calls fn(0) … fn(n-1) on n goroutines released together — n callers racing for the same
+// row, key or lock — and returns when each has returned.
+func AtOnce(n int, fn func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
 }

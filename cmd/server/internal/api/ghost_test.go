@@ -3,7 +3,6 @@ package api_test
 import (
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,16 +14,7 @@ import (
 func (h *harness) atOnce(n int, method, path, token, body string) []response {
 	h.t.Helper()
 	answers := make([]response, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			answers[i] = h.do(method, path, token, body)
-		})
-	}
-	close(start)
-	wg.Wait()
+	testkit.AtOnce(n, func(i int) { answers[i] = h.do(method, path, token, body) })
 	return answers
 }
 
