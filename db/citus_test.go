@@ -105,16 +105,16 @@ func TestCitusPlansEveryQuery(t *testing.T) {
 // citusRefused are the queries of internal/dbsqlc Citus still refuses to plan in a distributed
 // schema, sorted (issue 40's work list; docs/deploy.md says why).
 var citusRefused = []string{
-	"EffectInsertMany",        // correlated subqueries in the INSERT … SELECT
-	"EffectObservationInsert", // INSERT … SELECT into the partitioned audit table
+	"EffectInsertMany",        // correlated subqueries beside a subquery without FROM
+	"EffectObservationInsert", // INSERT … SELECT into the partitioned audit table: no distributed plan
 	"EventSubscriptionInsert", // a subquery within an INSERT
-	"LimitClear",
-	"LimitReset",
-	"ReactorResignLeadership",
-	"TurnComplete", // the session mutex: pg_backend_pid() and clock_timestamp()
-	"TurnEnd",
-	"TurnInsert", // a subquery within an INSERT
-	"TurnStart",
+	"LimitClear",              // pg_notify over a data-modifying CTE ("could not find valid entry for shard 0")
+	"LimitReset",              // the same
+	"ReactorResignLeadership", // the same
+	"TurnComplete",            // clock_timestamp(), VOLATILE, in an UPDATE
+	"TurnEnd",                 // the same
+	"TurnInsert",              // a subquery within an INSERT
+	"TurnStart",               // clock_timestamp() in an UPDATE (and pg_backend_pid(): the session mutex)
 }
 
 // citusPlan prepares sql on conn as statement and has Citus plan it with NULL arguments (EXPLAIN
