@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -29,6 +30,8 @@ type Migrator struct {
 	lockTimeout string
 	// schema is MigratorConfig.Schema.
 	schema string
+	// citus is MigratorConfig.Citus.
+	citus bool
 }
 
 // MigratorConfig configures a Migrator. The zero value is ready to use.
@@ -57,6 +60,11 @@ type MigratorConfig struct {
 	// migration lock is per database: migrators of different schemas run one after another.
 	// Default: "" (the connections' current schema, normally public, is used and not checked).
 	Schema string
+	// Citus makes Schema a Citus cell (see RiverSchema and docs/deploy.md): on a Citus
+	// coordinator, Up creates River's tables in RiverSchema(Schema), Reckon's in Schema, and then
+	// distributes Schema (citus_schema_distribute). A schema Citus already distributed is
+	// migrated as a cell without it. Requires Schema.
+	Citus bool
 }
 
 // Defaults of MigratorConfig.
@@ -76,6 +84,8 @@ func NewMigrator(pool *pgxpool.Pool, config *MigratorConfig) (*Migrator, error) 
 		if err := ValidateSchema(config.Schema); err != nil {
 			return nil, fmt.Errorf("migrator: %w", err)
 		}
+	} else if config.Citus {
+		return nil, errors.New("migrator: a Citus cell needs a schema of its own (Schema)")
 	}
 	logger := config.Logger
 	if logger == nil {
@@ -113,7 +123,7 @@ func NewMigrator(pool *pgxpool.Pool, config *MigratorConfig) (*Migrator, error) 
 		Message: "migration lost a lock to the running code; rolled back, running it again",
 	}
 	return &Migrator{pool: pool, logger: logger, migrations: migrations, river: riverMigrator,
-		retry: retry, lockTimeout: lockSetting, schema: config.Schema}, nil
+		retry: retry, lockTimeout: lockSetting, schema: config.Schema, citus: config.Citus}, nil
 }
 
 // Migrate applies every pending migration, River's first and then Reckon's: what `server migrate
@@ -183,7 +193,16 @@ CREATE TABLE IF NOT EXISTS reckon_schema_migrations (
 func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 	result := &Result{}
 	err := m.withLock(ctx, true, func(conn *pgxpool.Conn) error {
-		river, err := m.migrateRiver(ctx, conn, rivermigrate.DirectionUp)
+		citus, err := m.citusStatus(ctx, conn)
+		if err != nil {
+			return err
+		}
+		if citus.cell {
+			if err := m.citusPrepare(ctx, conn); err != nil {
+				return err
+			}
+		}
+		river, err := m.migrateRiver(ctx, conn, citus.cell, rivermigrate.DirectionUp)
 		result.River = river
 		if err != nil {
 			return fmt.Errorf("river migrations up: %w", err)
@@ -205,6 +224,9 @@ func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 			m.logger.DebugContext(ctx, "applied migration", slog.Int("version", migration.Version),
 				slog.String("name", migration.Name), slog.Duration("duration", time.Since(start)))
 			result.Reckon = append(result.Reckon, migration.Version)
+		}
+		if citus.cell {
+			return m.citusFinish(ctx, conn, citus)
 		}
 		return nil
 	})
@@ -259,7 +281,11 @@ func (m *Migrator) Down(ctx context.Context, opts *DownOpts) (*Result, error) {
 		if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS reckon_schema_migrations`); err != nil {
 			return err
 		}
-		river, err := m.migrateRiver(ctx, conn, rivermigrate.DirectionDown)
+		citus, err := m.citusStatus(ctx, conn)
+		if err != nil {
+			return err
+		}
+		river, err := m.migrateRiver(ctx, conn, citus.cell, rivermigrate.DirectionDown)
 		result.River = river
 		if err != nil {
 			return fmt.Errorf("river migrations down: %w", err)
@@ -336,8 +362,8 @@ func (m *Migrator) run(ctx context.Context, conn *pgxpool.Conn, migration Migrat
 
 // migrateRiver applies River's migrations in direction until none is left, one version per
 // transaction: some of River's versions cannot share a transaction with the one before (006 adds
-// an enum value that later statements use).
-func (m *Migrator) migrateRiver(ctx context.Context, conn *pgxpool.Conn, direction rivermigrate.Direction) ([]int, error) {
+// an enum value that later statements use). In a Citus cell, River's tables are in RiverSchema.
+func (m *Migrator) migrateRiver(ctx context.Context, conn *pgxpool.Conn, cell bool, direction rivermigrate.Direction) ([]int, error) {
 	var versions []int
 	for {
 		var applied []rivermigrate.MigrateVersion
@@ -345,6 +371,11 @@ func (m *Migrator) migrateRiver(ctx context.Context, conn *pgxpool.Conn, directi
 			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, m.lockTimeout); err != nil {
 					return err
+				}
+				if cell {
+					if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, pgx.Identifier{RiverSchema(m.schema)}.Sanitize()); err != nil {
+						return err
+					}
 				}
 				opts := &rivermigrate.MigrateOpts{MaxSteps: 1}
 				//lint:ignore SA1019 one version per transaction (MaxSteps 1) is what the deprecation asks for; Migrate would not run on the connection that holds our lock

@@ -37,14 +37,15 @@ func ValidateSchema(name string) error {
 }
 
 // ConfigureSchema makes every connection of config use schema for Reckon's and River's tables and
-// functions: it sets the connection's search_path to that schema alone (a startup parameter, so
-// no statement is spent on it). Reckon's queries and River's name their tables unqualified, and
-// River's notification channels follow the current schema, so several deployments can live in one
-// database, one per schema, apart from each other. Migrate with MigratorConfig.Schema set to the
+// functions: it sets the connection's search_path to that schema and RiverSchema(schema), where a
+// Citus cell keeps River's tables (a startup parameter, so no statement is spent on it). Reckon's
+// queries and River's name their tables unqualified, and River's notification channels follow the
+// current schema, so several deployments can live in one database, one per schema, apart from
+// each other. Migrate with MigratorConfig.Schema set to the
 // same name (it creates the schema). An invalid name is an error (ValidateSchema) and config is
 // left unchanged. "public" is the default of a database and needs no call.
 //
-// Nothing outside schema is on the search path: objects of extensions installed in public are
+// Nothing else is on the search path: objects of extensions installed in public are
 // not found unqualified (Reckon uses none).
 func ConfigureSchema(config *pgxpool.Config, schema string) error {
 	if err := ValidateSchema(schema); err != nil {
@@ -53,6 +54,6 @@ func ConfigureSchema(config *pgxpool.Config, schema string) error {
 	if config.ConnConfig.RuntimeParams == nil {
 		config.ConnConfig.RuntimeParams = map[string]string{}
 	}
-	config.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	config.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize() + ", " + pgx.Identifier{RiverSchema(schema)}.Sanitize()
 	return nil
 }

@@ -41,17 +41,17 @@ func TestValidateSchema(t *testing.T) {
 	}
 }
 
-// ConfigureSchema sets search_path to the schema alone, and leaves the config alone when it
+// ConfigureSchema sets search_path to the schema and its River schema, and leaves the config alone when it
 // refuses the name.
 func TestConfigureSchema(t *testing.T) {
 	t.Parallel()
 	config, err := pgxpool.ParseConfig("postgres://u@127.0.0.1:1/d?application_name=x")
 	require.NoError(t, err)
 	require.NoError(t, db.ConfigureSchema(config, "cell1"))
-	require.Equal(t, `"cell1"`, config.ConnConfig.RuntimeParams["search_path"])
+	require.Equal(t, `"cell1", "cell1_river"`, config.ConnConfig.RuntimeParams["search_path"])
 	require.Equal(t, "x", config.ConnConfig.RuntimeParams["application_name"])
 	require.Error(t, db.ConfigureSchema(config, "Bad"))
-	require.Equal(t, `"cell1"`, config.ConnConfig.RuntimeParams["search_path"])
+	require.Equal(t, `"cell1", "cell1_river"`, config.ConnConfig.RuntimeParams["search_path"])
 }
 
 // reckon_pick (migration 0041) is CASE WHEN choose_first THEN first ELSE second END: NULL chooses

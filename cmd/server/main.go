@@ -347,9 +347,9 @@ func runVersion(args []string, stdout io.Writer) error {
 }
 
 // migrateUsage is the synopsis of `server migrate`.
-const migrateUsage = `server migrate up [-create-db]         apply pending migrations (River's, then Reckon's)
-server migrate down [-steps N | -all]  roll back Reckon's newest migration(s); -all removes River's too
-server migrate status                  list migrations and whether they are applied`
+const migrateUsage = `server migrate up [-create-db] [-citus]  apply pending migrations (River's, then Reckon's); -citus: docs/deploy.md
+server migrate down [-steps N | -all]    roll back Reckon's newest migration(s); -all removes River's too
+server migrate status                    list migrations and whether they are applied`
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd, err := newCommand("server migrate", migrateUsage, args, stdout)
@@ -359,12 +359,14 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := cmd.fs
 	var (
 		createDB *bool
+		citus    *bool
 		steps    *int
 		all      *bool
 	)
 	switch cmd.action {
 	case "up":
 		createDB = fs.Bool("create-db", false, "create the database first if it does not exist")
+		citus = fs.Bool("citus", false, "make -schema a Citus cell: River's tables in SCHEMA_river on the coordinator, the schema distributed (docs/deploy.md)")
 	case "down":
 		steps = fs.Int("steps", 1, "how many of Reckon's migrations to roll back")
 		all = fs.Bool("all", false, "roll back every migration, River's included")
@@ -377,6 +379,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if steps != nil && *steps < 1 {
 		return fmt.Errorf("%w: -steps must be at least 1, got %d", errUsage, *steps)
+	}
+	if citus != nil && *citus && cmd.common.schema == "public" {
+		return fmt.Errorf("%w: -citus needs a schema of its own for the cell: -schema NAME (or RECKON_SCHEMA)", errUsage)
 	}
 	logger, err := cmd.common.logger()
 	if err != nil {
@@ -396,6 +401,11 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer pool.Close()
+	if citus != nil && *citus {
+		if migrator, err = db.NewMigrator(pool, &db.MigratorConfig{Logger: logger, Schema: cmd.common.schema, Citus: true}); err != nil {
+			return err
+		}
+	}
 	switch cmd.action {
 	case "up":
 		result, err := migrator.Up(ctx)

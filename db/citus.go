@@ -1,0 +1,150 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A Citus cell is a schema of Reckon's tables that Citus places whole on one node of a cluster
+// (schema-based sharding, citus_schema_distribute): its tables stay together, so their keys,
+// triggers and SKIP LOCKED claims work as on one Postgres, and tenants are spread over the cluster
+// by giving cells to them. River's tables cannot live in the cell — Citus refuses River's own
+// statements on distributed tables (its fetch and completion put now() inside COALESCE) — so they
+// live in the schema RiverSchema names, plain tables on the coordinator, beside the cell on the
+// connections' search_path (ConfigureSchema). A transaction that writes both (an enqueue, an
+// outcome) is a two-phase commit between the coordinator and the cell's node.
+//
+// Three things differ from one Postgres, and the migrator sees to them (citusCell):
+//   - Triggers run on the cell's node, in sessions Citus opens, whose search_path is not the
+//     client's: every function of the cell is pinned to the cell's search_path.
+//   - A transaction that sent a notification cannot be prepared, and a notification sent on a
+//     worker reaches no listener on the coordinator: the cell's pg_notify sends only on the
+//     coordinator; waiters and reactors fall back on their polling (docs/deploy.md).
+//   - Citus must allow the triggers (citus.enable_unsafe_triggers, for the migrator's session).
+
+// riverSchemaSuffix makes the name of a cell's River schema from the cell's.
+const riverSchemaSuffix = "_river"
+
+// RiverSchema is the schema of River's tables for Reckon's schema: the schema itself, unless it
+// is a Citus cell, whose River tables live in schema + "_river" on the coordinator.
+// ConfigureSchema puts both on the search path.
+func RiverSchema(schema string) string { return schema + riverSchemaSuffix }
+
+// citusState is what the migrator finds of Citus for its schema.
+type citusState struct {
+	// cell: the schema is a Citus cell (distributed, or to be distributed: MigratorConfig.Citus).
+	cell bool
+	// distributed: Citus already placed the schema (citus_schema_distribute ran).
+	distributed bool
+}
+
+// citusStatus reports whether m's schema is, or is to become, a Citus cell. A schema that Citus
+// already distributed is a cell whatever MigratorConfig.Citus says; MigratorConfig.Citus on a
+// database without the citus extension, or on a schema whose River tables are in it (migrated
+// without -citus), is an error.
+func (m *Migrator) citusStatus(ctx context.Context, conn *pgxpool.Conn) (citusState, error) {
+	var state citusState
+	if m.schema == "" {
+		return state, nil
+	}
+	var installed bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&installed); err != nil {
+		return state, fmt.Errorf("migrate: look for the citus extension: %w", err)
+	}
+	if !installed {
+		if m.citus {
+			return state, errors.New("migrate: -citus: the database has no citus extension (CREATE EXTENSION citus, on the coordinator)")
+		}
+		return state, nil
+	}
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_dist_schema WHERE schemaid = to_regnamespace($1))`,
+		m.schema).Scan(&state.distributed); err != nil {
+		return state, fmt.Errorf("migrate: look for schema %s among Citus's: %w", m.schema, err)
+	}
+	state.cell = state.distributed || m.citus
+	if state.cell && !state.distributed {
+		var riverInCell bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass(format('%I.river_migration', $1::text)) IS NOT NULL`, m.schema).Scan(&riverInCell); err != nil {
+			return state, err
+		}
+		if riverInCell {
+			return state, fmt.Errorf("migrate: -citus: schema %s already holds River's tables (it was migrated without -citus); a Citus cell keeps them in %s (docs/deploy.md: moving a schema to Citus)",
+				m.schema, RiverSchema(m.schema))
+		}
+	}
+	return state, nil
+}
+
+// citusPrepare readies conn for migrating a cell: River's schema exists and the session allows
+// triggers on distributed tables (the migrations create some).
+func (m *Migrator) citusPrepare(ctx context.Context, conn *pgxpool.Conn) error {
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{RiverSchema(m.schema)}.Sanitize()); err != nil {
+		return fmt.Errorf("migrate: create schema %s: %w", RiverSchema(m.schema), err)
+	}
+	if _, err := conn.Exec(ctx, `SET citus.enable_unsafe_triggers = on`); err != nil {
+		return fmt.Errorf("migrate: allow triggers on Citus tables: %w", err)
+	}
+	return nil
+}
+
+// citusNotify replaces, for the cell's functions, Postgres's pg_notify by one that sends only
+// on the coordinator (see the package's Citus notes).
+const citusNotify = `
+CREATE OR REPLACE FUNCTION pg_notify(channel text, payload text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- A Citus cell's triggers run on the node that holds the cell: a notification there reaches
+    -- no listener (they are on the coordinator), and would forbid the two-phase commit.
+    IF citus_is_coordinator() THEN
+        PERFORM pg_catalog.pg_notify(channel, payload);
+    END IF;
+END
+$$`
+
+// citusFinish completes a migration of a cell: every function of the cell finds the cell's
+// tables, River's and the cell's pg_notify on whichever node runs it, and the schema is
+// distributed if it was not yet. Idempotent: Up runs it after every migration of a cell, which
+// pins the functions a new migration created.
+func (m *Migrator) citusFinish(ctx context.Context, conn *pgxpool.Conn, state citusState) error {
+	if !state.distributed {
+		if _, err := conn.Exec(ctx, `SELECT citus_schema_distribute($1)`, m.schema); err != nil {
+			return fmt.Errorf("migrate: citus_schema_distribute(%s): %w", m.schema, err)
+		}
+		m.logger.InfoContext(ctx, "distributed the schema: a Citus cell", "schema", m.schema)
+	}
+	if _, err := conn.Exec(ctx, citusNotify); err != nil {
+		return fmt.Errorf("migrate: the cell's pg_notify: %w", err)
+	}
+	// Distributing a schema copies to the workers the functions its tables depend on (their
+	// triggers'), not those the triggers call: every function of the cell goes to every node.
+	if _, err := conn.Exec(ctx, `
+		SELECT create_distributed_function(p.oid::regprocedure) FROM pg_proc p
+		WHERE p.pronamespace = to_regnamespace($1) AND p.prokind = 'f'
+		  AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)`, m.schema); err != nil {
+		return fmt.Errorf("migrate: copy the cell's functions to the workers: %w", err)
+	}
+	// pg_catalog last: the cell's pg_notify comes before Postgres's.
+	path := pgx.Identifier{m.schema}.Sanitize() + ", " + pgx.Identifier{RiverSchema(m.schema)}.Sanitize() + ", pg_catalog"
+	rows, err := conn.Query(ctx, `
+		SELECT p.oid::regprocedure::text FROM pg_proc p
+		WHERE p.pronamespace = to_regnamespace($1) AND p.prokind = 'f' AND p.proname <> 'pg_notify'
+		  AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search_path=%')`, m.schema)
+	if err != nil {
+		return fmt.Errorf("migrate: list the cell's functions: %w", err)
+	}
+	functions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("migrate: list the cell's functions: %w", err)
+	}
+	for _, function := range functions {
+		// regprocedure's text is qualified and quoted as SQL wants it.
+		if _, err := conn.Exec(ctx, "ALTER FUNCTION "+function+" SET search_path = "+path); err != nil {
+			return fmt.Errorf("migrate: pin the search path of %s: %w", function, err)
+		}
+	}
+	return nil
+}
