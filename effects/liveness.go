@@ -308,8 +308,13 @@ func (l *liveness) close() {
 // takeOverDead hands back the running jobs of every registered reactor whose lock has been free
 // for TakeoverGrace.
 func (l *liveness) takeOverDead(ctx context.Context) error {
+	// River's tables and Reckon's are read apart: a Citus cell keeps them on different nodes.
+	running, err := l.c.queries.RiverJobRunningOwners(ctx, l.c.config.Queue)
+	if err != nil {
+		return fmt.Errorf("list reactors running jobs: %w", err)
+	}
 	owners, err := l.c.queries.ReactorListRunningJobOwners(ctx, dbsqlc.ReactorListRunningJobOwnersParams{
-		Self: l.c.config.ID, Queue: l.c.config.Queue, SilentMs: int32(l.c.config.HeartbeatTimeout / time.Millisecond),
+		Self: l.c.config.ID, Owners: running, SilentMs: int32(l.c.config.HeartbeatTimeout / time.Millisecond),
 	})
 	if err != nil {
 		return fmt.Errorf("list reactors running jobs: %w", err)
@@ -452,11 +457,15 @@ func (c *Client) takeOverUnregistered(ctx context.Context) error {
 	var taken []dbsqlc.RiverJobTakeOverUnregisteredRow
 	err := c.withTx(ctx, func(tx pgx.Tx) error {
 		q := dbsqlc.New(tx)
-		var err error
+		registered, err := q.ReactorListIDs(ctx)
+		if err != nil {
+			return fmt.Errorf("list reactors: %w", err)
+		}
 		taken, err = q.RiverJobTakeOverUnregistered(ctx, dbsqlc.RiverJobTakeOverUnregisteredParams{
-			Queue:    c.config.Queue,
-			Kinds:    []string{dispatchArgs{}.Kind(), reconcileArgs{}.Kind(), deadlineArgs{}.Kind()},
-			MarginMs: c.config.InFlightMargin.Milliseconds(),
+			Registered: registered,
+			Queue:      c.config.Queue,
+			Kinds:      []string{dispatchArgs{}.Kind(), reconcileArgs{}.Kind(), deadlineArgs{}.Kind()},
+			MarginMs:   c.config.InFlightMargin.Milliseconds(),
 			Error: " is not a registered reactor (a version before reactor registration) and this run is past its " +
 				"timeout plus the in-flight margin; taken over by " + c.config.ID,
 		})

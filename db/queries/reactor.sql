@@ -18,21 +18,19 @@ UPDATE reckon_reactors SET heartbeat_at = now() WHERE id = @id RETURNING dead_at
 DELETE FROM reckon_reactors WHERE id = @id;
 
 -- name: ReactorListRunningJobOwners :many
--- The registered reactors, other than the caller, that River says are running jobs of the queue
--- (their job's last attempt is theirs) or that lead River's maintenance (its scheduler moves
--- scheduled jobs, such as async deadlines, to available): the reactors whose liveness the caller
--- checks.
+-- The registered reactors among owners (RiverJobRunningOwners), other than the caller: the
+-- reactors whose liveness the caller checks.
 -- silent: no heartbeat for silent_ms (its host may have vanished, leaving its connection, and so
 -- its lock, open until TCP keepalives notice).
 SELECT r.id, r.heartbeat_at,
        (r.heartbeat_at < now() - make_interval(0, 0, 0, 0, 0, 0, sqlc.arg(silent_ms)::integer::float8 / 1000))::boolean AS silent
 FROM reckon_reactors r
-WHERE r.id <> @self::text
-  AND (EXISTS (
-      SELECT 1 FROM river_job j
-      WHERE j.state = 'running' AND j.queue = @queue::text AND j.attempted_by[cardinality(j.attempted_by)] = r.id
-  ) OR EXISTS (SELECT 1 FROM river_leader l WHERE l.leader_id = r.id))
+WHERE r.id <> @self::text AND r.id = ANY (@owners::text[])
 ORDER BY r.id;
+
+-- name: ReactorListIDs :many
+-- The ids of the registered reactors.
+SELECT id FROM reckon_reactors;
 
 -- name: ReactorMarkDead :one
 -- Records that the caller found the reactor dead and took its jobs over. The first finder's time

@@ -34,7 +34,9 @@ RETURNING id, kind, state, attempted_at;
 -- args (timeout_ms) plus the in-flight margin — and the worker returns; a job still running past
 -- attempted_at + timeout_ms + margin_ms has no live run (the sweeper relies on the same bound to
 -- make an attempt's effect UNKNOWN). Only the kinds given, which carry timeout_ms; others (turn
--- jobs) are left to River's rescuer. The owner is named in the errors and metadata.
+-- jobs) are left to River's rescuer. The owner is named in the errors and metadata. registered:
+-- the registered reactors' ids (ReactorListIDs; River's tables and Reckon's are read apart, as a
+-- Citus cell keeps them on different nodes).
 UPDATE river_job
 SET state = CASE
         WHEN metadata ? 'cancel_attempted_at' THEN 'cancelled'::river_job_state
@@ -51,10 +53,20 @@ WHERE state = 'running' AND queue = @queue::text AND kind = ANY (@kinds::text[])
   AND args ? 'timeout_ms'
   AND now() - attempted_at > make_interval(0, 0, 0, 0, 0, 0,
       ((args->>'timeout_ms')::bigint + sqlc.arg(margin_ms)::bigint)::float8 / 1000)
-  AND NOT EXISTS (SELECT 1 FROM reckon_reactors r WHERE r.id = attempted_by[cardinality(attempted_by)])
+  AND NOT coalesce(attempted_by[cardinality(attempted_by)] = ANY (@registered::text[]), false)
 RETURNING id, kind, state, attempted_at, coalesce(attempted_by[cardinality(attempted_by)], '')::text AS owner;
 
 -- name: RiverNotifyInsert :exec
 -- Wakes the queue's River producers as River's own insert does, so that jobs made available
 -- outside River are fetched at once rather than at the next poll.
 SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', @queue::text)::text);
+
+-- name: RiverJobRunningOwners :many
+-- The River clients that run jobs of the queue (the last attempt of a running job is theirs) or
+-- lead River's maintenance (its scheduler moves scheduled jobs, such as async deadlines, to
+-- available): the owners ReactorListRunningJobOwners narrows to registered reactors.
+SELECT j.attempted_by[cardinality(j.attempted_by)]::text AS owner
+FROM river_job j
+WHERE j.state = 'running' AND j.queue = @queue::text AND cardinality(j.attempted_by) > 0
+UNION
+SELECT l.leader_id::text FROM river_leader l;

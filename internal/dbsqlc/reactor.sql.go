@@ -110,22 +110,43 @@ func (q *Queries) ReactorListForgotten(ctx context.Context) ([]string, error) {
 	return items, nil
 }
 
+const reactorListIDs = `-- name: ReactorListIDs :many
+SELECT id FROM reckon_reactors
+`
+
+// The ids of the registered reactors.
+func (q *Queries) ReactorListIDs(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, reactorListIDs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reactorListRunningJobOwners = `-- name: ReactorListRunningJobOwners :many
 SELECT r.id, r.heartbeat_at,
        (r.heartbeat_at < now() - make_interval(0, 0, 0, 0, 0, 0, $1::integer::float8 / 1000))::boolean AS silent
 FROM reckon_reactors r
-WHERE r.id <> $2::text
-  AND (EXISTS (
-      SELECT 1 FROM river_job j
-      WHERE j.state = 'running' AND j.queue = $3::text AND j.attempted_by[cardinality(j.attempted_by)] = r.id
-  ) OR EXISTS (SELECT 1 FROM river_leader l WHERE l.leader_id = r.id))
+WHERE r.id <> $2::text AND r.id = ANY ($3::text[])
 ORDER BY r.id
 `
 
 type ReactorListRunningJobOwnersParams struct {
 	SilentMs int32
 	Self     string
-	Queue    string
+	Owners   []string
 }
 
 type ReactorListRunningJobOwnersRow struct {
@@ -134,14 +155,12 @@ type ReactorListRunningJobOwnersRow struct {
 	Silent      bool
 }
 
-// The registered reactors, other than the caller, that River says are running jobs of the queue
-// (their job's last attempt is theirs) or that lead River's maintenance (its scheduler moves
-// scheduled jobs, such as async deadlines, to available): the reactors whose liveness the caller
-// checks.
+// The registered reactors among owners (RiverJobRunningOwners), other than the caller: the
+// reactors whose liveness the caller checks.
 // silent: no heartbeat for silent_ms (its host may have vanished, leaving its connection, and so
 // its lock, open until TCP keepalives notice).
 func (q *Queries) ReactorListRunningJobOwners(ctx context.Context, arg ReactorListRunningJobOwnersParams) ([]ReactorListRunningJobOwnersRow, error) {
-	rows, err := q.db.Query(ctx, reactorListRunningJobOwners, arg.SilentMs, arg.Self, arg.Queue)
+	rows, err := q.db.Query(ctx, reactorListRunningJobOwners, arg.SilentMs, arg.Self, arg.Owners)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,37 @@ func (q *Queries) RiverJobGetForUpdate(ctx context.Context, id int64) (RiverJobG
 	return i, err
 }
 
+const riverJobRunningOwners = `-- name: RiverJobRunningOwners :many
+SELECT j.attempted_by[cardinality(j.attempted_by)]::text AS owner
+FROM river_job j
+WHERE j.state = 'running' AND j.queue = $1::text AND cardinality(j.attempted_by) > 0
+UNION
+SELECT l.leader_id::text FROM river_leader l
+`
+
+// The River clients that run jobs of the queue (the last attempt of a running job is theirs) or
+// lead River's maintenance (its scheduler moves scheduled jobs, such as async deadlines, to
+// available): the owners ReactorListRunningJobOwners narrows to registered reactors.
+func (q *Queries) RiverJobRunningOwners(ctx context.Context, queue string) ([]string, error) {
+	rows, err := q.db.Query(ctx, riverJobRunningOwners, queue)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var owner string
+		if err := rows.Scan(&owner); err != nil {
+			return nil, err
+		}
+		items = append(items, owner)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const riverJobTakeOver = `-- name: RiverJobTakeOver :many
 UPDATE river_job
 SET state = CASE
@@ -114,15 +145,16 @@ WHERE state = 'running' AND queue = $2::text AND kind = ANY ($3::text[])
   AND args ? 'timeout_ms'
   AND now() - attempted_at > make_interval(0, 0, 0, 0, 0, 0,
       ((args->>'timeout_ms')::bigint + $4::bigint)::float8 / 1000)
-  AND NOT EXISTS (SELECT 1 FROM reckon_reactors r WHERE r.id = attempted_by[cardinality(attempted_by)])
+  AND NOT coalesce(attempted_by[cardinality(attempted_by)] = ANY ($5::text[]), false)
 RETURNING id, kind, state, attempted_at, coalesce(attempted_by[cardinality(attempted_by)], '')::text AS owner
 `
 
 type RiverJobTakeOverUnregisteredParams struct {
-	Error    string
-	Queue    string
-	Kinds    []string
-	MarginMs int64
+	Error      string
+	Queue      string
+	Kinds      []string
+	MarginMs   int64
+	Registered []string
 }
 
 type RiverJobTakeOverUnregisteredRow struct {
@@ -141,13 +173,16 @@ type RiverJobTakeOverUnregisteredRow struct {
 // args (timeout_ms) plus the in-flight margin — and the worker returns; a job still running past
 // attempted_at + timeout_ms + margin_ms has no live run (the sweeper relies on the same bound to
 // make an attempt's effect UNKNOWN). Only the kinds given, which carry timeout_ms; others (turn
-// jobs) are left to River's rescuer. The owner is named in the errors and metadata.
+// jobs) are left to River's rescuer. The owner is named in the errors and metadata. registered:
+// the registered reactors' ids (ReactorListIDs; River's tables and Reckon's are read apart, as a
+// Citus cell keeps them on different nodes).
 func (q *Queries) RiverJobTakeOverUnregistered(ctx context.Context, arg RiverJobTakeOverUnregisteredParams) ([]RiverJobTakeOverUnregisteredRow, error) {
 	rows, err := q.db.Query(ctx, riverJobTakeOverUnregistered,
 		arg.Error,
 		arg.Queue,
 		arg.Kinds,
 		arg.MarginMs,
+		arg.Registered,
 	)
 	if err != nil {
 		return nil, err
