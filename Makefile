@@ -3,7 +3,7 @@
 TOOL := go tool -modfile=tools/go.mod
 SQLC := $(TOOL) sqlc
 
-.PHONY: run test test-clients test-upgrade generate lint check-rules build bench bench-ci fuzz
+.PHONY: run test test-clients test-upgrade test-citus generate lint check-rules build bench bench-ci fuzz
 
 ## run: migrate the database of DATABASE_URL (default: local Postgres, database "reckon", created
 ## if missing) and run server and reactor until Ctrl-C.
@@ -27,6 +27,12 @@ test-clients:
 ## databases on the local Postgres (scripts/test-upgrade).
 test-upgrade:
 	scripts/test-upgrade
+
+## test-citus: Reckon on a Citus cluster (docs/deploy.md): the planning check, reactors SIGKILLed and
+## a worker restarted on a Citus cell, the Python client's suite on a cell. Needs RECKON_CITUS_URL
+## and RECKON_CITUS_WORKERS: eval "$$(../shared/ci/citus-env)" (scripts/test-citus).
+test-citus:
+	scripts/test-citus
 
 ## fuzz: every fuzz target (the input decoders and validators) for FUZZTIME each (default 15s).
 fuzz:

@@ -99,17 +99,25 @@ def wait_ready(url: str, proc: Proc, timeout: float = 30.0, path: str = "/readyz
     raise RuntimeError(f"{proc.name} not ready at {url} within {timeout}s:\n{proc.tail()}")
 
 
+# RECKON_TEST_CITUS=1: RECKON_TEST_PG_URL is a Citus coordinator, and the stack is a Citus cell in
+# its database (`server migrate up -schema NAME -citus`) instead of a database of its own.
+CITUS = os.environ.get("RECKON_TEST_CITUS") == "1"
+
+
 class Stack:
-    """A database, its migrations, a server and a reactor; tenants and tokens made with the CLI."""
+    """A database (or a Citus cell), its migrations, a server and a reactor; tenants and tokens made
+    with the CLI."""
 
     def __init__(self, bindir: Path, pg_base: str, workdir: Path) -> None:
         self.bindir = bindir
         self.pg_base = pg_base
         self.dbname = "reckon_pytest_" + secrets.token_hex(4)
-        self.db = database_url(pg_base, self.dbname)
+        self.db = pg_base if CITUS else database_url(pg_base, self.dbname)
         self.workdir = workdir
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RECKON_")}
         self.env["DATABASE_URL"] = self.db
+        if CITUS:
+            self.env["RECKON_SCHEMA"] = self.dbname
         self.procs: list[Proc] = []
         self.url = ""
         self.token = self.token_b = self.admin_token = self.system_token = self.other_token = ""
@@ -122,7 +130,7 @@ class Stack:
         return r.stdout.strip()
 
     def migrate(self) -> None:
-        self.cli("migrate", "up", "-create-db")
+        self.cli("migrate", "up", "-citus" if CITUS else "-create-db")
 
     def server(self, name: str = "server", port: Optional[int] = None, *extra: str, ready: bool = True,
                env: Optional[dict[str, str]] = None) -> tuple[Proc, str]:
@@ -150,8 +158,9 @@ class Stack:
             p.stop()
 
     def drop_database(self) -> None:
-        subprocess.run(["psql", self.pg_base, "-q", "-c", f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)'],
-                       capture_output=True, timeout=60)
+        drop = (f'DROP SCHEMA IF EXISTS "{self.dbname}", "{self.dbname}_river" CASCADE' if CITUS
+                else f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+        subprocess.run(["psql", self.pg_base, "-q", "-c", drop], capture_output=True, timeout=60)
 
 
 # -- fake upstreams -----------------------------------------------------------------------
