@@ -60,6 +60,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -121,6 +122,7 @@ type options struct {
 	events           string
 	statements       int
 	setupSQL         string
+	citus            bool
 }
 
 func main() {
@@ -157,6 +159,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.events, "events", eventsOn, "the event stream: on (as shipped), off (no events written: its triggers disabled) or both (each scenario off, then on, and their ratio)")
 	fs.StringVar(&o.tracing, "tracing", tracingOff, "OpenTelemetry tracing of the Reckon clients: off, memory (on, against an in-memory exporter) or both (each scenario off, then on, and their ratio)")
 	fs.IntVar(&o.statements, "statements", 0, "print each scenario's this many most expensive statements from pg_stat_statements (0: none; the server must preload it)")
+	fs.BoolVar(&o.citus, "citus", false, "run in a Citus cell (docs/deploy.md) made in the database of -database-url, a Citus coordinator, instead of in a database of its own")
 	fs.StringVar(&o.setupSQL, "setup-sql", "", "SQL run on the bench database after its migrations, for experiments (drop an index, disable a trigger); its results are not Reckon's as shipped")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile of the run (allocations since the start: go tool pprof -sample_index=alloc_space) to this file")
@@ -175,6 +178,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if !slices.Contains([]string{eventsOn, eventsOff, eventsBoth}, o.events) {
 		return fmt.Errorf("-events %q: want on, off or both", o.events)
+	}
+	if o.citus && o.events != "on" {
+		return fmt.Errorf("-citus runs with -events on: Citus refuses to disable triggers of distributed tables")
 	}
 	if !slices.Contains([]string{tracingOff, tracingMemory, tracingBoth}, o.tracing) {
 		return fmt.Errorf("-tracing %q: want off, memory or both", o.tracing)
@@ -255,10 +261,23 @@ type bench struct {
 func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	b := &bench{o: o, out: out, admin: o.databaseURL, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	b.name = fmt.Sprintf("reckon_bench_%d", time.Now().Unix())
-	b.url = postgres.WithDatabase(o.databaseURL, b.name)
-	b.progress("creating database %s", b.name)
-	if _, err := db.EnsureDatabase(ctx, b.url); err != nil {
-		return nil, err
+	if o.citus {
+		// The cell's search path in the URL: the reactor processes open their pools from it too.
+		u, err := url.Parse(o.databaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("-citus: -database-url must be a URL: %w", err)
+		}
+		q := u.Query()
+		q.Set("search_path", b.name+","+db.RiverSchema(b.name))
+		u.RawQuery = q.Encode()
+		b.url = u.String()
+		b.progress("making the Citus cell %s", b.name)
+	} else {
+		b.url = postgres.WithDatabase(o.databaseURL, b.name)
+		b.progress("creating database %s", b.name)
+		if _, err := db.EnsureDatabase(ctx, b.url); err != nil {
+			return nil, err
+		}
 	}
 	config, err := pgxpool.ParseConfig(b.url)
 	if err != nil {
@@ -269,7 +288,15 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	if b.pool, err = pgxpool.NewWithConfig(ctx, config); err != nil {
 		return nil, err
 	}
-	if err := db.Migrate(ctx, b.pool, b.logger); err != nil {
+	if o.citus {
+		migrator, err := db.NewMigrator(b.pool, &db.MigratorConfig{Logger: b.logger, Schema: b.name, Citus: true})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := migrator.Up(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := db.Migrate(ctx, b.pool, b.logger); err != nil {
 		return nil, err
 	}
 	if o.setupSQL != "" {
@@ -281,7 +308,7 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	var version string
 	_ = b.pool.QueryRow(ctx, `SHOW server_version`).Scan(&version)
 	b.results.Setup = map[string]any{"n": o.n, "workers": o.workers, "concurrency": o.concurrency, "batch": o.batch,
-		"duration_seconds": o.duration.Seconds(), "tracing": o.tracing, "events": o.events, "storage_n": o.storageN, "retention_backlog": o.retentionBacklog, "setup_sql": o.setupSQL, "postgres": version, "started_at": time.Now().UTC()}
+		"duration_seconds": o.duration.Seconds(), "tracing": o.tracing, "events": o.events, "storage_n": o.storageN, "retention_backlog": o.retentionBacklog, "setup_sql": o.setupSQL, "citus": o.citus, "postgres": version, "started_at": time.Now().UTC()}
 	return b, nil
 }
 
@@ -313,6 +340,10 @@ func (b *bench) close() {
 		return
 	}
 	defer conn.Close(ctx)
+	if b.o.citus {
+		_, _ = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{b.name}.Sanitize()+", "+pgx.Identifier{db.RiverSchema(b.name)}.Sanitize()+" CASCADE")
+		return
+	}
 	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{b.name}.Sanitize()+" WITH (FORCE)")
 }
 
