@@ -864,28 +864,36 @@ func (c *Client) SetLimit(ctx context.Context, connector string, limit Limit, ac
 // ClearLimit deletes the operator's limit of connector: the connector's own applies again. It
 // reports whether there was one.
 func (c *Client) ClearLimit(ctx context.Context, connector string) (bool, error) {
-	return c.writeLimit(ctx, connector, "clear the limit of", c.queries.LimitClear)
+	return c.writeLimit(ctx, connector, "clear the limit of", (*dbsqlc.Queries).LimitClear)
 }
 
 // ResetLimit closes connector's circuits and ends its pauses (for every tenant): an operator's
 // word that the upstream is back. It reports whether anything was paused, open or counting
 // failures. An operator's pause (PauseConnector) is not ended by it: ResumeConnector ends that.
 func (c *Client) ResetLimit(ctx context.Context, connector string) (bool, error) {
-	return c.writeLimit(ctx, connector, "reset the limit state of", c.queries.LimitReset)
+	return c.writeLimit(ctx, connector, "reset the limit state of", (*dbsqlc.Queries).LimitReset)
 }
 
 // writeLimit runs write, a statement on connector's limits (what it does, for its error), and
-// drops the cached limits. It reports whether write changed a row.
-func (c *Client) writeLimit(ctx context.Context, connector, what string, write func(context.Context, string) (int64, error)) (bool, error) {
+// when it changed a row tells the reactors in the same transaction; then it drops the cached
+// limits. It reports whether write changed a row.
+func (c *Client) writeLimit(ctx context.Context, connector, what string, write func(*dbsqlc.Queries, context.Context, string) (int64, error)) (bool, error) {
 	if err := checkLimitSetting(connector, "", ""); err != nil {
 		return false, err
 	}
-	n, err := write(ctx, connector)
+	changed, err := inTx(ctx, c, func(tx pgx.Tx) (bool, error) {
+		q := dbsqlc.New(tx)
+		n, err := write(q, ctx, connector)
+		if err != nil || n == 0 {
+			return false, err
+		}
+		return true, q.LimitNotify(ctx)
+	})
 	if err != nil {
 		return false, fmt.Errorf("effects: %s %q: %w", what, connector, err)
 	}
 	c.limits.invalidate()
-	return n > 0, nil
+	return changed, nil
 }
 
 // LimitSettings returns every operator's limit, by connector.

@@ -723,3 +723,45 @@ func TestGrantGivenBack(t *testing.T) {
 	require.NotNil(t, opened, "the circuit not closed by a call never made")
 	require.Nil(t, probe, "the probe's turn is free again")
 }
+
+// TestLimitWritesNotifyTheReactors: ClearLimit and ResetLimit tell the reactors (reckon_limits)
+// when they change a row, and say nothing when they change none.
+func TestLimitWritesNotifyTheReactors(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := context.Background()
+	conn, err := h.pool.Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Hijack().Close(context.Background()) }) //nolint:errcheck // the test's own connection, LISTENing
+	_, err = conn.Exec(ctx, `LISTEN reckon_limits`)
+	require.NoError(t, err)
+	notified := func(wait time.Duration) bool {
+		waitCtx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		_, err := conn.Conn().WaitForNotification(waitCtx)
+		return err == nil
+	}
+
+	cleared, err := h.client.ClearLimit(ctx, "limited.call")
+	require.NoError(t, err)
+	require.False(t, cleared)
+	require.False(t, notified(300*time.Millisecond), "nothing cleared, nothing said")
+	_, err = h.client.SetLimit(ctx, "limited.call", effects.Limit{Rate: 1, Per: time.Second}, "ops", "test")
+	require.NoError(t, err)
+	require.True(t, notified(5*time.Second), "SetLimit tells the reactors")
+	cleared, err = h.client.ClearLimit(ctx, "limited.call")
+	require.NoError(t, err)
+	require.True(t, cleared)
+	require.True(t, notified(5*time.Second), "ClearLimit tells the reactors")
+
+	reset, err := h.client.ResetLimit(ctx, "limited.call")
+	require.NoError(t, err)
+	require.False(t, reset)
+	require.False(t, notified(300*time.Millisecond), "nothing reset, nothing said")
+	_, err = h.pool.Exec(ctx, `INSERT INTO reckon_limit_state (connector, tenant_id, next_at, failures) VALUES ('limited.call', 'acme', now(), 2)`)
+	require.NoError(t, err)
+	reset, err = h.client.ResetLimit(ctx, "limited.call")
+	require.NoError(t, err)
+	require.True(t, reset)
+	require.True(t, notified(5*time.Second), "ResetLimit tells the reactors")
+}

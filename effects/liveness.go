@@ -395,6 +395,11 @@ func (l *liveness) takeOverIfDead(ctx context.Context, owner string) error {
 		if resigned, err = q.ReactorResignLeadership(ctx, owner); err != nil {
 			return fmt.Errorf("end its River leadership: %w", err)
 		}
+		if resigned > 0 {
+			if err := q.ReactorNotifyResigned(ctx, owner); err != nil {
+				return fmt.Errorf("announce the end of its River leadership: %w", err)
+			}
+		}
 		mark, err := q.ReactorMarkDead(ctx, dbsqlc.ReactorMarkDeadParams{ID: owner, TakenOverBy: c.config.ID, Jobs: int32(len(taken))})
 		if err != nil {
 			return fmt.Errorf("mark dead: %w", err)

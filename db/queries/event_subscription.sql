@@ -3,14 +3,15 @@
 
 -- name: EventSubscriptionInsert :one
 -- A new subscription, positioned at the log's head: the last event below the horizon (0, 0 when
--- there is none), so that it delivers the events written from now on.
+-- there is none), so that it delivers the events written from now on. The head is read in a CTE,
+-- not in a subquery within the VALUES, which Citus refuses.
+WITH head AS MATERIALIZED (
+    SELECT xid, seq FROM reckon_event_log WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY xid DESC, seq DESC LIMIT 1
+)
 INSERT INTO reckon_event_subscriptions (id, tenant_id, url, patterns, secret, position_xid, position_seq, created_by)
-VALUES (@id, sqlc.narg(tenant_id)::text, @url, @patterns::text[], @secret,
-        coalesce((SELECT xid FROM reckon_event_log WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-                  ORDER BY xid DESC, seq DESC LIMIT 1), '0'::xid8),
-        coalesce((SELECT seq FROM reckon_event_log WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-                  ORDER BY xid DESC, seq DESC LIMIT 1), 0),
-        @created_by)
+SELECT @id, sqlc.narg(tenant_id)::text, @url, @patterns::text[], @secret,
+       coalesce((SELECT xid FROM head), '0'::xid8), coalesce((SELECT seq FROM head), 0), @created_by
 RETURNING id, tenant_id, url, patterns, position_xid::text::bigint AS position_xid, position_seq,
           delivery_effect_id, state, paused_reason, created_by, created_at, updated_at;
 

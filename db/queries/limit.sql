@@ -66,21 +66,22 @@ WITH set AS (
 SELECT set.* FROM set, notified;
 
 -- name: LimitClear :execrows
--- Deletes an operator's limits for a connector (its own apply again) and tells the reactors.
-WITH cleared AS (
-    DELETE FROM reckon_connector_limits WHERE connector = @connector RETURNING connector
-)
-SELECT pg_notify('reckon_limits', 'limits') FROM cleared;
+-- Deletes an operator's limits for a connector (its own apply again). The caller tells the
+-- reactors (LimitNotify) in the same transaction when a row was deleted.
+DELETE FROM reckon_connector_limits WHERE connector = @connector;
 
 -- name: LimitReset :execrows
--- Closes a connector's circuits and ends its pauses (every tenant's), and tells the reactors: an
--- operator's word that the upstream is back.
-WITH reset AS (
-    UPDATE reckon_limit_state SET paused_until = NULL, failures = 0, opened_until = NULL, probe_effect = NULL, probe_until = NULL
-    WHERE connector = @connector AND (paused_until IS NOT NULL OR failures > 0 OR opened_until IS NOT NULL)
-    RETURNING connector
-)
-SELECT pg_notify('reckon_limits', 'limits') FROM reset;
+-- Closes a connector's circuits and ends its pauses (every tenant's): an operator's word that the
+-- upstream is back. The caller tells the reactors (LimitNotify) in the same transaction when a row
+-- changed.
+UPDATE reckon_limit_state SET paused_until = NULL, failures = 0, opened_until = NULL, probe_effect = NULL, probe_until = NULL
+WHERE connector = @connector AND (paused_until IS NOT NULL OR failures > 0 OR opened_until IS NOT NULL);
+
+-- name: LimitNotify :exec
+-- Tells the reactors that the operators' limits or the limit state changed (at commit). A
+-- statement of its own, not a SELECT over a data-modifying CTE: Citus sends such a statement,
+-- notification included, to the worker holding the table, where no reactor listens.
+SELECT pg_notify('reckon_limits', 'limits');
 
 -- name: LimitStatus :many
 -- The state of every limit key: the rate's schedule, pause, circuit, calls in flight and effects

@@ -66,15 +66,16 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
   AND l.pid <> pg_backend_pid();
 
 -- name: ReactorResignLeadership :execrows
--- Ends the River leadership of a reactor found dead, as River's own resignation does (and with
--- its notification), so that a live reactor is elected at once instead of when the dead one's
--- lease expires.
-WITH resigned AS (
-    DELETE FROM river_leader WHERE leader_id = @leader_id::text RETURNING leader_id
-)
+-- Ends the River leadership of a reactor found dead, as River's own resignation does, so that a
+-- live reactor is elected at once instead of when the dead one's lease expires. The caller sends
+-- River's notification (ReactorNotifyResigned) in the same transaction when a row was deleted.
+DELETE FROM river_leader WHERE leader_id = @leader_id::text;
+
+-- name: ReactorNotifyResigned :exec
+-- River's resignation notification for a leader (at commit). A statement of its own, as
+-- LimitNotify is.
 SELECT pg_notify(current_schema() || '.river_leadership',
-                 json_build_object('leader_id', leader_id, 'action', 'resigned')::text)
-FROM resigned;
+                 json_build_object('leader_id', @leader_id::text, 'action', 'resigned')::text);
 
 -- name: ReactorCountLive :one
 -- The reactors of the queue that live: registered, not found dead by another, and with a heartbeat

@@ -1,13 +1,18 @@
 -- name: TurnInsert :one
--- Opens a turn of the session with the next sequence number.
+-- Opens a turn of the session with the next sequence number. The number is read in a CTE, not in
+-- a subquery within the VALUES, which Citus refuses (and a plain INSERT … SELECT from the same
+-- single-shard table it sends to the worker as invalid SQL).
+WITH next AS MATERIALIZED (
+    SELECT coalesce(max(t.seq), 0) + 1 AS seq FROM reckon_turns t WHERE t.session_key = @session_key
+)
 INSERT INTO reckon_turns (
     id, session_key, seq, turn_group, status, channel, message_ids, first_at, last_at, window_ms, attempt, aggregation_reason
-) VALUES (
-    @id, @session_key,
-    (SELECT coalesce(max(t.seq), 0) + 1 FROM reckon_turns t WHERE t.session_key = @session_key),
+)
+SELECT
+    @id, @session_key, next.seq,
     @turn_group, 'ACCUMULATING', @channel, sqlc.arg(message_ids)::uuid[], @first_at, @last_at, @window_ms, @attempt,
     sqlc.narg('aggregation_reason')
-)
+FROM next
 RETURNING *;
 
 -- name: TurnGet :one
@@ -45,8 +50,12 @@ SELECT (last_at + make_interval(secs => window_ms::float8 / 1000))::timestamptz 
 FROM reckon_turns WHERE id = @id;
 
 -- name: TurnStart :one
+-- The turn's stamps are clock_timestamp() as a subquery, computed once for the statement (on one
+-- row, as the function was): Citus computes it on the coordinator, where it refuses a VOLATILE
+-- function in an UPDATE. pg_backend_pid(), STABLE, it computes on the coordinator too: the
+-- connection that holds the session mutex.
 UPDATE reckon_turns SET
-    status = 'PROCESSING', started_at = clock_timestamp(), holder = @holder, holder_pid = pg_backend_pid(),
+    status = 'PROCESSING', started_at = (SELECT clock_timestamp()), holder = @holder, holder_pid = pg_backend_pid(),
     beat_key = @beat_key, aggregation_reason = coalesce(aggregation_reason, @aggregation_reason)
 WHERE id = @id AND status = 'ACCUMULATING'
 RETURNING *;
@@ -56,15 +65,16 @@ RETURNING *;
 UPDATE reckon_turns SET status = @status WHERE id = @id AND status = @from_status RETURNING *;
 
 -- name: TurnComplete :one
-UPDATE reckon_turns SET status = 'COMPLETE', completed_at = clock_timestamp(), commit_point_reached = true
+-- completed_at: as TurnStart's started_at.
+UPDATE reckon_turns SET status = 'COMPLETE', completed_at = (SELECT clock_timestamp()), commit_point_reached = true
 WHERE id = @id AND status = 'COMMITTING'
 RETURNING *;
 
 -- name: TurnEnd :exec
 -- Ends an in-flight turn without committing it: SUPERSEDED (a later turn takes its messages) or
--- FAILED.
+-- FAILED. completed_at: as TurnStart's started_at.
 UPDATE reckon_turns SET status = @status, status_reason = @status_reason, superseded_by = sqlc.narg('superseded_by'),
-    completed_at = clock_timestamp()
+    completed_at = (SELECT clock_timestamp())
 WHERE id = @id AND status IN ('PROCESSING', 'COMMITTING');
 
 -- name: TurnDelete :exec

@@ -174,13 +174,13 @@ func (q *Queries) EventSubscriptionGet(ctx context.Context, arg EventSubscriptio
 
 const eventSubscriptionInsert = `-- name: EventSubscriptionInsert :one
 
+WITH head AS MATERIALIZED (
+    SELECT xid, seq FROM reckon_event_log WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
+    ORDER BY xid DESC, seq DESC LIMIT 1
+)
 INSERT INTO reckon_event_subscriptions (id, tenant_id, url, patterns, secret, position_xid, position_seq, created_by)
-VALUES ($1, $2::text, $3, $4::text[], $5,
-        coalesce((SELECT xid FROM reckon_event_log WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-                  ORDER BY xid DESC, seq DESC LIMIT 1), '0'::xid8),
-        coalesce((SELECT seq FROM reckon_event_log WHERE xid < pg_snapshot_xmin(pg_current_snapshot())
-                  ORDER BY xid DESC, seq DESC LIMIT 1), 0),
-        $6)
+SELECT $1, $2::text, $3, $4::text[], $5,
+       coalesce((SELECT xid FROM head), '0'::xid8), coalesce((SELECT seq FROM head), 0), $6
 RETURNING id, tenant_id, url, patterns, position_xid::text::bigint AS position_xid, position_seq,
           delivery_effect_id, state, paused_reason, created_by, created_at, updated_at
 `
@@ -212,7 +212,8 @@ type EventSubscriptionInsertRow struct {
 // Webhook subscriptions (migration 0028). Positions go in and out as bigints (xid8 through text),
 // like the events' (events.sql). A NULL tenant scope is the system's: every subscription.
 // A new subscription, positioned at the log's head: the last event below the horizon (0, 0 when
-// there is none), so that it delivers the events written from now on.
+// there is none), so that it delivers the events written from now on. The head is read in a CTE,
+// not in a subquery within the VALUES, which Citus refuses.
 func (q *Queries) EventSubscriptionInsert(ctx context.Context, arg EventSubscriptionInsertParams) (EventSubscriptionInsertRow, error) {
 	row := q.db.QueryRow(ctx, eventSubscriptionInsert,
 		arg.ID,

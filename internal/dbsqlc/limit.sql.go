@@ -85,13 +85,11 @@ func (q *Queries) LimitClaim(ctx context.Context, arg LimitClaimParams) (bool, e
 }
 
 const limitClear = `-- name: LimitClear :execrows
-WITH cleared AS (
-    DELETE FROM reckon_connector_limits WHERE connector = $1 RETURNING connector
-)
-SELECT pg_notify('reckon_limits', 'limits') FROM cleared
+DELETE FROM reckon_connector_limits WHERE connector = $1
 `
 
-// Deletes an operator's limits for a connector (its own apply again) and tells the reactors.
+// Deletes an operator's limits for a connector (its own apply again). The caller tells the
+// reactors (LimitNotify) in the same transaction when a row was deleted.
 func (q *Queries) LimitClear(ctx context.Context, connector string) (int64, error) {
 	result, err := q.db.Exec(ctx, limitClear, connector)
 	if err != nil {
@@ -119,6 +117,18 @@ DELETE FROM reckon_limit_waiters WHERE effect_id = $1
 // under another id.
 func (q *Queries) LimitForget(ctx context.Context, effectID uuid.UUID) error {
 	_, err := q.db.Exec(ctx, limitForget, effectID)
+	return err
+}
+
+const limitNotify = `-- name: LimitNotify :exec
+SELECT pg_notify('reckon_limits', 'limits')
+`
+
+// Tells the reactors that the operators' limits or the limit state changed (at commit). A
+// statement of its own, not a SELECT over a data-modifying CTE: Citus sends such a statement,
+// notification included, to the worker holding the table, where no reactor listens.
+func (q *Queries) LimitNotify(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, limitNotify)
 	return err
 }
 
@@ -223,16 +233,13 @@ func (q *Queries) LimitRelease(ctx context.Context, arg LimitReleaseParams) erro
 }
 
 const limitReset = `-- name: LimitReset :execrows
-WITH reset AS (
-    UPDATE reckon_limit_state SET paused_until = NULL, failures = 0, opened_until = NULL, probe_effect = NULL, probe_until = NULL
-    WHERE connector = $1 AND (paused_until IS NOT NULL OR failures > 0 OR opened_until IS NOT NULL)
-    RETURNING connector
-)
-SELECT pg_notify('reckon_limits', 'limits') FROM reset
+UPDATE reckon_limit_state SET paused_until = NULL, failures = 0, opened_until = NULL, probe_effect = NULL, probe_until = NULL
+WHERE connector = $1 AND (paused_until IS NOT NULL OR failures > 0 OR opened_until IS NOT NULL)
 `
 
-// Closes a connector's circuits and ends its pauses (every tenant's), and tells the reactors: an
-// operator's word that the upstream is back.
+// Closes a connector's circuits and ends its pauses (every tenant's): an operator's word that the
+// upstream is back. The caller tells the reactors (LimitNotify) in the same transaction when a row
+// changed.
 func (q *Queries) LimitReset(ctx context.Context, connector string) (int64, error) {
 	result, err := q.db.Exec(ctx, limitReset, connector)
 	if err != nil {

@@ -208,6 +208,18 @@ func (q *Queries) ReactorMarkDead(ctx context.Context, arg ReactorMarkDeadParams
 	return i, err
 }
 
+const reactorNotifyResigned = `-- name: ReactorNotifyResigned :exec
+SELECT pg_notify(current_schema() || '.river_leadership',
+                 json_build_object('leader_id', $1::text, 'action', 'resigned')::text)
+`
+
+// River's resignation notification for a leader (at commit). A statement of its own, as
+// LimitNotify is.
+func (q *Queries) ReactorNotifyResigned(ctx context.Context, leaderID string) error {
+	_, err := q.db.Exec(ctx, reactorNotifyResigned, leaderID)
+	return err
+}
+
 const reactorRegister = `-- name: ReactorRegister :one
 INSERT INTO reckon_reactors (id, queue, started_at, heartbeat_at) VALUES ($1, $2, now(), now())
 ON CONFLICT (id) DO UPDATE
@@ -240,17 +252,12 @@ func (q *Queries) ReactorRegister(ctx context.Context, arg ReactorRegisterParams
 }
 
 const reactorResignLeadership = `-- name: ReactorResignLeadership :execrows
-WITH resigned AS (
-    DELETE FROM river_leader WHERE leader_id = $1::text RETURNING leader_id
-)
-SELECT pg_notify(current_schema() || '.river_leadership',
-                 json_build_object('leader_id', leader_id, 'action', 'resigned')::text)
-FROM resigned
+DELETE FROM river_leader WHERE leader_id = $1::text
 `
 
-// Ends the River leadership of a reactor found dead, as River's own resignation does (and with
-// its notification), so that a live reactor is elected at once instead of when the dead one's
-// lease expires.
+// Ends the River leadership of a reactor found dead, as River's own resignation does, so that a
+// live reactor is elected at once instead of when the dead one's lease expires. The caller sends
+// River's notification (ReactorNotifyResigned) in the same transaction when a row was deleted.
 func (q *Queries) ReactorResignLeadership(ctx context.Context, leaderID string) (int64, error) {
 	result, err := q.db.Exec(ctx, reactorResignLeadership, leaderID)
 	if err != nil {

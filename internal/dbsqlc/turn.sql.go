@@ -68,11 +68,12 @@ func (q *Queries) TurnAddMessages(ctx context.Context, arg TurnAddMessagesParams
 }
 
 const turnComplete = `-- name: TurnComplete :one
-UPDATE reckon_turns SET status = 'COMPLETE', completed_at = clock_timestamp(), commit_point_reached = true
+UPDATE reckon_turns SET status = 'COMPLETE', completed_at = (SELECT clock_timestamp()), commit_point_reached = true
 WHERE id = $1 AND status = 'COMMITTING'
 RETURNING id, session_key, seq, turn_group, status, channel, message_ids, beat_key, first_at, last_at, window_ms, aggregation_reason, attempt, commit_point_reached, side_effects_executed, holder, holder_pid, superseded_by, status_reason, created_at, started_at, completed_at
 `
 
+// completed_at: as TurnStart's started_at.
 func (q *Queries) TurnComplete(ctx context.Context, id uuid.UUID) (ReckonTurn, error) {
 	row := q.db.QueryRow(ctx, turnComplete, id)
 	var i ReckonTurn
@@ -205,7 +206,7 @@ func (q *Queries) TurnDueAt(ctx context.Context, id uuid.UUID) (TurnDueAtRow, er
 
 const turnEnd = `-- name: TurnEnd :exec
 UPDATE reckon_turns SET status = $1, status_reason = $2, superseded_by = $3,
-    completed_at = clock_timestamp()
+    completed_at = (SELECT clock_timestamp())
 WHERE id = $4 AND status IN ('PROCESSING', 'COMMITTING')
 `
 
@@ -217,7 +218,7 @@ type TurnEndParams struct {
 }
 
 // Ends an in-flight turn without committing it: SUPERSEDED (a later turn takes its messages) or
-// FAILED.
+// FAILED. completed_at: as TurnStart's started_at.
 func (q *Queries) TurnEnd(ctx context.Context, arg TurnEndParams) error {
 	_, err := q.db.Exec(ctx, turnEnd,
 		arg.Status,
@@ -367,14 +368,17 @@ func (q *Queries) TurnInherit(ctx context.Context, arg TurnInheritParams) error 
 }
 
 const turnInsert = `-- name: TurnInsert :one
+WITH next AS MATERIALIZED (
+    SELECT coalesce(max(t.seq), 0) + 1 AS seq FROM reckon_turns t WHERE t.session_key = $2
+)
 INSERT INTO reckon_turns (
     id, session_key, seq, turn_group, status, channel, message_ids, first_at, last_at, window_ms, attempt, aggregation_reason
-) VALUES (
-    $1, $2,
-    (SELECT coalesce(max(t.seq), 0) + 1 FROM reckon_turns t WHERE t.session_key = $2),
+)
+SELECT
+    $1, $2, next.seq,
     $3, 'ACCUMULATING', $4, $5::uuid[], $6, $7, $8, $9,
     $10
-)
+FROM next
 RETURNING id, session_key, seq, turn_group, status, channel, message_ids, beat_key, first_at, last_at, window_ms, aggregation_reason, attempt, commit_point_reached, side_effects_executed, holder, holder_pid, superseded_by, status_reason, created_at, started_at, completed_at
 `
 
@@ -391,7 +395,9 @@ type TurnInsertParams struct {
 	AggregationReason *string
 }
 
-// Opens a turn of the session with the next sequence number.
+// Opens a turn of the session with the next sequence number. The number is read in a CTE, not in
+// a subquery within the VALUES, which Citus refuses (and a plain INSERT … SELECT from the same
+// single-shard table it sends to the worker as invalid SQL).
 func (q *Queries) TurnInsert(ctx context.Context, arg TurnInsertParams) (ReckonTurn, error) {
 	row := q.db.QueryRow(ctx, turnInsert,
 		arg.ID,
@@ -748,7 +754,7 @@ func (q *Queries) TurnSetStatus(ctx context.Context, arg TurnSetStatusParams) (R
 
 const turnStart = `-- name: TurnStart :one
 UPDATE reckon_turns SET
-    status = 'PROCESSING', started_at = clock_timestamp(), holder = $1, holder_pid = pg_backend_pid(),
+    status = 'PROCESSING', started_at = (SELECT clock_timestamp()), holder = $1, holder_pid = pg_backend_pid(),
     beat_key = $2, aggregation_reason = coalesce(aggregation_reason, $3)
 WHERE id = $4 AND status = 'ACCUMULATING'
 RETURNING id, session_key, seq, turn_group, status, channel, message_ids, beat_key, first_at, last_at, window_ms, aggregation_reason, attempt, commit_point_reached, side_effects_executed, holder, holder_pid, superseded_by, status_reason, created_at, started_at, completed_at
@@ -761,6 +767,10 @@ type TurnStartParams struct {
 	ID                uuid.UUID
 }
 
+// The turn's stamps are clock_timestamp() as a subquery, computed once for the statement (on one
+// row, as the function was): Citus computes it on the coordinator, where it refuses a VOLATILE
+// function in an UPDATE. pg_backend_pid(), STABLE, it computes on the coordinator too: the
+// connection that holds the session mutex.
 func (q *Queries) TurnStart(ctx context.Context, arg TurnStartParams) (ReckonTurn, error) {
 	row := q.db.QueryRow(ctx, turnStart,
 		arg.Holder,
