@@ -846,17 +846,24 @@ func (c *Client) SetLimit(ctx context.Context, connector string, limit Limit, ac
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidLimit, err)
 	}
-	row, err := c.queries.LimitSet(ctx, dbsqlc.LimitSetParams{
-		Connector: connector, Rate: int32(limit.Rate), PerMs: int32(limit.Per.Milliseconds()), Burst: int32(limit.Burst),
-		MaxInFlight: int32(limit.MaxInFlight), PerTenant: limit.PerTenant, BreakAfter: int32(limit.BreakAfter),
-		BreakForMs: int32(limit.BreakFor.Milliseconds()), SetBy: actor, Reason: reason,
+	row, err := inTx(ctx, c, func(tx pgx.Tx) (dbsqlc.ReckonConnectorLimit, error) {
+		q := dbsqlc.New(tx)
+		row, err := q.LimitSet(ctx, dbsqlc.LimitSetParams{
+			Connector: connector, Rate: int32(limit.Rate), PerMs: int32(limit.Per.Milliseconds()), Burst: int32(limit.Burst),
+			MaxInFlight: int32(limit.MaxInFlight), PerTenant: limit.PerTenant, BreakAfter: int32(limit.BreakAfter),
+			BreakForMs: int32(limit.BreakFor.Milliseconds()), SetBy: actor, Reason: reason,
+		})
+		if err != nil {
+			return row, err
+		}
+		return row, q.LimitNotify(ctx)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("effects: set the limit of %q: %w", connector, err)
 	}
 	c.limits.invalidate()
 	return &LimitSetting{
-		Connector: row.Connector, Limit: limitOfRow(dbsqlc.ReckonConnectorLimit(row)),
+		Connector: row.Connector, Limit: limitOfRow(row),
 		SetBy: row.SetBy, Reason: row.Reason, SetAt: row.SetAt,
 	}, nil
 }

@@ -52,18 +52,14 @@ WHERE paused_until > now() OR opened_until IS NOT NULL
 ORDER BY connector, tenant_id;
 
 -- name: LimitSet :one
--- Sets an operator's limits for a connector, replacing its own, and tells the reactors.
-WITH set AS (
-    INSERT INTO reckon_connector_limits (connector, rate, per_ms, burst, max_in_flight, per_tenant, break_after, break_for_ms, set_by, reason, set_at)
-    VALUES (@connector, @rate, @per_ms, @burst, @max_in_flight, @per_tenant, @break_after, @break_for_ms, @set_by, @reason, now())
-    ON CONFLICT (connector) DO UPDATE SET rate = EXCLUDED.rate, per_ms = EXCLUDED.per_ms, burst = EXCLUDED.burst,
-        max_in_flight = EXCLUDED.max_in_flight, per_tenant = EXCLUDED.per_tenant, break_after = EXCLUDED.break_after,
-        break_for_ms = EXCLUDED.break_for_ms, set_by = EXCLUDED.set_by, reason = EXCLUDED.reason, set_at = EXCLUDED.set_at
-    RETURNING *
-), notified AS (
-    SELECT pg_notify('reckon_limits', 'limits')
-)
-SELECT set.* FROM set, notified;
+-- Sets an operator's limits for a connector, replacing its own. The caller tells the reactors
+-- (LimitNotify) in the same transaction.
+INSERT INTO reckon_connector_limits (connector, rate, per_ms, burst, max_in_flight, per_tenant, break_after, break_for_ms, set_by, reason, set_at)
+VALUES (@connector, @rate, @per_ms, @burst, @max_in_flight, @per_tenant, @break_after, @break_for_ms, @set_by, @reason, now())
+ON CONFLICT (connector) DO UPDATE SET rate = EXCLUDED.rate, per_ms = EXCLUDED.per_ms, burst = EXCLUDED.burst,
+    max_in_flight = EXCLUDED.max_in_flight, per_tenant = EXCLUDED.per_tenant, break_after = EXCLUDED.break_after,
+    break_for_ms = EXCLUDED.break_for_ms, set_by = EXCLUDED.set_by, reason = EXCLUDED.reason, set_at = EXCLUDED.set_at
+RETURNING *;
 
 -- name: LimitClear :execrows
 -- Deletes an operator's limits for a connector (its own apply again). The caller tells the

@@ -249,17 +249,12 @@ func (q *Queries) LimitReset(ctx context.Context, connector string) (int64, erro
 }
 
 const limitSet = `-- name: LimitSet :one
-WITH set AS (
-    INSERT INTO reckon_connector_limits (connector, rate, per_ms, burst, max_in_flight, per_tenant, break_after, break_for_ms, set_by, reason, set_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
-    ON CONFLICT (connector) DO UPDATE SET rate = EXCLUDED.rate, per_ms = EXCLUDED.per_ms, burst = EXCLUDED.burst,
-        max_in_flight = EXCLUDED.max_in_flight, per_tenant = EXCLUDED.per_tenant, break_after = EXCLUDED.break_after,
-        break_for_ms = EXCLUDED.break_for_ms, set_by = EXCLUDED.set_by, reason = EXCLUDED.reason, set_at = EXCLUDED.set_at
-    RETURNING connector, rate, per_ms, burst, max_in_flight, per_tenant, break_after, break_for_ms, set_by, reason, set_at
-), notified AS (
-    SELECT pg_notify('reckon_limits', 'limits')
-)
-SELECT set.connector, set.rate, set.per_ms, set.burst, set.max_in_flight, set.per_tenant, set.break_after, set.break_for_ms, set.set_by, set.reason, set.set_at FROM set, notified
+INSERT INTO reckon_connector_limits (connector, rate, per_ms, burst, max_in_flight, per_tenant, break_after, break_for_ms, set_by, reason, set_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
+ON CONFLICT (connector) DO UPDATE SET rate = EXCLUDED.rate, per_ms = EXCLUDED.per_ms, burst = EXCLUDED.burst,
+    max_in_flight = EXCLUDED.max_in_flight, per_tenant = EXCLUDED.per_tenant, break_after = EXCLUDED.break_after,
+    break_for_ms = EXCLUDED.break_for_ms, set_by = EXCLUDED.set_by, reason = EXCLUDED.reason, set_at = EXCLUDED.set_at
+RETURNING connector, rate, per_ms, burst, max_in_flight, per_tenant, break_after, break_for_ms, set_by, reason, set_at
 `
 
 type LimitSetParams struct {
@@ -275,22 +270,9 @@ type LimitSetParams struct {
 	Reason      string
 }
 
-type LimitSetRow struct {
-	Connector   string
-	Rate        int32
-	PerMs       int32
-	Burst       int32
-	MaxInFlight int32
-	PerTenant   bool
-	BreakAfter  int32
-	BreakForMs  int32
-	SetBy       string
-	Reason      string
-	SetAt       time.Time
-}
-
-// Sets an operator's limits for a connector, replacing its own, and tells the reactors.
-func (q *Queries) LimitSet(ctx context.Context, arg LimitSetParams) (LimitSetRow, error) {
+// Sets an operator's limits for a connector, replacing its own. The caller tells the reactors
+// (LimitNotify) in the same transaction.
+func (q *Queries) LimitSet(ctx context.Context, arg LimitSetParams) (ReckonConnectorLimit, error) {
 	row := q.db.QueryRow(ctx, limitSet,
 		arg.Connector,
 		arg.Rate,
@@ -303,7 +285,7 @@ func (q *Queries) LimitSet(ctx context.Context, arg LimitSetParams) (LimitSetRow
 		arg.SetBy,
 		arg.Reason,
 	)
-	var i LimitSetRow
+	var i ReckonConnectorLimit
 	err := row.Scan(
 		&i.Connector,
 		&i.Rate,
