@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,7 +19,8 @@ import (
 // connections' search_path (ConfigureSchema). A transaction that writes both (an enqueue, an
 // outcome) is a two-phase commit between the coordinator and the cell's node.
 //
-// Three things differ from one Postgres, and the migrator sees to them (citusCell):
+// Three things differ from one Postgres, and the migrator sees to them (citusPrepare,
+// citusFinish):
 //   - Triggers run on the cell's node, in sessions Citus opens, whose search_path is not the
 //     client's: every function of the cell is pinned to the cell's search_path.
 //   - A transaction that sent a notification cannot be prepared, and a notification sent on a
@@ -29,9 +31,8 @@ import (
 // riverSchemaSuffix makes the name of a cell's River schema from the cell's.
 const riverSchemaSuffix = "_river"
 
-// RiverSchema is the schema of River's tables for Reckon's schema: the schema itself, unless it
-// is a Citus cell, whose River tables live in schema + "_river" on the coordinator.
-// ConfigureSchema puts both on the search path.
+// RiverSchema is where a Citus cell keeps River's tables, on the coordinator: schema + "_river".
+// A schema that is not a cell keeps them in itself. ConfigureSchema puts both on the search path.
 func RiverSchema(schema string) string { return schema + riverSchemaSuffix }
 
 // citusState is what the migrator finds of Citus for its schema.
@@ -51,15 +52,8 @@ func (m *Migrator) citusStatus(ctx context.Context, conn *pgxpool.Conn) (citusSt
 	if m.schema == "" {
 		return state, nil
 	}
-	var installed bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&installed); err != nil {
-		return state, fmt.Errorf("migrate: look for the citus extension: %w", err)
-	}
-	if !installed {
-		if m.citus {
-			return state, errors.New("migrate: -citus: the database has no citus extension (CREATE EXTENSION citus, on the coordinator)")
-		}
-		return state, nil
+	if installed, err := citusInstalled(ctx, conn); err != nil || !installed {
+		return state, err
 	}
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_dist_schema WHERE schemaid = to_regnamespace($1))`,
 		m.schema).Scan(&state.distributed); err != nil {
@@ -72,15 +66,29 @@ func (m *Migrator) citusStatus(ctx context.Context, conn *pgxpool.Conn) (citusSt
 			return state, err
 		}
 		if riverInCell {
-			return state, fmt.Errorf("migrate: -citus: schema %s already holds River's tables (it was migrated without -citus); a Citus cell keeps them in %s (docs/deploy.md: moving a schema to Citus)",
+			return state, fmt.Errorf("migrate: -citus: schema %s already holds River's tables (it was migrated without -citus); a Citus cell keeps them in %s (docs/deploy.md, Citus cells: moving an existing database onto Citus)",
 				m.schema, RiverSchema(m.schema))
 		}
 	}
 	return state, nil
 }
 
+// citusInstalled reports whether the database has the citus extension.
+func citusInstalled(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (bool, error) {
+	var installed bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&installed); err != nil {
+		return false, fmt.Errorf("migrate: look for the citus extension: %w", err)
+	}
+	return installed, nil
+}
+
+// errNoCitus is MigratorConfig.Citus on a database without the citus extension.
+var errNoCitus = errors.New("migrate: -citus: the database has no citus extension (CREATE EXTENSION citus, on the coordinator)")
+
 // citusPrepare readies conn for migrating a cell: River's schema exists and the session allows
-// triggers on distributed tables (the migrations create some).
+// triggers on distributed tables (the migrations create some) until citusDone.
 func (m *Migrator) citusPrepare(ctx context.Context, conn *pgxpool.Conn) error {
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{RiverSchema(m.schema)}.Sanitize()); err != nil {
 		return fmt.Errorf("migrate: create schema %s: %w", RiverSchema(m.schema), err)
@@ -147,4 +155,11 @@ func (m *Migrator) citusFinish(ctx context.Context, conn *pgxpool.Conn, state ci
 		}
 	}
 	return nil
+}
+
+// citusDone puts back the session setting citusPrepare changed, before conn returns to the pool.
+func citusDone(ctx context.Context, conn *pgxpool.Conn) {
+	resetCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = conn.Exec(resetCtx, `RESET citus.enable_unsafe_triggers`)
 }

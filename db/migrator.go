@@ -192,12 +192,20 @@ CREATE TABLE IF NOT EXISTS reckon_schema_migrations (
 // at most about LockTimeout at a time, and a busy database delays an upgrade instead of failing it.
 func (m *Migrator) Up(ctx context.Context) (*Result, error) {
 	result := &Result{}
+	if m.citus { // before the schema is made
+		if installed, err := citusInstalled(ctx, m.pool); err != nil {
+			return result, err
+		} else if !installed {
+			return result, errNoCitus
+		}
+	}
 	err := m.withLock(ctx, true, func(conn *pgxpool.Conn) error {
 		citus, err := m.citusStatus(ctx, conn)
 		if err != nil {
 			return err
 		}
 		if citus.cell {
+			defer citusDone(ctx, conn)
 			if err := m.citusPrepare(ctx, conn); err != nil {
 				return err
 			}

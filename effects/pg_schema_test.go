@@ -141,3 +141,20 @@ func TestMigratorSchemaMismatch(t *testing.T) {
 	_, err = migrator.Down(ctx, nil)
 	require.ErrorContains(t, err, "schema cell_y does not exist")
 }
+
+// A Citus cell (MigratorConfig.Citus) needs a schema of its own and the citus extension: on a
+// plain Postgres the migrator refuses before it makes anything.
+func TestMigratorCitusRefusedWithoutCitus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := pgtest.NewEmptyDB(t)
+	_, err := db.NewMigrator(base, &db.MigratorConfig{Citus: true})
+	require.ErrorContains(t, err, "a Citus cell needs a schema of its own")
+
+	pool := schemaPool(t, base, "cell_z")
+	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Schema: "cell_z", Citus: true})
+	require.NoError(t, err)
+	_, err = migrator.Up(ctx)
+	require.ErrorContains(t, err, "the database has no citus extension")
+	require.Zero(t, testkit.Count(t, base, `SELECT count(*) FROM pg_namespace WHERE nspname IN ('cell_z', 'cell_z_river')`))
+}

@@ -289,6 +289,8 @@ func TestBadCommandLines(t *testing.T) {
 		{server, []string{"tenants", "list", "-schema", "pg_cell"}, "a name Postgres reserves"},
 		{server, []string{"-schema", ""}, "schema: empty name"},
 		{reactor, []string{"-schema", strings.Repeat("c", 47)}, "longer than 46 characters"},
+		{server, []string{"migrate", "up", "-citus"}, "-citus needs a schema of its own for the cell"},
+		{server, []string{"migrate", "status", "-citus"}, "flag provided but not defined: -citus"},
 	} {
 		res := proctest.Run(t, env, tc.bin, tc.args...)
 		require.Equal(t, 2, res.ExitCode, "%v: %s", tc.args, res.Stderr)
