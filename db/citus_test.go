@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -131,4 +132,52 @@ func citusPlan(ctx context.Context, conn *pgx.Conn, statement, sql string) error
 	}
 	_, err := conn.Exec(ctx, explain, pgx.QueryExecModeSimpleProtocol)
 	return err
+}
+
+// TestCitusCellAuditPartitions: in a cell (MigratorConfig.Citus), the audit trail's partitions
+// are made ahead as on one Postgres — with their triggers, on the cell's node — and rows that the
+// default partition took meanwhile are moved into theirs.
+func TestCitusCellAuditPartitions(t *testing.T) {
+	url := os.Getenv("RECKON_CITUS_URL")
+	require.NotEmpty(t, url, "RECKON_CITUS_URL is not set (../shared/ci/citus-env starts a Citus cluster)")
+	ctx := context.Background()
+	schema := fmt.Sprintf("citus_cell_%d", os.Getpid())
+	config, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	require.NoError(t, db.ConfigureSchema(config, schema))
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	require.NoError(t, err)
+	defer pool.Close()
+	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Schema: schema, Citus: true})
+	require.NoError(t, err)
+	_, err = migrator.Up(ctx)
+	defer func() {
+		_, err := pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+", "+pgx.Identifier{db.RiverSchema(schema)}.Sanitize()+" CASCADE")
+		require.NoError(t, err)
+	}()
+	require.NoError(t, err)
+
+	var last time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT max(range_to) FROM reckon_audit_partitions WHERE parent = 'reckon_effect_transitions'`).Scan(&last))
+	// A row past the last partition lands in the default one, until its partition is made.
+	_, err = pool.Exec(ctx, `INSERT INTO reckon_effect_transitions (effect_id, tenant_id, to_state, actor, reason, attempt, at)
+		VALUES (gen_random_uuid(), 't', 'PENDING', 'test', 'test', 0, $1)`, last.Add(24*time.Hour))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE reckon_audit_settings SET premake = premake + interval '90 days'`)
+	require.NoError(t, err)
+	var created int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT reckon_audit_ensure_partitions('reckon_effect_transitions')`).Scan(&created))
+	require.Positive(t, created)
+	var inDefault, moved int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_effect_transitions_default`).Scan(&inDefault))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_effect_transitions WHERE actor = 'test'`).Scan(&moved))
+	require.Equal(t, 0, inDefault, "the row moved out of the default partition")
+	require.Equal(t, 1, moved)
+	var nodes int
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT count(DISTINCT s.nodeport) FROM citus_shards s JOIN pg_class c ON c.oid = s.table_name
+		WHERE c.relnamespace = to_regnamespace($1)`, schema).Scan(&nodes))
+	require.Equal(t, 1, nodes, "the new partitions live on the cell's node")
+	_, err = pool.Exec(ctx, `UPDATE reckon_effect_transitions SET reason = 'x' WHERE actor = 'test'`)
+	require.ErrorContains(t, err, "append-only", "the new partition refuses updates")
 }
