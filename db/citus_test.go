@@ -180,4 +180,17 @@ func TestCitusCellAuditPartitions(t *testing.T) {
 	require.Equal(t, 1, nodes, "the new partitions live on the cell's node")
 	_, err = pool.Exec(ctx, `UPDATE reckon_effect_transitions SET reason = 'x' WHERE actor = 'test'`)
 	require.ErrorContains(t, err, "append-only", "the new partition refuses updates")
+
+	// Retention drops an old partition as it does on one Postgres (the function runs on the
+	// coordinator; its DETACH and DROP go to the cell's node).
+	var oldest string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT partition FROM reckon_audit_partitions
+		WHERE parent = 'reckon_effect_transitions' AND range_from IS NOT NULL ORDER BY range_from LIMIT 1`).Scan(&oldest))
+	var dropped *int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT reckon_audit_drop_partition($1, now() + interval '10 years', 'test', 'test')`, oldest).Scan(&dropped))
+	require.NotNil(t, dropped)
+	var left, drops int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_audit_partitions WHERE partition = $1`, oldest).Scan(&left))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reckon_audit_drops WHERE partition = $1`, oldest).Scan(&drops))
+	require.Equal(t, []int{0, 1}, []int{left, drops}, "the partition is gone, its drop recorded")
 }
