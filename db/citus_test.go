@@ -58,24 +58,8 @@ func citusPlanQueries(t *testing.T) map[string]string {
 // citusRefused: the test fails when another one is refused, and when a listed one plans (take
 // it off the list).
 func TestCitusPlansEveryQuery(t *testing.T) {
-	url := os.Getenv("RECKON_CITUS_URL")
-	require.NotEmpty(t, url, "RECKON_CITUS_URL is not set (../shared/ci/citus-env starts a Citus cluster)")
 	ctx := context.Background()
-	schema := fmt.Sprintf("citus_check_%d", os.Getpid())
-	config, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	require.NoError(t, db.ConfigureSchema(config, schema))
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	require.NoError(t, err)
-	defer pool.Close()
-	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Schema: schema})
-	require.NoError(t, err)
-	_, err = migrator.Up(ctx)
-	require.NoError(t, err)
-	defer func() {
-		_, err := pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		require.NoError(t, err)
-	}()
+	pool, schema := citusSchema(t, "citus_check", false)
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
@@ -101,6 +85,33 @@ func TestCitusPlansEveryQuery(t *testing.T) {
 	if os.Getenv("RECKON_CITUS_QUERY_FILES") == "" {
 		require.Equal(t, citusRefused, refused, "the queries Citus refuses to plan")
 	}
+}
+
+// citusSchema migrates a schema named from prefix on the Citus coordinator RECKON_CITUS_URL
+// names — a cell (MigratorConfig.Citus) when cell is set — and returns a pool on it; the schema
+// (and a cell's River schema) is dropped when the test ends. It fails without RECKON_CITUS_URL.
+func citusSchema(t *testing.T, prefix string, cell bool) (*pgxpool.Pool, string) {
+	t.Helper()
+	url := os.Getenv("RECKON_CITUS_URL")
+	require.NotEmpty(t, url, "RECKON_CITUS_URL is not set (../shared/ci/citus-env starts a Citus cluster)")
+	ctx := context.Background()
+	schema := fmt.Sprintf("%s_%d", prefix, os.Getpid())
+	config, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	require.NoError(t, db.ConfigureSchema(config, schema))
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+", "+
+			pgx.Identifier{db.RiverSchema(schema)}.Sanitize()+" CASCADE")
+		pool.Close()
+		require.NoError(t, err)
+	})
+	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Schema: schema, Citus: cell})
+	require.NoError(t, err)
+	_, err = migrator.Up(ctx)
+	require.NoError(t, err)
+	return pool, schema
 }
 
 // citusRefused are the queries of internal/dbsqlc Citus still refuses to plan in a distributed
@@ -138,29 +149,13 @@ func citusPlan(ctx context.Context, conn *pgx.Conn, statement, sql string) error
 // are made ahead as on one Postgres — with their triggers, on the cell's node — and rows that the
 // default partition took meanwhile are moved into theirs.
 func TestCitusCellAuditPartitions(t *testing.T) {
-	url := os.Getenv("RECKON_CITUS_URL")
-	require.NotEmpty(t, url, "RECKON_CITUS_URL is not set (../shared/ci/citus-env starts a Citus cluster)")
 	ctx := context.Background()
-	schema := fmt.Sprintf("citus_cell_%d", os.Getpid())
-	config, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	require.NoError(t, db.ConfigureSchema(config, schema))
-	pool, err := pgxpool.NewWithConfig(ctx, config)
-	require.NoError(t, err)
-	defer pool.Close()
-	migrator, err := db.NewMigrator(pool, &db.MigratorConfig{Schema: schema, Citus: true})
-	require.NoError(t, err)
-	_, err = migrator.Up(ctx)
-	defer func() {
-		_, err := pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+", "+pgx.Identifier{db.RiverSchema(schema)}.Sanitize()+" CASCADE")
-		require.NoError(t, err)
-	}()
-	require.NoError(t, err)
+	pool, schema := citusSchema(t, "citus_cell", true)
 
 	var last time.Time
 	require.NoError(t, pool.QueryRow(ctx, `SELECT max(range_to) FROM reckon_audit_partitions WHERE parent = 'reckon_effect_transitions'`).Scan(&last))
 	// A row past the last partition lands in the default one, until its partition is made.
-	_, err = pool.Exec(ctx, `INSERT INTO reckon_effect_transitions (effect_id, tenant_id, to_state, actor, reason, attempt, at)
+	_, err := pool.Exec(ctx, `INSERT INTO reckon_effect_transitions (effect_id, tenant_id, to_state, actor, reason, attempt, at)
 		VALUES (gen_random_uuid(), 't', 'PENDING', 'test', 'test', 0, $1)`, last.Add(24*time.Hour))
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE reckon_audit_settings SET premake = premake + interval '90 days'`)
