@@ -60,7 +60,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -262,15 +261,7 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	b := &bench{o: o, out: out, admin: o.databaseURL, logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	b.name = fmt.Sprintf("reckon_bench_%d", time.Now().Unix())
 	if o.citus {
-		// The cell's search path in the URL: the reactor processes open their pools from it too.
-		u, err := url.Parse(o.databaseURL)
-		if err != nil {
-			return nil, fmt.Errorf("-citus: -database-url must be a URL: %w", err)
-		}
-		q := u.Query()
-		q.Set("search_path", b.name+","+db.RiverSchema(b.name))
-		u.RawQuery = q.Encode()
-		b.url = u.String()
+		b.url = o.databaseURL // the cell is the schema b.name in it
 		b.progress("making the Citus cell %s", b.name)
 	} else {
 		b.url = postgres.WithDatabase(o.databaseURL, b.name)
@@ -282,6 +273,11 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 	config, err := pgxpool.ParseConfig(b.url)
 	if err != nil {
 		return nil, err
+	}
+	if o.citus {
+		if err := db.ConfigureSchema(config, b.name); err != nil {
+			return nil, err
+		}
 	}
 	config.MaxConns = int32(max(32, o.concurrency+8))
 	db.ConfigurePool(config)

@@ -31,6 +31,7 @@ import (
 func runReactorProcess(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("bench reactor", flag.ContinueOnError)
 	databaseURL := fs.String("database-url", "", "bench database")
+	schema := fs.String("schema", "", "the bench's Citus cell in it (bench -citus)")
 	workers := fs.Int("workers", 100, "workers")
 	tracing := fs.String("tracing", tracingOff, "off or memory")
 	riverOnly := fs.Bool("river", false, "work River no-op jobs instead of effects")
@@ -46,7 +47,7 @@ func runReactorProcess(ctx context.Context, args []string) int {
 			fmt.Printf("spans %d\n", counter.spans.Load())
 		}()
 	}
-	pool, err := postgres.OpenPool(ctx, *databaseURL, 0, "")
+	pool, err := postgres.OpenPool(ctx, *databaseURL, 0, *schema)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -118,7 +119,11 @@ func (b *bench) startReactors(k int, args ...string) ([]*reactorProcess, error) 
 			tracing = tracingMemory
 		}
 		p := &reactorProcess{ready: make(chan struct{}), done: make(chan struct{}), spans: b.spans}
-		p.cmd = exec.Command(self, append([]string{"reactor", "-database-url", b.url, "-workers", strconv.Itoa(b.o.workers), "-tracing", tracing}, args...)...)
+		flags := []string{"reactor", "-database-url", b.url, "-workers", strconv.Itoa(b.o.workers), "-tracing", tracing}
+		if b.o.citus {
+			flags = append(flags, "-schema", b.name)
+		}
+		p.cmd = exec.Command(self, append(flags, args...)...)
 		p.cmd.Stderr = os.Stderr
 		stdout, err := p.cmd.StdoutPipe()
 		if err != nil {

@@ -140,11 +140,12 @@ func TestCitusCellCrash(t *testing.T) {
 		"the effects are rows of the cell's shard on its node")
 	_, err = conn.Exec(context.Background(), "UPDATE "+shard+" SET state = 'PENDING', transition_actor = 'test', transition_reason = 'test' WHERE id = $1", sent[0].ID)
 	require.ErrorContains(t, err, "illegal effect transition CONFIRMED -> PENDING", "the state machine holds on the shard")
-	require.NoError(t, f.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE state = 'running'`).Scan(new(int)))
+	testkit.RequireNoRunningJobs(t, f.pool)
 }
 
 // unsettled describes the effects not settled: id, key, state, job and the job's state.
 func unsettled(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
 	rows, err := pool.Query(context.Background(), `
 		SELECT e.idempotency_key || ' ' || e.state || ' job ' || coalesce(e.job_id::text, '-') || ' queue ' || coalesce(e.queue, '-')
 		       || ' lease ' || coalesce(e.lease_expires_at::text, '-') || ' attempts ' || e.attempts
@@ -156,6 +157,7 @@ func unsettled(t *testing.T, pool *pgxpool.Pool) []string {
 }
 
 func keyNumber(t *testing.T, key string) int {
+	t.Helper()
 	n, err := strconv.Atoi(strings.TrimPrefix(key, "w-"))
 	require.NoError(t, err)
 	return n
