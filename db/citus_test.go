@@ -117,10 +117,6 @@ func citusSchema(t *testing.T, prefix string, cell bool) (*pgxpool.Pool, string)
 // citusRefused are the queries of internal/dbsqlc Citus still refuses to plan in a distributed
 // schema, sorted (issue 40's work list; docs/deploy.md says why).
 var citusRefused = []string{
-	// "correlated subqueries are not supported when the FROM clause contains a subquery without
-	// FROM" (the tombstone check beside the unnested arrays). Forms Citus plans change the hot
-	// path's plan on Postgres: not taken.
-	"EffectInsertMany",
 	// "could not create distributed plan" (INSERT … SELECT into the partitioned audit table), with
 	// the check's NULL effect id only: with an id Citus plans it (pull to coordinator).
 	"EffectObservationInsert",

@@ -231,8 +231,12 @@ func (c *Client) insertOneTx(ctx context.Context, tx pgx.Tx, b *enqueueBatch) (*
 	params.Queue, params.TraceContext, params.Actor, params.Reason = &c.config.Queue, b.traceContext, b.actor, b.reason
 	var keys orderKeys // an ordered effect waits for its key's turn (ordering.go)
 	keys.add(r)
-	if err := keys.lockTx(ctx, tx); err != nil {
+	seqs, err := keys.lockTx(ctx, tx, len(keys.keys))
+	if err != nil {
 		return nil, err
+	}
+	if seqs != nil {
+		params.OrderSeq = &seqs[0]
 	}
 	c.waitInOrder(&params)
 	row, err := dbsqlc.New(tx).EffectInsert(ctx, params)
@@ -321,11 +325,13 @@ func (c *Client) insertBatchRowsTx(ctx context.Context, tx pgx.Tx, b *enqueueBat
 		}
 	}
 	params := dbsqlc.EffectInsertManyParams{Actor: b.actor, Reason: b.reason}
+	var seqs []int64
 	if !keys.empty() { // ordered effects wait for their keys' turns (ordering.go)
-		if err := keys.lockTx(ctx, tx); err != nil {
+		if seqs, err = keys.lockTx(ctx, tx, len(keys.keys)); err != nil {
 			return nil, nil, err
 		}
 		params.OrderQueue, params.OrderingKeys = &c.config.Queue, make([]string, len(b.unique))
+		params.OrderSeqs = make([]int64, len(b.unique))
 		if !b.scheduledAt.IsZero() {
 			params.NotBefore = &b.scheduledAt
 		}
@@ -340,7 +346,8 @@ func (c *Client) insertBatchRowsTx(ctx context.Context, tx pgx.Tx, b *enqueueBat
 		e := effectInsert(b.ids[i], b.resolved[i], b.holds[i])
 		switch {
 		case e.OrderingKey != nil: // waits for its key's turn: no queue yet
-			params.OrderingKeys[n] = *e.OrderingKey
+			params.OrderingKeys[n], params.OrderSeqs[n] = *e.OrderingKey, seqs[0]
+			seqs = seqs[1:]
 		case b.holds[i] != nil: // left for the claimers of the queue once confirmed
 			e.Queue = &c.config.Queue
 		default:

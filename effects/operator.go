@@ -232,7 +232,7 @@ func (c *Client) compensateTx(ctx context.Context, tx pgx.Tx, row dbsqlc.ReckonE
 	var jobID *int64
 	if row.OrderingKey != nil {
 		keys.tenants, keys.keys = []string{row.TenantID}, []string{*row.OrderingKey}
-		if err := keys.lockTx(ctx, tx); err != nil {
+		if _, err := keys.lockTx(ctx, tx, 0); err != nil { // it takes its original's order_seq
 			return nil, err
 		}
 	} else if jobID, err = c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, opts.ScheduledAt); err != nil {

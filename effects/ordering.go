@@ -37,15 +37,25 @@ func (k *orderKeys) add(r *resolvedSpec) {
 func (k *orderKeys) empty() bool { return len(k.keys) == 0 }
 
 // lockTx takes the advisory locks of the keys for the rest of tx, in a fixed order (so that two
-// enqueues of the same keys cannot deadlock each other). Ordered effects are inserted after it.
-func (k *orderKeys) lockTx(ctx context.Context, tx pgx.Tx) error {
+// enqueues of the same keys cannot deadlock each other), then draws seqs values of the keys'
+// sequence for the order_seq of the ordered effects inserted after it: drawn under the locks, they
+// follow the order of the enqueues of each key.
+func (k *orderKeys) lockTx(ctx context.Context, tx pgx.Tx, seqs int) ([]int64, error) {
 	if k.empty() {
-		return nil
+		return nil, nil
 	}
-	if err := dbsqlc.New(tx).EffectOrderLock(ctx, dbsqlc.EffectOrderLockParams{TenantIds: k.tenants, OrderingKeys: k.keys}); err != nil {
-		return fmt.Errorf("effects: lock ordering keys: %w", err)
+	q := dbsqlc.New(tx)
+	if err := q.EffectOrderLock(ctx, dbsqlc.EffectOrderLockParams{TenantIds: k.tenants, OrderingKeys: k.keys}); err != nil {
+		return nil, fmt.Errorf("effects: lock ordering keys: %w", err)
 	}
-	return nil
+	if seqs == 0 {
+		return nil, nil
+	}
+	drawn, err := q.EffectOrderSeqs(ctx, int32(seqs))
+	if err != nil {
+		return nil, fmt.Errorf("effects: draw order_seq: %w", err)
+	}
+	return drawn, nil
 }
 
 // handOnTx gives each key its turn if none of its unsettled effects has it, after ordered effects
@@ -78,9 +88,11 @@ func (c *Client) orderInlineTx(ctx context.Context, tx pgx.Tx, r *resolvedSpec, 
 		return false, nil
 	}
 	keys := orderKeys{tenants: []string{r.tenantID}, keys: []string{r.orderingKey}}
-	if err := keys.lockTx(ctx, tx); err != nil {
+	seqs, err := keys.lockTx(ctx, tx, 1)
+	if err != nil {
 		return false, err
 	}
+	e.OrderSeq = &seqs[0]
 	busy, err := dbsqlc.New(tx).EffectOrderBusy(ctx, dbsqlc.EffectOrderBusyParams{TenantID: r.tenantID, OrderingKey: r.orderingKey})
 	if err != nil {
 		return false, fmt.Errorf("effects: read ordering key %q: %w", r.orderingKey, err)

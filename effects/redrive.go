@@ -60,7 +60,7 @@ func (c *Client) RedriveTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor, 
 	var newJobID *int64
 	if row.OrderingKey != nil {
 		keys.tenants, keys.keys = []string{row.TenantID}, []string{*row.OrderingKey}
-		if err := keys.lockTx(ctx, tx); err != nil {
+		if _, err := keys.lockTx(ctx, tx, 0); err != nil { // it keeps its order_seq
 			return nil, err
 		}
 	} else if newJobID, err = c.insertDispatchJob(ctx, tx, id, row.TimeoutMs, time.Time{}); err != nil {

@@ -143,6 +143,98 @@ func TestCitusCellCrash(t *testing.T) {
 	testkit.RequireNoRunningJobs(t, f.pool)
 }
 
+// TestCitusCellOrderedBatches enqueues wires in batches on a Citus cell — on each of four ordering
+// keys one wire per batch, beside as many unordered — while reactor binaries dispatch them and are
+// SIGKILLed at random: every wire ends CONFIRMED and in the bank's ledger once, net of reversals,
+// and each key's wires reached the bank in the order they were enqueued. A batch with a key kept
+// by a live tombstone is refused whole, as on one Postgres.
+func TestCitusCellOrderedBatches(t *testing.T) {
+	f, _ := setupCitus(t)
+	f.put(f.bankWire("bank.wire", 2*time.Second))
+	const keys, rounds = 4, 12
+	wire := func(key, orderingKey string) effects.Spec {
+		return effects.Spec{Connector: "bank.wire", IdempotencyKey: key, OrderingKey: orderingKey,
+			Args: map[string]any{"account": "acc-1", "amount": 10}}
+	}
+	for r := range rounds {
+		switch key := fmt.Sprintf("o-%d-%d", r%keys, r); r % 3 {
+		case 0:
+			f.bank.Script(key, fakebank.PerformThenDrop)
+		case 1:
+			f.bank.Script(key, fakebank.Unavailable)
+		}
+	}
+	ctx := context.Background()
+	enqueueRound := func(r int) error {
+		specs := make([]effects.Spec, 0, 2*keys)
+		for k := range keys {
+			specs = append(specs, wire(fmt.Sprintf("o-%d-%d", k, r), fmt.Sprintf("key-%d", k)), wire(fmt.Sprintf("u-%d-%d", k, r), ""))
+		}
+		if r == 0 { // the single-row insert, one effect per transaction
+			for _, spec := range specs {
+				if _, err := f.client.Enqueue(ctx, spec, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		_, err := f.client.EnqueueMany(ctx, specs, nil)
+		return err
+	}
+	for r := range rounds / 2 {
+		require.NoError(t, enqueueRound(r))
+	}
+	start := func() *proctest.Process { return f.startReactor("-in-flight-margin", "3s") }
+	reactors := []*proctest.Process{start(), start()}
+	enqueued := make(chan error, 1)
+	go func() {
+		for r := rounds / 2; r < rounds; r++ {
+			if err := enqueueRound(r); err != nil {
+				enqueued <- fmt.Errorf("round %d: %w", r, err)
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		enqueued <- nil
+	}()
+	kills := proctest.KillRandomly(t, reactors, 10*time.Second, 500*time.Millisecond, 1500*time.Millisecond, start)
+	require.NoError(t, <-enqueued)
+
+	_, err := f.pool.Exec(ctx, `INSERT INTO reckon_effect_tombstones (tenant_id, idempotency_key, effect_id, state, settled_at, expires_at)
+		VALUES ('default', 'gone', gen_random_uuid(), 'CONFIRMED', now(), now() + interval '1 hour')`)
+	require.NoError(t, err)
+	_, err = f.client.EnqueueMany(ctx, []effects.Spec{wire("fresh", ""), wire("gone", "key-0")}, nil)
+	require.ErrorIs(t, err, effects.ErrPruned, "a batch with a tombstoned key")
+	require.Zero(t, testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE idempotency_key IN ('fresh', 'gone')`),
+		"nothing of the refused batch is recorded")
+
+	require.Eventually(t, func() bool {
+		return testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE state NOT IN ('CONFIRMED', 'FAILED', 'STUCK')`) == 0
+	}, 2*time.Minute, 200*time.Millisecond, "every effect settles: %v", unsettled(t, f.pool))
+	require.Equal(t, 2*keys*rounds, testkit.Count(t, f.pool, `SELECT count(*) FROM reckon_effects WHERE state = 'CONFIRMED' AND compensates_id IS NULL`))
+	performed := map[string][]string{} // ordering key: its wires, in the order the bank first performed them
+	seen := map[string]bool{}
+	for _, entry := range f.bank.Ledger() {
+		var k, r int
+		if _, err := fmt.Sscanf(entry.Key, "o-%d-%d", &k, &r); err == nil && entry.Of == "" && !seen[entry.Key] {
+			seen[entry.Key] = true
+			performed[fmt.Sprintf("key-%d", k)] = append(performed[fmt.Sprintf("key-%d", k)], entry.Key)
+		}
+	}
+	for k := range keys {
+		var want []string
+		for r := range rounds {
+			key := fmt.Sprintf("o-%d-%d", k, r)
+			want = append(want, key)
+			require.Equal(t, int64(10), f.bank.Net(key), "%s: the ledger holds the wire once, net of reversals", key)
+			require.Equal(t, int64(10), f.bank.Net(fmt.Sprintf("u-%d-%d", k, r)))
+		}
+		require.Equal(t, want, performed[fmt.Sprintf("key-%d", k)], "key-%d's wires reached the bank in enqueue order", k)
+	}
+	t.Logf("%d ordered and unordered wires confirmed in order through %d SIGKILLs of reactors", 2*keys*rounds, kills)
+	testkit.RequireNoRunningJobs(t, f.pool)
+}
+
 // unsettled describes the effects not settled: id, key, state, job and the job's state.
 func unsettled(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()

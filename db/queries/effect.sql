@@ -5,12 +5,16 @@
 -- statement, so an enqueue costs no extra round trip. The insert trigger (AFTER INSERT, 0031)
 -- records the insert with the given actor and reason; a skipped row records nothing. trace_context is the enqueuing span's carrier, NULL without one.
 -- An effect with neither job nor lease is left for the claimers of queue (EffectClaim). An
--- ordered effect (ordering_key) takes the next order_seq unless it is given one (a compensation
--- takes its original's), and is recorded waiting for its turn: no queue, its claimers' queue in
+-- ordered effect (ordering_key) has its order_seq (EffectOrderSeqs, drawn under the key's lock; a
+-- compensation takes its original's), and is recorded waiting for its turn: no queue, its claimers' queue in
 -- order_queue (EffectOrderHandOn gives it the queue when its turn comes). An effect with
 -- business_key_dedup is skipped too while another effect not FAILED holds its (tenant, connector,
 -- business key) (reckon_effects_business_key_uniq, 0039: the conflict has no target, so both unique
 -- keys are arbiters); EffectGetByBusinessKey reads the holder.
+WITH dead AS MATERIALIZED (
+    SELECT 1 FROM reckon_effect_tombstones t
+    WHERE t.tenant_id = @tenant_id AND t.idempotency_key = @idempotency_key AND t.expires_at > now()
+)
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id, queue,
@@ -27,16 +31,9 @@ SELECT
     coalesce(sqlc.narg(confirmation_four_eyes)::boolean, false),
     @lease_owner, @lease_token, @lease_expires_at, @attempts, sqlc.narg(owner), sqlc.narg(trace_context),
     sqlc.narg(async_timeout_ms), @async_hard_timeout, @actor::text, @reason::text, @detail,
-    sqlc.narg(ordering_key)::text,
-    -- The sequence is named as text, cast when the branch runs: an unordered insert does not
-    -- refer to it at all (Citus runs this statement on a worker, where the sequence is missing).
-    CASE WHEN sqlc.narg(ordering_key)::text IS NOT NULL
-         THEN coalesce(sqlc.narg(order_seq)::bigint, nextval('reckon_effects_order_seq'::text::regclass)) END,
+    sqlc.narg(ordering_key)::text, sqlc.narg(order_seq)::bigint,
     sqlc.narg(order_queue)::text, sqlc.narg(not_before)::timestamptz, @business_key_dedup
-WHERE NOT EXISTS (
-    SELECT 1 FROM reckon_effect_tombstones t
-    WHERE t.tenant_id = @tenant_id AND t.idempotency_key = @idempotency_key AND t.expires_at > now()
-)
+WHERE NOT EXISTS (SELECT 1 FROM dead)
 ON CONFLICT DO NOTHING
 RETURNING *;
 
@@ -48,10 +45,16 @@ RETURNING *;
 -- nothing), and so
 -- may async_timeout_ms and async_hard_timeouts (no effect has async options): unnest runs the
 -- arrays in lockstep and pads a shorter one with NULLs. So may ordering_keys (no effect is
--- ordered); an ordered effect ('' stands for none) takes the next order_seq, in the order of the
--- arrays, and order_queue and not_before (as EffectInsert's; queue is '' for it: waiting). So
+-- ordered); an ordered effect ('' stands for none) takes its order_seq from order_seqs (drawn as
+-- for EffectInsert; 0 for an unordered one), and order_queue and not_before (as EffectInsert's; queue is '' for it: waiting). So
 -- may business_key_dedups (no effect dedups by business key); a row whose business key is held is
 -- skipped, as for EffectInsert.
+WITH dead AS MATERIALIZED (
+    SELECT t.tenant_id, t.idempotency_key
+    FROM (SELECT unnest(sqlc.arg(tenant_ids)::text[]) AS tenant_id, unnest(sqlc.arg(idempotency_keys)::text[]) AS idempotency_key) k
+    JOIN reckon_effect_tombstones t ON t.tenant_id = k.tenant_id AND t.idempotency_key = k.idempotency_key
+    WHERE t.expires_at > now()
+)
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, run_id, turn_id, turn_group, job_id, queue, confirmation, confirmation_prompt,
@@ -68,7 +71,7 @@ SELECT
     nullif(u.owner, ''), u.trace_context, nullif(u.async_timeout_ms, 0), coalesce(u.async_hard_timeout, false),
     sqlc.arg(actor)::text, sqlc.arg(reason)::text,
     nullif(u.ordering_key, ''),
-    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN nextval('reckon_effects_order_seq') END,
+    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN u.order_seq END,
     CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN sqlc.narg(order_queue)::text END,
     CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN sqlc.narg(not_before)::timestamptz END,
     coalesce(u.business_key_dedup, false)
@@ -98,12 +101,10 @@ FROM (
         unnest(sqlc.narg(async_hard_timeouts)::boolean[]) AS async_hard_timeout,
         unnest(sqlc.narg(trace_contexts)::jsonb[]) AS trace_context,
         unnest(sqlc.narg(ordering_keys)::text[]) AS ordering_key,
+        unnest(sqlc.narg(order_seqs)::bigint[]) AS order_seq,
         unnest(sqlc.narg(business_key_dedups)::boolean[]) AS business_key_dedup
 ) AS u
-WHERE NOT EXISTS (
-    SELECT 1 FROM reckon_effect_tombstones t
-    WHERE t.tenant_id = u.tenant_id AND t.idempotency_key = u.idempotency_key AND t.expires_at > now()
-)
+WHERE (u.tenant_id, u.idempotency_key) NOT IN (SELECT d.tenant_id, d.idempotency_key FROM dead d)
 ON CONFLICT DO NOTHING
 RETURNING *;
 
@@ -442,26 +443,40 @@ WHERE turn_id = @turn_id AND state IN ('PENDING', 'UNKNOWN')
 
 -- Ordering keys (0035_ordering_keys).
 
+-- The key's lock must be taken where its hand-on trigger takes it, on the node of the effects'
+-- table: on a Citus cell (docs/deploy.md) that is a worker, not the node the client is connected
+-- to. So EffectOrderLock reads reckon_audit_settings (one row, always): a statement that reads a
+-- table of the schema runs where the schema's tables are. On one Postgres it changes nothing.
+
 -- name: EffectOrderLock :exec
 -- Takes the transaction advisory locks of the given (tenant, ordering key) pairs, in a fixed
--- order: enqueues and hand-ons of one key serialise on it, so that order_seq follows the order in
--- which the enqueues commit and no hand-on misses an effect enqueued meanwhile.
+-- order (a volatile function of the select list runs after the sort): enqueues and hand-ons of one
+-- key serialise on it, so that order_seq follows the order in which the enqueues commit and no
+-- hand-on misses an effect enqueued meanwhile.
 SELECT reckon_order_lock(u.tenant_id, u.ordering_key)
-FROM (
-    SELECT DISTINCT x.tenant_id, x.ordering_key
-    FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ordering_keys::text[]) AS ordering_key) x
-    ORDER BY 1, 2
-) u;
+FROM reckon_audit_settings, (
+    SELECT DISTINCT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ordering_keys::text[]) AS ordering_key
+) u
+ORDER BY u.tenant_id, u.ordering_key;
+
+-- name: EffectOrderSeqs :many
+-- Draws n values of the ordering keys' sequence, in order, for the order_seq of n ordered effects
+-- about to be inserted: drawn after the keys' locks (EffectOrderLock), they follow the order of
+-- the enqueues of each key. (On a Citus cell the sequence is on the coordinator, where this runs.)
+SELECT nextval('reckon_effects_order_seq')::bigint AS order_seq FROM generate_series(1, @n::integer);
 
 -- name: EffectOrderHandOn :exec
 -- Gives each of the given keys its next turn if none of its unsettled effects has one
--- (reckon_order_hand_on_key): after recording ordered effects waiting, under the keys' locks.
+-- (reckon_order_hand_on_key): after recording ordered effects waiting, under the keys' locks
+-- (EffectOrderLock). It runs where the client is connected: on a Citus cell, the coordinator,
+-- where the function's queries of the effects reach the worker (Citus refuses them from a
+-- statement it pushed down to the worker); the lock the function takes there is an extra one,
+-- under the worker's lock the transaction holds, and its notification is sent from there.
 SELECT reckon_order_hand_on_key(u.tenant_id, u.ordering_key)
 FROM (
-    SELECT DISTINCT x.tenant_id, x.ordering_key
-    FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ordering_keys::text[]) AS ordering_key) x
-    ORDER BY 1, 2
-) u;
+    SELECT DISTINCT unnest(@tenant_ids::text[]) AS tenant_id, unnest(@ordering_keys::text[]) AS ordering_key
+) u
+ORDER BY u.tenant_id, u.ordering_key;
 
 -- name: EffectOrderBusy :one
 -- Whether a tenant's ordering key has an unsettled effect (read under the key's lock by an inline

@@ -581,6 +581,10 @@ func (q *Queries) EffectGetByIdempotencyKey(ctx context.Context, arg EffectGetBy
 }
 
 const effectInsert = `-- name: EffectInsert :one
+WITH dead AS MATERIALIZED (
+    SELECT 1 FROM reckon_effect_tombstones t
+    WHERE t.tenant_id = $2 AND t.idempotency_key = $5 AND t.expires_at > now()
+)
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, deadline_at, run_id, turn_id, turn_group, compensates_id, job_id, queue,
@@ -597,16 +601,9 @@ SELECT
     coalesce($21::boolean, false),
     $22, $23, $24, $25, $26, $27,
     $28, $29, $30::text, $31::text, $32,
-    $33::text,
-    -- The sequence is named as text, cast when the branch runs: an unordered insert does not
-    -- refer to it at all (Citus runs this statement on a worker, where the sequence is missing).
-    CASE WHEN $33::text IS NOT NULL
-         THEN coalesce($34::bigint, nextval('reckon_effects_order_seq'::text::regclass)) END,
+    $33::text, $34::bigint,
     $35::text, $36::timestamptz, $37
-WHERE NOT EXISTS (
-    SELECT 1 FROM reckon_effect_tombstones t
-    WHERE t.tenant_id = $2 AND t.idempotency_key = $5 AND t.expires_at > now()
-)
+WHERE NOT EXISTS (SELECT 1 FROM dead)
 ON CONFLICT DO NOTHING
 RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
@@ -657,8 +654,8 @@ type EffectInsertParams struct {
 // statement, so an enqueue costs no extra round trip. The insert trigger (AFTER INSERT, 0031)
 // records the insert with the given actor and reason; a skipped row records nothing. trace_context is the enqueuing span's carrier, NULL without one.
 // An effect with neither job nor lease is left for the claimers of queue (EffectClaim). An
-// ordered effect (ordering_key) takes the next order_seq unless it is given one (a compensation
-// takes its original's), and is recorded waiting for its turn: no queue, its claimers' queue in
+// ordered effect (ordering_key) has its order_seq (EffectOrderSeqs, drawn under the key's lock; a
+// compensation takes its original's), and is recorded waiting for its turn: no queue, its claimers' queue in
 // order_queue (EffectOrderHandOn gives it the queue when its turn comes). An effect with
 // business_key_dedup is skipped too while another effect not FAILED holds its (tenant, connector,
 // business key) (reckon_effects_business_key_uniq, 0039: the conflict has no target, so both unique
@@ -758,6 +755,12 @@ func (q *Queries) EffectInsert(ctx context.Context, arg EffectInsertParams) (Rec
 }
 
 const effectInsertMany = `-- name: EffectInsertMany :many
+WITH dead AS MATERIALIZED (
+    SELECT t.tenant_id, t.idempotency_key
+    FROM (SELECT unnest($6::text[]) AS tenant_id, unnest($9::text[]) AS idempotency_key) k
+    JOIN reckon_effect_tombstones t ON t.tenant_id = k.tenant_id AND t.idempotency_key = k.idempotency_key
+    WHERE t.expires_at > now()
+)
 INSERT INTO reckon_effects (
     id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, max_attempts,
     timeout_ms, run_id, turn_id, turn_group, job_id, queue, confirmation, confirmation_prompt,
@@ -774,7 +777,7 @@ SELECT
     nullif(u.owner, ''), u.trace_context, nullif(u.async_timeout_ms, 0), coalesce(u.async_hard_timeout, false),
     $1::text, $2::text,
     nullif(u.ordering_key, ''),
-    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN nextval('reckon_effects_order_seq') END,
+    CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN u.order_seq END,
     CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN $3::text END,
     CASE WHEN nullif(u.ordering_key, '') IS NOT NULL THEN $4::timestamptz END,
     coalesce(u.business_key_dedup, false)
@@ -804,12 +807,10 @@ FROM (
         unnest($26::boolean[]) AS async_hard_timeout,
         unnest($27::jsonb[]) AS trace_context,
         unnest($28::text[]) AS ordering_key,
-        unnest($29::boolean[]) AS business_key_dedup
+        unnest($29::bigint[]) AS order_seq,
+        unnest($30::boolean[]) AS business_key_dedup
 ) AS u
-WHERE NOT EXISTS (
-    SELECT 1 FROM reckon_effect_tombstones t
-    WHERE t.tenant_id = u.tenant_id AND t.idempotency_key = u.idempotency_key AND t.expires_at > now()
-)
+WHERE (u.tenant_id, u.idempotency_key) NOT IN (SELECT d.tenant_id, d.idempotency_key FROM dead d)
 ON CONFLICT DO NOTHING
 RETURNING id, tenant_id, connector, args, idempotency_key, business_key, policy, tags, state, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, result, error, deadline_at, run_id, turn_id, turn_group, created_at, updated_at, transition_actor, transition_reason, transition_detail, job_id, timeout_ms, compensates_id, owner, correlation_id, async_timeout_ms, async_hard_timeout, inconclusive_checks, trace_context, queue, confirmation, confirmation_prompt, confirmation_expires_at, confirmation_by, confirmation_at, confirmation_reason, confirmation_four_eyes, insert_inputs, ordering_key, order_seq, order_queue, not_before, business_key_dedup
 `
@@ -843,6 +844,7 @@ type EffectInsertManyParams struct {
 	AsyncHardTimeouts    []bool
 	TraceContexts        []json.RawMessage
 	OrderingKeys         []string
+	OrderSeqs            []int64
 	BusinessKeyDedups    []bool
 }
 
@@ -853,8 +855,8 @@ type EffectInsertManyParams struct {
 // nothing), and so
 // may async_timeout_ms and async_hard_timeouts (no effect has async options): unnest runs the
 // arrays in lockstep and pads a shorter one with NULLs. So may ordering_keys (no effect is
-// ordered); an ordered effect (” stands for none) takes the next order_seq, in the order of the
-// arrays, and order_queue and not_before (as EffectInsert's; queue is ” for it: waiting). So
+// ordered); an ordered effect (” stands for none) takes its order_seq from order_seqs (drawn as
+// for EffectInsert; 0 for an unordered one), and order_queue and not_before (as EffectInsert's; queue is ” for it: waiting). So
 // may business_key_dedups (no effect dedups by business key); a row whose business key is held is
 // skipped, as for EffectInsert.
 func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyParams) ([]ReckonEffect, error) {
@@ -887,6 +889,7 @@ func (q *Queries) EffectInsertMany(ctx context.Context, arg EffectInsertManyPara
 		arg.AsyncHardTimeouts,
 		arg.TraceContexts,
 		arg.OrderingKeys,
+		arg.OrderSeqs,
 		arg.BusinessKeyDedups,
 	)
 	if err != nil {
@@ -1643,10 +1646,9 @@ func (q *Queries) EffectOrderChain(ctx context.Context, arg EffectOrderChainPara
 const effectOrderHandOn = `-- name: EffectOrderHandOn :exec
 SELECT reckon_order_hand_on_key(u.tenant_id, u.ordering_key)
 FROM (
-    SELECT DISTINCT x.tenant_id, x.ordering_key
-    FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS ordering_key) x
-    ORDER BY 1, 2
+    SELECT DISTINCT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS ordering_key
 ) u
+ORDER BY u.tenant_id, u.ordering_key
 `
 
 type EffectOrderHandOnParams struct {
@@ -1655,7 +1657,11 @@ type EffectOrderHandOnParams struct {
 }
 
 // Gives each of the given keys its next turn if none of its unsettled effects has one
-// (reckon_order_hand_on_key): after recording ordered effects waiting, under the keys' locks.
+// (reckon_order_hand_on_key): after recording ordered effects waiting, under the keys' locks
+// (EffectOrderLock). It runs where the client is connected: on a Citus cell, the coordinator,
+// where the function's queries of the effects reach the worker (Citus refuses them from a
+// statement it pushed down to the worker); the lock the function takes there is an extra one,
+// under the worker's lock the transaction holds, and its notification is sent from there.
 func (q *Queries) EffectOrderHandOn(ctx context.Context, arg EffectOrderHandOnParams) error {
 	_, err := q.db.Exec(ctx, effectOrderHandOn, arg.TenantIds, arg.OrderingKeys)
 	return err
@@ -1663,12 +1669,12 @@ func (q *Queries) EffectOrderHandOn(ctx context.Context, arg EffectOrderHandOnPa
 
 const effectOrderLock = `-- name: EffectOrderLock :exec
 
+
 SELECT reckon_order_lock(u.tenant_id, u.ordering_key)
-FROM (
-    SELECT DISTINCT x.tenant_id, x.ordering_key
-    FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS ordering_key) x
-    ORDER BY 1, 2
+FROM reckon_audit_settings, (
+    SELECT DISTINCT unnest($1::text[]) AS tenant_id, unnest($2::text[]) AS ordering_key
 ) u
+ORDER BY u.tenant_id, u.ordering_key
 `
 
 type EffectOrderLockParams struct {
@@ -1677,12 +1683,44 @@ type EffectOrderLockParams struct {
 }
 
 // Ordering keys (0035_ordering_keys).
+// The key's lock must be taken where its hand-on trigger takes it, on the node of the effects'
+// table: on a Citus cell (docs/deploy.md) that is a worker, not the node the client is connected
+// to. So EffectOrderLock reads reckon_audit_settings (one row, always): a statement that reads a
+// table of the schema runs where the schema's tables are. On one Postgres it changes nothing.
 // Takes the transaction advisory locks of the given (tenant, ordering key) pairs, in a fixed
-// order: enqueues and hand-ons of one key serialise on it, so that order_seq follows the order in
-// which the enqueues commit and no hand-on misses an effect enqueued meanwhile.
+// order (a volatile function of the select list runs after the sort): enqueues and hand-ons of one
+// key serialise on it, so that order_seq follows the order in which the enqueues commit and no
+// hand-on misses an effect enqueued meanwhile.
 func (q *Queries) EffectOrderLock(ctx context.Context, arg EffectOrderLockParams) error {
 	_, err := q.db.Exec(ctx, effectOrderLock, arg.TenantIds, arg.OrderingKeys)
 	return err
+}
+
+const effectOrderSeqs = `-- name: EffectOrderSeqs :many
+SELECT nextval('reckon_effects_order_seq')::bigint AS order_seq FROM generate_series(1, $1::integer)
+`
+
+// Draws n values of the ordering keys' sequence, in order, for the order_seq of n ordered effects
+// about to be inserted: drawn after the keys' locks (EffectOrderLock), they follow the order of
+// the enqueues of each key. (On a Citus cell the sequence is on the coordinator, where this runs.)
+func (q *Queries) EffectOrderSeqs(ctx context.Context, n int32) ([]int64, error) {
+	rows, err := q.db.Query(ctx, effectOrderSeqs, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var order_seq int64
+		if err := rows.Scan(&order_seq); err != nil {
+			return nil, err
+		}
+		items = append(items, order_seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const effectRedriveReset = `-- name: EffectRedriveReset :exec

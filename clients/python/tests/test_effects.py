@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import reckon
-from harness import CITUS, Bank, eventually, unique
+from harness import Bank, eventually, unique
 
 
 def test_enqueue_dedup_get_history(client: reckon.Client, connectors: dict[str, str], bank: Bank) -> None:
@@ -158,8 +158,6 @@ def test_redrive(client: reckon.Client, connectors: dict[str, str], bank: Bank) 
     assert err.value.code == "redrive_declined"
 
 
-@pytest.mark.skipif(CITUS, reason="ordering keys are not carried by a Citus cell yet: an ordered effect takes its "
-                    "order_seq from a sequence the cell's node does not have (docs/deploy.md)")
 def test_ordering_key_holds_the_next_effect(client: reckon.Client, connectors: dict[str, str], bank: Bank) -> None:
     key = unique("order")
     first = client.enqueue(connectors["wsgi"], idempotency_key=unique("o"), ordering_key=key, require_confirmation=True)
