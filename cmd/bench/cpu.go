@@ -21,6 +21,7 @@ type cpuSample struct {
 	busy, total uint64         // ticks summed over all CPUs
 	postgres    map[int]uint64 // pid → user + system ticks
 	database    map[int]uint64 // the postgres processes serving the bench database: pid → ticks
+	server      map[int]int    // pid → the pid of its server (the postmaster: itself for one)
 }
 
 // machineCPU returns the machine's busy and total CPU ticks from /proc/stat.
@@ -79,49 +80,97 @@ func busyWindows(ctx context.Context) <-chan float64 {
 	return out
 }
 
-// procStat returns the command name and user + system CPU ticks of process pid, from
+// procStat returns the command name, parent pid and user + system CPU ticks of process pid, from
 // /proc/<pid>/stat.
-func procStat(pid int) (comm string, ticks uint64, err error) {
+func procStat(pid int) (comm string, ppid int, ticks uint64, err error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return "", 0, err // exited meanwhile
+		return "", 0, 0, err // exited meanwhile
 	}
 	text := string(raw)
 	open, end := strings.IndexByte(text, '('), strings.LastIndexByte(text, ')')
 	if open < 0 || end < open {
-		return "", 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+		return "", 0, 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
 	rest := strings.Fields(text[end+1:]) // from field 3 (state) on
 	if len(rest) < 13 {
-		return "", 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+		return "", 0, 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
+	ppid, _ = strconv.Atoi(rest[1])
 	utime, _ := strconv.ParseUint(rest[11], 10, 64)
 	stime, _ := strconv.ParseUint(rest[12], 10, 64)
-	return text[open+1 : end], utime + stime, nil
+	return text[open+1 : end], ppid, utime + stime, nil
 }
 
 // sampleCPU reads /proc/stat and /proc/<pid>/stat of every process named postgres; the ticks of
 // those serving database (their title names it: backends and autovacuum workers) also go into
 // the sample's dbTicks.
 func sampleCPU(database string) (cpuSample, error) {
-	s := cpuSample{at: time.Now(), postgres: map[int]uint64{}, database: map[int]uint64{}}
+	s := cpuSample{at: time.Now(), postgres: map[int]uint64{}, database: map[int]uint64{}, server: map[int]int{}}
 	var err error
 	if s.busy, s.total, err = machineCPU(); err != nil {
 		return s, err
 	}
 	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
+	parents := map[int]int{}
 	for _, path := range paths {
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-		comm, ticks, err := procStat(pid)
+		comm, ppid, ticks, err := procStat(pid)
 		if err != nil || comm != "postgres" {
 			continue
 		}
-		s.postgres[pid] = ticks
+		s.postgres[pid], parents[pid] = ticks, ppid
 		if title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && slices.Contains(strings.Fields(strings.ReplaceAll(string(title), "\x00", " ")), database) {
 			s.database[pid] = ticks
 		}
 	}
+	for pid, ppid := range parents {
+		if _, child := s.postgres[ppid]; child {
+			s.server[pid] = ppid
+		} else {
+			s.server[pid] = pid
+		}
+	}
 	return s, nil
+}
+
+// serverPorts returns the port of each Postgres server of the sample (postmaster pid → port), from
+// its data directory's postmaster.pid; a server it cannot read is left out.
+func (s cpuSample) serverPorts() map[int]int {
+	ports := map[int]int{}
+	for _, server := range s.server {
+		if _, done := ports[server]; done {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", server))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if i := slices.Index(args, "-D"); i >= 0 && i+1 < len(args) {
+			if pidFile, err := os.ReadFile(filepath.Join(args[i+1], "postmaster.pid")); err == nil {
+				if lines := strings.Split(string(pidFile), "\n"); len(lines) > 3 {
+					if port, err := strconv.Atoi(strings.TrimSpace(lines[3])); err == nil {
+						ports[server] = port
+					}
+				}
+			}
+		}
+	}
+	return ports
+}
+
+// onPort returns the ticks of e's postgres processes (a later sample's) that belong to the server
+// listening on port.
+func (e cpuSample) onPort(port int) map[int]uint64 {
+	ports := e.serverPorts()
+	ticks := map[int]uint64{}
+	for pid, t := range e.postgres {
+		if ports[e.server[pid]] == port {
+			ticks[pid] = t
+		}
+	}
+	return ticks
 }
 
 // cpuSeconds returns the CPU seconds the processes of e (a later sample's map) used since s (an

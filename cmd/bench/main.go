@@ -255,6 +255,9 @@ type bench struct {
 	// counts what it (and the reactor processes) exported.
 	tracing *sdktrace.TracerProvider
 	spans   *spanCounter
+	// coordinatorPort and cellPort are, with -citus, the ports of the coordinator and of the
+	// worker that holds the cell: the scale scenario's Postgres CPU is counted per node.
+	coordinatorPort, cellPort int
 }
 
 func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
@@ -292,6 +295,13 @@ func newBench(ctx context.Context, o options, out io.Writer) (*bench, error) {
 		if _, err := migrator.Up(ctx); err != nil {
 			return nil, err
 		}
+		b.coordinatorPort = int(config.ConnConfig.Port)
+		if err := b.pool.QueryRow(ctx, `
+			SELECT DISTINCT s.nodeport FROM citus_shards s JOIN pg_class c ON c.oid = s.table_name
+			WHERE c.relnamespace = to_regnamespace($1)`, b.name).Scan(&b.cellPort); err != nil {
+			return nil, fmt.Errorf("the cell's worker: %w", err)
+		}
+		b.progress("the cell %s is on the worker at port %d", b.name, b.cellPort)
 	} else if err := db.Migrate(ctx, b.pool, b.logger); err != nil {
 		return nil, err
 	}
@@ -372,7 +382,50 @@ func (b *bench) reset(ctx context.Context) error {
 		SET session_replication_role = DEFAULT`)
 	// No ANALYZE here: statistics of empty tables would tell the planner they stay empty while a
 	// scenario fills them. Freshly truncated tables are estimated from their actual size instead.
+	if err == nil && b.o.citus {
+		err = b.resetCell(ctx)
+	}
 	return err
+}
+
+// resetCell truncates the -citus cell's shards of the tables reset truncates, on the cell's
+// worker: on the coordinator TRUNCATE reaches a distributed table's shards through a trigger,
+// which session_replication_role = replica (there to pass the audit trail's append-only
+// triggers) turns off.
+func (b *bench) resetCell(ctx context.Context) error {
+	rows, err := b.pool.Query(ctx, `
+		SELECT s.shard_name::text, s.nodename, s.nodeport FROM citus_shards s JOIN pg_class c ON c.oid = s.table_name
+		WHERE c.relnamespace = to_regnamespace($1)
+		  AND c.relname IN ('reckon_effects', 'reckon_effect_transitions', 'reckon_sagas', 'reckon_events')`, b.name)
+	if err != nil {
+		return fmt.Errorf("the cell's shards: %w", err)
+	}
+	var shards []string
+	config := b.pool.Config().ConnConfig.Copy()
+	for rows.Next() {
+		var shard string
+		if err := rows.Scan(&shard, &config.Host, &config.Port); err != nil {
+			return err
+		}
+		shards = append(shards, pgx.Identifier{b.name, strings.TrimPrefix(shard, b.name+".")}.Sanitize())
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(shards) == 0 {
+		return fmt.Errorf("the cell %s has no shards", b.name)
+	}
+	conn, err := pgx.ConnectConfig(ctx, config)
+	if err != nil {
+		return fmt.Errorf("the cell's worker: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, `SET session_replication_role = replica; SET citus.enable_manual_changes_to_shards = on;
+		TRUNCATE `+strings.Join(shards, ", ")+` CASCADE`)
+	if err != nil {
+		return fmt.Errorf("truncate the cell's shards: %w", err)
+	}
+	return nil
 }
 
 // analyze gives the planner the statistics a live database has (autovacuum keeps them), once a

@@ -277,6 +277,13 @@ func (b *bench) measureProcesses(ctx context.Context, name, label string, k int,
 		res.Extra["cpu_busy_pct"], res.Extra["postgres_cores"] = before.usage(after)
 		res.Extra["worker_cpu_s_per_1000"] = cpuSeconds(procsBefore, procsAfter) / thousands
 		res.Extra["postgres_cpu_s_per_1000"] = cpuSeconds(before.database, after.database) / thousands
+		if b.o.citus { // the cell's backends are in the coordinator's database: counted per node
+			coordinator := cpuSeconds(before.postgres, after.onPort(b.coordinatorPort)) / thousands
+			worker := cpuSeconds(before.postgres, after.onPort(b.cellPort)) / thousands
+			res.Extra["coordinator_cpu_s_per_1000"], res.Extra["cell_worker_cpu_s_per_1000"] = coordinator, worker
+			res.Extra["postgres_cpu_s_per_1000"] = coordinator + worker
+			b.progress("%s: Postgres CPU s per 1,000: coordinator %.3f, the cell's worker %.3f", name, coordinator, worker)
+		}
 	}
 	b.results.add(res)
 	b.progress("%s: %.0f/s (%.0f per process), CPU s per 1,000: processes %.3f, Postgres %.3f; CPUs %.0f%% busy (median 100-ms window %.0f%%)",
@@ -289,7 +296,7 @@ func (b *bench) measureProcesses(ctx context.Context, name, label string, k int,
 func procTicks(procs []*reactorProcess) map[int]uint64 {
 	ticks := make(map[int]uint64, len(procs))
 	for _, p := range procs {
-		if _, t, err := procStat(p.cmd.Process.Pid); err == nil {
+		if _, _, t, err := procStat(p.cmd.Process.Pid); err == nil {
 			ticks[p.cmd.Process.Pid] = t
 		}
 	}
