@@ -110,6 +110,9 @@ func MainAs(m *testing.M, prefix string) {
 // (pool.Config().ConnString()) serves subprocesses too.
 func NewDB(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
+	if coordinator := os.Getenv(CitusURLVariable); coordinator != "" {
+		return newCellDB(tb, coordinator)
+	}
 	return mustServer(tb).newDB(tb, true)
 }
 
