@@ -10,6 +10,9 @@
 // every test gets a clone of it, which is dropped when the test ends. Cloning takes milliseconds,
 // so tests that commit can still run in parallel. One binary has one server, whoever asks first.
 //
+// With RECKON_TEST_CITUS_URL naming a Citus coordinator, NewDB gives each test a Citus cell of its
+// own there instead (CitusURLVariable).
+//
 // Without a server a database test fails with the reason: it must never pass without a database.
 // Outside CI (CI=true), RECKON_TEST_SKIP_DB=1 skips those tests instead, and Main reports how many.
 //
