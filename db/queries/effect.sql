@@ -6,11 +6,14 @@
 -- records the insert with the given actor and reason; a skipped row records nothing. trace_context is the enqueuing span's carrier, NULL without one.
 -- An effect with neither job nor lease is left for the claimers of queue (EffectClaim). An
 -- ordered effect (ordering_key) has its order_seq (EffectOrderSeqs, drawn under the key's lock; a
--- compensation takes its original's), and is recorded waiting for its turn: no queue, its claimers' queue in
--- order_queue (EffectOrderHandOn gives it the queue when its turn comes). An effect with
+-- compensation takes its original's), and is recorded waiting for its turn: no queue, its
+-- claimers' queue in order_queue (EffectOrderHandOn gives it the queue when its turn comes). An effect with
 -- business_key_dedup is skipped too while another effect not FAILED holds its (tenant, connector,
 -- business key) (reckon_effects_business_key_uniq, 0039: the conflict has no target, so both unique
--- keys are arbiters); EffectGetByBusinessKey reads the holder.
+-- keys are arbiters); EffectGetByBusinessKey reads the holder. The tombstone probe is a
+-- MATERIALIZED CTE so that Citus runs it before the insert in a cell (docs/deploy.md): the
+-- INSERT … SELECT Citus would push down to the worker fails there (Citus 13.2 writes it with a
+-- broken "IS NOT NULL" test); on one Postgres the plan is the same one-time probe.
 WITH dead AS MATERIALIZED (
     SELECT 1 FROM reckon_effect_tombstones t
     WHERE t.tenant_id = @tenant_id AND t.idempotency_key = @idempotency_key AND t.expires_at > now()
@@ -46,9 +49,10 @@ RETURNING *;
 -- may async_timeout_ms and async_hard_timeouts (no effect has async options): unnest runs the
 -- arrays in lockstep and pads a shorter one with NULLs. So may ordering_keys (no effect is
 -- ordered); an ordered effect ('' stands for none) takes its order_seq from order_seqs (drawn as
--- for EffectInsert; 0 for an unordered one), and order_queue and not_before (as EffectInsert's; queue is '' for it: waiting). So
--- may business_key_dedups (no effect dedups by business key); a row whose business key is held is
--- skipped, as for EffectInsert.
+-- for EffectInsert; 0 for an unordered one), and order_queue and not_before (as EffectInsert's;
+-- queue is '' for it: waiting). So may business_key_dedups (no effect dedups by business key); a
+-- row whose business key is held is skipped, as for EffectInsert. The tombstones of the batch's
+-- keys are read first, in a MATERIALIZED CTE, as for EffectInsert (one index probe per key).
 WITH dead AS MATERIALIZED (
     SELECT t.tenant_id, t.idempotency_key
     FROM (SELECT unnest(sqlc.arg(tenant_ids)::text[]) AS tenant_id, unnest(sqlc.arg(idempotency_keys)::text[]) AS idempotency_key) k
