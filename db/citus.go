@@ -160,6 +160,13 @@ func (m *Migrator) citusFinish(ctx context.Context, conn *pgxpool.Conn, state ci
 	if _, err := conn.Exec(ctx, "ALTER FUNCTION "+addPartition+" SET citus.enable_unsafe_triggers = on"); err != nil {
 		return fmt.Errorf("migrate: allow the audit partitions' triggers: %w", err)
 	}
+	// An observation is written by a function Citus runs on the cell's worker, from within the
+	// statement it sent there (EffectObservationInsert), which Citus refuses unless allowed: the
+	// function's insert is local to that node, as a trigger's is.
+	observe := pgx.Identifier{m.schema, "reckon_effect_observe"}.Sanitize() + "(uuid, text, text, jsonb)"
+	if _, err := conn.Exec(ctx, "ALTER FUNCTION "+observe+" SET citus.allow_nested_distributed_execution = on"); err != nil {
+		return fmt.Errorf("migrate: allow the observations' insert: %w", err)
+	}
 	return nil
 }
 

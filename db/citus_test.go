@@ -115,12 +115,8 @@ func citusSchema(t *testing.T, prefix string, cell bool) (*pgxpool.Pool, string)
 }
 
 // citusRefused are the queries of internal/dbsqlc Citus still refuses to plan in a distributed
-// schema, sorted (issue 40's work list; docs/deploy.md says why).
-var citusRefused = []string{
-	// "could not create distributed plan" (INSERT … SELECT into the partitioned audit table), with
-	// the check's NULL effect id only: with an id Citus plans it (pull to coordinator).
-	"EffectObservationInsert",
-}
+// schema, sorted (docs/deploy.md says why for any listed): none.
+var citusRefused []string
 
 // citusPlan prepares sql on conn as statement and has Citus plan it with NULL arguments (EXPLAIN
 // EXECUTE: planned, not run).

@@ -5,9 +5,9 @@ SELECT * FROM reckon_effect_transitions WHERE effect_id = ANY (@effect_ids::uuid
 
 -- name: EffectObservationInsert :exec
 -- Records in the audit trail what a fenced-out writer saw (a late outcome) without changing the
--- effect: from_state and to_state are both the effect's current state.
-INSERT INTO reckon_effect_transitions (effect_id, tenant_id, from_state, to_state, actor, reason, attempt, detail)
-SELECT e.id, e.tenant_id, e.state, e.state, @actor::text, @reason::text, e.attempts, @detail
+-- effect: from_state and to_state are both the effect's current state (reckon_effect_observe,
+-- 0042, called for the effect's row: on a Citus cell, on the cell's worker).
+SELECT reckon_effect_observe(e.id, @actor::text, @reason::text, sqlc.narg(detail)::jsonb)
 FROM reckon_effects e WHERE e.id = @effect_id;
 
 -- name: EffectTransitionFirstActor :one

@@ -13,8 +13,7 @@ import (
 )
 
 const effectObservationInsert = `-- name: EffectObservationInsert :exec
-INSERT INTO reckon_effect_transitions (effect_id, tenant_id, from_state, to_state, actor, reason, attempt, detail)
-SELECT e.id, e.tenant_id, e.state, e.state, $1::text, $2::text, e.attempts, $3
+SELECT reckon_effect_observe(e.id, $1::text, $2::text, $3::jsonb)
 FROM reckon_effects e WHERE e.id = $4
 `
 
@@ -26,7 +25,8 @@ type EffectObservationInsertParams struct {
 }
 
 // Records in the audit trail what a fenced-out writer saw (a late outcome) without changing the
-// effect: from_state and to_state are both the effect's current state.
+// effect: from_state and to_state are both the effect's current state (reckon_effect_observe,
+// 0042, called for the effect's row: on a Citus cell, on the cell's worker).
 func (q *Queries) EffectObservationInsert(ctx context.Context, arg EffectObservationInsertParams) error {
 	_, err := q.db.Exec(ctx, effectObservationInsert,
 		arg.Actor,

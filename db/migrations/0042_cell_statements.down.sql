@@ -1,3 +1,5 @@
+DROP FUNCTION IF EXISTS reckon_effect_observe(uuid, text, text, jsonb);
+
 -- The functions as 0030_limits_exact made them.
 CREATE OR REPLACE FUNCTION reckon_limit_release(
     p_connector text, p_tenant text, p_effect uuid, p_per_tenant boolean,

@@ -1,5 +1,7 @@
--- reckon_limit_release and reckon_limit_claim (0030_limits_exact), written so that a Citus cell
--- (docs/deploy.md) runs them as one Postgres does, with the same results there: they read the
+-- Functions written so that a Citus cell (docs/deploy.md) runs what they do as one Postgres does,
+-- with the same results on one Postgres.
+--
+-- reckon_limit_release and reckon_limit_claim (0030_limits_exact) read the
 -- clock once into a variable instead of calling clock_timestamp() inside an UPDATE (Citus refuses a
 -- VOLATILE function in an UPDATE of a distributed table), and release reads the effects' job ids
 -- and River's jobs in separate statements (Citus cannot join a distributed table with River's
@@ -130,5 +132,21 @@ BEGIN
     END IF;
     DELETE FROM reckon_limit_waiters WHERE effect_id = p_effect;
     RETURN true;
+END
+$$;
+
+-- reckon_effect_observe records in the audit trail what a fenced-out writer saw (a late outcome, a
+-- callback that changed nothing) without changing the effect: from_state and to_state are both the
+-- effect's current state (EffectObservationInsert calls it for the effect's row). A function, so
+-- that on a Citus cell the row is written on the cell's worker like every other row of the trail:
+-- written through the coordinator, it took its id from the coordinator's range of the identity
+-- sequence, below the worker's, and was listed first in the effect's history. (The cell lets this
+-- function run its statement from within one Citus sent to the worker: db.Migrator, citusFinish.)
+CREATE FUNCTION reckon_effect_observe(p_effect uuid, p_actor text, p_reason text, p_detail jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO reckon_effect_transitions (effect_id, tenant_id, from_state, to_state, actor, reason, attempt, detail)
+    SELECT e.id, e.tenant_id, e.state, e.state, p_actor, p_reason, e.attempts, p_detail
+    FROM reckon_effects e WHERE e.id = p_effect;
 END
 $$;
