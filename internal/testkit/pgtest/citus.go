@@ -70,15 +70,5 @@ func newCell(coordinator string) (*pgxpool.Pool, func() error, error) {
 func newCellDB(tb testing.TB, coordinator string) *pgxpool.Pool {
 	tb.Helper()
 	pool, drop, err := newCell(coordinator)
-	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
-	}
-	tb.Cleanup(func() {
-		checkGhostsAtEnd(tb, pool.Config().ConnString())
-		pool.Close()
-		if err := drop(); err != nil {
-			tb.Errorf("pgtest: %v", err)
-		}
-	})
-	return pool
+	return forTest(tb, pool, drop, err, true)
 }

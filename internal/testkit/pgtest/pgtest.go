@@ -317,6 +317,14 @@ func (s *server) close() {
 func (s *server) newDB(tb testing.TB, migrated bool) *pgxpool.Pool {
 	tb.Helper()
 	pool, drop, err := s.createDB(migrated)
+	return forTest(tb, pool, drop, err, migrated)
+}
+
+// forTest hands a test the pool of a new database (or Citus cell) that create returned: it fails
+// the test on err, and when the test ends scans a migrated database for ghosts, closes the pool
+// and drops the database.
+func forTest(tb testing.TB, pool *pgxpool.Pool, drop func() error, err error, migrated bool) *pgxpool.Pool {
+	tb.Helper()
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
